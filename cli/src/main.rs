@@ -1,0 +1,250 @@
+//! `hooklatch`: sign and verify webhooks by hand, to find out why a
+//! signature does not match.
+
+use std::io::Read as _;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hooklatch::verify::{ConfigError, Encoding, Scheme, Signer, Verifier};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hooklatch",
+    version,
+    about = "Sign and verify webhooks by hand"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Sign a body and print the headers to send, one `name: value` a line.
+    Sign(SignArgs),
+    /// Verify a request; exit 0 and print `ok` with the event id, or exit 1
+    /// and print the reason.
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+struct SignArgs {
+    #[command(flatten)]
+    scheme: SchemeArgs,
+    /// Secret in the scheme's form (repeat to sign with each, as in a rotation).
+    #[arg(long = "secret", required = true)]
+    secrets: Vec<String>,
+    /// Event id [default: msg_ followed by the current time in hex].
+    #[arg(long)]
+    id: Option<String>,
+    /// Timestamp in seconds since the Unix epoch [default: now].
+    #[arg(long)]
+    timestamp: Option<i64>,
+    /// File holding the body, or `-` for standard input.
+    #[arg(long)]
+    body_file: String,
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    #[command(flatten)]
+    scheme: SchemeArgs,
+    /// Secret in the scheme's form (repeat for several: any may match).
+    #[arg(long = "secret", required = true)]
+    secrets: Vec<String>,
+    /// A request header, `name: value` (repeat for each header).
+    #[arg(short = 'H', long = "header", value_parser = parse_header)]
+    headers: Vec<(String, String)>,
+    /// File holding the body exactly as received, or `-` for standard input.
+    #[arg(long)]
+    body_file: String,
+    /// Check the timestamp against this time (seconds since the Unix epoch)
+    /// instead of now.
+    #[arg(long)]
+    now: Option<i64>,
+    /// Seconds a timestamp may be in the past or the future [default: 300].
+    #[arg(long)]
+    tolerance: Option<u64>,
+    /// Accept any timestamp: only for checking an old, captured request.
+    #[arg(long, conflicts_with_all = ["now", "tolerance"])]
+    ignore_timestamp: bool,
+}
+
+#[derive(Debug, Args)]
+struct SchemeArgs {
+    /// Signature scheme.
+    #[arg(long, value_enum)]
+    scheme: SchemeName,
+    /// custom: the header carrying the signature.
+    #[arg(long, required_if_eq("scheme", "custom"))]
+    signature_header: Option<String>,
+    /// custom: text before the signature, such as `sha256=`.
+    #[arg(long)]
+    prefix: Option<String>,
+    /// custom: how the signature is encoded.
+    #[arg(long, value_enum, default_value = "hex")]
+    encoding: EncodingName,
+    /// custom: the header carrying the event id.
+    #[arg(long)]
+    id_header: Option<String>,
+    /// custom: the header carrying the timestamp.
+    #[arg(long)]
+    timestamp_header: Option<String>,
+    /// custom: the signed content, from `{id}`, `{timestamp}`, `{body}` and text.
+    #[arg(long)]
+    template: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SchemeName {
+    Standard,
+    Svix,
+    Stripe,
+    Github,
+    Shopify,
+    Slack,
+    Custom,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum EncodingName {
+    Hex,
+    Base64,
+}
+
+impl SchemeArgs {
+    fn scheme(&self) -> Result<Scheme, ConfigError> {
+        let name = match self.scheme {
+            SchemeName::Standard => "standard",
+            SchemeName::Svix => "svix",
+            SchemeName::Stripe => "stripe",
+            SchemeName::Github => "github",
+            SchemeName::Shopify => "shopify",
+            SchemeName::Slack => "slack",
+            SchemeName::Custom => return self.custom(),
+        };
+        Ok(Scheme::by_name(name).expect("every SchemeName but custom is a provider"))
+    }
+
+    fn custom(&self) -> Result<Scheme, ConfigError> {
+        let header = self.signature_header.as_deref().unwrap_or_default();
+        let mut scheme = Scheme::custom("custom", header)?.with_encoding(match self.encoding {
+            EncodingName::Hex => Encoding::Hex,
+            EncodingName::Base64 => Encoding::Base64,
+        });
+        if let Some(prefix) = &self.prefix {
+            scheme = scheme.with_prefix(prefix);
+        }
+        if let Some(name) = &self.id_header {
+            scheme = scheme.with_id_header(name)?;
+        }
+        if let Some(name) = &self.timestamp_header {
+            scheme = scheme.with_timestamp_header(name)?;
+        }
+        if let Some(template) = &self.template {
+            scheme = scheme.with_template(template)?;
+        }
+        Ok(scheme)
+    }
+}
+
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not `name: value`"))?;
+    Ok((name.trim().to_owned(), value.trim().to_owned()))
+}
+
+fn read_body(path: &str) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    let read = if path == "-" {
+        std::io::stdin().read_to_end(&mut body).map(drop)
+    } else {
+        std::fs::read(path).map(|bytes| body = bytes)
+    };
+    read.map_err(|error| format!("cannot read body from `{path}`: {error}"))?;
+    Ok(body)
+}
+
+fn unix_time(seconds: i64) -> SystemTime {
+    let magnitude = Duration::from_secs(seconds.unsigned_abs());
+    if seconds >= 0 {
+        UNIX_EPOCH + magnitude
+    } else {
+        UNIX_EPOCH - magnitude
+    }
+}
+
+/// A failure before any signature was examined: bad flags, secrets or files.
+struct UsageError(String);
+
+impl<E: std::fmt::Display> From<E> for UsageError {
+    fn from(error: E) -> Self {
+        Self(error.to_string())
+    }
+}
+
+fn sign(args: SignArgs) -> Result<ExitCode, UsageError> {
+    let signer = Signer::new(args.scheme.scheme()?, &args.secrets)?;
+    let body = read_body(&args.body_file)?;
+    let at = args.timestamp.map_or_else(SystemTime::now, unix_time);
+    let id = args.id.unwrap_or_else(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        format!("msg_{nanos:x}")
+    });
+    let headers = signer.sign(&id, at, &body)?;
+    for (name, value) in headers.iter() {
+        println!("{name}: {value}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
+    let mut builder = Verifier::builder(args.scheme.scheme()?);
+    for secret in &args.secrets {
+        builder = builder.with_secret(secret)?;
+    }
+    if let Some(seconds) = args.tolerance {
+        builder = builder.with_tolerance(Duration::from_secs(seconds));
+    }
+    if args.ignore_timestamp {
+        builder = builder.insecure_skip_timestamp_check();
+    }
+    let verifier = builder.build()?;
+    let body = read_body(&args.body_file)?;
+    let now = args.now.map_or_else(SystemTime::now, unix_time);
+    match verifier.verify_at(&args.headers, &body, now) {
+        Ok(event) => {
+            let mut line = String::from("ok");
+            if let Some(id) = event.id() {
+                line.push_str(&format!(" id={id}"));
+            }
+            if let Some(timestamp) = event.timestamp() {
+                line.push_str(&format!(" timestamp={timestamp}"));
+            }
+            line.push_str(&format!(" secret={}", event.key_index() + 1));
+            println!("{line}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            println!("rejected: {error}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Sign(args) => sign(args),
+        Command::Verify(args) => verify(args),
+    };
+    outcome.unwrap_or_else(|UsageError(message)| {
+        eprintln!("hooklatch: {message}");
+        ExitCode::from(2)
+    })
+}

@@ -1,0 +1,246 @@
+//! Secrets and keys: decoded once, when a verifier or signer is built.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use hmac::{Hmac, KeyInit};
+use sha2::Sha256;
+use zeroize::Zeroizing;
+
+use super::error::ConfigError;
+
+pub(crate) type HmacSha256 = Hmac<Sha256>;
+
+// The keyed HMAC state (the inner and outer SHA-256 states) is as sensitive
+// as the secret: make sure those states are wiped when dropped.
+const _: fn() = || {
+    fn zeroized_on_drop<T: zeroize::ZeroizeOnDrop>() {}
+    zeroized_on_drop::<<Sha256 as hmac::digest::block_api::CoreProxy>::Core>();
+};
+
+/// Secrets are configuration, not attacker input: accept base64 with or
+/// without its padding, as some providers' dashboards drop it.
+const LENIENT_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// How a scheme reads a secret given as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SecretFormat {
+    /// Base64 after an optional `whsec_` prefix; `whpk_` / `whsk_` are
+    /// ed25519 keys (Standard Webhooks, Svix).
+    Whsec,
+    /// The text's bytes are the key. `expected_prefix` is what the
+    /// provider's secrets look like, used only for a hint on mismatch.
+    Raw {
+        expected_prefix: Option<&'static str>,
+    },
+}
+
+/// One configured key. `Debug` never shows key material.
+pub(crate) enum Key {
+    /// HMAC-SHA256, keyed once; each request clones the keyed state.
+    Hmac(HmacSha256),
+    /// Verifies `v1a` signatures.
+    #[cfg(feature = "ed25519")]
+    Ed25519Public(ed25519_dalek::VerifyingKey),
+    /// Signs and verifies `v1a` signatures.
+    #[cfg(feature = "ed25519")]
+    Ed25519Secret(Box<ed25519_dalek::SigningKey>),
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self {
+            Self::Hmac(_) => "Hmac",
+            #[cfg(feature = "ed25519")]
+            Self::Ed25519Public(_) => "Ed25519Public",
+            #[cfg(feature = "ed25519")]
+            Self::Ed25519Secret(_) => "Ed25519Secret",
+        };
+        write!(f, "{kind}([REDACTED])")
+    }
+}
+
+/// The signature algorithm a key or a signature belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Algorithm {
+    HmacSha256,
+    Ed25519,
+}
+
+impl Key {
+    pub(crate) fn hmac(bytes: &[u8]) -> Result<Self, ConfigError> {
+        if bytes.is_empty() {
+            return Err(ConfigError::EmptySecret);
+        }
+        // HMAC takes keys of any length; this cannot fail.
+        let mac = HmacSha256::new_from_slice(bytes).map_err(|_| ConfigError::EmptySecret)?;
+        Ok(Self::Hmac(mac))
+    }
+
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        match self {
+            Self::Hmac(_) => Algorithm::HmacSha256,
+            #[cfg(feature = "ed25519")]
+            Self::Ed25519Public(_) | Self::Ed25519Secret(_) => Algorithm::Ed25519,
+        }
+    }
+
+    pub(crate) fn can_sign(&self) -> bool {
+        match self {
+            Self::Hmac(_) => true,
+            #[cfg(feature = "ed25519")]
+            Self::Ed25519Public(_) => false,
+            #[cfg(feature = "ed25519")]
+            Self::Ed25519Secret(_) => true,
+        }
+    }
+
+    /// Reads a secret given as text, the way `format` says.
+    pub(crate) fn parse(text: &str, format: SecretFormat) -> Result<Self, ConfigError> {
+        match format {
+            SecretFormat::Raw { .. } => Self::hmac(text.as_bytes()),
+            SecretFormat::Whsec => {
+                if let Some(public) = text.strip_prefix("whpk_") {
+                    return ed25519_public(public);
+                }
+                if let Some(secret) = text.strip_prefix("whsk_") {
+                    return ed25519_secret(secret);
+                }
+                let (prefix, encoded) = match text.strip_prefix("whsec_") {
+                    Some(rest) => ("whsec_", rest),
+                    None => ("", text),
+                };
+                let bytes = decode_base64(encoded, prefix)?;
+                Self::hmac(&bytes)
+            }
+        }
+    }
+}
+
+fn decode_base64(encoded: &str, prefix: &'static str) -> Result<Zeroizing<Vec<u8>>, ConfigError> {
+    if encoded.is_empty() {
+        return Err(ConfigError::EmptySecret);
+    }
+    LENIENT_BASE64
+        .decode(encoded)
+        .map(Zeroizing::new)
+        .map_err(|_| ConfigError::SecretNotBase64 { prefix })
+}
+
+#[cfg(feature = "ed25519")]
+fn ed25519_public(encoded: &str) -> Result<Key, ConfigError> {
+    let bytes = decode_base64(encoded, "whpk_")?;
+    let array: [u8; 32] = bytes
+        .as_slice()
+        .try_into()
+        .map_err(|_| ConfigError::KeyLength {
+            prefix: "whpk_",
+            expected: "32",
+            actual: bytes.len(),
+        })?;
+    ed25519_dalek::VerifyingKey::from_bytes(&array)
+        .map(Key::Ed25519Public)
+        .map_err(|_| ConfigError::KeyLength {
+            prefix: "whpk_",
+            expected: "32 (a valid curve point)",
+            actual: 32,
+        })
+}
+
+#[cfg(feature = "ed25519")]
+fn ed25519_secret(encoded: &str) -> Result<Key, ConfigError> {
+    let bytes = decode_base64(encoded, "whsk_")?;
+    let key = match bytes.len() {
+        32 => {
+            let mut seed = Zeroizing::new([0u8; 32]);
+            seed.copy_from_slice(&bytes);
+            ed25519_dalek::SigningKey::from_bytes(&seed)
+        }
+        64 => {
+            let mut pair = Zeroizing::new([0u8; 64]);
+            pair.copy_from_slice(&bytes);
+            ed25519_dalek::SigningKey::from_keypair_bytes(&pair)
+                .map_err(|_| ConfigError::KeyPairMismatch)?
+        }
+        actual => {
+            return Err(ConfigError::KeyLength {
+                prefix: "whsk_",
+                expected: "32 or 64",
+                actual,
+            });
+        }
+    };
+    Ok(Key::Ed25519Secret(Box::new(key)))
+}
+
+#[cfg(not(feature = "ed25519"))]
+fn ed25519_public(_: &str) -> Result<Key, ConfigError> {
+    Err(ConfigError::AsymmetricUnsupported {
+        prefix: "whpk_",
+        needs: "the `ed25519` feature",
+    })
+}
+
+#[cfg(not(feature = "ed25519"))]
+fn ed25519_secret(_: &str) -> Result<Key, ConfigError> {
+    Err(ConfigError::AsymmetricUnsupported {
+        prefix: "whsk_",
+        needs: "the `ed25519` feature",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_prints_key_material() {
+        let key = Key::parse(
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            SecretFormat::Whsec,
+        )
+        .unwrap();
+        let shown = format!("{key:?}");
+        assert_eq!(shown, "Hmac([REDACTED])");
+    }
+
+    #[test]
+    fn empty_secrets_are_rejected() {
+        for text in ["", "whsec_"] {
+            assert_eq!(
+                Key::parse(text, SecretFormat::Whsec).unwrap_err(),
+                ConfigError::EmptySecret
+            );
+        }
+        assert_eq!(
+            Key::parse(
+                "",
+                SecretFormat::Raw {
+                    expected_prefix: None
+                }
+            )
+            .unwrap_err(),
+            ConfigError::EmptySecret
+        );
+    }
+
+    #[test]
+    fn whsec_prefix_is_optional_and_padding_lenient() {
+        for text in [
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS",
+        ] {
+            assert!(Key::parse(text, SecretFormat::Whsec).is_ok(), "{text}");
+        }
+        assert_eq!(
+            Key::parse("whsec_not base64!", SecretFormat::Whsec).unwrap_err(),
+            ConfigError::SecretNotBase64 { prefix: "whsec_" }
+        );
+    }
+}

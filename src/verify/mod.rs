@@ -1,0 +1,68 @@
+//! Verify webhook signatures on the raw bytes.
+//!
+//! A [`Verifier`] is built once from a [`Scheme`] and one or more secrets,
+//! then checks each request: the body exactly as received, the headers
+//! (anything implementing [`Headers`]) and the time. It answers with a
+//! [`Verified`] event (id, timestamp, body) or a [`VerifyError`] that says
+//! what was wrong.
+//!
+//! This module is pure: no I/O, no async, no framework types.
+//!
+//! | scheme | constructor | signed content | signature |
+//! |---|---|---|---|
+//! | Standard Webhooks | [`Scheme::standard_webhooks`] | `{id}.{timestamp}.{body}` | `v1,<base64>`, `v1a,<base64>` |
+//! | Svix | [`Scheme::svix`] | same | same |
+//! | Stripe | [`Scheme::stripe`] | `{t}.{body}` | `t=..,v1=<hex>` |
+//! | GitHub | [`Scheme::github`] | body | `sha256=<hex>` |
+//! | Shopify | [`Scheme::shopify`] | body | `<base64>` |
+//! | Slack | [`Scheme::slack`] | `v0:{timestamp}:{body}` | `v0=<hex>` |
+//! | your own | [`Scheme::custom`] | a template | hex or base64, optional prefix |
+//!
+//! Rules shared by every scheme:
+//!
+//! - every signature in the header is compared, in constant time, against
+//!   every secret, so secrets can be rotated; at most [`MAX_SIGNATURES`]
+//!   signatures are examined;
+//! - signatures of unknown versions are skipped; only a header with none of
+//!   a supported version is an error;
+//! - timestamps must lie within a past and a future tolerance (default 5
+//!   minutes each); the clock is injectable ([`Verifier::verify_at`],
+//!   [`VerifierBuilder::with_clock`]);
+//! - no input makes verification panic, and work per request is bounded by
+//!   [`MAX_HEADER_LEN`], [`MAX_SIGNATURES`] and the body limit.
+//!
+//! ```
+//! use std::time::{Duration, UNIX_EPOCH};
+//! use hooklatch::verify::{Scheme, Verifier, VerifyError};
+//!
+//! let verifier = Verifier::builder(Scheme::github())
+//!     .with_secret("It's a Secret to Everybody")?
+//!     .build()?;
+//! let headers = [
+//!     ("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"),
+//!     ("X-Hub-Signature-256", "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"),
+//! ];
+//! let event = verifier.verify(&headers, b"Hello, World!")?;
+//! assert_eq!(event.id(), Some("72d3162e-cc78-11e3-81ab-4c9367dc0958"));
+//!
+//! let forged = verifier.verify(&headers, b"Hello, World?");
+//! assert!(matches!(forged, Err(VerifyError::SignatureMismatch { .. })));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod clock;
+mod encoding;
+mod error;
+mod headers;
+mod keys;
+mod scheme;
+mod signer;
+mod verifier;
+
+pub use clock::{Clock, SystemClock};
+pub use encoding::Encoding;
+pub use error::{ConfigError, Malformed, VerifyError};
+pub use headers::{HeaderLookup, Headers};
+pub use scheme::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES, Scheme};
+pub use signer::{SignedHeaders, Signer};
+pub use verifier::{DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, Verified, Verifier, VerifierBuilder};

@@ -1,0 +1,778 @@
+//! Signature schemes as data: where the id, timestamp and signatures are,
+//! what bytes are signed, and how signatures are written.
+//!
+//! Every provider's scheme runs through the same parser and comparison
+//! loop, so each gets the same caps, constant-time comparison and error
+//! reporting.
+
+use std::borrow::Cow;
+
+use super::encoding::Encoding;
+use super::error::{ConfigError, Malformed, VerifyError};
+use super::headers::{HeaderLookup, Headers};
+use super::keys::{Algorithm, SecretFormat};
+
+/// The most signatures one header may carry. Rotation needs two or three;
+/// the cap bounds the work an attacker can ask for.
+pub const MAX_SIGNATURES: usize = 16;
+
+/// The longest header value read, in bytes.
+pub const MAX_HEADER_LEN: usize = 4096;
+
+/// The longest event id accepted, in bytes.
+pub const MAX_ID_LEN: usize = 256;
+
+/// A webhook signature scheme: the headers it reads, the content it signs
+/// and how it writes signatures.
+///
+/// Build one with a provider's constructor, or [`Scheme::custom`] for
+/// anything else. A scheme holds no secret; pair it with secrets in a
+/// [`Verifier`](super::Verifier) or [`Signer`](super::Signer).
+///
+/// ```
+/// use hooklatch::verify::{Encoding, Scheme};
+///
+/// let acme = Scheme::custom("acme", "X-Acme-Signature")?
+///     .with_prefix("sha256=")
+///     .with_encoding(Encoding::Hex)
+///     .with_timestamp_header("X-Acme-Timestamp")?
+///     .with_template("{timestamp}.{body}")?;
+/// assert_eq!(acme.name(), "acme");
+/// # Ok::<(), hooklatch::verify::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scheme {
+    name: Cow<'static, str>,
+    signature_header: Cow<'static, str>,
+    format: Format,
+    encoding: Encoding,
+    id_header: Option<Cow<'static, str>>,
+    timestamp: TimestampSource,
+    template: Cow<'static, [Segment]>,
+    pub(crate) secret_format: SecretFormat,
+}
+
+/// How signatures sit in the signature header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Format {
+    /// Space-separated `version,signature` entries: `v1` is HMAC-SHA256,
+    /// `v1a` ed25519 (Standard Webhooks, Svix).
+    Versioned,
+    /// Comma-separated `key=value` fields; `t` is the timestamp, `v1` an
+    /// HMAC-SHA256 signature (Stripe).
+    Fields,
+    /// One signature after a fixed prefix (GitHub's `sha256=`, Slack's `v0=`).
+    Single { prefix: Cow<'static, str> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TimestampSource {
+    None,
+    Header(Cow<'static, str>),
+    /// The `t=` field of a [`Format::Fields`] signature header.
+    Field,
+}
+
+/// One piece of the signed content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(Cow<'static, str>),
+    Id,
+    Timestamp,
+    Body,
+}
+
+const ID_DOT_TIMESTAMP_DOT_BODY: &[Segment] = &[
+    Segment::Id,
+    Segment::Literal(Cow::Borrowed(".")),
+    Segment::Timestamp,
+    Segment::Literal(Cow::Borrowed(".")),
+    Segment::Body,
+];
+
+/// The id, timestamp and signatures read from one request's headers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Envelope<'h> {
+    pub(crate) id: Option<&'h str>,
+    pub(crate) timestamp: Option<Timestamp<'h>>,
+    signatures: &'h [u8],
+}
+
+/// A timestamp as sent (the signed text) and as a number.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timestamp<'h> {
+    pub(crate) seconds: i64,
+    pub(crate) text: &'h [u8],
+}
+
+/// One signature found in a header: its algorithm (`None` for a version
+/// this library does not know) and its encoded text.
+pub(crate) type Candidate<'h> = (Option<Algorithm>, &'h [u8]);
+
+impl Scheme {
+    fn versioned(name: &'static str, prefix: &'static str) -> Self {
+        let header = |suffix: &str| Cow::Owned(format!("{prefix}-{suffix}"));
+        Self {
+            name: Cow::Borrowed(name),
+            signature_header: header("signature"),
+            format: Format::Versioned,
+            encoding: Encoding::Base64,
+            id_header: Some(header("id")),
+            timestamp: TimestampSource::Header(header("timestamp")),
+            template: Cow::Borrowed(ID_DOT_TIMESTAMP_DOT_BODY),
+            secret_format: SecretFormat::Whsec,
+        }
+    }
+
+    /// [Standard Webhooks](https://www.standardwebhooks.com/): headers
+    /// `webhook-id`, `webhook-timestamp`, `webhook-signature`; signs
+    /// `{id}.{timestamp}.{body}`; signatures `v1,<base64>` (HMAC-SHA256) and
+    /// `v1a,<base64>` (ed25519, feature `ed25519`), space separated.
+    /// Secrets are `whsec_` + base64 (the prefix is optional), or `whpk_` /
+    /// `whsk_` ed25519 keys.
+    pub fn standard_webhooks() -> Self {
+        Self::versioned("standard", "webhook")
+    }
+
+    /// Svix: Standard Webhooks with `svix-id`, `svix-timestamp` and
+    /// `svix-signature` headers.
+    pub fn svix() -> Self {
+        Self::versioned("svix", "svix")
+    }
+
+    /// Stripe: `Stripe-Signature: t=<ts>,v1=<hex>[,v1=<hex>..]` over
+    /// `{t}.{body}`. The secret (`whsec_...`) is used whole, prefix included.
+    /// Stripe sends no id header; the event id is the body's `id` field.
+    pub fn stripe() -> Self {
+        Self {
+            name: Cow::Borrowed("stripe"),
+            signature_header: Cow::Borrowed("stripe-signature"),
+            format: Format::Fields,
+            encoding: Encoding::Hex,
+            id_header: None,
+            timestamp: TimestampSource::Field,
+            template: Cow::Borrowed(&[
+                Segment::Timestamp,
+                Segment::Literal(Cow::Borrowed(".")),
+                Segment::Body,
+            ]),
+            secret_format: SecretFormat::Raw {
+                expected_prefix: Some("whsec_"),
+            },
+        }
+    }
+
+    /// GitHub: `X-Hub-Signature-256: sha256=<hex>` over the body, id in
+    /// `X-GitHub-Delivery`. GitHub signs no timestamp, so a captured request
+    /// can be replayed: dedup by the delivery id.
+    pub fn github() -> Self {
+        Self {
+            name: Cow::Borrowed("github"),
+            signature_header: Cow::Borrowed("x-hub-signature-256"),
+            format: Format::Single {
+                prefix: Cow::Borrowed("sha256="),
+            },
+            encoding: Encoding::Hex,
+            id_header: Some(Cow::Borrowed("x-github-delivery")),
+            timestamp: TimestampSource::None,
+            template: Cow::Borrowed(&[Segment::Body]),
+            secret_format: SecretFormat::Raw {
+                expected_prefix: None,
+            },
+        }
+    }
+
+    /// Shopify: `X-Shopify-Hmac-Sha256: <base64>` over the body, id in
+    /// `X-Shopify-Webhook-Id`. No timestamp is signed.
+    pub fn shopify() -> Self {
+        Self {
+            name: Cow::Borrowed("shopify"),
+            signature_header: Cow::Borrowed("x-shopify-hmac-sha256"),
+            format: Format::Single {
+                prefix: Cow::Borrowed(""),
+            },
+            encoding: Encoding::Base64,
+            id_header: Some(Cow::Borrowed("x-shopify-webhook-id")),
+            timestamp: TimestampSource::None,
+            template: Cow::Borrowed(&[Segment::Body]),
+            secret_format: SecretFormat::Raw {
+                expected_prefix: None,
+            },
+        }
+    }
+
+    /// Slack: `X-Slack-Signature: v0=<hex>` over `v0:{timestamp}:{body}`,
+    /// timestamp in `X-Slack-Request-Timestamp`. Slack sends no event id
+    /// header.
+    pub fn slack() -> Self {
+        Self {
+            name: Cow::Borrowed("slack"),
+            signature_header: Cow::Borrowed("x-slack-signature"),
+            format: Format::Single {
+                prefix: Cow::Borrowed("v0="),
+            },
+            encoding: Encoding::Hex,
+            id_header: None,
+            timestamp: TimestampSource::Header(Cow::Borrowed("x-slack-request-timestamp")),
+            template: Cow::Borrowed(&[
+                Segment::Literal(Cow::Borrowed("v0:")),
+                Segment::Timestamp,
+                Segment::Literal(Cow::Borrowed(":")),
+                Segment::Body,
+            ]),
+            secret_format: SecretFormat::Raw {
+                expected_prefix: None,
+            },
+        }
+    }
+
+    /// A scheme of your own: one HMAC-SHA256 signature in `signature_header`,
+    /// hex encoded, over the body. Adjust it with [`with_prefix`](Self::with_prefix),
+    /// [`with_encoding`](Self::with_encoding), [`with_id_header`](Self::with_id_header),
+    /// [`with_timestamp_header`](Self::with_timestamp_header) and
+    /// [`with_template`](Self::with_template). Secrets are used as raw bytes.
+    pub fn custom(name: &str, signature_header: &str) -> Result<Self, ConfigError> {
+        Ok(Self {
+            name: Cow::Owned(name.to_owned()),
+            signature_header: Cow::Owned(header_name(signature_header)?),
+            format: Format::Single {
+                prefix: Cow::Borrowed(""),
+            },
+            encoding: Encoding::Hex,
+            id_header: None,
+            timestamp: TimestampSource::None,
+            template: Cow::Borrowed(&[Segment::Body]),
+            secret_format: SecretFormat::Raw {
+                expected_prefix: None,
+            },
+        })
+    }
+
+    /// Looks a provider's scheme up by its short name: `standard`, `svix`,
+    /// `stripe`, `github`, `shopify` or `slack`.
+    pub fn by_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "standard" => Self::standard_webhooks(),
+            "svix" => Self::svix(),
+            "stripe" => Self::stripe(),
+            "github" => Self::github(),
+            "shopify" => Self::shopify(),
+            "slack" => Self::slack(),
+            _ => return None,
+        })
+    }
+
+    /// Sets the text before a single signature, such as `sha256=`.
+    /// Versioned (Standard Webhooks) and field (Stripe) formats become a
+    /// single signature with this prefix.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: &str) -> Self {
+        self.format = Format::Single {
+            prefix: Cow::Owned(prefix.to_owned()),
+        };
+        self
+    }
+
+    /// Sets how signature bytes are written: hex or base64.
+    #[must_use]
+    pub fn with_encoding(mut self, encoding: Encoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
+    /// Reads the event id from this header.
+    pub fn with_id_header(mut self, name: &str) -> Result<Self, ConfigError> {
+        self.id_header = Some(Cow::Owned(header_name(name)?));
+        Ok(self)
+    }
+
+    /// Reads the timestamp (whole seconds since the Unix epoch) from this
+    /// header and checks it against the verifier's tolerance.
+    pub fn with_timestamp_header(mut self, name: &str) -> Result<Self, ConfigError> {
+        self.timestamp = TimestampSource::Header(Cow::Owned(header_name(name)?));
+        Ok(self)
+    }
+
+    /// Sets the signed content: `{body}` exactly once, optionally `{id}`
+    /// and `{timestamp}` (each needs its header), other text verbatim.
+    /// For example `{id}.{timestamp}.{body}` or `v0:{timestamp}:{body}`.
+    pub fn with_template(mut self, template: &str) -> Result<Self, ConfigError> {
+        let mut segments = Vec::new();
+        let mut rest = template;
+        while !rest.is_empty() {
+            let (literal, after) = match rest.find('{') {
+                Some(at) => rest.split_at(at),
+                None => (rest, ""),
+            };
+            if literal.contains('}') {
+                return Err(ConfigError::InvalidTemplate("unmatched `}`"));
+            }
+            if !literal.is_empty() {
+                segments.push(Segment::Literal(Cow::Owned(literal.to_owned())));
+            }
+            if after.is_empty() {
+                break;
+            }
+            let close = after
+                .find('}')
+                .ok_or(ConfigError::InvalidTemplate("unclosed `{`"))?;
+            segments.push(match &after[1..close] {
+                "id" => Segment::Id,
+                "timestamp" => Segment::Timestamp,
+                "body" => Segment::Body,
+                _ => {
+                    return Err(ConfigError::InvalidTemplate(
+                        "placeholders are `{id}`, `{timestamp}` and `{body}`",
+                    ));
+                }
+            });
+            rest = &after[close + 1..];
+        }
+        if segments.iter().filter(|s| **s == Segment::Body).count() != 1 {
+            return Err(ConfigError::InvalidTemplate(
+                "`{body}` must appear exactly once",
+            ));
+        }
+        self.template = Cow::Owned(segments);
+        Ok(self)
+    }
+
+    /// The scheme's short name, such as `standard` or `stripe`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The header that carries the signatures, lowercase.
+    pub fn signature_header(&self) -> &str {
+        &self.signature_header
+    }
+
+    /// The header that carries the event id, if the scheme has one.
+    pub fn id_header(&self) -> Option<&str> {
+        self.id_header.as_deref()
+    }
+
+    /// Whether the scheme signs a timestamp (and so resists replays on its own).
+    pub fn has_timestamp(&self) -> bool {
+        self.timestamp != TimestampSource::None
+    }
+
+    /// Checks that the template only uses what the scheme reads.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        for segment in self.template.iter() {
+            if *segment == Segment::Id && self.id_header.is_none() {
+                return Err(ConfigError::InvalidTemplate(
+                    "`{id}` is used but the scheme has no id header",
+                ));
+            }
+            if *segment == Segment::Timestamp && !self.has_timestamp() {
+                return Err(ConfigError::InvalidTemplate(
+                    "`{timestamp}` is used but the scheme has no timestamp header",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The version label a verifier with these algorithms looks for.
+    pub(crate) fn expected_label(&self, hmac: bool, ed25519: bool) -> Cow<'static, str> {
+        match (&self.format, hmac, ed25519) {
+            (Format::Versioned, true, true) => Cow::Borrowed("v1` or `v1a"),
+            (Format::Versioned, false, true) => Cow::Borrowed("v1a"),
+            (Format::Versioned | Format::Fields, _, _) => Cow::Borrowed("v1"),
+            (Format::Single { prefix }, _, _) if prefix.is_empty() => {
+                Cow::Borrowed(self.encoding.name())
+            }
+            (Format::Single { prefix }, _, _) => Cow::Owned(format!("{prefix}...")),
+        }
+    }
+
+    /// Reads id, timestamp and signature header; checks their shape.
+    pub(crate) fn read<'h>(
+        &self,
+        headers: &'h (impl Headers + ?Sized),
+        accepts: impl Fn(Algorithm) -> bool,
+    ) -> Result<Envelope<'h>, VerifyError> {
+        let id = match &self.id_header {
+            Some(name) => Some(read_id(name, required(headers, name)?)?),
+            None => None,
+        };
+        let signature_value = required(headers, &self.signature_header)?;
+        let (signatures, timestamp) = match &self.timestamp {
+            TimestampSource::None => (signature_value, None),
+            TimestampSource::Header(name) => {
+                let text = required(headers, name)?;
+                (signature_value, Some(read_timestamp(name, text)?))
+            }
+            TimestampSource::Field => {
+                let text = self.timestamp_field(signature_value)?;
+                let timestamp = read_timestamp(&self.signature_header, text)?;
+                (signature_value, Some(timestamp))
+            }
+        };
+        let signatures = match &self.format {
+            Format::Single { prefix } => match signatures.strip_prefix(prefix.as_bytes()) {
+                Some(rest) => rest,
+                None => return Err(self.no_supported_signature(1, &accepts)),
+            },
+            Format::Versioned | Format::Fields => signatures,
+        };
+        let envelope = Envelope {
+            id,
+            timestamp,
+            signatures,
+        };
+        self.check_signatures(&envelope, &accepts)?;
+        Ok(envelope)
+    }
+
+    fn no_supported_signature(
+        &self,
+        found: usize,
+        accepts: &impl Fn(Algorithm) -> bool,
+    ) -> VerifyError {
+        VerifyError::NoSupportedSignature {
+            name: self.signature_header.clone(),
+            expected: self
+                .expected_label(accepts(Algorithm::HmacSha256), accepts(Algorithm::Ed25519)),
+            found,
+        }
+    }
+
+    fn malformed(&self, reason: Malformed) -> VerifyError {
+        VerifyError::MalformedHeader {
+            name: self.signature_header.clone(),
+            reason,
+        }
+    }
+
+    /// Counts signatures, enforces the cap, and makes sure at least one
+    /// has a supported version and decodes.
+    fn check_signatures(
+        &self,
+        envelope: &Envelope<'_>,
+        accepts: &impl Fn(Algorithm) -> bool,
+    ) -> Result<(), VerifyError> {
+        let mut total = 0;
+        let mut supported = 0;
+        let mut decodable = 0;
+        let mut buffer = [0; super::encoding::MAX_SIGNATURE_BYTES];
+        for candidate in self.candidates(envelope) {
+            let (algorithm, text) = candidate?;
+            total += 1;
+            if total > MAX_SIGNATURES {
+                return Err(self.malformed(Malformed::TooManySignatures {
+                    max: MAX_SIGNATURES,
+                }));
+            }
+            if algorithm.is_some_and(accepts) {
+                supported += 1;
+                if self.encoding.decode(text, &mut buffer).is_ok() {
+                    decodable += 1;
+                }
+            }
+        }
+        if supported == 0 {
+            return Err(self.no_supported_signature(total, accepts));
+        }
+        if decodable == 0 {
+            return Err(self.malformed(Malformed::BadEncoding(self.encoding.name())));
+        }
+        Ok(())
+    }
+
+    /// The signatures in the header, in order. Errors on an entry without
+    /// a version label.
+    pub(crate) fn candidates<'h>(
+        &self,
+        envelope: &Envelope<'h>,
+    ) -> impl Iterator<Item = Result<Candidate<'h>, VerifyError>> + use<'h, '_> {
+        let (separator, pair): (u8, u8) = match self.format {
+            Format::Versioned => (b' ', b','),
+            Format::Fields => (b',', b'='),
+            Format::Single { .. } => (0, 0),
+        };
+        let single = matches!(self.format, Format::Single { .. });
+        let entries = envelope
+            .signatures
+            .split(move |byte| !single && *byte == separator)
+            .map(<[u8]>::trim_ascii)
+            .filter(|entry| !entry.is_empty());
+        entries.filter_map(move |entry| {
+            if single {
+                return Some(Ok((Some(Algorithm::HmacSha256), entry)));
+            }
+            let Some(at) = entry.iter().position(|byte| *byte == pair) else {
+                return Some(Err(self.malformed(Malformed::MissingVersion)));
+            };
+            let (label, text) = (&entry[..at], &entry[at + 1..]);
+            match (&self.format, label) {
+                (Format::Fields, b"t") => None,
+                (_, b"v1") => Some(Ok((Some(Algorithm::HmacSha256), text))),
+                (Format::Versioned, b"v1a") => Some(Ok((Some(Algorithm::Ed25519), text))),
+                _ => Some(Ok((None, text))),
+            }
+        })
+    }
+
+    fn timestamp_field<'h>(&self, value: &'h [u8]) -> Result<&'h [u8], VerifyError> {
+        let mut found = None;
+        for field in value.split(|byte| *byte == b',') {
+            if let Some(text) = field.trim_ascii().strip_prefix(b"t=") {
+                if found.replace(text).is_some() {
+                    return Err(self.malformed(Malformed::RepeatedField("t")));
+                }
+            }
+        }
+        found.ok_or_else(|| self.malformed(Malformed::MissingField("t")))
+    }
+
+    /// Feeds the signed content, piece by piece, to `sink`.
+    pub(crate) fn signed_content(
+        &self,
+        id: Option<&[u8]>,
+        timestamp: Option<&[u8]>,
+        body: &[u8],
+        mut sink: impl FnMut(&[u8]),
+    ) {
+        for segment in self.template.iter() {
+            match segment {
+                Segment::Literal(text) => sink(text.as_bytes()),
+                Segment::Id => sink(id.unwrap_or_default()),
+                Segment::Timestamp => sink(timestamp.unwrap_or_default()),
+                Segment::Body => sink(body),
+            }
+        }
+    }
+
+    /// The headers that carry `signatures` (algorithm and raw bytes).
+    pub(crate) fn write_headers(
+        &self,
+        id: &str,
+        timestamp: &str,
+        signatures: &[(Algorithm, Vec<u8>)],
+    ) -> Vec<(Cow<'static, str>, String)> {
+        let mut headers = Vec::with_capacity(3);
+        if let Some(name) = &self.id_header {
+            headers.push((name.clone(), id.to_owned()));
+        }
+        if let TimestampSource::Header(name) = &self.timestamp {
+            headers.push((name.clone(), timestamp.to_owned()));
+        }
+        let value = match &self.format {
+            Format::Versioned => signatures
+                .iter()
+                .map(|(algorithm, bytes)| {
+                    let label = match algorithm {
+                        Algorithm::HmacSha256 => "v1",
+                        Algorithm::Ed25519 => "v1a",
+                    };
+                    format!("{label},{}", self.encoding.encode(bytes))
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            Format::Fields => std::iter::once(format!("t={timestamp}"))
+                .chain(
+                    signatures
+                        .iter()
+                        .map(|(_, bytes)| format!("v1={}", self.encoding.encode(bytes))),
+                )
+                .collect::<Vec<_>>()
+                .join(","),
+            Format::Single { prefix } => signatures
+                .first()
+                .map(|(_, bytes)| format!("{prefix}{}", self.encoding.encode(bytes)))
+                .unwrap_or_default(),
+        };
+        headers.push((self.signature_header.clone(), value));
+        headers
+    }
+
+    pub(crate) fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// The header the timestamp is read from.
+    pub(crate) fn timestamp_header(&self) -> Cow<'static, str> {
+        match &self.timestamp {
+            TimestampSource::Header(name) => name.clone(),
+            TimestampSource::None | TimestampSource::Field => self.signature_header.clone(),
+        }
+    }
+
+    /// Whether the header can carry more than one signature.
+    pub(crate) fn carries_several(&self) -> bool {
+        !matches!(self.format, Format::Single { .. })
+    }
+
+    /// Whether the scheme has `v1a` (ed25519) signatures.
+    pub(crate) fn has_ed25519(&self) -> bool {
+        self.format == Format::Versioned
+    }
+}
+
+fn required<'h>(
+    headers: &'h (impl Headers + ?Sized),
+    name: &Cow<'static, str>,
+) -> Result<&'h [u8], VerifyError> {
+    let malformed = |reason| VerifyError::MalformedHeader {
+        name: name.clone(),
+        reason,
+    };
+    match headers.lookup(name) {
+        HeaderLookup::Missing => Err(VerifyError::MissingHeader { name: name.clone() }),
+        HeaderLookup::Repeated => Err(VerifyError::RepeatedHeader { name: name.clone() }),
+        HeaderLookup::One(value) => {
+            if value.len() > MAX_HEADER_LEN {
+                Err(malformed(Malformed::TooLong {
+                    max: MAX_HEADER_LEN,
+                }))
+            } else if value.iter().all(u8::is_ascii_whitespace) {
+                Err(malformed(Malformed::Empty))
+            } else if !value
+                .iter()
+                .all(|b| b.is_ascii_graphic() || *b == b' ' || *b == b'\t')
+            {
+                Err(malformed(Malformed::NotVisibleAscii))
+            } else {
+                Ok(value)
+            }
+        }
+    }
+}
+
+fn read_id<'h>(name: &Cow<'static, str>, value: &'h [u8]) -> Result<&'h str, VerifyError> {
+    let malformed = |reason| VerifyError::MalformedHeader {
+        name: name.clone(),
+        reason,
+    };
+    if value.len() > MAX_ID_LEN {
+        return Err(malformed(Malformed::TooLong { max: MAX_ID_LEN }));
+    }
+    if !value.iter().all(u8::is_ascii_graphic) {
+        return Err(malformed(Malformed::NotVisibleAscii));
+    }
+    // Visible ASCII is valid UTF-8.
+    std::str::from_utf8(value).map_err(|_| malformed(Malformed::NotVisibleAscii))
+}
+
+fn read_timestamp<'h>(
+    name: &Cow<'static, str>,
+    text: &'h [u8],
+) -> Result<Timestamp<'h>, VerifyError> {
+    let malformed = |reason| VerifyError::MalformedHeader {
+        name: name.clone(),
+        reason,
+    };
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(malformed(Malformed::TimestampNotInteger));
+    }
+    let mut magnitude: i64 = 0;
+    for digit in digits {
+        magnitude = magnitude
+            .checked_mul(10)
+            .and_then(|m| m.checked_add(i64::from(digit - b'0')))
+            .ok_or_else(|| malformed(Malformed::TimestampOutOfRange))?;
+    }
+    let seconds = if digits.len() < text.len() {
+        -magnitude
+    } else {
+        magnitude
+    };
+    Ok(Timestamp { seconds, text })
+}
+
+/// Checks and lowercases a header name.
+fn header_name(name: &str) -> Result<String, ConfigError> {
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if valid {
+        Ok(name.to_ascii_lowercase())
+    } else {
+        Err(ConfigError::InvalidHeaderName(name.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(text: &str) -> Result<i64, VerifyError> {
+        read_timestamp(&Cow::Borrowed("t"), text.as_bytes()).map(|t| t.seconds)
+    }
+
+    #[test]
+    fn timestamps_are_strict_decimal_integers() {
+        assert_eq!(ts("1614265330"), Ok(1614265330));
+        assert_eq!(ts("-1"), Ok(-1));
+        assert_eq!(ts("0"), Ok(0));
+        assert_eq!(ts("9223372036854775807"), Ok(i64::MAX));
+        for bad in ["1.5", " 123", "+5", "-", "", "0x10", "1e9"] {
+            assert!(
+                matches!(
+                    ts(bad),
+                    Err(VerifyError::MalformedHeader {
+                        reason: Malformed::TimestampNotInteger,
+                        ..
+                    })
+                ),
+                "{bad:?}"
+            );
+        }
+        for huge in [
+            "99999999999999999999",
+            "9223372036854775808",
+            "-9223372036854775808",
+        ] {
+            assert!(
+                matches!(
+                    ts(huge),
+                    Err(VerifyError::MalformedHeader {
+                        reason: Malformed::TimestampOutOfRange,
+                        ..
+                    })
+                ),
+                "{huge}"
+            );
+        }
+    }
+
+    #[test]
+    fn templates_are_parsed_and_checked() {
+        let scheme = Scheme::custom("x", "x-sig").unwrap();
+        assert!(scheme.clone().with_template("{body}").is_ok());
+        assert!(
+            scheme
+                .clone()
+                .with_template("v0:{timestamp}:{body}")
+                .is_ok()
+        );
+        for bad in [
+            "",
+            "{id}",
+            "{body}{body}",
+            "{body",
+            "{nope}{body}",
+            "}{body}",
+        ] {
+            assert!(scheme.clone().with_template(bad).is_err(), "{bad:?}");
+        }
+        let needs_id = scheme.clone().with_template("{id}.{body}").unwrap();
+        assert!(needs_id.validate().is_err());
+        assert!(needs_id.with_id_header("x-id").unwrap().validate().is_ok());
+    }
+
+    #[test]
+    fn header_names_are_validated_and_lowercased() {
+        let scheme = Scheme::custom("x", "X-Acme-Signature").unwrap();
+        assert_eq!(scheme.signature_header(), "x-acme-signature");
+        assert_eq!(
+            Scheme::custom("x", "bad header").unwrap_err(),
+            ConfigError::InvalidHeaderName("bad header".into())
+        );
+        assert!(Scheme::custom("x", "").is_err());
+    }
+}

@@ -1,0 +1,209 @@
+//! The [`Signer`]: makes the headers a sender attaches to a webhook.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use hmac::Mac as _;
+
+use super::clock::unix_seconds;
+use super::error::{ConfigError, Malformed, VerifyError};
+use super::headers::{HeaderLookup, Headers};
+use super::keys::{Algorithm, Key};
+use super::scheme::{MAX_ID_LEN, Scheme};
+
+/// Signs webhooks for one scheme with one or more secrets.
+///
+/// During a rotation every secret signs (for schemes whose header carries
+/// several signatures; single-signature schemes such as GitHub's use the
+/// first secret). `whpk_` public keys are skipped: they only verify.
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use hooklatch::verify::{Scheme, Signer};
+///
+/// let signer = Signer::new(
+///     Scheme::standard_webhooks(),
+///     ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+/// )?;
+/// let at = UNIX_EPOCH + Duration::from_secs(1_614_265_330);
+/// let headers = signer.sign("msg_p5jXN8AQM9LWM0D4loKWxJek", at, br#"{"test": 2432232314}"#)?;
+/// assert_eq!(
+///     headers.get("webhook-signature"),
+///     Some("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Signer {
+    scheme: Scheme,
+    keys: Arc<[Key]>,
+}
+
+impl fmt::Debug for Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signer")
+            .field("scheme", &self.scheme.name())
+            .field("keys", &self.keys)
+            .finish()
+    }
+}
+
+impl Signer {
+    /// A signer for `scheme` with `secrets` in the scheme's text form (see
+    /// [`VerifierBuilder::with_secret`](super::VerifierBuilder::with_secret)).
+    pub fn new<S: AsRef<str>>(
+        scheme: Scheme,
+        secrets: impl IntoIterator<Item = S>,
+    ) -> Result<Self, ConfigError> {
+        let keys = secrets
+            .into_iter()
+            .map(|secret| Key::parse(secret.as_ref(), scheme.secret_format))
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::from_keys(scheme, keys)
+    }
+
+    /// A signer for `scheme` with one secret given as raw key bytes.
+    pub fn from_secret_bytes(scheme: Scheme, secret: &[u8]) -> Result<Self, ConfigError> {
+        Self::from_keys(scheme, vec![Key::hmac(secret)?])
+    }
+
+    fn from_keys(scheme: Scheme, keys: Vec<Key>) -> Result<Self, ConfigError> {
+        scheme.validate()?;
+        if keys.is_empty() {
+            return Err(ConfigError::NoSecrets);
+        }
+        if keys.iter().any(|key| key.algorithm() == Algorithm::Ed25519) && !scheme.has_ed25519() {
+            return Err(ConfigError::AsymmetricUnsupported {
+                prefix: "whsk_",
+                needs: "a scheme with `v1a` signatures (Standard Webhooks or Svix)",
+            });
+        }
+        let signing: Vec<Key> = keys.into_iter().filter(Key::can_sign).collect();
+        if signing.is_empty() {
+            return Err(ConfigError::NoSigningKey);
+        }
+        Ok(Self {
+            scheme,
+            keys: signing.into(),
+        })
+    }
+
+    /// The scheme this signer writes.
+    pub fn scheme(&self) -> &Scheme {
+        &self.scheme
+    }
+
+    /// Signs `body` as event `id` at time `at` and returns the headers to
+    /// send. `id` must be 1 to 256 visible ASCII characters; schemes
+    /// without an id header ignore it.
+    pub fn sign(
+        &self,
+        id: &str,
+        at: SystemTime,
+        body: &[u8],
+    ) -> Result<SignedHeaders, VerifyError> {
+        if self.scheme.id_header().is_some() {
+            check_id(self.scheme.id_header().unwrap_or_default(), id)?;
+        }
+        let timestamp = unix_seconds(at).to_string();
+        let id_bytes = Some(id.as_bytes());
+        let timestamp_bytes = Some(timestamp.as_bytes());
+        let how_many = if self.scheme.carries_several() {
+            self.keys.len()
+        } else {
+            1
+        };
+        let signatures: Vec<(Algorithm, Vec<u8>)> = self
+            .keys
+            .iter()
+            .take(how_many)
+            .map(|key| match key {
+                Key::Hmac(keyed) => {
+                    let mut mac = keyed.clone();
+                    self.scheme
+                        .signed_content(id_bytes, timestamp_bytes, body, |piece| mac.update(piece));
+                    (Algorithm::HmacSha256, mac.finalize().into_bytes().to_vec())
+                }
+                #[cfg(feature = "ed25519")]
+                Key::Ed25519Secret(secret) => {
+                    use ed25519_dalek::Signer as _;
+                    let mut message = Vec::with_capacity(body.len() + 64);
+                    self.scheme
+                        .signed_content(id_bytes, timestamp_bytes, body, |piece| {
+                            message.extend_from_slice(piece)
+                        });
+                    (
+                        Algorithm::Ed25519,
+                        secret.sign(&message).to_bytes().to_vec(),
+                    )
+                }
+                #[cfg(feature = "ed25519")]
+                Key::Ed25519Public(_) => unreachable!("public keys are filtered out in from_keys"),
+            })
+            .collect();
+        Ok(SignedHeaders {
+            headers: self.scheme.write_headers(id, &timestamp, &signatures),
+        })
+    }
+}
+
+fn check_id(header: &str, id: &str) -> Result<(), VerifyError> {
+    let reason = if id.is_empty() {
+        Malformed::Empty
+    } else if id.len() > MAX_ID_LEN {
+        Malformed::TooLong { max: MAX_ID_LEN }
+    } else if !id.bytes().all(|b| b.is_ascii_graphic()) {
+        Malformed::NotVisibleAscii
+    } else {
+        return Ok(());
+    };
+    Err(VerifyError::MalformedHeader {
+        name: Cow::Owned(header.to_owned()),
+        reason,
+    })
+}
+
+/// The headers a [`Signer`] made, in the order to send them.
+///
+/// They implement [`Headers`], so a verifier can check them directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedHeaders {
+    headers: Vec<(Cow<'static, str>, String)>,
+}
+
+impl SignedHeaders {
+    /// Each header as `(name, value)`; names are lowercase.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers
+            .iter()
+            .map(|(name, value)| (name.as_ref(), value.as_str()))
+    }
+
+    /// The value of header `name` (lowercase).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    }
+
+    /// The headers as an [`http::HeaderMap`].
+    #[cfg(feature = "http")]
+    pub fn to_header_map(&self) -> http::HeaderMap {
+        self.iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    http::HeaderName::from_bytes(name.as_bytes()).ok()?,
+                    http::HeaderValue::from_str(value).ok()?,
+                ))
+            })
+            .collect()
+    }
+}
+
+impl Headers for SignedHeaders {
+    fn lookup(&self, name: &str) -> HeaderLookup<'_> {
+        self.headers.as_slice().lookup(name)
+    }
+}

@@ -1,0 +1,421 @@
+//! The [`Verifier`]: built once, used on every request.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use hmac::Mac as _;
+use subtle::ConstantTimeEq as _;
+
+use super::clock::{Clock, SystemClock, unix_seconds};
+use super::encoding::MAX_SIGNATURE_BYTES;
+use super::error::{ConfigError, Malformed, VerifyError};
+use super::headers::Headers;
+use super::keys::{Algorithm, Key, SecretFormat};
+use super::scheme::{Envelope, Scheme};
+
+/// The default tolerance for timestamps in the past and in the future.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
+
+/// The default largest body a verifier accepts: 1 MiB.
+pub const DEFAULT_MAX_BODY_LEN: usize = 1024 * 1024;
+
+/// Checks webhook signatures for one scheme against one or more secrets.
+///
+/// Build it once with [`Verifier::builder`] and share it: it is cheap to
+/// clone (an [`Arc`] inside) and `Send + Sync`.
+///
+/// ```
+/// use hooklatch::verify::{Scheme, Signer, Verifier};
+///
+/// let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// let verifier = Verifier::builder(Scheme::standard_webhooks())
+///     .with_secret(secret)?
+///     .build()?;
+///
+/// // A request as a sender would make it.
+/// let body = br#"{"type":"invoice.paid"}"#;
+/// let now = std::time::SystemTime::now();
+/// let headers = Signer::new(Scheme::standard_webhooks(), [secret])?
+///     .sign("msg_1", now, body)?;
+///
+/// let event = verifier.verify(&headers, body)?;
+/// assert_eq!(event.id(), Some("msg_1"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Verifier {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    scheme: Scheme,
+    keys: Vec<Key>,
+    accepts_hmac: bool,
+    accepts_ed25519: bool,
+    past_tolerance: u64,
+    future_tolerance: u64,
+    check_timestamp: bool,
+    max_body_len: usize,
+    hint: Option<&'static str>,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &self.inner;
+        f.debug_struct("Verifier")
+            .field("scheme", &inner.scheme.name())
+            .field("keys", &inner.keys)
+            .field("past_tolerance_secs", &inner.past_tolerance)
+            .field("future_tolerance_secs", &inner.future_tolerance)
+            .field("check_timestamp", &inner.check_timestamp)
+            .field("max_body_len", &inner.max_body_len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A request that passed verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified<'a> {
+    id: Option<&'a str>,
+    timestamp: Option<i64>,
+    body: &'a [u8],
+    key_index: usize,
+}
+
+impl<'a> Verified<'a> {
+    /// The event id from the scheme's id header (`None` for schemes without
+    /// one, such as Stripe and Slack).
+    pub fn id(&self) -> Option<&'a str> {
+        self.id
+    }
+
+    /// The signed timestamp, in seconds since the Unix epoch (`None` for
+    /// schemes that sign none, such as GitHub and Shopify).
+    pub fn timestamp(&self) -> Option<i64> {
+        self.timestamp
+    }
+
+    /// The body, exactly as received and verified.
+    pub fn body(&self) -> &'a [u8] {
+        self.body
+    }
+
+    /// The position, in the order they were added, of the secret that
+    /// matched; useful to see when an old secret can be retired.
+    pub fn key_index(&self) -> usize {
+        self.key_index
+    }
+}
+
+impl Verifier {
+    /// Starts building a verifier for `scheme`.
+    pub fn builder(scheme: Scheme) -> VerifierBuilder {
+        VerifierBuilder {
+            scheme,
+            keys: Vec::new(),
+            hint: None,
+            past_tolerance: DEFAULT_TOLERANCE,
+            future_tolerance: DEFAULT_TOLERANCE,
+            check_timestamp: true,
+            max_body_len: DEFAULT_MAX_BODY_LEN,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The scheme this verifier checks.
+    pub fn scheme(&self) -> &Scheme {
+        &self.inner.scheme
+    }
+
+    /// The largest body this verifier accepts, in bytes.
+    pub fn max_body_len(&self) -> usize {
+        self.inner.max_body_len
+    }
+
+    /// Verifies a request at the time the verifier's clock gives.
+    ///
+    /// `body` must be the bytes exactly as received: a body parsed and
+    /// serialized again will not match.
+    pub fn verify<'a>(
+        &self,
+        headers: &'a (impl Headers + ?Sized),
+        body: &'a [u8],
+    ) -> Result<Verified<'a>, VerifyError> {
+        self.verify_at(headers, body, self.inner.clock.now())
+    }
+
+    /// Verifies a request as if the time were `now`.
+    pub fn verify_at<'a>(
+        &self,
+        headers: &'a (impl Headers + ?Sized),
+        body: &'a [u8],
+        now: SystemTime,
+    ) -> Result<Verified<'a>, VerifyError> {
+        let inner = &*self.inner;
+        if body.len() > inner.max_body_len {
+            return Err(VerifyError::BodyTooLarge {
+                len: body.len(),
+                limit: inner.max_body_len,
+            });
+        }
+        let envelope = inner.scheme.read(headers, |algorithm| match algorithm {
+            Algorithm::HmacSha256 => inner.accepts_hmac,
+            Algorithm::Ed25519 => inner.accepts_ed25519,
+        })?;
+        if let Some(timestamp) = envelope.timestamp {
+            if inner.check_timestamp {
+                inner.check_time(timestamp.seconds, unix_seconds(now))?;
+            }
+        }
+        match inner.find_match(&envelope, body)? {
+            Some(key_index) => Ok(Verified {
+                id: envelope.id,
+                timestamp: envelope.timestamp.map(|t| t.seconds),
+                body,
+                key_index,
+            }),
+            None => Err(VerifyError::SignatureMismatch {
+                signatures: inner.count_supported(&envelope)?,
+                keys: inner.keys.len(),
+                hint: inner.hint,
+            }),
+        }
+    }
+}
+
+impl Inner {
+    fn check_time(&self, timestamp: i64, now: i64) -> Result<(), VerifyError> {
+        if timestamp <= now {
+            let age_secs = now.abs_diff(timestamp);
+            if age_secs > self.past_tolerance {
+                return Err(VerifyError::TimestampTooOld {
+                    age_secs,
+                    tolerance_secs: self.past_tolerance,
+                });
+            }
+            return Ok(());
+        }
+        let ahead_secs = timestamp.abs_diff(now);
+        if ahead_secs <= self.future_tolerance {
+            return Ok(());
+        }
+        let window = self.past_tolerance.max(self.future_tolerance);
+        if (timestamp / 1000).abs_diff(now) <= window {
+            return Err(VerifyError::MalformedHeader {
+                name: self.scheme.timestamp_header(),
+                reason: Malformed::TimestampInMilliseconds,
+            });
+        }
+        Err(VerifyError::TimestampInFuture {
+            ahead_secs,
+            tolerance_secs: self.future_tolerance,
+        })
+    }
+
+    /// Tries every signature of a supported version against every key;
+    /// returns the index of the key that matched.
+    fn find_match(
+        &self,
+        envelope: &Envelope<'_>,
+        body: &[u8],
+    ) -> Result<Option<usize>, VerifyError> {
+        let scheme = &self.scheme;
+        let id = envelope.id.map(str::as_bytes);
+        let timestamp = envelope.timestamp.map(|t| t.text);
+        let mut buffer = [0u8; MAX_SIGNATURE_BYTES];
+        #[cfg(feature = "ed25519")]
+        let mut message: Option<Vec<u8>> = None;
+        for (index, key) in self.keys.iter().enumerate() {
+            match key {
+                Key::Hmac(keyed) => {
+                    let mut mac = keyed.clone();
+                    scheme.signed_content(id, timestamp, body, |piece| mac.update(piece));
+                    let tag = mac.finalize().into_bytes();
+                    for candidate in scheme.candidates(envelope) {
+                        let (algorithm, text) = candidate?;
+                        if algorithm != Some(Algorithm::HmacSha256) {
+                            continue;
+                        }
+                        let Ok(decoded) = scheme.encoding().decode(text, &mut buffer) else {
+                            continue;
+                        };
+                        if decoded.len() == tag.len() && bool::from(decoded.ct_eq(&tag)) {
+                            return Ok(Some(index));
+                        }
+                    }
+                }
+                #[cfg(feature = "ed25519")]
+                Key::Ed25519Public(_) | Key::Ed25519Secret(_) => {
+                    let public = match key {
+                        Key::Ed25519Public(public) => *public,
+                        Key::Ed25519Secret(secret) => secret.verifying_key(),
+                        Key::Hmac(_) => unreachable!("matched above"),
+                    };
+                    let message = message.get_or_insert_with(|| {
+                        let mut whole = Vec::with_capacity(body.len() + 64);
+                        scheme.signed_content(id, timestamp, body, |piece| {
+                            whole.extend_from_slice(piece)
+                        });
+                        whole
+                    });
+                    for candidate in scheme.candidates(envelope) {
+                        let (algorithm, text) = candidate?;
+                        if algorithm != Some(Algorithm::Ed25519) {
+                            continue;
+                        }
+                        let Ok(decoded) = scheme.encoding().decode(text, &mut buffer) else {
+                            continue;
+                        };
+                        let Ok(signature) = ed25519_dalek::Signature::from_slice(decoded) else {
+                            continue;
+                        };
+                        if public.verify_strict(message, &signature).is_ok() {
+                            return Ok(Some(index));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn count_supported(&self, envelope: &Envelope<'_>) -> Result<usize, VerifyError> {
+        let mut count = 0;
+        for candidate in self.scheme.candidates(envelope) {
+            count += match candidate?.0 {
+                Some(Algorithm::HmacSha256) => usize::from(self.accepts_hmac),
+                Some(Algorithm::Ed25519) => usize::from(self.accepts_ed25519),
+                None => 0,
+            };
+        }
+        Ok(count)
+    }
+}
+
+/// Builds a [`Verifier`]. Start with [`Verifier::builder`].
+#[must_use]
+pub struct VerifierBuilder {
+    scheme: Scheme,
+    keys: Vec<Key>,
+    hint: Option<&'static str>,
+    past_tolerance: Duration,
+    future_tolerance: Duration,
+    check_timestamp: bool,
+    max_body_len: usize,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for VerifierBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VerifierBuilder")
+            .field("scheme", &self.scheme.name())
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VerifierBuilder {
+    /// Adds a secret in the scheme's text form: for Standard Webhooks and
+    /// Svix `whsec_` + base64 (the prefix is optional) or a `whpk_` /
+    /// `whsk_` ed25519 key; for the other providers the text itself.
+    ///
+    /// Add several to accept any of them while rotating secrets.
+    pub fn with_secret(mut self, secret: &str) -> Result<Self, ConfigError> {
+        if let SecretFormat::Raw {
+            expected_prefix: Some(prefix),
+        } = self.scheme.secret_format
+        {
+            if !secret.starts_with(prefix) {
+                self.hint = Some(
+                    "this provider's secrets start with `whsec_` and are used whole, \
+                     prefix included; one configured secret has no such prefix",
+                );
+            }
+        }
+        let key = Key::parse(secret, self.scheme.secret_format)?;
+        if key.algorithm() == Algorithm::Ed25519 && !self.scheme.has_ed25519() {
+            return Err(ConfigError::AsymmetricUnsupported {
+                prefix: if key.can_sign() { "whsk_" } else { "whpk_" },
+                needs: "a scheme with `v1a` signatures (Standard Webhooks or Svix)",
+            });
+        }
+        self.keys.push(key);
+        Ok(self)
+    }
+
+    /// Adds a secret given as raw key bytes, used as they are.
+    pub fn with_secret_bytes(mut self, secret: &[u8]) -> Result<Self, ConfigError> {
+        if self.scheme.secret_format == SecretFormat::Whsec && secret.starts_with(b"whsec_") {
+            self.hint = Some(
+                "a `whsec_` secret was given as raw bytes; give it as text so that \
+                 its base64 is decoded",
+            );
+        }
+        self.keys.push(Key::hmac(secret)?);
+        Ok(self)
+    }
+
+    /// Sets both the past and the future tolerance. Defaults to 5 minutes each.
+    pub fn with_tolerance(self, tolerance: Duration) -> Self {
+        self.with_past_tolerance(tolerance)
+            .with_future_tolerance(tolerance)
+    }
+
+    /// How old a timestamp may be. Defaults to 5 minutes.
+    pub fn with_past_tolerance(mut self, tolerance: Duration) -> Self {
+        self.past_tolerance = tolerance;
+        self
+    }
+
+    /// How far in the future a timestamp may be (clock skew). Defaults to
+    /// 5 minutes.
+    pub fn with_future_tolerance(mut self, tolerance: Duration) -> Self {
+        self.future_tolerance = tolerance;
+        self
+    }
+
+    /// The largest body accepted, in bytes. Defaults to 1 MiB.
+    pub fn with_max_body_len(mut self, max_body_len: usize) -> Self {
+        self.max_body_len = max_body_len;
+        self
+    }
+
+    /// Uses `clock` for [`Verifier::verify`]. Defaults to [`SystemClock`].
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Accepts any timestamp, however old. This removes replay protection:
+    /// use it only to check old, captured requests by hand.
+    pub fn insecure_skip_timestamp_check(mut self) -> Self {
+        self.check_timestamp = false;
+        self
+    }
+
+    /// Builds the verifier. Fails without secrets or with a template that
+    /// uses a header the scheme does not read.
+    pub fn build(self) -> Result<Verifier, ConfigError> {
+        if self.keys.is_empty() {
+            return Err(ConfigError::NoSecrets);
+        }
+        self.scheme.validate()?;
+        let accepts = |algorithm| self.keys.iter().any(|k| k.algorithm() == algorithm);
+        Ok(Verifier {
+            inner: Arc::new(Inner {
+                accepts_hmac: accepts(Algorithm::HmacSha256),
+                accepts_ed25519: accepts(Algorithm::Ed25519),
+                scheme: self.scheme,
+                keys: self.keys,
+                past_tolerance: self.past_tolerance.as_secs(),
+                future_tolerance: self.future_tolerance.as_secs(),
+                check_timestamp: self.check_timestamp,
+                max_body_len: self.max_body_len,
+                hint: self.hint,
+                clock: self.clock,
+            }),
+        })
+    }
+}
