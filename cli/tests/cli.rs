@@ -1,0 +1,222 @@
+//! Runs the `hooklatch` binary as a user would.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const BODY: &str = r#"{"test": 2432232314}"#;
+
+fn hooklatch(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or_default()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn body_file(name: &str, contents: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hooklatch-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// `sign` output turned into `-H` arguments for `verify`.
+fn header_args(signed: &str) -> Vec<String> {
+    signed
+        .lines()
+        .flat_map(|line| ["-H".to_owned(), line.to_owned()])
+        .collect()
+}
+
+#[test]
+fn sign_prints_the_standard_webhooks_vector() {
+    let body = body_file("vector.json", BODY.as_bytes());
+    let output = hooklatch(
+        &[
+            "sign",
+            "--scheme",
+            "standard",
+            "--secret",
+            SECRET,
+            "--id",
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "--timestamp",
+            "1614265330",
+            "--body-file",
+            body.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(output.status.success());
+    assert_eq!(
+        stdout(&output),
+        "webhook-id: msg_p5jXN8AQM9LWM0D4loKWxJek\n\
+         webhook-timestamp: 1614265330\n\
+         webhook-signature: v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=\n"
+    );
+}
+
+#[test]
+fn every_scheme_signs_and_verifies_from_stdin() {
+    let custom = [
+        "--signature-header",
+        "x-acme-signature",
+        "--prefix",
+        "sha256=",
+        "--encoding",
+        "base64",
+        "--id-header",
+        "x-acme-id",
+        "--timestamp-header",
+        "x-acme-time",
+        "--template",
+        "{id}:{timestamp}:{body}",
+    ];
+    for scheme in [
+        "standard", "svix", "stripe", "github", "shopify", "slack", "custom",
+    ] {
+        let secret = if matches!(scheme, "standard" | "svix") {
+            SECRET
+        } else {
+            "s3cret"
+        };
+        let extra: &[&str] = if scheme == "custom" { &custom } else { &[] };
+        let mut sign = vec![
+            "sign", "--scheme", scheme, "--secret", secret, "--id", "evt_42",
+        ];
+        sign.extend_from_slice(extra);
+        sign.extend_from_slice(&["--body-file", "-"]);
+        let signed = hooklatch(&sign, Some(BODY.as_bytes()));
+        assert!(signed.status.success(), "{scheme}: {signed:?}");
+
+        let headers = header_args(&stdout(&signed));
+        let mut verify = vec!["verify", "--scheme", scheme, "--secret", secret];
+        verify.extend_from_slice(extra);
+        verify.extend(headers.iter().map(String::as_str));
+        verify.extend_from_slice(&["--body-file", "-"]);
+        let accepted = hooklatch(&verify, Some(BODY.as_bytes()));
+        assert!(accepted.status.success(), "{scheme}: {accepted:?}");
+        assert!(stdout(&accepted).starts_with("ok"), "{scheme}");
+        if scheme != "stripe" && scheme != "slack" {
+            assert!(stdout(&accepted).contains("id=evt_42"), "{scheme}");
+        }
+
+        let rejected = hooklatch(&verify, Some(b"{\"test\": 2432232315}"));
+        assert_eq!(rejected.status.code(), Some(1), "{scheme}");
+        let line = stdout(&rejected);
+        assert_eq!(line.lines().count(), 1, "{scheme}: {line}");
+        assert!(
+            line.starts_with("rejected: signature mismatch"),
+            "{scheme}: {line}"
+        );
+    }
+}
+
+#[test]
+fn verify_explains_a_stale_timestamp_and_accepts_it_with_now() {
+    let body = body_file("stale.json", BODY.as_bytes());
+    let args = [
+        "verify",
+        "--scheme",
+        "standard",
+        "--secret",
+        SECRET,
+        "-H",
+        "webhook-id: msg_p5jXN8AQM9LWM0D4loKWxJek",
+        "-H",
+        "Webhook-Timestamp: 1614265330",
+        "-H",
+        "webhook-signature: v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+        "--body-file",
+        body.to_str().unwrap(),
+    ];
+    let stale = hooklatch(&args, None);
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(stdout(&stale).contains("s old, beyond the 300s tolerance"));
+
+    let mut at_the_time = args.to_vec();
+    at_the_time.extend_from_slice(&["--now", "1614265400", "--tolerance", "100"]);
+    let ok = hooklatch(&at_the_time, None);
+    assert_eq!(
+        stdout(&ok),
+        "ok id=msg_p5jXN8AQM9LWM0D4loKWxJek timestamp=1614265330 secret=1\n"
+    );
+}
+
+#[test]
+fn verify_checks_v1a_with_a_public_key() {
+    let output = hooklatch(
+        &[
+            "verify",
+            "--scheme",
+            "standard",
+            "--secret",
+            "whpk_1SiA4o9hyqTCpIqC5V9HUakiiaeACeqfZTInDBbOir4=",
+            "-H",
+            "webhook-id: msg_p5jXN8AQM9LWM0D4loKWxJek",
+            "-H",
+            "webhook-timestamp: 1614265330",
+            "-H",
+            "webhook-signature: v1a,hnO3f9T8Ytu9HwrXslvumlUpqtNVqkhqw/enGzPCXe5BdqzCInXqYXFymVJaA7AZdpXwVLPo3mNl8EM+m7TBAg==",
+            "--now",
+            "1614265330",
+            "--body-file",
+            "-",
+        ],
+        Some(BODY.as_bytes()),
+    );
+    assert!(output.status.success(), "{output:?}");
+}
+
+#[test]
+fn bad_secret_is_a_usage_error() {
+    let output = hooklatch(
+        &[
+            "verify",
+            "--scheme",
+            "standard",
+            "--secret",
+            "whsec_!!",
+            "--body-file",
+            "-",
+        ],
+        Some(b""),
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let error = String::from_utf8(output.stderr).unwrap();
+    assert!(error.contains("not valid base64"), "{error}");
+}
+
+#[test]
+fn missing_header_is_named() {
+    let output = hooklatch(
+        &[
+            "verify",
+            "--scheme",
+            "github",
+            "--secret",
+            "x",
+            "--body-file",
+            "-",
+        ],
+        Some(b"{}"),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stdout(&output),
+        "rejected: missing header `x-github-delivery`\n"
+    );
+}
