@@ -598,6 +598,7 @@ fn custom_template_must_not_use_headers_the_scheme_lacks() {
     ));
 }
 
+#[cfg(feature = "http")]
 #[test]
 fn verifies_an_http_header_map() {
     let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap();

@@ -156,10 +156,10 @@ proptest! {
         template in any::<String>(),
         prefix in any::<String>(),
     ) {
-        if let Ok(scheme) = Scheme::custom("fuzz", &header) {
-            if let Ok(scheme) = scheme.with_prefix(&prefix).with_template(&template) {
-                let _ = Verifier::builder(scheme).with_secret("k").map(|b| b.build());
-            }
+        if let Ok(scheme) = Scheme::custom("fuzz", &header)
+            && let Ok(scheme) = scheme.with_prefix(&prefix).with_template(&template)
+        {
+            let _ = Verifier::builder(scheme).with_secret("k").map(|b| b.build());
         }
     }
 }

@@ -46,7 +46,7 @@ impl Encoding {
                 if text.len() > 2 * MAX_SIGNATURE_BYTES {
                     return Ok(&[]);
                 }
-                if text.len() % 2 != 0 {
+                if !text.len().is_multiple_of(2) {
                     return Err(());
                 }
                 let len = text.len() / 2;

@@ -21,10 +21,13 @@ const _: fn() = || {
 };
 
 /// Secrets are configuration, not attacker input: accept base64 with or
-/// without its padding, as some providers' dashboards drop it.
+/// without its padding and with stray trailing bits, as the Standard
+/// Webhooks Python library does, since secrets get truncated in copying.
 const LENIENT_BASE64: GeneralPurpose = GeneralPurpose::new(
     &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true),
 );
 
 /// How a scheme reads a secret given as text.

@@ -9,7 +9,7 @@ use hmac::Mac as _;
 
 use super::clock::unix_seconds;
 use super::error::{ConfigError, Malformed, VerifyError};
-use super::headers::{HeaderLookup, Headers};
+use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::keys::{Algorithm, Key};
 use super::scheme::{MAX_ID_LEN, Scheme};
 
@@ -203,7 +203,7 @@ impl SignedHeaders {
 }
 
 impl Headers for SignedHeaders {
-    fn lookup(&self, name: &str) -> HeaderLookup<'_> {
+    fn lookup(&self, name: &HeaderKey) -> HeaderLookup<'_> {
         self.headers.as_slice().lookup(name)
     }
 }

@@ -164,10 +164,10 @@ impl Verifier {
             Algorithm::HmacSha256 => inner.accepts_hmac,
             Algorithm::Ed25519 => inner.accepts_ed25519,
         })?;
-        if let Some(timestamp) = envelope.timestamp {
-            if inner.check_timestamp {
-                inner.check_time(timestamp.seconds, unix_seconds(now))?;
-            }
+        if let Some(timestamp) = envelope.timestamp
+            && inner.check_timestamp
+        {
+            inner.check_time(timestamp.seconds, unix_seconds(now))?;
         }
         match inner.find_match(&envelope, body)? {
             Some(key_index) => Ok(Verified {
@@ -215,7 +215,8 @@ impl Inner {
     }
 
     /// Tries every signature of a supported version against every key;
-    /// returns the index of the key that matched.
+    /// returns the index of the key that matched, or an error when no
+    /// signature of a supported version could even be decoded.
     fn find_match(
         &self,
         envelope: &Envelope<'_>,
@@ -225,6 +226,7 @@ impl Inner {
         let id = envelope.id.map(str::as_bytes);
         let timestamp = envelope.timestamp.map(|t| t.text);
         let mut buffer = [0u8; MAX_SIGNATURE_BYTES];
+        let mut decoded_any = false;
         #[cfg(feature = "ed25519")]
         let mut message: Option<Vec<u8>> = None;
         for (index, key) in self.keys.iter().enumerate() {
@@ -241,6 +243,7 @@ impl Inner {
                         let Ok(decoded) = scheme.encoding().decode(text, &mut buffer) else {
                             continue;
                         };
+                        decoded_any = true;
                         if decoded.len() == tag.len() && bool::from(decoded.ct_eq(&tag)) {
                             return Ok(Some(index));
                         }
@@ -268,6 +271,7 @@ impl Inner {
                         let Ok(decoded) = scheme.encoding().decode(text, &mut buffer) else {
                             continue;
                         };
+                        decoded_any = true;
                         let Ok(signature) = ed25519_dalek::Signature::from_slice(decoded) else {
                             continue;
                         };
@@ -278,7 +282,11 @@ impl Inner {
                 }
             }
         }
-        Ok(None)
+        if decoded_any {
+            Ok(None)
+        } else {
+            Err(self.scheme.bad_encoding())
+        }
     }
 
     fn count_supported(&self, envelope: &Envelope<'_>) -> Result<usize, VerifyError> {
@@ -326,13 +334,12 @@ impl VerifierBuilder {
         if let SecretFormat::Raw {
             expected_prefix: Some(prefix),
         } = self.scheme.secret_format
+            && !secret.starts_with(prefix)
         {
-            if !secret.starts_with(prefix) {
-                self.hint = Some(
-                    "this provider's secrets start with `whsec_` and are used whole, \
-                     prefix included; one configured secret has no such prefix",
-                );
-            }
+            self.hint = Some(
+                "this provider's secrets start with `whsec_` and are used whole, \
+                 prefix included; one configured secret has no such prefix",
+            );
         }
         let key = Key::parse(secret, self.scheme.secret_format)?;
         if key.algorithm() == Algorithm::Ed25519 && !self.scheme.has_ed25519() {
