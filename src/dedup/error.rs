@@ -1,0 +1,45 @@
+//! [`DedupError`]: why a store could not answer.
+
+/// Why a store operation failed. After an error from
+/// [`Inbox::accept`](super::Inbox::accept) nothing was kept: answer 5xx so
+/// the sender retries.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DedupError {
+    /// A namespace or event id cannot be stored (answer 400: a retry would
+    /// fail the same way).
+    #[error("invalid {what}: {reason}")]
+    InvalidKey {
+        /// `namespace` or `event id`.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A table name given to a SQL store is not a plain identifier.
+    #[error("invalid table name `{0}`: use 1 to 48 of a-z, 0-9 and _, starting with a letter")]
+    InvalidTableName(String),
+    /// The lease expired and another delivery took the id, so this one
+    /// cannot complete or release it.
+    #[error("lease lost: it expired and another delivery claimed the event")]
+    LeaseLost,
+    /// The visibility timeout passed and another worker took the event, so
+    /// this delivery cannot ack or nack it.
+    #[error("delivery lost: its visibility timeout passed and another worker took the event")]
+    DeliveryLost,
+    /// The SQL database failed or could not be reached.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    #[error("sql store: {0}")]
+    Sql(#[from] sqlx::Error),
+    /// The Redis server failed or could not be reached.
+    #[cfg(feature = "redis")]
+    #[error("redis store: {0}")]
+    Redis(#[from] redis::RedisError),
+}
+
+impl DedupError {
+    /// Whether the request itself is at fault (a bad key), so that retrying
+    /// cannot help; every other error is the store's and worth a retry.
+    pub fn is_bad_request(&self) -> bool {
+        matches!(self, Self::InvalidKey { .. })
+    }
+}

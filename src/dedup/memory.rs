@@ -1,0 +1,328 @@
+//! [`MemoryStore`]: claims and inbox in process memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::{
+    Acceptance, Claim, DedupError, Delivery, Inbox, IncomingEvent, Lease, LeaseStore, NackOutcome,
+    Receipt, StoreOptions, check_key, check_namespace, millis, new_token, now_millis,
+};
+
+/// Claims and inbox in process memory, behind one mutex.
+///
+/// Nothing survives a restart and nothing is shared between processes: use
+/// it in tests and single-process tools. Cloning shares the same store.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    state: Arc<Mutex<State>>,
+    options: StoreOptions,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    claims: HashMap<(String, String), ClaimEntry>,
+    inbox: HashMap<String, BTreeMap<u64, Row>>,
+    next_entry: u64,
+}
+
+#[derive(Debug)]
+struct ClaimEntry {
+    claimed_at: i64,
+    /// `Some` while a lease holds the claim; `None` once done.
+    lease: Option<Hold>,
+}
+
+#[derive(Debug, Clone)]
+struct Hold {
+    token: String,
+    until: i64,
+}
+
+#[derive(Debug)]
+struct Row {
+    id: String,
+    body: Vec<u8>,
+    signed_at: Option<i64>,
+    attempts: u32,
+    available_at: i64,
+    taken: Option<Hold>,
+    dead: bool,
+}
+
+impl MemoryStore {
+    /// An empty store with default [`StoreOptions`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses `options` for retention, visibility timeout and attempts.
+    #[must_use]
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Forgets claims older than `older_than`; returns how many.
+    pub fn purge(&self, older_than: Duration) -> u64 {
+        let cutoff = now_millis().saturating_sub(millis(older_than));
+        let mut state = self.lock();
+        let before = state.claims.len();
+        state
+            .claims
+            .retain(|_, claim| claim.claimed_at >= cutoff || claim.lease.is_some());
+        (before - state.claims.len()) as u64
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves the maps consistent (each
+        // operation mutates after all checks), so a poisoned lock is usable.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn is_expired(&self, claim: &ClaimEntry, now: i64) -> bool {
+        claim.lease.is_none()
+            && claim.claimed_at < now.saturating_sub(millis(self.options.retention()))
+    }
+
+    fn delivery(namespace: &str, entry: u64, row: &Row, token: String) -> Delivery {
+        Delivery {
+            namespace: namespace.to_owned(),
+            id: row.id.clone(),
+            body: row.body.clone(),
+            signed_at: row.signed_at,
+            attempt: row.attempts,
+            receipt: Receipt {
+                entry: entry.to_string(),
+                token,
+            },
+        }
+    }
+
+    /// Runs `change` on the row a delivery was taken from, if the delivery
+    /// still holds it.
+    fn with_taken_row<T>(
+        &self,
+        delivery: &Delivery,
+        change: impl FnOnce(&mut BTreeMap<u64, Row>, u64) -> T,
+    ) -> Result<T, DedupError> {
+        let entry: u64 = delivery
+            .receipt
+            .entry
+            .parse()
+            .map_err(|_| DedupError::DeliveryLost)?;
+        let mut state = self.lock();
+        let rows = state
+            .inbox
+            .get_mut(&delivery.namespace)
+            .ok_or(DedupError::DeliveryLost)?;
+        let holds = rows.get(&entry).is_some_and(|row| {
+            !row.dead
+                && row
+                    .taken
+                    .as_ref()
+                    .is_some_and(|hold| hold.token == delivery.receipt.token)
+        });
+        if !holds {
+            return Err(DedupError::DeliveryLost);
+        }
+        Ok(change(rows, entry))
+    }
+}
+
+impl Inbox for MemoryStore {
+    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        check_key(event.namespace, event.id)?;
+        let now = now_millis();
+        let mut state = self.lock();
+        let key = (event.namespace.to_owned(), event.id.to_owned());
+        if let Some(claim) = state.claims.get(&key)
+            && !self.is_expired(claim, now)
+        {
+            return Ok(Acceptance::Duplicate);
+        }
+        state.claims.insert(
+            key,
+            ClaimEntry {
+                claimed_at: now,
+                lease: None,
+            },
+        );
+        state.next_entry += 1;
+        let entry = state.next_entry;
+        state
+            .inbox
+            .entry(event.namespace.to_owned())
+            .or_default()
+            .insert(
+                entry,
+                Row {
+                    id: event.id.to_owned(),
+                    body: event.body.to_vec(),
+                    signed_at: event.signed_at,
+                    attempts: 0,
+                    available_at: now,
+                    taken: None,
+                    dead: false,
+                },
+            );
+        Ok(Acceptance::Accepted)
+    }
+
+    async fn take(
+        &self,
+        namespace: &str,
+        _consumer: &str,
+        max: usize,
+    ) -> Result<Vec<Delivery>, DedupError> {
+        check_namespace(namespace)?;
+        let now = now_millis();
+        let visible_until = now.saturating_add(millis(self.options.visibility_timeout()));
+        let mut state = self.lock();
+        let Some(rows) = state.inbox.get_mut(namespace) else {
+            return Ok(Vec::new());
+        };
+        let mut taken = Vec::new();
+        for (entry, row) in rows.iter_mut() {
+            if taken.len() >= max {
+                break;
+            }
+            let ready = !row.dead
+                && row.available_at <= now
+                && row.taken.as_ref().is_none_or(|hold| hold.until <= now);
+            if !ready {
+                continue;
+            }
+            if row.attempts >= self.options.max_attempts() {
+                // Its last worker died holding it: that was its last try.
+                row.dead = true;
+                row.taken = None;
+                continue;
+            }
+            row.attempts += 1;
+            let token = new_token();
+            row.taken = Some(Hold {
+                token: token.clone(),
+                until: visible_until,
+            });
+            taken.push(Self::delivery(namespace, *entry, row, token));
+        }
+        Ok(taken)
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
+        self.with_taken_row(delivery, |rows, entry| {
+            rows.remove(&entry);
+        })
+    }
+
+    async fn nack(
+        &self,
+        delivery: &Delivery,
+        retry_in: Duration,
+    ) -> Result<NackOutcome, DedupError> {
+        let max_attempts = self.options.max_attempts();
+        self.with_taken_row(delivery, |rows, entry| {
+            let Some(row) = rows.get_mut(&entry) else {
+                return NackOutcome::DeadLettered;
+            };
+            row.taken = None;
+            if row.attempts >= max_attempts {
+                row.dead = true;
+                NackOutcome::DeadLettered
+            } else {
+                row.available_at = now_millis().saturating_add(millis(retry_in));
+                NackOutcome::WillRetry
+            }
+        })
+    }
+
+    async fn dead_letters(&self, namespace: &str, max: usize) -> Result<Vec<Delivery>, DedupError> {
+        check_namespace(namespace)?;
+        let state = self.lock();
+        Ok(state
+            .inbox
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter(|(_, row)| row.dead)
+            .take(max)
+            .map(|(entry, row)| Self::delivery(namespace, *entry, row, String::new()))
+            .collect())
+    }
+}
+
+impl LeaseStore for MemoryStore {
+    async fn claim(
+        &self,
+        namespace: &str,
+        id: &str,
+        lease_for: Duration,
+    ) -> Result<Claim, DedupError> {
+        check_key(namespace, id)?;
+        let now = now_millis();
+        let mut state = self.lock();
+        let key = (namespace.to_owned(), id.to_owned());
+        if let Some(claim) = state.claims.get(&key)
+            && !self.is_expired(claim, now)
+        {
+            match &claim.lease {
+                None => return Ok(Claim::Done),
+                Some(hold) if hold.until > now => {
+                    return Ok(Claim::InProgress {
+                        retry_after: Duration::from_millis(hold.until.abs_diff(now)),
+                    });
+                }
+                Some(_) => {} // expired: its holder crashed; take it over
+            }
+        }
+        let token = new_token();
+        state.claims.insert(
+            key,
+            ClaimEntry {
+                claimed_at: now,
+                lease: Some(Hold {
+                    token: token.clone(),
+                    until: now.saturating_add(millis(lease_for)),
+                }),
+            },
+        );
+        Ok(Claim::Fresh(Lease::new(namespace, id, token)))
+    }
+
+    async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
+        let mut state = self.lock();
+        let key = (lease.namespace().to_owned(), lease.id().to_owned());
+        match state.claims.get_mut(&key) {
+            Some(claim)
+                if claim
+                    .lease
+                    .as_ref()
+                    .is_some_and(|hold| hold.token == lease.token()) =>
+            {
+                claim.lease = None;
+                claim.claimed_at = now_millis();
+                Ok(())
+            }
+            _ => Err(DedupError::LeaseLost),
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
+        let mut state = self.lock();
+        let key = (lease.namespace().to_owned(), lease.id().to_owned());
+        let held = state.claims.get(&key).is_some_and(|claim| {
+            claim
+                .lease
+                .as_ref()
+                .is_some_and(|hold| hold.token == lease.token())
+        });
+        if !held {
+            return Err(DedupError::LeaseLost);
+        }
+        state.claims.remove(&key);
+        Ok(())
+    }
+}

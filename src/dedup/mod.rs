@@ -1,0 +1,422 @@
+//! Claim each event id once, in the same atomic step that enqueues it.
+//!
+//! Webhook senders deliver at least once, so the same event arrives twice,
+//! sometimes at the same moment on two instances. A receiver may answer 2xx
+//! only when the event is durably recorded, and must act on it once. This
+//! module gives two ways to do that, each behind a small trait that every
+//! store implements:
+//!
+//! - **[`Inbox`]** (the default): [`accept`](Inbox::accept) claims the id and
+//!   enqueues the event in one atomic step. [`Acceptance::Accepted`] means
+//!   both happened and are durable; [`Acceptance::Duplicate`] means the id
+//!   was claimed before and nothing was enqueued; an error means nothing was
+//!   kept and the sender must retry (answer 5xx). Workers then
+//!   [`take`](Inbox::take) events, [`ack`](Inbox::ack) them when done, or
+//!   [`nack`](Inbox::nack) them to retry later; an event whose worker died
+//!   comes back after the visibility timeout, and one that failed
+//!   `max_attempts` times is dead-lettered.
+//! - **[`LeaseStore`]**, for handlers that run inline: [`claim`](LeaseStore::claim)
+//!   answers [`Claim::Fresh`] with a [`Lease`], [`Claim::InProgress`] while
+//!   another delivery holds it (never answer that with 2xx: the first may
+//!   still fail) or [`Claim::Done`]. [`complete`](LeaseStore::complete) marks
+//!   it done, [`release`](LeaseStore::release) gives it up after a failure,
+//!   and a lease whose holder crashed expires so a retry can take it.
+//!
+//! | store | feature | atomic step | durability |
+//! |---|---|---|---|
+//! | [`MemoryStore`] | always | a mutex | none: tests and single processes |
+//! | `SqliteStore` | `sqlite` (default) | one transaction | WAL, `synchronous=FULL` |
+//! | `PostgresStore` | `postgres` | one statement (a data-modifying CTE) | the server's |
+//! | `RedisStore` | `redis` | one Lua script | the server's AOF / RDB settings |
+//!
+//! Claims are kept for the [retention](StoreOptions::with_retention) (default
+//! 7 days), which must be longer than the sender's retry window, or a late
+//! retry would be accepted again.
+//!
+//! ```
+//! use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, MemoryStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+//! let store = MemoryStore::new();
+//! let event = IncomingEvent::new("stripe", "evt_1", br#"{"id":"evt_1"}"#);
+//! assert_eq!(store.accept(&event).await?, Acceptance::Accepted);
+//! assert_eq!(store.accept(&event).await?, Acceptance::Duplicate);
+//!
+//! let taken = store.take("stripe", "worker-1", 10).await?;
+//! assert_eq!(taken.len(), 1);
+//! store.ack(&taken[0]).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+mod error;
+mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+pub use error::DedupError;
+pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+
+/// The longest namespace accepted, in bytes.
+pub const MAX_NAMESPACE_LEN: usize = 64;
+
+/// The longest event id accepted, in bytes (the same as the verifier's).
+pub const MAX_EVENT_ID_LEN: usize = crate::verify::MAX_ID_LEN;
+
+/// An event to accept into the inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IncomingEvent<'a> {
+    /// Where the event comes from, such as `stripe` or a tenant id: ids are
+    /// unique within a namespace. 1 to 64 characters of `A-Z a-z 0-9 _ - . :`.
+    pub namespace: &'a str,
+    /// The event id, 1 to 256 visible ASCII characters.
+    pub id: &'a str,
+    /// The body exactly as received.
+    pub body: &'a [u8],
+    /// The signed timestamp, if the scheme has one (seconds since the epoch).
+    pub signed_at: Option<i64>,
+}
+
+impl<'a> IncomingEvent<'a> {
+    /// An event without a signed timestamp.
+    pub fn new(namespace: &'a str, id: &'a str, body: &'a [u8]) -> Self {
+        Self {
+            namespace,
+            id,
+            body,
+            signed_at: None,
+        }
+    }
+
+    /// Records the signed timestamp with the event.
+    #[must_use]
+    pub fn with_signed_at(mut self, signed_at: Option<i64>) -> Self {
+        self.signed_at = signed_at;
+        self
+    }
+}
+
+/// What [`Inbox::accept`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Acceptance {
+    /// The id was claimed and the event enqueued, durably: answer 2xx.
+    Accepted,
+    /// The id was claimed before; nothing was enqueued: answer 2xx.
+    Duplicate,
+}
+
+/// An event taken from the inbox by a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The event's namespace.
+    pub namespace: String,
+    /// The event id.
+    pub id: String,
+    /// The body exactly as received.
+    pub body: Vec<u8>,
+    /// The signed timestamp, if any.
+    pub signed_at: Option<i64>,
+    /// 1 on the first delivery, 2 on the second, and so on.
+    pub attempt: u32,
+    pub(crate) receipt: Receipt,
+}
+
+/// Identifies one taking of an event, so only its taker can ack or nack it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Receipt {
+    /// The row or stream entry.
+    pub(crate) entry: String,
+    /// Changes every time the event is taken.
+    pub(crate) token: String,
+}
+
+/// What [`Inbox::nack`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NackOutcome {
+    /// The event will be delivered again after the delay.
+    WillRetry,
+    /// The event failed `max_attempts` times and was moved to the dead
+    /// letters; see [`Inbox::dead_letters`].
+    DeadLettered,
+}
+
+/// What [`LeaseStore::claim`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The id is yours until the lease expires: run the handler, then
+    /// [`complete`](LeaseStore::complete) or [`release`](LeaseStore::release).
+    Fresh(Lease),
+    /// Another delivery holds the id. Do not answer 2xx: it may still fail.
+    /// Ask the sender to come back after `retry_after`.
+    InProgress {
+        /// How long until the other holder's lease expires.
+        retry_after: Duration,
+    },
+    /// The event was handled already: answer 2xx and do nothing.
+    Done,
+}
+
+/// A claim held by one delivery of an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    namespace: String,
+    id: String,
+    token: String,
+}
+
+impl Lease {
+    /// The event's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The event id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Settings every store shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    retention: Duration,
+    visibility_timeout: Duration,
+    max_attempts: u32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            retention: Duration::from_secs(7 * 24 * 60 * 60),
+            visibility_timeout: Duration::from_secs(30),
+            max_attempts: 10,
+        }
+    }
+}
+
+impl StoreOptions {
+    /// How long a claim is kept. Must exceed the sender's whole retry window
+    /// (Svix retries for about 28 hours, Stripe for 3 days). Defaults to 7 days.
+    #[must_use]
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How long a taken event stays invisible to other workers before it is
+    /// delivered again (its worker is presumed dead). Defaults to 30 seconds.
+    #[must_use]
+    pub fn with_visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.visibility_timeout = timeout;
+        self
+    }
+
+    /// After how many deliveries an event that keeps failing is
+    /// dead-lettered. Defaults to 10. At least 1.
+    #[must_use]
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts.max(1);
+        self
+    }
+
+    /// The retention.
+    pub fn retention(&self) -> Duration {
+        self.retention
+    }
+
+    /// The visibility timeout.
+    pub fn visibility_timeout(&self) -> Duration {
+        self.visibility_timeout
+    }
+
+    /// The most deliveries before dead-lettering.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+}
+
+/// A durable queue of accepted events, with exactly-once acceptance.
+///
+/// Implementations make [`accept`](Self::accept) one atomic step: after an
+/// error, neither the claim nor the event is kept.
+pub trait Inbox: Send + Sync {
+    /// Claims `event.id` in `event.namespace` and enqueues the event, in one
+    /// atomic step.
+    fn accept(
+        &self,
+        event: &IncomingEvent<'_>,
+    ) -> impl Future<Output = Result<Acceptance, DedupError>> + Send;
+
+    /// Takes up to `max` events of `namespace` that are ready, oldest first,
+    /// hiding them from other workers for the visibility timeout.
+    fn take(
+        &self,
+        namespace: &str,
+        consumer: &str,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<Delivery>, DedupError>> + Send;
+
+    /// Marks a taken event done; it is never delivered again.
+    ///
+    /// Fails with [`DedupError::DeliveryLost`] if the visibility timeout
+    /// passed and the event was taken by another worker.
+    fn ack(&self, delivery: &Delivery) -> impl Future<Output = Result<(), DedupError>> + Send;
+
+    /// Gives a taken event back, to be delivered again after `retry_in`,
+    /// or dead-lettered if this was its last allowed attempt.
+    fn nack(
+        &self,
+        delivery: &Delivery,
+        retry_in: Duration,
+    ) -> impl Future<Output = Result<NackOutcome, DedupError>> + Send;
+
+    /// Up to `max` dead-lettered events of `namespace`, oldest first.
+    fn dead_letters(
+        &self,
+        namespace: &str,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<Delivery>, DedupError>> + Send;
+}
+
+/// Claims for handlers that run inline, while the sender waits.
+pub trait LeaseStore: Send + Sync {
+    /// Claims `id` in `namespace` for `lease_for`.
+    fn claim(
+        &self,
+        namespace: &str,
+        id: &str,
+        lease_for: Duration,
+    ) -> impl Future<Output = Result<Claim, DedupError>> + Send;
+
+    /// Marks the event handled: later claims answer [`Claim::Done`].
+    ///
+    /// Fails with [`DedupError::LeaseLost`] if the lease expired and another
+    /// delivery took the id.
+    fn complete(&self, lease: &Lease) -> impl Future<Output = Result<(), DedupError>> + Send;
+
+    /// Gives the claim up so that a retry can take it at once.
+    fn release(&self, lease: &Lease) -> impl Future<Output = Result<(), DedupError>> + Send;
+}
+
+/// Checks a namespace and an event id before they reach a store.
+pub(crate) fn check_key(namespace: &str, id: &str) -> Result<(), DedupError> {
+    check_namespace(namespace)?;
+    let reason = if id.is_empty() {
+        "is empty"
+    } else if id.len() > MAX_EVENT_ID_LEN {
+        "is longer than 256 bytes"
+    } else if !id.bytes().all(|b| b.is_ascii_graphic()) {
+        "has characters outside visible ASCII"
+    } else {
+        return Ok(());
+    };
+    Err(DedupError::InvalidKey {
+        what: "event id",
+        reason,
+    })
+}
+
+pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
+    let reason = if namespace.is_empty() {
+        "is empty"
+    } else if namespace.len() > MAX_NAMESPACE_LEN {
+        "is longer than 64 bytes"
+    } else if !namespace
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+    {
+        "may hold only A-Z a-z 0-9 _ - . :"
+    } else {
+        return Ok(());
+    };
+    Err(DedupError::InvalidKey {
+        what: "namespace",
+        reason,
+    })
+}
+
+/// Milliseconds since the Unix epoch, as stores record time.
+pub(crate) fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A token unique to this process and call: process id, time and a counter.
+/// Tokens tell holders apart; they are not secrets.
+pub(crate) fn new_token() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{:x}-{:x}-{:x}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Lease {
+    pub(crate) fn new(namespace: &str, id: &str, token: String) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            id: id.to_owned(),
+            token,
+        }
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_validated() {
+        assert!(check_key("stripe", "evt_1").is_ok());
+        assert!(check_key("tenant-7:github", "72d3162e-cc78").is_ok());
+        for (namespace, id) in [
+            ("", "a"),
+            ("a b", "a"),
+            ("ns", ""),
+            ("ns", "a b"),
+            ("ns", "é"),
+            (&"n".repeat(65) as &str, "a"),
+            ("ns", &"i".repeat(257) as &str),
+        ] {
+            assert!(check_key(namespace, id).is_err(), "{namespace:?} {id:?}");
+        }
+    }
+
+    #[test]
+    fn tokens_are_unique() {
+        let tokens: std::collections::HashSet<_> = (0..1000).map(|_| new_token()).collect();
+        assert_eq!(tokens.len(), 1000);
+    }
+}

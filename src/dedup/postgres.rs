@@ -1,0 +1,234 @@
+//! [`PostgresStore`]: claims and inbox in Postgres.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
+use sqlx::{AssertSqlSafe, SqlStr};
+
+use super::sql::{Statements, check_prefix, ready_condition, statement, take_assignments};
+use super::{
+    Acceptance, DedupError, Delivery, Inbox, IncomingEvent, NackOutcome, StoreOptions, check_key,
+    check_namespace, millis, new_token, now_millis,
+};
+
+/// Claims and inbox in Postgres, for many receiver instances sharing one
+/// database.
+///
+/// [`accept`](Inbox::accept) is one statement: a data-modifying CTE inserts
+/// the claim (`ON CONFLICT DO NOTHING`) and, only if that inserted a row,
+/// the inbox row. Workers take events with `FOR UPDATE SKIP LOCKED`.
+/// [`claim_in`](Self::claim_in) claims inside your own transaction instead.
+///
+/// # Schema
+///
+/// [`migrate`](Self::migrate) creates, for the prefix `hooklatch` (the
+/// default):
+///
+/// ```sql
+/// CREATE TABLE hooklatch_claims (
+///     namespace   TEXT   NOT NULL,
+///     event_id    TEXT   NOT NULL,
+///     claimed_at  BIGINT NOT NULL,   -- ms since the epoch
+///     lease_token TEXT,              -- NULL once done
+///     lease_until BIGINT,
+///     PRIMARY KEY (namespace, event_id)
+/// );
+/// CREATE TABLE hooklatch_inbox (
+///     entry        BIGSERIAL PRIMARY KEY,
+///     namespace    TEXT    NOT NULL,
+///     event_id     TEXT    NOT NULL,
+///     body         BYTEA   NOT NULL,
+///     signed_at    BIGINT,
+///     received_at  BIGINT  NOT NULL,
+///     attempts     BIGINT  NOT NULL DEFAULT 0,
+///     available_at BIGINT  NOT NULL,
+///     taken_token  TEXT,
+///     taken_until  BIGINT,
+///     dead         BOOLEAN NOT NULL DEFAULT FALSE
+/// );
+/// ```
+///
+/// # Claiming inside your own transaction
+///
+/// ```no_run
+/// use hooklatch::dedup::{Acceptance, PostgresStore};
+///
+/// # async fn example(store: PostgresStore, pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// if store.claim_in(&mut tx, "stripe", "evt_1").await? == Acceptance::Accepted {
+///     sqlx::query("INSERT INTO jobs (kind, payload) VALUES ('invoice.paid', $1)")
+///         .bind(&b"{}"[..])
+///         .execute(&mut *tx)
+///         .await?;
+/// }
+/// tx.commit().await?; // the claim and the job commit, or neither does
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    options: StoreOptions,
+    claims: String,
+    inbox: String,
+    statements: Statements,
+    accept: SqlStr,
+    take: SqlStr,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
+    /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate).
+    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await?;
+        let store = Self::new(pool, "hooklatch")?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// A store on `pool` whose tables are `{prefix}_claims` and
+    /// `{prefix}_inbox`. The prefix is 1 to 48 of `a-z 0-9 _`, starting with
+    /// a letter. Call [`migrate`](Self::migrate) before use.
+    pub fn new(pool: PgPool, prefix: &str) -> Result<Self, DedupError> {
+        check_prefix(prefix)?;
+        let claims = format!("{prefix}_claims");
+        let inbox = format!("{prefix}_inbox");
+        let statements = Statements::new(&claims, &inbox);
+        let accept = statement(format!(
+            "WITH claim AS ({} RETURNING namespace, event_id) \
+             INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
+             SELECT namespace, event_id, $5, $6, $3, $3 FROM claim",
+            statements.claim_done.as_str()
+        ));
+        let take = statement(format!(
+            "WITH ready AS (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $3 \
+             FOR UPDATE SKIP LOCKED) \
+             UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry \
+             RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead",
+            ready_condition("$1", "$2"),
+            take_assignments("$4", "$5", "$6"),
+        ));
+        Ok(Self {
+            pool,
+            options: StoreOptions::default(),
+            claims,
+            inbox,
+            statements,
+            accept,
+            take,
+        })
+    }
+
+    /// Uses `options` for retention, visibility timeout and attempts.
+    #[must_use]
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Creates the tables and indexes if they do not exist. Safe to run from
+    /// several processes at once: a transaction-scoped advisory lock
+    /// serializes them.
+    pub async fn migrate(&self) -> Result<(), DedupError> {
+        let (claims, inbox) = (&self.claims, &self.inbox);
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+            .bind(format!("hooklatch-migrate-{claims}"))
+            .execute(&mut *tx)
+            .await?;
+        for statement in [
+            format!(
+                "CREATE TABLE IF NOT EXISTS {claims} (\
+                 namespace TEXT NOT NULL, event_id TEXT NOT NULL, claimed_at BIGINT NOT NULL, \
+                 lease_token TEXT, lease_until BIGINT, PRIMARY KEY (namespace, event_id))"
+            ),
+            format!("CREATE INDEX IF NOT EXISTS {claims}_claimed_at ON {claims} (claimed_at)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {inbox} (\
+                 entry BIGSERIAL PRIMARY KEY, namespace TEXT NOT NULL, event_id TEXT NOT NULL, \
+                 body BYTEA NOT NULL, signed_at BIGINT, received_at BIGINT NOT NULL, \
+                 attempts BIGINT NOT NULL DEFAULT 0, available_at BIGINT NOT NULL, \
+                 taken_token TEXT, taken_until BIGINT, dead BOOLEAN NOT NULL DEFAULT FALSE)"
+            ),
+            format!(
+                "CREATE INDEX IF NOT EXISTS {inbox}_ready ON {inbox} (namespace, dead, available_at, entry)"
+            ),
+        ] {
+            sqlx::query(AssertSqlSafe(statement))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+super::sql::sql_store_common!(PostgresStore, PgConnection, sqlx::postgres::PgRow);
+
+impl Inbox for PostgresStore {
+    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        check_key(event.namespace, event.id)?;
+        let now = now_millis();
+        let inserted = sqlx::query(self.accept.clone())
+            .bind(event.namespace)
+            .bind(event.id)
+            .bind(now)
+            .bind(self.retention_cutoff(now))
+            .bind(event.body)
+            .bind(event.signed_at)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(if inserted == 1 {
+            Acceptance::Accepted
+        } else {
+            Acceptance::Duplicate
+        })
+    }
+
+    async fn take(
+        &self,
+        namespace: &str,
+        _consumer: &str,
+        max: usize,
+    ) -> Result<Vec<Delivery>, DedupError> {
+        check_namespace(namespace)?;
+        let now = now_millis();
+        let token = new_token();
+        let rows = sqlx::query(self.take.clone())
+            .bind(namespace)
+            .bind(now)
+            .bind(i64::try_from(max).unwrap_or(i64::MAX))
+            .bind(i64::from(self.options.max_attempts()))
+            .bind(&token)
+            .bind(now.saturating_add(millis(self.options.visibility_timeout())))
+            .fetch_all(&self.pool)
+            .await?;
+        Self::taken(namespace, &rows, &token)
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
+        self.ack_row(delivery).await
+    }
+
+    async fn nack(
+        &self,
+        delivery: &Delivery,
+        retry_in: Duration,
+    ) -> Result<NackOutcome, DedupError> {
+        self.nack_row(delivery, retry_in).await
+    }
+
+    async fn dead_letters(&self, namespace: &str, max: usize) -> Result<Vec<Delivery>, DedupError> {
+        self.dead_rows(namespace, max).await
+    }
+}

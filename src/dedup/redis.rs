@@ -1,0 +1,426 @@
+//! [`RedisStore`]: claims and inbox in Redis, one Lua script per step.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands as _, Script};
+
+use super::{
+    Acceptance, Claim, DedupError, Delivery, Inbox, IncomingEvent, Lease, LeaseStore, NackOutcome,
+    Receipt, StoreOptions, check_key, check_namespace, millis, new_token, now_millis,
+};
+
+/// Claims the id and appends the event to the inbox stream, or does
+/// nothing if the id is claimed. The stream entry is written first: if it
+/// fails, the script stops before the claim exists; if the claim then
+/// fails, the entry is removed again.
+const ACCEPT: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local entry = redis.call('XADD', KEYS[2], '*',
+  'id', ARGV[2], 'body', ARGV[3], 'signed_at', ARGV[4], 'attempts', '0')
+local claimed = redis.pcall('SET', KEYS[1], 'done', 'PX', ARGV[1])
+if type(claimed) == 'table' and claimed.err then
+  redis.call('XDEL', KEYS[2], entry)
+  return claimed
+end
+return 1
+";
+
+/// Moves due retries back onto the stream, reclaims entries whose worker
+/// died, reads new ones, and dead-letters any past its last attempt.
+/// Returns `{entry, id, body, signed_at, attempt}` for each delivery.
+const TAKE: &str = r"
+local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local group, consumer = ARGV[1], ARGV[2]
+local count, now = tonumber(ARGV[3]), ARGV[4]
+local visibility, max = ARGV[5], tonumber(ARGV[6])
+redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+for _, packed in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, count)) do
+  local e = cmsgpack.unpack(packed)
+  redis.call('ZREM', delayed, packed)
+  redis.call('XADD', stream, '*', 'id', e[1], 'body', e[2], 'signed_at', e[3], 'attempts', e[4])
+end
+local out = {}
+local function deliver(entry)
+  local eid, list = entry[1], entry[2]
+  if not list then return end
+  local f = {}
+  for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
+  local n = tonumber(f['attempts']) + redis.call('HINCRBY', attempts, eid, 1)
+  if n > max then
+    redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'],
+      'signed_at', f['signed_at'], 'attempts', tostring(n - 1))
+    redis.call('XACK', stream, group, eid)
+    redis.call('XDEL', stream, eid)
+    redis.call('HDEL', attempts, eid)
+  else
+    out[#out + 1] = {eid, f['id'], f['body'], f['signed_at'], tostring(n),
+      redis.call('HGET', attempts, eid)}
+  end
+end
+local reclaimed = redis.call('XAUTOCLAIM', stream, group, consumer, visibility, '0-0', 'COUNT', count)
+for _, entry in ipairs(reclaimed[2]) do deliver(entry) end
+if #out < count then
+  local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
+    'COUNT', count - #out, 'STREAMS', stream, '>')
+  if fresh then
+    for _, entry in ipairs(fresh[1][2]) do deliver(entry) end
+  end
+end
+return out
+";
+
+/// Acks an entry if this delivery still holds it (its token is the
+/// entry's delivery count, which a reclaim by another worker increases).
+const ACK: &str = r"
+if redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[3] then return 0 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[2], ARGV[2])
+return 1
+";
+
+/// Gives an entry back: to the delayed set until `retry_at`, or to the
+/// dead letters after its last attempt. -1: no longer held; 0: will retry;
+/// 1: dead-lettered.
+const NACK: &str = r"
+local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local group, eid, token, retry_at, max = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+if redis.call('HGET', attempts, eid) ~= token then return -1 end
+local entries = redis.call('XRANGE', stream, eid, eid)
+redis.call('XACK', stream, group, eid)
+redis.call('XDEL', stream, eid)
+redis.call('HDEL', attempts, eid)
+if #entries == 0 then return -1 end
+local list, f = entries[1][2], {}
+for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
+local n = tostring(tonumber(f['attempts']) + tonumber(token))
+if tonumber(n) >= max then
+  redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'], 'signed_at', f['signed_at'], 'attempts', n)
+  return 1
+end
+redis.call('ZADD', delayed, retry_at, cmsgpack.pack({f['id'], f['body'], f['signed_at'], n}))
+return 0
+";
+
+/// 1: fresh lease; 2: done; 3: in progress, with the lease's remaining ms.
+const CLAIM: &str = r"
+local value = redis.call('GET', KEYS[1])
+if not value then
+  redis.call('SET', KEYS[1], 'lease:' .. ARGV[1], 'PX', ARGV[2])
+  return {1, 0}
+end
+if value == 'done' then return {2, 0} end
+return {3, redis.call('PTTL', KEYS[1])}
+";
+
+const COMPLETE: &str = r"
+if redis.call('GET', KEYS[1]) ~= 'lease:' .. ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
+return 1
+";
+
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) ~= 'lease:' .. ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+";
+
+static ACCEPT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACCEPT));
+static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
+static ACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACK));
+static NACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(NACK));
+static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CLAIM));
+static COMPLETE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE));
+static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
+
+/// The consumer group every worker joins.
+const GROUP: &str = "hooklatch";
+
+/// Claims and inbox in Redis, for many receiver instances sharing one
+/// server or cluster.
+///
+/// Each step is one Lua script, so it is atomic. For namespace `ns` the
+/// keys are `hooklatch:{ns}:claim:<id>` (a string that expires after the
+/// retention), `hooklatch:{ns}:inbox` (a stream read by the consumer group
+/// `hooklatch`; `XAUTOCLAIM` hands entries whose worker died to another),
+/// `hooklatch:{ns}:attempts`, `hooklatch:{ns}:delayed` and
+/// `hooklatch:{ns}:dead`. The `{ns}` hash tag keeps one namespace's keys in
+/// one Redis Cluster slot.
+///
+/// # Durability
+///
+/// "Accepted" is as durable as the server's persistence. With AOF and
+/// `appendfsync always`, an accepted event survives a crash. With
+/// `appendfsync everysec` (the usual setting) up to a second of accepted
+/// events can vanish in a crash or power loss, after the sender was told
+/// 2xx: the sender will not retry them. With RDB snapshots only, or no
+/// persistence, everything since the last snapshot can. Claims and events
+/// are always lost or kept together, never one without the other.
+#[derive(Clone)]
+pub struct RedisStore {
+    connection: ConnectionManager,
+    options: StoreOptions,
+    prefix: String,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (such as `redis://127.0.0.1:6379`). The connection
+    /// reconnects by itself; while the server is unreachable, every call
+    /// fails (after at most 5 seconds) instead of guessing.
+    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+        let client = redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(1);
+        let connection = ConnectionManager::new_with_config(client, config).await?;
+        Ok(Self {
+            connection,
+            options: StoreOptions::default(),
+            prefix: "hooklatch".to_owned(),
+        })
+    }
+
+    /// Uses `options` for retention, visibility timeout and attempts.
+    #[must_use]
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Uses `prefix` instead of `hooklatch` at the start of every key. Same
+    /// rules as a namespace.
+    pub fn with_prefix(mut self, prefix: &str) -> Result<Self, DedupError> {
+        check_namespace(prefix)?;
+        prefix.clone_into(&mut self.prefix);
+        Ok(self)
+    }
+
+    fn key(&self, namespace: &str, suffix: &str) -> String {
+        format!("{}:{{{namespace}}}:{suffix}", self.prefix)
+    }
+
+    fn claim_key(&self, namespace: &str, id: &str) -> String {
+        format!("{}:{{{namespace}}}:claim:{id}", self.prefix)
+    }
+
+    /// The inbox keys: stream, attempts, delayed, dead.
+    fn inbox_keys(&self, namespace: &str) -> [String; 4] {
+        ["inbox", "attempts", "delayed", "dead"].map(|suffix| self.key(namespace, suffix))
+    }
+
+    /// How many events of `namespace` are in the inbox stream (taken or
+    /// not), for tests and monitoring.
+    pub async fn inbox_len(&self, namespace: &str) -> Result<u64, DedupError> {
+        check_namespace(namespace)?;
+        let mut connection = self.connection.clone();
+        Ok(connection.xlen(self.key(namespace, "inbox")).await?)
+    }
+
+    fn delivery(namespace: &str, row: TakenRow) -> Delivery {
+        let (entry, id, body, signed_at, attempt, token) = row;
+        Delivery {
+            namespace: namespace.to_owned(),
+            id,
+            body,
+            signed_at: signed_at.parse().ok(),
+            attempt: attempt.parse().unwrap_or(u32::MAX),
+            receipt: Receipt { entry, token },
+        }
+    }
+}
+
+type TakenRow = (String, String, Vec<u8>, String, String, String);
+
+impl Inbox for RedisStore {
+    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        check_key(event.namespace, event.id)?;
+        let mut connection = self.connection.clone();
+        let accepted: i64 = ACCEPT_SCRIPT
+            .key(self.claim_key(event.namespace, event.id))
+            .key(self.key(event.namespace, "inbox"))
+            .arg(millis(self.options.retention()))
+            .arg(event.id)
+            .arg(event.body)
+            .arg(event.signed_at.map(|t| t.to_string()).unwrap_or_default())
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(if accepted == 1 {
+            Acceptance::Accepted
+        } else {
+            Acceptance::Duplicate
+        })
+    }
+
+    async fn take(
+        &self,
+        namespace: &str,
+        consumer: &str,
+        max: usize,
+    ) -> Result<Vec<Delivery>, DedupError> {
+        check_namespace(namespace)?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let mut connection = self.connection.clone();
+        let mut script = TAKE_SCRIPT.prepare_invoke();
+        for key in self.inbox_keys(namespace) {
+            script.key(key);
+        }
+        let rows: Vec<TakenRow> = script
+            .arg(GROUP)
+            .arg(consumer)
+            .arg(max)
+            .arg(now_millis())
+            .arg(millis(self.options.visibility_timeout()))
+            .arg(self.options.max_attempts())
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| Self::delivery(namespace, row))
+            .collect())
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
+        let mut connection = self.connection.clone();
+        let [stream, attempts, ..] = self.inbox_keys(&delivery.namespace);
+        let acked: i64 = ACK_SCRIPT
+            .key(stream)
+            .key(attempts)
+            .arg(GROUP)
+            .arg(&delivery.receipt.entry)
+            .arg(&delivery.receipt.token)
+            .invoke_async(&mut connection)
+            .await?;
+        if acked == 1 {
+            Ok(())
+        } else {
+            Err(DedupError::DeliveryLost)
+        }
+    }
+
+    async fn nack(
+        &self,
+        delivery: &Delivery,
+        retry_in: Duration,
+    ) -> Result<NackOutcome, DedupError> {
+        let mut connection = self.connection.clone();
+        let mut script = NACK_SCRIPT.prepare_invoke();
+        for key in self.inbox_keys(&delivery.namespace) {
+            script.key(key);
+        }
+        let outcome: i64 = script
+            .arg(GROUP)
+            .arg(&delivery.receipt.entry)
+            .arg(&delivery.receipt.token)
+            .arg(now_millis().saturating_add(millis(retry_in)))
+            .arg(self.options.max_attempts())
+            .invoke_async(&mut connection)
+            .await?;
+        match outcome {
+            0 => Ok(NackOutcome::WillRetry),
+            1 => Ok(NackOutcome::DeadLettered),
+            _ => Err(DedupError::DeliveryLost),
+        }
+    }
+
+    async fn dead_letters(&self, namespace: &str, max: usize) -> Result<Vec<Delivery>, DedupError> {
+        check_namespace(namespace)?;
+        let mut connection = self.connection.clone();
+        let reply: redis::streams::StreamRangeReply = connection
+            .xrange_count(self.key(namespace, "dead"), "-", "+", max)
+            .await?;
+        Ok(reply
+            .ids
+            .into_iter()
+            .map(|entry| {
+                let field = |name: &str| -> Vec<u8> {
+                    entry
+                        .map
+                        .get(name)
+                        .and_then(|value| redis::from_redis_value_ref(value).ok())
+                        .unwrap_or_default()
+                };
+                let text = |name: &str| String::from_utf8(field(name)).unwrap_or_default();
+                Delivery {
+                    namespace: namespace.to_owned(),
+                    id: text("id"),
+                    body: field("body"),
+                    signed_at: text("signed_at").parse().ok(),
+                    attempt: text("attempts").parse().unwrap_or(0),
+                    receipt: Receipt {
+                        entry: entry.id.clone(),
+                        token: String::new(),
+                    },
+                }
+            })
+            .collect())
+    }
+}
+
+impl LeaseStore for RedisStore {
+    async fn claim(
+        &self,
+        namespace: &str,
+        id: &str,
+        lease_for: Duration,
+    ) -> Result<Claim, DedupError> {
+        check_key(namespace, id)?;
+        let mut connection = self.connection.clone();
+        let token = new_token();
+        let (state, left_ms): (i64, i64) = CLAIM_SCRIPT
+            .key(self.claim_key(namespace, id))
+            .arg(&token)
+            .arg(millis(lease_for).max(1))
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(match state {
+            1 => Claim::Fresh(Lease::new(namespace, id, token)),
+            2 => Claim::Done,
+            _ => Claim::InProgress {
+                retry_after: Duration::from_millis(left_ms.max(0).unsigned_abs()),
+            },
+        })
+    }
+
+    async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
+        let mut connection = self.connection.clone();
+        let done: i64 = COMPLETE_SCRIPT
+            .key(self.claim_key(lease.namespace(), lease.id()))
+            .arg(lease.token())
+            .arg(millis(self.options.retention()))
+            .invoke_async(&mut connection)
+            .await?;
+        if done == 1 {
+            Ok(())
+        } else {
+            Err(DedupError::LeaseLost)
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
+        let mut connection = self.connection.clone();
+        let released: i64 = RELEASE_SCRIPT
+            .key(self.claim_key(lease.namespace(), lease.id()))
+            .arg(lease.token())
+            .invoke_async(&mut connection)
+            .await?;
+        if released == 1 {
+            Ok(())
+        } else {
+            Err(DedupError::LeaseLost)
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! SQL shared by the SQLite and Postgres stores: table names and statements.
+//!
+//! Times are milliseconds since the Unix epoch in `BIGINT` columns, taken
+//! from the application's clock, so both databases store the same values.
+//! A claim row whose `lease_token` is NULL is done; otherwise a lease holds
+//! it until `lease_until`.
+
+use std::sync::Arc;
+
+use sqlx::{AssertSqlSafe, SqlSafeStr as _, SqlStr};
+
+use super::DedupError;
+
+/// A statement whose only dynamic parts are table names that passed
+/// [`check_prefix`]. Shared, so each query clones a reference count.
+pub(crate) fn statement(text: String) -> SqlStr {
+    AssertSqlSafe(Arc::<str>::from(text)).into_sql_str()
+}
+
+/// The longest table prefix accepted.
+const MAX_PREFIX_LEN: usize = 48;
+
+/// Checks a table prefix: it is pasted into SQL, so only a plain lowercase
+/// identifier is allowed.
+pub(crate) fn check_prefix(prefix: &str) -> Result<(), DedupError> {
+    let mut bytes = prefix.bytes();
+    let valid = prefix.len() <= MAX_PREFIX_LEN
+        && bytes.next().is_some_and(|b| b.is_ascii_lowercase())
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(DedupError::InvalidTableName(prefix.to_owned()))
+    }
+}
+
+/// The statements both SQL stores run, for one table prefix.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    /// $1 namespace, $2 id, $3 now, $4 retention cutoff. Claims as done.
+    pub(crate) claim_done: SqlStr,
+    /// $1 namespace, $2 id, $3 body, $4 signed_at, $5 now.
+    pub(crate) enqueue: SqlStr,
+    /// $1 namespace, $2 id, $3 now, $4 retention cutoff, $5 token, $6 until.
+    pub(crate) claim_lease: SqlStr,
+    /// $1 namespace, $2 id.
+    pub(crate) read_claim: SqlStr,
+    /// $1 namespace, $2 id, $3 token, $4 now.
+    pub(crate) complete: SqlStr,
+    /// $1 namespace, $2 id, $3 token.
+    pub(crate) release: SqlStr,
+    /// $1 entry, $2 token.
+    pub(crate) ack: SqlStr,
+    /// $1 entry, $2 token, $3 max attempts, $4 available at. Returns dead.
+    pub(crate) nack: SqlStr,
+    /// $1 namespace, $2 limit.
+    pub(crate) dead_letters: SqlStr,
+    /// $1 cutoff.
+    pub(crate) purge_claims: SqlStr,
+}
+
+impl Statements {
+    pub(crate) fn new(claims: &str, inbox: &str) -> Self {
+        Self {
+            claim_done: statement(format!(
+                "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (namespace, event_id) DO UPDATE \
+                 SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
+                 WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < $4"
+            )),
+            enqueue: statement(format!(
+                "INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
+                 VALUES ($1, $2, $3, $4, $5, $5)"
+            )),
+            claim_lease: statement(format!(
+                "INSERT INTO {claims} (namespace, event_id, claimed_at, lease_token, lease_until) \
+                 VALUES ($1, $2, $3, $5, $6) \
+                 ON CONFLICT (namespace, event_id) DO UPDATE \
+                 SET claimed_at = excluded.claimed_at, lease_token = excluded.lease_token, \
+                     lease_until = excluded.lease_until \
+                 WHERE ({claims}.lease_token IS NOT NULL AND {claims}.lease_until <= $3) \
+                    OR ({claims}.lease_token IS NULL AND {claims}.claimed_at < $4)"
+            )),
+            read_claim: statement(format!(
+                "SELECT lease_token, lease_until FROM {claims} WHERE namespace = $1 AND event_id = $2"
+            )),
+            complete: statement(format!(
+                "UPDATE {claims} SET lease_token = NULL, lease_until = NULL, claimed_at = $4 \
+                 WHERE namespace = $1 AND event_id = $2 AND lease_token = $3"
+            )),
+            release: statement(format!(
+                "DELETE FROM {claims} WHERE namespace = $1 AND event_id = $2 AND lease_token = $3"
+            )),
+            ack: statement(format!(
+                "DELETE FROM {inbox} WHERE entry = $1 AND taken_token = $2 AND NOT dead"
+            )),
+            nack: statement(format!(
+                "UPDATE {inbox} SET taken_token = NULL, taken_until = NULL, \
+                 dead = (attempts >= $3), available_at = $4 \
+                 WHERE entry = $1 AND taken_token = $2 AND NOT dead RETURNING dead"
+            )),
+            dead_letters: statement(format!(
+                "SELECT entry, event_id, body, signed_at, attempts FROM {inbox} \
+                 WHERE namespace = $1 AND dead ORDER BY entry LIMIT $2"
+            )),
+            purge_claims: statement(format!(
+                "DELETE FROM {claims} WHERE lease_token IS NULL AND claimed_at < $1"
+            )),
+        }
+    }
+}
+
+/// The condition for an inbox row a worker may take at time `$2`.
+pub(crate) fn ready_condition(namespace: &str, now: &str) -> String {
+    format!(
+        "namespace = {namespace} AND NOT dead AND available_at <= {now} \
+         AND (taken_until IS NULL OR taken_until <= {now})"
+    )
+}
+
+/// The assignments that take a row (or dead-letter it when it has had
+/// `$max` attempts): `$token` and `$until` mark the taking.
+pub(crate) fn take_assignments(max: &str, token: &str, until: &str) -> String {
+    format!(
+        "dead = (attempts >= {max}), \
+         attempts = CASE WHEN attempts >= {max} THEN attempts ELSE attempts + 1 END, \
+         taken_token = CASE WHEN attempts >= {max} THEN NULL ELSE {token} END, \
+         taken_until = CASE WHEN attempts >= {max} THEN NULL ELSE {until} END"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_must_be_plain_identifiers() {
+        for good in ["hooklatch", "a", "tenant_7_inbox"] {
+            assert!(check_prefix(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "7up",
+            "Hooklatch",
+            "x; DROP TABLE users",
+            "a-b",
+            "\"quoted\"",
+            &"a".repeat(49),
+        ] {
+            assert!(check_prefix(bad).is_err(), "{bad}");
+        }
+    }
+}
+
+/// The parts of the SQLite and Postgres stores that differ only in the
+/// database type: claiming in the caller's transaction, purging, acking,
+/// nacking, dead letters and the whole [`LeaseStore`](super::LeaseStore).
+///
+/// `$store` must have the fields `pool`, `options` and `statements`.
+macro_rules! sql_store_common {
+    ($store:ty, $connection:ty, $row:ty) => {
+        impl $store {
+            /// Claims `id` in `namespace` inside the caller's transaction (or
+            /// on a connection), without enqueueing: the caller enqueues into
+            /// its own table in the same transaction, and both commit or
+            /// neither does.
+            pub async fn claim_in(
+                &self,
+                connection: &mut $connection,
+                namespace: &str,
+                id: &str,
+            ) -> Result<$crate::dedup::Acceptance, $crate::dedup::DedupError> {
+                $crate::dedup::check_key(namespace, id)?;
+                let now = $crate::dedup::now_millis();
+                let inserted = sqlx::query(self.statements.claim_done.clone())
+                    .bind(namespace)
+                    .bind(id)
+                    .bind(now)
+                    .bind(self.retention_cutoff(now))
+                    .execute(connection)
+                    .await?
+                    .rows_affected();
+                Ok(if inserted == 1 {
+                    $crate::dedup::Acceptance::Accepted
+                } else {
+                    $crate::dedup::Acceptance::Duplicate
+                })
+            }
+
+            /// Deletes done claims older than `older_than` (use the
+            /// retention); returns how many.
+            pub async fn purge(
+                &self,
+                older_than: std::time::Duration,
+            ) -> Result<u64, $crate::dedup::DedupError> {
+                let cutoff =
+                    $crate::dedup::now_millis().saturating_sub($crate::dedup::millis(older_than));
+                let result = sqlx::query(self.statements.purge_claims.clone())
+                    .bind(cutoff)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(result.rows_affected())
+            }
+
+            fn retention_cutoff(&self, now: i64) -> i64 {
+                now.saturating_sub($crate::dedup::millis(self.options.retention()))
+            }
+
+            fn delivery(
+                namespace: &str,
+                row: &$row,
+                token: &str,
+            ) -> Result<$crate::dedup::Delivery, $crate::dedup::DedupError> {
+                use sqlx::Row as _;
+                let entry: i64 = row.try_get("entry")?;
+                let attempts: i64 = row.try_get("attempts")?;
+                Ok($crate::dedup::Delivery {
+                    namespace: namespace.to_owned(),
+                    id: row.try_get("event_id")?,
+                    body: row.try_get("body")?,
+                    signed_at: row.try_get("signed_at")?,
+                    attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    receipt: $crate::dedup::Receipt {
+                        entry: entry.to_string(),
+                        token: token.to_owned(),
+                    },
+                })
+            }
+
+            /// Keeps the rows a take returned that were not dead-lettered,
+            /// oldest first.
+            fn taken(
+                namespace: &str,
+                rows: &[$row],
+                token: &str,
+            ) -> Result<Vec<$crate::dedup::Delivery>, $crate::dedup::DedupError> {
+                use sqlx::Row as _;
+                let mut deliveries = Vec::with_capacity(rows.len());
+                for row in rows {
+                    if !row.try_get::<bool, _>("dead")? {
+                        deliveries.push(Self::delivery(namespace, row, token)?);
+                    }
+                }
+                deliveries.sort_by_key(|d| d.receipt.entry.parse::<i64>().unwrap_or(0));
+                Ok(deliveries)
+            }
+
+            fn entry_of(
+                delivery: &$crate::dedup::Delivery,
+            ) -> Result<i64, $crate::dedup::DedupError> {
+                delivery
+                    .receipt
+                    .entry
+                    .parse()
+                    .map_err(|_| $crate::dedup::DedupError::DeliveryLost)
+            }
+
+            async fn ack_row(
+                &self,
+                delivery: &$crate::dedup::Delivery,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                let deleted = sqlx::query(self.statements.ack.clone())
+                    .bind(Self::entry_of(delivery)?)
+                    .bind(&delivery.receipt.token)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                if deleted == 1 {
+                    Ok(())
+                } else {
+                    Err($crate::dedup::DedupError::DeliveryLost)
+                }
+            }
+
+            async fn nack_row(
+                &self,
+                delivery: &$crate::dedup::Delivery,
+                retry_in: std::time::Duration,
+            ) -> Result<$crate::dedup::NackOutcome, $crate::dedup::DedupError> {
+                let dead: Option<bool> = sqlx::query_scalar(self.statements.nack.clone())
+                    .bind(Self::entry_of(delivery)?)
+                    .bind(&delivery.receipt.token)
+                    .bind(i64::from(self.options.max_attempts()))
+                    .bind(
+                        $crate::dedup::now_millis().saturating_add($crate::dedup::millis(retry_in)),
+                    )
+                    .fetch_optional(&self.pool)
+                    .await?;
+                match dead {
+                    None => Err($crate::dedup::DedupError::DeliveryLost),
+                    Some(true) => Ok($crate::dedup::NackOutcome::DeadLettered),
+                    Some(false) => Ok($crate::dedup::NackOutcome::WillRetry),
+                }
+            }
+
+            async fn dead_rows(
+                &self,
+                namespace: &str,
+                max: usize,
+            ) -> Result<Vec<$crate::dedup::Delivery>, $crate::dedup::DedupError> {
+                $crate::dedup::check_namespace(namespace)?;
+                let rows = sqlx::query(self.statements.dead_letters.clone())
+                    .bind(namespace)
+                    .bind(i64::try_from(max).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map(|row| Self::delivery(namespace, row, ""))
+                    .collect()
+            }
+        }
+
+        impl $crate::dedup::LeaseStore for $store {
+            async fn claim(
+                &self,
+                namespace: &str,
+                id: &str,
+                lease_for: std::time::Duration,
+            ) -> Result<$crate::dedup::Claim, $crate::dedup::DedupError> {
+                use $crate::dedup::{Claim, Lease, millis, new_token, now_millis};
+                $crate::dedup::check_key(namespace, id)?;
+                let mut connection = self.pool.acquire().await?;
+                // A claim released between the insert and the read is gone:
+                // try again, a few times.
+                for _ in 0..3 {
+                    let now = now_millis();
+                    let token = new_token();
+                    let inserted = sqlx::query(self.statements.claim_lease.clone())
+                        .bind(namespace)
+                        .bind(id)
+                        .bind(now)
+                        .bind(self.retention_cutoff(now))
+                        .bind(&token)
+                        .bind(now.saturating_add(millis(lease_for)))
+                        .execute(&mut *connection)
+                        .await?
+                        .rows_affected();
+                    if inserted == 1 {
+                        return Ok(Claim::Fresh(Lease::new(namespace, id, token)));
+                    }
+                    let existing: Option<(Option<String>, Option<i64>)> =
+                        sqlx::query_as(self.statements.read_claim.clone())
+                            .bind(namespace)
+                            .bind(id)
+                            .fetch_optional(&mut *connection)
+                            .await?;
+                    match existing {
+                        Some((None, _)) => return Ok(Claim::Done),
+                        Some((Some(_), until)) => {
+                            let left = until.unwrap_or(now).saturating_sub(now).max(0);
+                            return Ok(Claim::InProgress {
+                                retry_after: std::time::Duration::from_millis(left.unsigned_abs()),
+                            });
+                        }
+                        None => continue,
+                    }
+                }
+                Ok(Claim::InProgress {
+                    retry_after: std::time::Duration::from_secs(1),
+                })
+            }
+
+            async fn complete(
+                &self,
+                lease: &$crate::dedup::Lease,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                let updated = sqlx::query(self.statements.complete.clone())
+                    .bind(lease.namespace())
+                    .bind(lease.id())
+                    .bind(lease.token())
+                    .bind($crate::dedup::now_millis())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                if updated == 1 {
+                    Ok(())
+                } else {
+                    Err($crate::dedup::DedupError::LeaseLost)
+                }
+            }
+
+            async fn release(
+                &self,
+                lease: &$crate::dedup::Lease,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                let deleted = sqlx::query(self.statements.release.clone())
+                    .bind(lease.namespace())
+                    .bind(lease.id())
+                    .bind(lease.token())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                if deleted == 1 {
+                    Ok(())
+                } else {
+                    Err($crate::dedup::DedupError::LeaseLost)
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use sql_store_common;

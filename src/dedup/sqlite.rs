@@ -1,0 +1,238 @@
+//! [`SqliteStore`]: claims and inbox in an embedded SQLite file.
+
+use std::path::Path;
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+use sqlx::{AssertSqlSafe, SqlStr};
+
+use super::sql::{
+    Statements, check_prefix, ready_condition, sql_store_common, statement, take_assignments,
+};
+use super::{
+    Acceptance, DedupError, Delivery, Inbox, IncomingEvent, NackOutcome, StoreOptions, check_key,
+    check_namespace, millis, new_token, now_millis,
+};
+
+/// Claims and inbox in one SQLite file: the default store, for a single
+/// receiver process (or several on one host sharing the file).
+///
+/// [`accept`](Inbox::accept) is one transaction that inserts the claim
+/// (`ON CONFLICT DO NOTHING`) and, only if that inserted a row, the inbox
+/// row. The file uses WAL with `synchronous=FULL`, so an accepted event has
+/// reached the disk before `accept` returns.
+///
+/// # Schema
+///
+/// [`migrate`](Self::migrate) creates, for the prefix `hooklatch` (the
+/// default):
+///
+/// ```sql
+/// CREATE TABLE hooklatch_claims (
+///     namespace TEXT NOT NULL, event_id TEXT NOT NULL,
+///     claimed_at INTEGER NOT NULL,            -- ms since the epoch
+///     lease_token TEXT, lease_until INTEGER,  -- lease_token NULL once done
+///     PRIMARY KEY (namespace, event_id)
+/// );
+/// CREATE TABLE hooklatch_inbox (
+///     entry INTEGER PRIMARY KEY AUTOINCREMENT,
+///     namespace TEXT NOT NULL, event_id TEXT NOT NULL, body BLOB NOT NULL,
+///     signed_at INTEGER, received_at INTEGER NOT NULL,
+///     attempts INTEGER NOT NULL DEFAULT 0, available_at INTEGER NOT NULL,
+///     taken_token TEXT, taken_until INTEGER, dead INTEGER NOT NULL DEFAULT 0
+/// );
+/// ```
+///
+/// ```
+/// use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, SqliteStore};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+/// # let dir = std::env::temp_dir().join(format!("hooklatch-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let store = SqliteStore::open(dir.join("webhooks.db")).await?;
+/// let event = IncomingEvent::new("github", "72d3162e", b"{}");
+/// assert_eq!(store.accept(&event).await?, Acceptance::Accepted);
+/// assert_eq!(store.accept(&event).await?, Acceptance::Duplicate);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    options: StoreOptions,
+    claims: String,
+    inbox: String,
+    statements: Statements,
+    take: SqlStr,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path` and runs
+    /// [`migrate`](Self::migrate).
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
+        let options = SqliteConnectOptions::new().filename(path);
+        Self::open_with(options).await
+    }
+
+    /// Opens the database at a `sqlite:` URL, such as `sqlite:webhooks.db`.
+    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+        Self::open_with(SqliteConnectOptions::from_str(url)?).await
+    }
+
+    async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        let store = Self::new(pool, "hooklatch")?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// A store on `pool` whose tables are `{prefix}_claims` and
+    /// `{prefix}_inbox`. The prefix is 1 to 48 of `a-z 0-9 _`, starting with
+    /// a letter. Call [`migrate`](Self::migrate) before use.
+    pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, DedupError> {
+        check_prefix(prefix)?;
+        let claims = format!("{prefix}_claims");
+        let inbox = format!("{prefix}_inbox");
+        let take = statement(format!(
+            "UPDATE {inbox} SET {} WHERE entry IN \
+             (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $3) \
+             RETURNING entry, event_id, body, signed_at, attempts, dead",
+            take_assignments("$4", "$5", "$6"),
+            ready_condition("$1", "$2"),
+        ));
+        Ok(Self {
+            statements: Statements::new(&claims, &inbox),
+            pool,
+            options: StoreOptions::default(),
+            claims,
+            inbox,
+            take,
+        })
+    }
+
+    /// Uses `options` for retention, visibility timeout and attempts.
+    #[must_use]
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Creates the tables and indexes if they do not exist, in one
+    /// transaction: a second process running it at once waits for the first.
+    pub async fn migrate(&self) -> Result<(), DedupError> {
+        let (claims, inbox) = (&self.claims, &self.inbox);
+        let mut tx = self.pool.begin().await?;
+        for statement in [
+            format!(
+                "CREATE TABLE IF NOT EXISTS {claims} (\
+                 namespace TEXT NOT NULL, event_id TEXT NOT NULL, claimed_at INTEGER NOT NULL, \
+                 lease_token TEXT, lease_until INTEGER, PRIMARY KEY (namespace, event_id))"
+            ),
+            format!("CREATE INDEX IF NOT EXISTS {claims}_claimed_at ON {claims} (claimed_at)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {inbox} (\
+                 entry INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, \
+                 event_id TEXT NOT NULL, body BLOB NOT NULL, signed_at INTEGER, \
+                 received_at INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, \
+                 available_at INTEGER NOT NULL, taken_token TEXT, taken_until INTEGER, \
+                 dead INTEGER NOT NULL DEFAULT 0)"
+            ),
+            format!(
+                "CREATE INDEX IF NOT EXISTS {inbox}_ready ON {inbox} (namespace, dead, available_at, entry)"
+            ),
+        ] {
+            sqlx::query(AssertSqlSafe(statement))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+sql_store_common!(SqliteStore, SqliteConnection, sqlx::sqlite::SqliteRow);
+
+impl Inbox for SqliteStore {
+    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        check_key(event.namespace, event.id)?;
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        let claimed = sqlx::query(self.statements.claim_done.clone())
+            .bind(event.namespace)
+            .bind(event.id)
+            .bind(now)
+            .bind(self.retention_cutoff(now))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if claimed == 0 {
+            tx.rollback().await?;
+            return Ok(Acceptance::Duplicate);
+        }
+        sqlx::query(self.statements.enqueue.clone())
+            .bind(event.namespace)
+            .bind(event.id)
+            .bind(event.body)
+            .bind(event.signed_at)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Acceptance::Accepted)
+    }
+
+    async fn take(
+        &self,
+        namespace: &str,
+        _consumer: &str,
+        max: usize,
+    ) -> Result<Vec<Delivery>, DedupError> {
+        check_namespace(namespace)?;
+        let now = now_millis();
+        let token = new_token();
+        let rows = sqlx::query(self.take.clone())
+            .bind(namespace)
+            .bind(now)
+            .bind(i64::try_from(max).unwrap_or(i64::MAX))
+            .bind(i64::from(self.options.max_attempts()))
+            .bind(&token)
+            .bind(now.saturating_add(millis(self.options.visibility_timeout())))
+            .fetch_all(&self.pool)
+            .await?;
+        Self::taken(namespace, &rows, &token)
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
+        self.ack_row(delivery).await
+    }
+
+    async fn nack(
+        &self,
+        delivery: &Delivery,
+        retry_in: Duration,
+    ) -> Result<NackOutcome, DedupError> {
+        self.nack_row(delivery, retry_in).await
+    }
+
+    async fn dead_letters(&self, namespace: &str, max: usize) -> Result<Vec<Delivery>, DedupError> {
+        self.dead_rows(namespace, max).await
+    }
+}
