@@ -136,10 +136,26 @@ impl PostgresStore {
     }
 
     /// Creates the tables and indexes if they do not exist. Safe to run from
-    /// several processes at once: a transaction-scoped advisory lock
-    /// serializes them.
+    /// several processes at once, and while others serve traffic: when the
+    /// schema is complete it only reads the catalog; otherwise a
+    /// transaction-scoped advisory lock serializes the creators.
     pub async fn migrate(&self) -> Result<(), DedupError> {
         let (claims, inbox) = (&self.claims, &self.inbox);
+        // Even `CREATE INDEX IF NOT EXISTS` locks its table, which can
+        // deadlock with live traffic: touch nothing when all is there.
+        let present: bool = sqlx::query_scalar(
+            "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL \
+             AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL",
+        )
+        .bind(claims)
+        .bind(format!("{claims}_claimed_at"))
+        .bind(inbox)
+        .bind(format!("{inbox}_ready"))
+        .fetch_one(&self.pool)
+        .await?;
+        if present {
+            return Ok(());
+        }
         let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
             .bind(format!("hooklatch-migrate-{claims}"))

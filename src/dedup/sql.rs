@@ -129,29 +129,6 @@ pub(crate) fn take_assignments(max: &str, token: &str, until: &str) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefixes_must_be_plain_identifiers() {
-        for good in ["hooklatch", "a", "tenant_7_inbox"] {
-            assert!(check_prefix(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            "7up",
-            "Hooklatch",
-            "x; DROP TABLE users",
-            "a-b",
-            "\"quoted\"",
-            &"a".repeat(49),
-        ] {
-            assert!(check_prefix(bad).is_err(), "{bad}");
-        }
-    }
-}
-
 /// The parts of the SQLite and Postgres stores that differ only in the
 /// database type: claiming in the caller's transaction, purging, acking,
 /// nacking, dead letters and the whole [`LeaseStore`](super::LeaseStore).
@@ -401,3 +378,26 @@ macro_rules! sql_store_common {
 }
 
 pub(crate) use sql_store_common;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_must_be_plain_identifiers() {
+        for good in ["hooklatch", "a", "tenant_7_inbox"] {
+            assert!(check_prefix(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "7up",
+            "Hooklatch",
+            "x; DROP TABLE users",
+            "a-b",
+            "\"quoted\"",
+            &"a".repeat(49),
+        ] {
+            assert!(check_prefix(bad).is_err(), "{bad}");
+        }
+    }
+}

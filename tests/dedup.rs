@@ -1,0 +1,505 @@
+//! One acceptance suite for every claim store, stamped out for memory,
+//! SQLite, Postgres and Redis. The SQL and Redis tests run against real
+//! servers (see tests/support).
+
+mod support;
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use hooklatch::dedup::{
+    Acceptance, Claim, DedupError, Inbox, IncomingEvent, LeaseStore, MemoryStore, NackOutcome,
+    PostgresStore, RedisStore, SqliteStore, StoreOptions,
+};
+
+/// A store for one test, a namespace no other test uses, and whatever must
+/// live as long as the test (a temporary folder, a private server).
+struct Fixture<S> {
+    store: S,
+    namespace: String,
+    _guards: Vec<Box<dyn Any + Send>>,
+}
+
+trait Backend {
+    type Store: Inbox + LeaseStore + Clone + Send + Sync + 'static;
+    async fn fixture(options: StoreOptions) -> Fixture<Self::Store>;
+}
+
+struct Memory;
+impl Backend for Memory {
+    type Store = MemoryStore;
+    async fn fixture(options: StoreOptions) -> Fixture<MemoryStore> {
+        Fixture {
+            store: MemoryStore::new().with_options(options),
+            namespace: support::unique("ns"),
+            _guards: Vec::new(),
+        }
+    }
+}
+
+struct Sqlite;
+impl Backend for Sqlite {
+    type Store = SqliteStore;
+    async fn fixture(options: StoreOptions) -> Fixture<SqliteStore> {
+        let dir = support::TempDir::new("sqlite");
+        let store = SqliteStore::open(dir.path().join("inbox.db"))
+            .await
+            .expect("open sqlite")
+            .with_options(options);
+        Fixture {
+            store,
+            namespace: support::unique("ns"),
+            _guards: vec![Box::new(dir)],
+        }
+    }
+}
+
+struct Postgres;
+impl Backend for Postgres {
+    type Store = PostgresStore;
+    async fn fixture(options: StoreOptions) -> Fixture<PostgresStore> {
+        let server = support::postgres();
+        let store = PostgresStore::connect(&server.url())
+            .await
+            .expect("connect to postgres")
+            .with_options(options);
+        Fixture {
+            store,
+            namespace: support::unique("ns"),
+            _guards: vec![Box::new(server)],
+        }
+    }
+}
+
+struct Redis;
+impl Backend for Redis {
+    type Store = RedisStore;
+    async fn fixture(options: StoreOptions) -> Fixture<RedisStore> {
+        let server = support::redis();
+        let store = RedisStore::connect(&server.url())
+            .await
+            .expect("connect to redis")
+            .with_options(options);
+        Fixture {
+            store,
+            namespace: support::unique("ns"),
+            _guards: vec![Box::new(server)],
+        }
+    }
+}
+
+fn event<'a>(namespace: &'a str, id: &'a str) -> IncomingEvent<'a> {
+    IncomingEvent::new(namespace, id, id.as_bytes()).with_signed_at(Some(1_700_000_000))
+}
+
+/// Takes everything ready in `namespace`, acking each, in batches.
+async fn drain<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    loop {
+        let batch = store.take(namespace, "drain", 500).await.expect("take");
+        if batch.is_empty() {
+            return ids;
+        }
+        for delivery in batch {
+            assert_eq!(delivery.body, delivery.id.as_bytes(), "body kept intact");
+            store.ack(&delivery).await.expect("ack");
+            ids.push(delivery.id);
+        }
+    }
+}
+
+async fn accepts_once_then_reports_duplicate<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let e = event(&f.namespace, "evt_1");
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Duplicate);
+    // The same id in another namespace is another event.
+    let other = format!("{}-other", f.namespace);
+    assert_eq!(
+        f.store.accept(&event(&other, "evt_1")).await.unwrap(),
+        Acceptance::Accepted
+    );
+    let taken = f.store.take(&f.namespace, "w1", 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].id, "evt_1");
+    assert_eq!(taken[0].body, b"evt_1");
+    assert_eq!(taken[0].signed_at, Some(1_700_000_000));
+    assert_eq!(taken[0].attempt, 1);
+}
+
+async fn rejects_invalid_keys<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let long_id = "x".repeat(257);
+    for (namespace, id) in [
+        ("", "evt"),
+        ("bad namespace", "evt"),
+        ("ns{tag}", "evt"),
+        (f.namespace.as_str(), ""),
+        (f.namespace.as_str(), "has space"),
+        (f.namespace.as_str(), long_id.as_str()),
+    ] {
+        let error = f.store.accept(&event(namespace, id)).await.unwrap_err();
+        assert!(error.is_bad_request(), "{namespace:?} {id:?}: {error}");
+        let error = f
+            .store
+            .claim(namespace, id, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, DedupError::InvalidKey { .. }));
+    }
+}
+
+async fn takes_in_order_and_ack_removes<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    for id in ["a", "b", "c"] {
+        assert_eq!(
+            f.store.accept(&event(&f.namespace, id)).await.unwrap(),
+            Acceptance::Accepted
+        );
+    }
+    let first = f.store.take(&f.namespace, "w1", 2).await.unwrap();
+    let ids: Vec<_> = first.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    let second = f.store.take(&f.namespace, "w2", 10).await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].id, "c");
+    for delivery in first.iter().chain(&second) {
+        f.store.ack(delivery).await.unwrap();
+    }
+    // Acked twice is an error, not a silent success.
+    assert!(matches!(
+        f.store.ack(&first[0]).await,
+        Err(DedupError::DeliveryLost)
+    ));
+    assert!(
+        f.store
+            .take(&f.namespace, "w1", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn nack_redelivers_after_the_delay<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let _ = f.store.accept(&event(&f.namespace, "evt")).await.unwrap();
+    let taken = f.store.take(&f.namespace, "w1", 1).await.unwrap();
+    assert_eq!(
+        f.store
+            .nack(&taken[0], Duration::from_millis(400))
+            .await
+            .unwrap(),
+        NackOutcome::WillRetry
+    );
+    assert!(
+        f.store
+            .take(&f.namespace, "w1", 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let again = f.store.take(&f.namespace, "w2", 1).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id, "evt");
+    assert_eq!(again[0].attempt, 2);
+    f.store.ack(&again[0]).await.unwrap();
+}
+
+async fn dead_letters_after_max_attempts<B: Backend>() {
+    let f = B::fixture(StoreOptions::default().with_max_attempts(2)).await;
+    let _ = f
+        .store
+        .accept(&event(&f.namespace, "poison"))
+        .await
+        .unwrap();
+    let first = f.store.take(&f.namespace, "w1", 1).await.unwrap();
+    assert_eq!(
+        f.store.nack(&first[0], Duration::ZERO).await.unwrap(),
+        NackOutcome::WillRetry
+    );
+    let second = f.store.take(&f.namespace, "w1", 1).await.unwrap();
+    assert_eq!(second[0].attempt, 2);
+    assert_eq!(
+        f.store.nack(&second[0], Duration::ZERO).await.unwrap(),
+        NackOutcome::DeadLettered
+    );
+    assert!(
+        f.store
+            .take(&f.namespace, "w1", 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let dead = f.store.dead_letters(&f.namespace, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].id, "poison");
+    assert_eq!(dead[0].body, b"poison");
+    // Still claimed: a late retry from the sender is a duplicate.
+    assert_eq!(
+        f.store
+            .accept(&event(&f.namespace, "poison"))
+            .await
+            .unwrap(),
+        Acceptance::Duplicate
+    );
+}
+
+async fn crashed_worker_event_comes_back_and_acked_never_does<B: Backend>() {
+    let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(300));
+    let f = B::fixture(options).await;
+    for id in ["crash", "fine"] {
+        let _ = f.store.accept(&event(&f.namespace, id)).await.unwrap();
+    }
+    let taken = f.store.take(&f.namespace, "dies", 2).await.unwrap();
+    assert_eq!(taken.len(), 2);
+    f.store.ack(&taken[1]).await.unwrap(); // "fine" is done; "crash" is abandoned
+    assert!(
+        f.store
+            .take(&f.namespace, "other", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let redelivered = f.store.take(&f.namespace, "other", 10).await.unwrap();
+    assert_eq!(redelivered.len(), 1, "only the unacked event comes back");
+    assert_eq!(redelivered[0].id, "crash");
+    assert_eq!(redelivered[0].attempt, 2);
+    // The first worker woke up late: its receipt is no longer valid.
+    assert!(matches!(
+        f.store.ack(&taken[0]).await,
+        Err(DedupError::DeliveryLost)
+    ));
+    f.store.ack(&redelivered[0]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        f.store
+            .take(&f.namespace, "other", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn sixty_four_concurrent_accepts_of_one_id_enqueue_once<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(64));
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let (store, namespace, barrier) =
+                (f.store.clone(), f.namespace.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                store.accept(&event(&namespace, "same")).await.unwrap()
+            })
+        })
+        .collect();
+    let mut accepted = 0;
+    for task in tasks {
+        if task.await.unwrap() == Acceptance::Accepted {
+            accepted += 1;
+        }
+    }
+    assert_eq!(accepted, 1);
+    assert_eq!(drain(&f.store, &f.namespace).await, ["same"]);
+}
+
+async fn sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    // 10,000 accepts over 7,000 distinct ids: 30% are repeats, spread
+    // across tasks so that the same id races on two tasks.
+    let distinct = 7_000;
+    let tasks: Vec<_> = (0..16)
+        .map(|task| {
+            let (store, namespace) = (f.store.clone(), f.namespace.clone());
+            tokio::spawn(async move {
+                let mut accepted = Vec::new();
+                for call in (task..10_000).step_by(16) {
+                    let id = format!("evt_{}", (call * 7_919) % distinct);
+                    if store.accept(&event(&namespace, &id)).await.unwrap() == Acceptance::Accepted
+                    {
+                        accepted.push(id);
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+    let mut accepted: HashMap<String, usize> = HashMap::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            *accepted.entry(id).or_default() += 1;
+        }
+    }
+    assert_eq!(accepted.len(), distinct);
+    assert!(accepted.values().all(|&n| n == 1), "an id accepted twice");
+    let mut inbox = drain(&f.store, &f.namespace).await;
+    inbox.sort();
+    let mut expected: Vec<_> = accepted.into_keys().collect();
+    expected.sort();
+    assert_eq!(
+        inbox, expected,
+        "every distinct id in the inbox exactly once"
+    );
+}
+
+async fn lease_is_exclusive_until_completed<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let Claim::Fresh(lease) = f
+        .store
+        .claim(&f.namespace, "evt", Duration::from_secs(30))
+        .await
+        .unwrap()
+    else {
+        panic!("first claim is fresh");
+    };
+    assert_eq!(lease.id(), "evt");
+    match f
+        .store
+        .claim(&f.namespace, "evt", Duration::from_secs(30))
+        .await
+        .unwrap()
+    {
+        Claim::InProgress { retry_after } => {
+            assert!(retry_after > Duration::from_secs(25) && retry_after <= Duration::from_secs(30))
+        }
+        other => panic!("expected in progress, got {other:?}"),
+    }
+    f.store.complete(&lease).await.unwrap();
+    assert_eq!(
+        f.store
+            .claim(&f.namespace, "evt", Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Claim::Done
+    );
+    assert!(matches!(
+        f.store.complete(&lease).await,
+        Err(DedupError::LeaseLost)
+    ));
+}
+
+async fn released_lease_can_be_claimed_again<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let Claim::Fresh(lease) = f
+        .store
+        .claim(&f.namespace, "evt", Duration::from_secs(30))
+        .await
+        .unwrap()
+    else {
+        panic!("fresh");
+    };
+    f.store.release(&lease).await.unwrap();
+    assert!(matches!(
+        f.store
+            .claim(&f.namespace, "evt", Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Claim::Fresh(_)
+    ));
+    assert!(matches!(
+        f.store.release(&lease).await,
+        Err(DedupError::LeaseLost)
+    ));
+}
+
+async fn expired_lease_is_reclaimed_and_the_old_holder_loses_it<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let Claim::Fresh(crashed) = f
+        .store
+        .claim(&f.namespace, "evt", Duration::from_millis(200))
+        .await
+        .unwrap()
+    else {
+        panic!("fresh");
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let Claim::Fresh(retry) = f
+        .store
+        .claim(&f.namespace, "evt", Duration::from_secs(30))
+        .await
+        .unwrap()
+    else {
+        panic!("an expired lease is reclaimed");
+    };
+    assert!(matches!(
+        f.store.complete(&crashed).await,
+        Err(DedupError::LeaseLost)
+    ));
+    f.store.complete(&retry).await.unwrap();
+}
+
+async fn concurrent_claims_give_one_fresh_lease<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(32));
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let (store, namespace, barrier) =
+                (f.store.clone(), f.namespace.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                store
+                    .claim(&namespace, "evt", Duration::from_secs(30))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut fresh = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Claim::Fresh(_) => fresh += 1,
+            Claim::InProgress { .. } => {}
+            Claim::Done => panic!("nobody completed"),
+        }
+    }
+    assert_eq!(fresh, 1);
+}
+
+async fn claims_expire_after_the_retention<B: Backend>() {
+    let f = B::fixture(StoreOptions::default().with_retention(Duration::from_millis(300))).await;
+    let e = event(&f.namespace, "old");
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Duplicate);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
+}
+
+macro_rules! acceptance_suite {
+    ($module:ident, $backend:ident: $($test:ident),* $(,)?) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test::<super::$backend>().await;
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! for_every_store {
+    ($($module:ident => $backend:ident),*) => {
+        $(
+            acceptance_suite!($module, $backend:
+                accepts_once_then_reports_duplicate,
+                rejects_invalid_keys,
+                takes_in_order_and_ack_removes,
+                nack_redelivers_after_the_delay,
+                dead_letters_after_max_attempts,
+                crashed_worker_event_comes_back_and_acked_never_does,
+                sixty_four_concurrent_accepts_of_one_id_enqueue_once,
+                sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once,
+                lease_is_exclusive_until_completed,
+                released_lease_can_be_claimed_again,
+                expired_lease_is_reclaimed_and_the_old_holder_loses_it,
+                concurrent_claims_give_one_fresh_lease,
+                claims_expire_after_the_retention,
+            );
+        )*
+    };
+}
+
+for_every_store!(memory => Memory, sqlite => Sqlite, postgres => Postgres, redis => Redis);

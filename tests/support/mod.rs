@@ -1,0 +1,355 @@
+//! Throwaway Postgres and Redis servers for tests, on loopback and free
+//! ports, in temporary folders.
+//!
+//! Tests use the servers `scripts/test` started (`HOOKLATCH_TEST_POSTGRES_URL`,
+//! `HOOKLATCH_TEST_REDIS_URL`) or start private ones; fault tests always
+//! start private ones, since they stop them. A missing server binary is a
+//! test failure, never a skip.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A folder removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "hooklatch-{label}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create a temporary folder");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A unique name for a test's namespace or table prefix.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}{}x{nanos:x}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("bind a free loopback port")
+        .port()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn postgres_bin_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("HOOKLATCH_PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("bin"))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    candidates.sort();
+    candidates.pop().unwrap_or_else(|| {
+        panic!(
+            "Postgres server binaries not found (no /usr/lib/postgresql/*/bin/initdb, \
+             HOOKLATCH_PG_BIN unset): install them (apt-get install postgresql) or run scripts/test"
+        )
+    })
+}
+
+/// A Postgres server of this test's own.
+pub struct Postgres {
+    dir: TempDir,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl Postgres {
+    pub fn start() -> Self {
+        let bin = postgres_bin_dir();
+        let dir = TempDir::new("pg");
+        let as_postgres = is_root();
+        if as_postgres {
+            let status = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(status.success());
+        }
+        let server = Self {
+            dir,
+            bin,
+            port: free_port(),
+            as_postgres,
+        };
+        let data = server.data_dir();
+        server.run(
+            "initdb",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-A",
+                "trust",
+                "-U",
+                "hooklatch",
+                "--no-sync",
+            ],
+        );
+        server.start_again();
+        server
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let program = self.bin.join(tool);
+        let mut command = if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(&program);
+            command
+        } else {
+            Command::new(&program)
+        };
+        let output = command
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|error| panic!("run {}: {error}", program.display()));
+        assert!(
+            output.status.success(),
+            "{tool} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Starts the server (again) on the same port and data.
+    pub fn start_again(&self) {
+        let data = self.data_dir();
+        let log = self.dir.path().join("log");
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200",
+            self.port,
+            self.dir.path().display()
+        );
+        self.run(
+            "pg_ctl",
+            &[
+                "start",
+                "-w",
+                "-D",
+                data.to_str().unwrap(),
+                "-l",
+                log.to_str().unwrap(),
+                "-o",
+                &options,
+            ],
+        );
+    }
+
+    /// Stops the server the way a crash would: no shutdown checkpoint.
+    pub fn stop_immediately(&self) {
+        let data = self.data_dir();
+        self.run(
+            "pg_ctl",
+            &[
+                "stop",
+                "-w",
+                "-m",
+                "immediate",
+                "-D",
+                data.to_str().unwrap(),
+            ],
+        );
+    }
+
+    pub fn url(&self) -> String {
+        format!("postgres://hooklatch@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        let program = self.bin.join("pg_ctl");
+        let mut command = if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        };
+        let _ = command
+            .args(["stop", "-w", "-m", "immediate", "-D"])
+            .arg(data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A Redis server of this test's own, with AOF and `appendfsync always`.
+pub struct Redis {
+    dir: TempDir,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Redis {
+    pub fn start() -> Self {
+        let mut server = Self {
+            dir: TempDir::new("redis"),
+            port: free_port(),
+            child: None,
+        };
+        server.start_again();
+        server
+    }
+
+    pub fn start_again(&mut self) {
+        let program =
+            std::env::var("HOOKLATCH_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let child = Command::new(&program)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--dir", self.dir.path().to_str().unwrap()])
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ])
+            .args(["--protected-mode", "no", "--daemonize", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot start {program}: {error}; install it (apt-get install redis-server) \
+                     or run scripts/test"
+                )
+            });
+        self.child = Some(child);
+        wait_for_redis(self.port);
+    }
+
+    /// Kills the server with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn wait_for_redis(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+            let mut reply = [0u8; 16];
+            if stream.write_all(b"PING\r\n").is_ok()
+                && stream
+                    .read(&mut reply)
+                    .is_ok_and(|n| reply[..n].starts_with(b"+PONG"))
+            {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A server for one test: the shared one scripts/test started, or a
+/// private one stopped when this is dropped.
+pub enum Server {
+    Shared(String),
+    PrivatePostgres(Postgres),
+    PrivateRedis(Redis),
+}
+
+impl Server {
+    pub fn url(&self) -> String {
+        match self {
+            Self::Shared(url) => url.clone(),
+            Self::PrivatePostgres(server) => server.url(),
+            Self::PrivateRedis(server) => server.url(),
+        }
+    }
+}
+
+fn shared(variable: &str) -> Option<Server> {
+    if let Ok(url) = std::env::var(variable) {
+        return Some(Server::Shared(url));
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true but {variable} is unset: run the tests through scripts/test"
+    );
+    None
+}
+
+/// Postgres for a test: scripts/test's server, or a private one.
+pub fn postgres() -> Server {
+    shared("HOOKLATCH_TEST_POSTGRES_URL")
+        .unwrap_or_else(|| Server::PrivatePostgres(Postgres::start()))
+}
+
+/// Redis for a test: scripts/test's server, or a private one.
+pub fn redis() -> Server {
+    shared("HOOKLATCH_TEST_REDIS_URL").unwrap_or_else(|| Server::PrivateRedis(Redis::start()))
+}
