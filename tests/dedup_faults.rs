@@ -1,0 +1,450 @@
+//! Real faults against the claim stores: a failing enqueue inside the
+//! atomic step, a server stopped mid-run, a rolled-back caller transaction,
+//! and migrations racing each other.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use hooklatch::dedup::{
+    Acceptance, DedupError, Inbox, IncomingEvent, PostgresStore, RedisStore, SqliteStore,
+};
+use sqlx::AssertSqlSafe;
+
+fn event<'a>(namespace: &'a str, id: &'a str, body: &'a [u8]) -> IncomingEvent<'a> {
+    IncomingEvent::new(namespace, id, body)
+}
+
+const SMALL: &[u8] = b"{}";
+const LARGE: &[u8] = &[b'x'; 200];
+
+async fn drain<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    loop {
+        let batch = store.take(namespace, "drain", 500).await.expect("take");
+        if batch.is_empty() {
+            return ids;
+        }
+        for delivery in batch {
+            store.ack(&delivery).await.expect("ack");
+            ids.push(delivery.id);
+        }
+    }
+}
+
+#[tokio::test]
+async fn postgres_failed_enqueue_leaves_no_claim() {
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let prefix = support::unique("f");
+    let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    store.migrate().await.unwrap();
+    // Inject a failure into the inbox insert, inside the atomic step.
+    sqlx::query(AssertSqlSafe(format!(
+        "ALTER TABLE {prefix}_inbox ADD CONSTRAINT small_bodies CHECK (octet_length(body) < 100)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let error = store.accept(&event("ns", "evt", LARGE)).await.unwrap_err();
+    assert!(matches!(error, DedupError::Sql(_)), "{error}");
+    let claims: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT count(*) FROM {prefix}_claims"
+    )))
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(claims, 0, "no claim survives a failed enqueue");
+    // The sender's retry succeeds.
+    assert_eq!(
+        store.accept(&event("ns", "evt", SMALL)).await.unwrap(),
+        Acceptance::Accepted
+    );
+    assert_eq!(drain(&store, "ns").await, ["evt"]);
+}
+
+#[tokio::test]
+async fn sqlite_failed_enqueue_leaves_no_claim() {
+    let dir = support::TempDir::new("sqlite-fault");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER small_bodies BEFORE INSERT ON hooklatch_inbox \
+         WHEN length(NEW.body) >= 100 BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let error = store.accept(&event("ns", "evt", LARGE)).await.unwrap_err();
+    assert!(error.to_string().contains("injected failure"), "{error}");
+    let claims: i64 = sqlx::query_scalar("SELECT count(*) FROM hooklatch_claims")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(claims, 0, "no claim survives a failed enqueue");
+    assert_eq!(
+        store.accept(&event("ns", "evt", SMALL)).await.unwrap(),
+        Acceptance::Accepted
+    );
+    assert_eq!(drain(&store, "ns").await, ["evt"]);
+}
+
+#[tokio::test]
+async fn redis_failed_enqueue_leaves_no_claim() {
+    let server = support::redis();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let namespace = support::unique("ns");
+    let stream = format!("hooklatch:{{{namespace}}}:inbox");
+    let claim = format!("hooklatch:{{{namespace}}}:claim:evt");
+    // A key of the wrong type makes XADD fail inside the script.
+    let _: () = redis::cmd("SET")
+        .arg(&stream)
+        .arg("not a stream")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let error = store
+        .accept(&event(&namespace, "evt", SMALL))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, DedupError::Redis(_)), "{error}");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&claim)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0, "no claim survives a failed enqueue");
+    let _: () = redis::cmd("DEL")
+        .arg(&stream)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .accept(&event(&namespace, "evt", SMALL))
+            .await
+            .unwrap(),
+        Acceptance::Accepted
+    );
+    assert_eq!(drain(&store, &namespace).await, ["evt"]);
+}
+
+#[tokio::test]
+async fn postgres_rolled_back_caller_transaction_keeps_no_claim() {
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let prefix = support::unique("tx");
+    let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    store.migrate().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "CREATE TABLE {prefix}_jobs (event_id TEXT PRIMARY KEY)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let mut tx = pool.begin().await.unwrap();
+    assert_eq!(
+        store.claim_in(&mut tx, "ns", "evt").await.unwrap(),
+        Acceptance::Accepted
+    );
+    tx.rollback().await.unwrap(); // the app's own enqueue failed
+
+    let mut tx = pool.begin().await.unwrap();
+    assert_eq!(
+        store.claim_in(&mut tx, "ns", "evt").await.unwrap(),
+        Acceptance::Accepted,
+        "a rolled-back claim does not count"
+    );
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {prefix}_jobs (event_id) VALUES ('evt')"
+    )))
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = pool.begin().await.unwrap();
+    assert_eq!(
+        store.claim_in(&mut tx, "ns", "evt").await.unwrap(),
+        Acceptance::Duplicate
+    );
+}
+
+#[tokio::test]
+async fn sqlite_rolled_back_caller_transaction_keeps_no_claim() {
+    let dir = support::TempDir::new("sqlite-tx");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    let mut tx = store.pool().begin().await.unwrap();
+    assert_eq!(
+        store.claim_in(&mut tx, "ns", "evt").await.unwrap(),
+        Acceptance::Accepted
+    );
+    tx.rollback().await.unwrap();
+    let mut tx = store.pool().begin().await.unwrap();
+    assert_eq!(
+        store.claim_in(&mut tx, "ns", "evt").await.unwrap(),
+        Acceptance::Accepted
+    );
+    tx.commit().await.unwrap();
+    assert_eq!(
+        store.accept(&event("ns", "evt", SMALL)).await.unwrap(),
+        Acceptance::Duplicate
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_migrations_racing_each_other_both_succeed() {
+    let server = support::postgres();
+    let prefix = support::unique("race");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, prefix) = (server.url(), prefix.clone());
+            tokio::spawn(async move {
+                let pool = sqlx::PgPool::connect(&url).await.unwrap();
+                PostgresStore::new(pool, &prefix).unwrap().migrate().await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await
+            .unwrap()
+            .expect("every concurrent migrate succeeds");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_migrations_racing_each_other_both_succeed() {
+    let dir = support::TempDir::new("sqlite-race");
+    let path = dir.path().join("inbox.db");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let path = path.clone();
+            tokio::spawn(async move { SqliteStore::open(path).await.map(drop) })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().expect("every concurrent open succeeds");
+    }
+}
+
+#[tokio::test]
+async fn sql_purge_forgets_old_claims_only() {
+    let dir = support::TempDir::new("sqlite-purge");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    let _ = store.accept(&event("ns", "old", SMALL)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = store.accept(&event("ns", "new", SMALL)).await.unwrap();
+    assert_eq!(store.purge(Duration::from_millis(200)).await.unwrap(), 1);
+    assert_eq!(
+        store.accept(&event("ns", "new", SMALL)).await.unwrap(),
+        Acceptance::Duplicate
+    );
+    assert_eq!(
+        store.accept(&event("ns", "old", SMALL)).await.unwrap(),
+        Acceptance::Accepted
+    );
+}
+
+/// What one `accept` call did, and when.
+struct Call {
+    id: usize,
+    started: Instant,
+    finished: Instant,
+    outcome: Result<Acceptance, String>,
+}
+
+/// How long the server stays down.
+const OUTAGE: Duration = Duration::from_secs(3);
+
+/// Runs 8 tasks accepting `ids` ids; after `stop_after` acceptances calls
+/// `stop` (which returns once the server is down), waits [`OUTAGE`], calls
+/// `restart` (which returns once it is up), and lets the tasks finish.
+/// Returns the calls and when the server went down and came back.
+async fn accept_through_outage<S: Inbox + Clone + 'static>(
+    store: &S,
+    namespace: &str,
+    ids: usize,
+    stop_after: usize,
+    stop: impl FnOnce() + Send + 'static,
+    restart: impl FnOnce() + Send + 'static,
+) -> (Vec<Call>, Instant, Instant) {
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let stopped = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..8)
+        .map(|task| {
+            let (store, namespace) = (store.clone(), namespace.to_owned());
+            let (accepted, stopped) = (accepted.clone(), stopped.clone());
+            tokio::spawn(async move {
+                let mut calls = Vec::new();
+                for id in (task..ids).step_by(8) {
+                    // Once the server is down, calls fail fast: pace them so
+                    // the outage is spread over many calls.
+                    if stopped.load(Ordering::Relaxed) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    let started = Instant::now();
+                    let body = id.to_string();
+                    let outcome = store
+                        .accept(&event(&namespace, &format!("evt_{id}"), body.as_bytes()))
+                        .await
+                        .map_err(|error| error.to_string());
+                    if outcome == Ok(Acceptance::Accepted) {
+                        accepted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    calls.push(Call {
+                        id,
+                        started,
+                        finished: Instant::now(),
+                        outcome,
+                    });
+                }
+                calls
+            })
+        })
+        .collect();
+    while accepted.load(Ordering::Relaxed) < stop_after {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::task::spawn_blocking(stop).await.unwrap();
+    let down_since = Instant::now();
+    stopped.store(true, Ordering::Relaxed);
+    tokio::time::sleep(OUTAGE).await;
+    let restarting = Instant::now();
+    tokio::task::spawn_blocking(restart).await.unwrap();
+    let mut calls = Vec::new();
+    for task in tasks {
+        calls.extend(task.await.unwrap());
+    }
+    (calls, down_since, restarting)
+}
+
+/// Retries every id whose call failed, until the store answers, then checks
+/// that each id is in the inbox exactly once and that nothing was accepted
+/// twice or while the server was down.
+async fn check_after_restart<S: Inbox>(
+    store: &S,
+    namespace: &str,
+    ids: usize,
+    calls: &[Call],
+    down_since: Instant,
+    up_again: Instant,
+) {
+    let during_outage: Vec<_> = calls
+        .iter()
+        .filter(|call| call.started >= down_since && call.finished <= up_again)
+        .collect();
+    assert!(
+        during_outage.len() > 30,
+        "the outage saw only {} calls",
+        during_outage.len()
+    );
+    for call in &during_outage {
+        assert!(
+            call.outcome.is_err(),
+            "evt_{} got {:?} while the server was down",
+            call.id,
+            call.outcome
+        );
+    }
+    let mut accepted: HashMap<usize, usize> = HashMap::new();
+    for call in calls {
+        if call.outcome == Ok(Acceptance::Accepted) {
+            *accepted.entry(call.id).or_default() += 1;
+        }
+    }
+    let failed: HashSet<usize> = calls
+        .iter()
+        .filter(|call| call.outcome.is_err())
+        .map(|call| call.id)
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for id in failed {
+        let body = id.to_string();
+        loop {
+            match store
+                .accept(&event(namespace, &format!("evt_{id}"), body.as_bytes()))
+                .await
+            {
+                Ok(Acceptance::Accepted) => {
+                    *accepted.entry(id).or_default() += 1;
+                    break;
+                }
+                // The call failed on our side after the server committed.
+                Ok(Acceptance::Duplicate) => break,
+                Err(_) => {
+                    assert!(Instant::now() < deadline, "the store never came back");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    assert!(
+        accepted.values().all(|&n| n == 1),
+        "an id was accepted twice"
+    );
+    let mut inbox: Vec<usize> = drain(store, namespace)
+        .await
+        .iter()
+        .map(|id| id["evt_".len()..].parse().unwrap())
+        .collect();
+    inbox.sort_unstable();
+    assert_eq!(
+        inbox,
+        (0..ids).collect::<Vec<_>>(),
+        "every id enqueued exactly once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_stopped_mid_run_loses_and_doubles_nothing() {
+    let server = Arc::new(support::Postgres::start());
+    // Fail fast while the server is down, as a receiver answering 503 would.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_millis(300))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let store = PostgresStore::new(pool, "hooklatch").unwrap();
+    store.migrate().await.unwrap();
+    let (stopper, restarter) = (server.clone(), server.clone());
+    let (calls, down_since, up_again) = accept_through_outage(
+        &store,
+        "ns",
+        3_000,
+        400,
+        move || stopper.stop_immediately(),
+        move || restarter.start_again(),
+    )
+    .await;
+    check_after_restart(&store, "ns", 3_000, &calls, down_since, up_again).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_killed_mid_run_loses_and_doubles_nothing() {
+    let server = Arc::new(std::sync::Mutex::new(support::Redis::start()));
+    let url = server.lock().unwrap().url();
+    let store = RedisStore::connect(&url).await.unwrap();
+    let (killer, restarter) = (server.clone(), server.clone());
+    let (calls, down_since, up_again) = accept_through_outage(
+        &store,
+        "ns",
+        3_000,
+        400,
+        move || killer.lock().unwrap().kill(),
+        move || restarter.lock().unwrap().start_again(),
+    )
+    .await;
+    check_after_restart(&store, "ns", 3_000, &calls, down_since, up_again).await;
+}
