@@ -22,9 +22,8 @@ fn hooklatch(args: &[&str], stdin: Option<&[u8]>) -> Output {
 }
 
 fn body_file(name: &str, contents: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hooklatch-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+    // Cargo gives integration tests a scratch folder inside target/.
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::write(&path, contents).unwrap();
     path
 }
