@@ -12,17 +12,15 @@ use super::{
 };
 
 /// Claims the id and appends the event to the inbox stream, or does
-/// nothing if the id is claimed. The stream entry is written first: if it
-/// fails, the script stops before the claim exists; if the claim then
-/// fails, the entry is removed again.
+/// nothing if the id is claimed. If the append fails, the claim is deleted
+/// again before the script ends, so nothing is kept.
 const ACCEPT: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local entry = redis.call('XADD', KEYS[2], '*',
+if not redis.call('SET', KEYS[1], 'done', 'NX', 'PX', ARGV[1]) then return 0 end
+local added = redis.pcall('XADD', KEYS[2], '*',
   'id', ARGV[2], 'body', ARGV[3], 'signed_at', ARGV[4], 'attempts', '0')
-local claimed = redis.pcall('SET', KEYS[1], 'done', 'PX', ARGV[1])
-if type(claimed) == 'table' and claimed.err then
-  redis.call('XDEL', KEYS[2], entry)
-  return claimed
+if type(added) == 'table' and added.err then
+  redis.call('DEL', KEYS[1])
+  return added
 end
 return 1
 ";

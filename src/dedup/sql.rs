@@ -39,8 +39,6 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), DedupError> {
 pub(crate) struct Statements {
     /// $1 namespace, $2 id, $3 now, $4 retention cutoff. Claims as done.
     pub(crate) claim_done: SqlStr,
-    /// $1 namespace, $2 id, $3 body, $4 signed_at, $5 now.
-    pub(crate) enqueue: SqlStr,
     /// $1 namespace, $2 id, $3 now, $4 retention cutoff, $5 token, $6 until.
     pub(crate) claim_lease: SqlStr,
     /// $1 namespace, $2 id.
@@ -67,10 +65,6 @@ impl Statements {
                  ON CONFLICT (namespace, event_id) DO UPDATE \
                  SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
                  WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < $4"
-            )),
-            enqueue: statement(format!(
-                "INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
-                 VALUES ($1, $2, $3, $4, $5, $5)"
             )),
             claim_lease: statement(format!(
                 "INSERT INTO {claims} (namespace, event_id, claimed_at, lease_token, lease_until) \

@@ -22,8 +22,8 @@ use super::{
 /// receiver process (or several on one host sharing the file).
 ///
 /// [`accept`](Inbox::accept) is one transaction that inserts the claim
-/// (`ON CONFLICT DO NOTHING`) and, only if that inserted a row, the inbox
-/// row. The file uses WAL with `synchronous=FULL`, so an accepted event has
+/// (`ON CONFLICT DO NOTHING`) and, only if that inserted a row
+/// (`changes() = 1`), the inbox row. The file uses WAL with `synchronous=FULL`, so an accepted event has
 /// reached the disk before `accept` returns.
 ///
 /// # Schema
@@ -68,6 +68,7 @@ pub struct SqliteStore {
     claims: String,
     inbox: String,
     statements: Statements,
+    accept: SqlStr,
     take: SqlStr,
 }
 
@@ -113,8 +114,15 @@ impl SqliteStore {
             take_assignments("$4", "$5", "$6"),
             ready_condition("$1", "$2"),
         ));
+        let statements = Statements::new(&claims, &inbox);
+        let accept = statement(format!(
+            "{}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
+             SELECT $1, $2, $5, $6, $3, $3 WHERE changes() = 1",
+            statements.claim_done.as_str()
+        ));
         Ok(Self {
-            statements: Statements::new(&claims, &inbox),
+            statements,
+            accept,
             pool,
             options: StoreOptions::default(),
             claims,
@@ -175,26 +183,22 @@ impl Inbox for SqliteStore {
         check_key(event.namespace, event.id)?;
         let now = now_millis();
         let mut tx = self.pool.begin().await?;
-        let claimed = sqlx::query(self.statements.claim_done.clone())
+        // Both inserts in one call: the second runs only if the first
+        // inserted a row (`changes()`), saving a round trip to the worker.
+        let inserted = sqlx::query(self.accept.clone())
             .bind(event.namespace)
             .bind(event.id)
             .bind(now)
             .bind(self.retention_cutoff(now))
+            .bind(event.body)
+            .bind(event.signed_at)
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        if claimed == 0 {
+        if inserted == 0 {
             tx.rollback().await?;
             return Ok(Acceptance::Duplicate);
         }
-        sqlx::query(self.statements.enqueue.clone())
-            .bind(event.namespace)
-            .bind(event.id)
-            .bind(event.body)
-            .bind(event.signed_at)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
         Ok(Acceptance::Accepted)
     }

@@ -1,0 +1,250 @@
+//! Accepted events per second for each store, at 1 and 32 concurrent
+//! callers, next to the raw floor on the same server and client count: a
+//! bare `SET NX` round trip for Redis, a bare single-row `INSERT`
+//! transaction for Postgres and SQLite.
+//!
+//! Run with: cargo bench --bench claim --all-features
+//!
+//! Uses the servers in `HOOKLATCH_TEST_POSTGRES_URL` and
+//! `HOOKLATCH_TEST_REDIS_URL`, or starts private ones (Postgres and Redis
+//! binaries must be installed). After criterion's report, prints a table.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::future::Future;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion};
+use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresStore, RedisStore, SqliteStore};
+use sqlx::AssertSqlSafe;
+
+const CALLERS: [usize; 2] = [1, 32];
+const BODY: &[u8] = &[b'x'; 512];
+
+/// Ids never repeat across the whole run, so every call is a fresh accept.
+fn next_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("evt_{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Runs `iters` calls of `call` spread over `callers` tasks; returns the
+/// wall time.
+fn run_concurrently<F, Fut>(
+    runtime: &tokio::runtime::Runtime,
+    callers: usize,
+    iters: u64,
+    call: F,
+) -> Duration
+where
+    F: Fn(String) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    runtime.block_on(async {
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..callers)
+            .map(|caller| {
+                let call = call.clone();
+                let share =
+                    iters / callers as u64 + u64::from((caller as u64) < iters % callers as u64);
+                tokio::spawn(async move {
+                    for _ in 0..share {
+                        call(next_id()).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+fn bench_pair<S, F, Fut>(
+    c: &mut Criterion,
+    runtime: &tokio::runtime::Runtime,
+    store_name: &str,
+    store: S,
+    floor: F,
+) where
+    S: Inbox + Clone + 'static,
+    F: Fn(String) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let mut group = c.benchmark_group(format!("claim/{store_name}"));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for callers in CALLERS {
+        let accept = {
+            let store = store.clone();
+            move |id: String| {
+                let store = store.clone();
+                async move {
+                    let event = IncomingEvent::new("bench", &id, BODY);
+                    let outcome = store.accept(&event).await.expect("accept");
+                    assert_eq!(outcome, Acceptance::Accepted);
+                }
+            }
+        };
+        group.bench_function(BenchmarkId::new("hooklatch_accept", callers), |b| {
+            b.iter_custom(|iters| run_concurrently(runtime, callers, iters, accept.clone()))
+        });
+        group.bench_function(BenchmarkId::new("floor", callers), |b| {
+            b.iter_custom(|iters| run_concurrently(runtime, callers, iters, floor.clone()))
+        });
+    }
+    group.finish();
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let postgres = support::postgres();
+    let redis = support::redis();
+    let sqlite_dir = support::TempDir::new("bench-sqlite");
+
+    // SQLite: the store, and a floor table in the same file and pool.
+    let sqlite = runtime.block_on(async {
+        let store = SqliteStore::open(sqlite_dir.path().join("bench.db"))
+            .await
+            .unwrap();
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS floor (event_id TEXT PRIMARY KEY, body BLOB NOT NULL)",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        store
+    });
+    let pool = sqlite.pool().clone();
+    bench_pair(
+        &mut criterion,
+        &runtime,
+        "sqlite",
+        sqlite,
+        move |id: String| {
+            let pool = pool.clone();
+            async move {
+                let mut tx = pool.begin().await.unwrap();
+                sqlx::query("INSERT INTO floor (event_id, body) VALUES ($1, $2)")
+                    .bind(black_box(id))
+                    .bind(BODY)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                tx.commit().await.unwrap();
+            }
+        },
+    );
+
+    // Postgres: the store on a fresh prefix, and a floor table.
+    let prefix = support::unique("bench");
+    let postgres_store = runtime.block_on(async {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(32)
+            .connect(&postgres.url())
+            .await
+            .unwrap();
+        sqlx::query(AssertSqlSafe(format!(
+            "CREATE TABLE {prefix}_floor (event_id TEXT PRIMARY KEY, body BYTEA NOT NULL)"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+        let store = PostgresStore::new(pool, &prefix).unwrap();
+        store.migrate().await.unwrap();
+        store
+    });
+    let pool = postgres_store.pool().clone();
+    let insert = Arc::new(format!(
+        "INSERT INTO {prefix}_floor (event_id, body) VALUES ($1, $2)"
+    ));
+    bench_pair(
+        &mut criterion,
+        &runtime,
+        "postgres",
+        postgres_store,
+        move |id: String| {
+            let (pool, insert) = (pool.clone(), insert.clone());
+            async move {
+                sqlx::query(AssertSqlSafe(insert.as_str()))
+                    .bind(black_box(id))
+                    .bind(BODY)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+        },
+    );
+
+    // Redis: the store, and SET NX PX on the same kind of connection.
+    let (redis_store, connection) = runtime.block_on(async {
+        let store = RedisStore::connect(&redis.url()).await.unwrap();
+        let client = redis::Client::open(redis.url()).unwrap();
+        let connection = redis::aio::ConnectionManager::new(client).await.unwrap();
+        (store, connection)
+    });
+    bench_pair(
+        &mut criterion,
+        &runtime,
+        "redis",
+        redis_store,
+        move |id: String| {
+            let mut connection = connection.clone();
+            async move {
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(format!("bench:{{floor}}:{id}"))
+                    .arg("done")
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(604_800_000)
+                    .query_async(&mut connection)
+                    .await
+                    .unwrap();
+                assert!(set.is_some());
+            }
+        },
+    );
+
+    criterion.final_summary();
+    print_table();
+}
+
+/// Criterion's median estimate, in nanoseconds per call.
+fn median_ns(store: &str, contender: &str, callers: usize) -> Option<f64> {
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let path = format!("{target}/criterion/claim_{store}/{contender}/{callers}/new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json["median"]["point_estimate"].as_f64()
+}
+
+fn print_table() {
+    println!("\n| store | callers | hooklatch accept/s | floor/s | accept / floor |");
+    println!("|---|---|---|---|---|");
+    for store in ["sqlite", "postgres", "redis"] {
+        for callers in CALLERS {
+            let (Some(ours), Some(floor)) = (
+                median_ns(store, "hooklatch_accept", callers),
+                median_ns(store, "floor", callers),
+            ) else {
+                continue;
+            };
+            println!(
+                "| {store} | {callers} | {:.0} | {:.0} | {:.2}x |",
+                1e9 / ours,
+                1e9 / floor,
+                floor / ours
+            );
+        }
+    }
+}
