@@ -58,6 +58,7 @@ use super::{
 /// let event = IncomingEvent::new("github", "72d3162e", b"{}");
 /// assert_eq!(store.accept(&event).await?, Acceptance::Accepted);
 /// assert_eq!(store.accept(&event).await?, Acceptance::Duplicate);
+/// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok(())
 /// # }
 /// ```
