@@ -334,6 +334,17 @@ pub(crate) fn check_key(namespace: &str, id: &str) -> Result<(), DedupError> {
     })
 }
 
+/// Checks that `namespace` can be stored: 1 to 64 characters of
+/// `A-Z a-z 0-9 _ - . :`. Use it to refuse a bad configuration at startup.
+///
+/// ```
+/// assert!(hooklatch::dedup::validate_namespace("tenant-7:stripe").is_ok());
+/// assert!(hooklatch::dedup::validate_namespace("two words").is_err());
+/// ```
+pub fn validate_namespace(namespace: &str) -> Result<(), DedupError> {
+    check_namespace(namespace)
+}
+
 pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
     let reason = if namespace.is_empty() {
         "is empty"

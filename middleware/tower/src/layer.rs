@@ -1,0 +1,148 @@
+//! [`WebhookLayer`]: configuration, built once and cloned into services.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hooklatch::dedup::{DedupError, Inbox, LeaseStore, validate_namespace};
+use hooklatch::verify::Verifier;
+use tower_layer::Layer;
+
+use crate::event::EventKey;
+use crate::mode::{InboxMode, LeaseMode, VerifyOnly};
+use crate::service::WebhookService;
+
+/// A tower [`Layer`] that verifies webhook requests and, with a store,
+/// accepts each event once.
+///
+/// ```
+/// use std::time::Duration;
+/// use hooklatch::dedup::MemoryStore;
+/// use hooklatch::verify::{Scheme, Verifier};
+/// use hooklatch_tower::{EventKey, WebhookLayer};
+///
+/// let verifier = Verifier::builder(Scheme::stripe())
+///     .with_secret("whsec_test_secret")?
+///     .build()?;
+/// let layer = WebhookLayer::new(verifier)
+///     .with_body_limit(256 * 1024)
+///     .with_event_key(EventKey::JsonField("id".into())) // Stripe's event id is in the body
+///     .with_inbox(MemoryStore::new(), "stripe")?;
+/// # let _ = layer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct WebhookLayer<M = VerifyOnly> {
+    config: Arc<Config<M>>,
+}
+
+impl<M> Clone for WebhookLayer<M> {
+    fn clone(&self) -> Self {
+        Self {
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Config<M> {
+    pub(crate) verifier: Verifier,
+    pub(crate) mode: M,
+    pub(crate) body_limit: usize,
+    pub(crate) key: EventKey,
+}
+
+impl WebhookLayer {
+    /// Verifies with `verifier` and passes verified requests on, with a
+    /// [`VerifiedEvent`](crate::VerifiedEvent) in their extensions. The body
+    /// limit is the verifier's (1 MiB by default).
+    pub fn new(verifier: Verifier) -> Self {
+        Self {
+            config: Arc::new(Config {
+                body_limit: verifier.max_body_len(),
+                verifier,
+                mode: VerifyOnly,
+                key: EventKey::default(),
+            }),
+        }
+    }
+}
+
+impl<M: Clone> WebhookLayer<M> {
+    fn map<N>(self, change: impl FnOnce(Config<M>) -> Config<N>) -> WebhookLayer<N> {
+        let config = Arc::try_unwrap(self.config).unwrap_or_else(|shared| Config {
+            verifier: shared.verifier.clone(),
+            mode: shared.mode.clone(),
+            body_limit: shared.body_limit,
+            key: shared.key.clone(),
+        });
+        WebhookLayer {
+            config: Arc::new(change(config)),
+        }
+    }
+
+    /// Reads at most `limit` bytes of body: 413 before reading when
+    /// Content-Length says more, and as soon as more arrives otherwise.
+    /// Defaults to the verifier's limit (1 MiB unless changed).
+    pub fn with_body_limit(self, limit: usize) -> Self {
+        self.map(|config| Config {
+            body_limit: limit,
+            ..config
+        })
+    }
+
+    /// Deduplicates by `key` instead of the scheme's id header.
+    pub fn with_event_key(self, key: EventKey) -> Self {
+        self.map(|config| Config { key, ..config })
+    }
+
+    /// Accepts each verified event into `store` under `namespace`: 202 when
+    /// new, 200 for a duplicate, 503 when the store fails. The inner service
+    /// is not called; workers take the events from the inbox.
+    pub fn with_inbox<S: Inbox + Clone + 'static>(
+        self,
+        store: S,
+        namespace: &str,
+    ) -> Result<WebhookLayer<InboxMode<S>>, DedupError> {
+        validate_namespace(namespace)?;
+        Ok(self.map(|config| Config {
+            verifier: config.verifier,
+            mode: InboxMode {
+                store,
+                namespace: namespace.to_owned(),
+            },
+            body_limit: config.body_limit,
+            key: config.key,
+        }))
+    }
+
+    /// Runs the inner service under a lease of `lease_for` in `store`: the
+    /// claim completes on a 2xx answer and is released otherwise. Set
+    /// `lease_for` longer than the handler can take.
+    pub fn with_lease<S: LeaseStore + Clone + 'static>(
+        self,
+        store: S,
+        namespace: &str,
+        lease_for: Duration,
+    ) -> Result<WebhookLayer<LeaseMode<S>>, DedupError> {
+        validate_namespace(namespace)?;
+        Ok(self.map(|config| Config {
+            verifier: config.verifier,
+            mode: LeaseMode {
+                store,
+                namespace: namespace.to_owned(),
+                lease_for,
+            },
+            body_limit: config.body_limit,
+            key: config.key,
+        }))
+    }
+}
+
+impl<S, M> Layer<S> for WebhookLayer<M> {
+    type Service = WebhookService<S, M>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        WebhookService::new(inner, Arc::clone(&self.config))
+    }
+}

@@ -1,0 +1,151 @@
+//! Why a webhook request was refused, and the HTTP answer for it.
+
+use std::time::Duration;
+
+use hooklatch::dedup::DedupError;
+use hooklatch::verify::VerifyError;
+use http::{HeaderValue, Response, StatusCode, header};
+
+/// Why the layer or an extractor refused a request.
+///
+/// Each has an HTTP status and a short, generic body text. The precise
+/// reason ([`reason`](Self::reason)) is logged with `tracing` at `warn` and
+/// put into the response's extensions; it never holds a secret or the
+/// expected signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The body is over the limit (413).
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body could not be read: the client went away or sent garbage
+    /// (400).
+    BodyUnreadable,
+    /// The signature, timestamp or headers did not verify (400, or 413 for
+    /// a body over the verifier's limit).
+    Unverified(VerifyError),
+    /// No event id to deduplicate by: the scheme has no id header, or the
+    /// configured JSON field is absent (400).
+    MissingEventId,
+    /// The event id or namespace cannot be stored (400).
+    InvalidEventId(String),
+    /// Another delivery of this event is running; come back later (409).
+    InProgress {
+        /// When the other delivery's lease expires.
+        retry_after: Duration,
+    },
+    /// The claim store failed or is unreachable: nothing was kept, the
+    /// sender should retry (503).
+    StoreUnavailable(String),
+    /// The body is not the JSON the handler expects (422; extractors only).
+    InvalidJson(String),
+    /// An extractor found neither the layer's verified event nor a
+    /// `Verifier` in the request extensions (500: a configuration error).
+    NotConfigured,
+}
+
+/// How long a sender should wait after a 503 before retrying.
+const STORE_RETRY_AFTER_SECS: u64 = 5;
+
+impl Rejection {
+    /// The HTTP status to answer with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BodyTooLarge { .. } | Self::Unverified(VerifyError::BodyTooLarge { .. }) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            Self::BodyUnreadable
+            | Self::Unverified(_)
+            | Self::MissingEventId
+            | Self::InvalidEventId(_) => StatusCode::BAD_REQUEST,
+            Self::InProgress { .. } => StatusCode::CONFLICT,
+            Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InvalidJson(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::NotConfigured => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The body text sent to the client: generic on purpose.
+    pub fn body_text(&self) -> &'static str {
+        match self {
+            Self::BodyTooLarge { .. } | Self::Unverified(VerifyError::BodyTooLarge { .. }) => {
+                "payload too large"
+            }
+            Self::BodyUnreadable => "could not read the request body",
+            Self::Unverified(_) => "webhook verification failed",
+            Self::MissingEventId | Self::InvalidEventId(_) => "webhook has no usable event id",
+            Self::InProgress { .. } => "webhook is being processed; retry later",
+            Self::StoreUnavailable(_) => "temporarily unable to accept webhooks; retry later",
+            Self::InvalidJson(_) => "webhook body is not the expected JSON",
+            Self::NotConfigured => "webhook receiver is not configured",
+        }
+    }
+
+    /// The precise reason, for logs.
+    pub fn reason(&self) -> String {
+        match self {
+            Self::BodyTooLarge { limit } => format!("body over the {limit}-byte limit"),
+            Self::BodyUnreadable => "request body could not be read".to_owned(),
+            Self::Unverified(error) => error.to_string(),
+            Self::MissingEventId => "no event id in the request".to_owned(),
+            Self::InvalidEventId(reason) => reason.clone(),
+            Self::InProgress { retry_after } => {
+                format!("in progress elsewhere; lease ends in {retry_after:?}")
+            }
+            Self::StoreUnavailable(reason) => format!("claim store failed: {reason}"),
+            Self::InvalidJson(reason) => format!("invalid JSON: {reason}"),
+            Self::NotConfigured => {
+                "no hooklatch layer ran and no Verifier is in the request extensions".to_owned()
+            }
+        }
+    }
+
+    pub(crate) fn from_store(error: DedupError) -> Self {
+        if error.is_bad_request() {
+            Self::InvalidEventId(error.to_string())
+        } else {
+            Self::StoreUnavailable(error.to_string())
+        }
+    }
+
+    /// The response for this rejection, with `Retry-After` where it helps
+    /// and the rejection itself in the extensions.
+    pub fn into_response<B: From<&'static str>>(self) -> Response<B> {
+        tracing::warn!(status = %self.status(), reason = %self.reason(), "webhook rejected");
+        let mut response = Response::new(B::from(self.body_text()));
+        *response.status_mut() = self.status();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        let retry_after = match &self {
+            Self::InProgress { retry_after } => Some(retry_after.as_secs().max(1)),
+            Self::StoreUnavailable(_) => Some(STORE_RETRY_AFTER_SECS),
+            _ => None,
+        };
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason())
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+#[cfg(feature = "axum")]
+impl axum::response::IntoResponse for Rejection {
+    fn into_response(self) -> axum::response::Response {
+        Rejection::into_response(self)
+    }
+}

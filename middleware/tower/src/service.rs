@@ -1,0 +1,88 @@
+//! [`WebhookService`]: reads the body through a limit, verifies it, and
+//! hands the request to the layer's mode.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body;
+use tower_service::Service;
+
+use crate::body::{check_declared_length, read_limited};
+use crate::future::ResponseFuture;
+use crate::layer::Config;
+use crate::mode::Mode;
+use crate::rejection::Rejection;
+
+/// The service [`WebhookLayer`](crate::WebhookLayer) wraps around yours.
+#[derive(Debug)]
+pub struct WebhookService<S, M> {
+    inner: S,
+    config: Arc<Config<M>>,
+}
+
+impl<S: Clone, M> Clone for WebhookService<S, M> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl<S, M> WebhookService<S, M> {
+    pub(crate) fn new(inner: S, config: Arc<Config<M>>) -> Self {
+        Self { inner, config }
+    }
+}
+
+impl<S, M, ReqBody, ResBody> Service<Request<ReqBody>> for WebhookService<S, M>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    M: Mode,
+    ReqBody: Body + From<Bytes> + Send + 'static,
+    ReqBody::Data: Send,
+    ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    ResBody: From<&'static str> + Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let limit = self.config.body_limit;
+        if let Err(rejection) = check_declared_length(request.headers(), limit) {
+            return ResponseFuture::rejected(rejection.into_response());
+        }
+        // The service that was polled ready is the one to call: keep it and
+        // leave a fresh clone behind.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let config = Arc::clone(&self.config);
+        ResponseFuture::running(Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let bytes = match read_limited(body, limit).await {
+                Ok(bytes) => bytes,
+                Err(rejection) => return Ok(rejection.into_response()),
+            };
+            let event = match config.verifier.verify(&parts.headers, &bytes) {
+                Ok(verified) => config.key.event(&config.verifier, &verified, bytes.clone()),
+                Err(error) => Err(Rejection::Unverified(error)),
+            };
+            let event = match event {
+                Ok(event) => event,
+                Err(rejection) => return Ok(rejection.into_response()),
+            };
+            let mut request = Request::from_parts(parts, ReqBody::from(bytes));
+            request.extensions_mut().insert(event.clone());
+            config.mode.run(event, request, inner).await
+        }))
+    }
+}

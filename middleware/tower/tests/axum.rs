@@ -1,0 +1,632 @@
+//! The layer and extractors under a real axum server on 127.0.0.1:0 with a
+//! real HTTP client, for every store; and the layer alone, driven with
+//! `ServiceBuilder` + `oneshot`.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use axum::body::Body;
+use axum::routing::post;
+use axum::{Extension, Router};
+use hooklatch::dedup::{Inbox, LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::verify::{Scheme, SignedHeaders, Signer, Verifier};
+use hooklatch_tower::{EventKey, RawWebhook, Rejection, VerifiedEvent, Webhook, WebhookLayer};
+use http::{Request, StatusCode};
+use tower::{ServiceBuilder, ServiceExt as _};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const WRONG_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+const LIMIT: usize = 4096;
+
+fn verifier() -> Verifier {
+    Verifier::builder(Scheme::standard_webhooks())
+        .with_secret(SECRET)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+fn sign_with(secret: &str, id: &str, at: SystemTime, body: &[u8]) -> SignedHeaders {
+    Signer::new(Scheme::standard_webhooks(), [secret])
+        .unwrap()
+        .sign(id, at, body)
+        .unwrap()
+}
+
+fn sign(id: &str, body: &[u8]) -> SignedHeaders {
+    sign_with(SECRET, id, SystemTime::now(), body)
+}
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}/webhooks")
+}
+
+async fn post_signed(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+) -> (StatusCode, String) {
+    let mut request = client.post(url).body(body);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    match request.send().await {
+        Ok(response) => {
+            let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
+            (status, response.text().await.unwrap_or_default())
+        }
+        Err(error) => panic!("request failed: {error}"),
+    }
+}
+
+type HeaderPairs = Vec<(String, String)>;
+
+fn pairs(headers: &SignedHeaders) -> HeaderPairs {
+    headers
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+async fn inbox_ids<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    loop {
+        let batch = store.take(namespace, "check", 100).await.unwrap();
+        if batch.is_empty() {
+            return ids;
+        }
+        for delivery in batch {
+            store.ack(&delivery).await.unwrap();
+            ids.push(delivery.id);
+        }
+    }
+}
+
+fn inbox_app<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> Router {
+    Router::new()
+        .route("/webhooks", post(|| async { "never called" }))
+        .layer(
+            WebhookLayer::new(verifier())
+                .with_body_limit(LIMIT)
+                .with_inbox(store, namespace)
+                .unwrap(),
+        )
+}
+
+/// valid -> 202 and one entry; again -> 200; 64 at once -> all 2xx and
+/// still one entry; every kind of bad request -> 400/413 and nothing.
+async fn receiver_accepts_once_and_refuses_bad_requests<S: Inbox + Clone + 'static>(store: S) {
+    let namespace = support::unique("ns");
+    let url = serve(inbox_app(store.clone(), &namespace)).await;
+    let client = reqwest::Client::new();
+    let body = br#"{"type":"invoice.paid"}"#.to_vec();
+    let signed = pairs(&sign("msg_1", &body));
+
+    assert_eq!(
+        post_signed(&client, &url, &signed, body.clone()).await,
+        (StatusCode::ACCEPTED, "accepted".into())
+    );
+    assert_eq!(
+        post_signed(&client, &url, &signed, body.clone()).await,
+        (StatusCode::OK, "duplicate".into())
+    );
+
+    let racing = sign("msg_64", &body);
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let (client, url, headers, body) =
+                (client.clone(), url.clone(), pairs(&racing), body.clone());
+            tokio::spawn(async move { post_signed(&client, &url, &headers, body).await.0 })
+        })
+        .collect();
+    let mut accepted = 0;
+    for task in tasks {
+        let status = task.await.unwrap();
+        assert!(status.is_success(), "{status}");
+        accepted += usize::from(status == StatusCode::ACCEPTED);
+    }
+    assert_eq!(accepted, 1);
+
+    let now = SystemTime::now();
+    let mut tampered = body.clone();
+    tampered[3] ^= 1;
+    let without = |name: &str| -> Vec<(String, String)> {
+        signed
+            .iter()
+            .filter(|(key, _)| key != name)
+            .cloned()
+            .collect()
+    };
+    let replacing = |name: &str, value: &str| -> Vec<(String, String)> {
+        signed
+            .iter()
+            .map(|(key, old)| {
+                let value = if key == name { value } else { old.as_str() };
+                (key.clone(), value.to_owned())
+            })
+            .collect()
+    };
+    let bad_requests: Vec<(&str, HeaderPairs, Vec<u8>)> = vec![
+        (
+            "bad signature",
+            replacing(
+                "webhook-signature",
+                "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+            ),
+            body.clone(),
+        ),
+        (
+            "wrong secret",
+            pairs(&sign_with(WRONG_SECRET, "msg_2", now, &body)),
+            body.clone(),
+        ),
+        (
+            "stale",
+            pairs(&sign_with(
+                SECRET,
+                "msg_3",
+                now - Duration::from_secs(600),
+                &body,
+            )),
+            body.clone(),
+        ),
+        (
+            "future",
+            pairs(&sign_with(
+                SECRET,
+                "msg_4",
+                now + Duration::from_secs(600),
+                &body,
+            )),
+            body.clone(),
+        ),
+        (
+            "missing signature",
+            without("webhook-signature"),
+            body.clone(),
+        ),
+        ("missing id", without("webhook-id"), body.clone()),
+        (
+            "malformed timestamp",
+            replacing("webhook-timestamp", "soon"),
+            body.clone(),
+        ),
+        ("body changed by one byte", signed.clone(), tampered),
+    ];
+    for (what, headers, body) in bad_requests {
+        let (status, text) = post_signed(&client, &url, &headers, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{what}");
+        assert_eq!(
+            text, "webhook verification failed",
+            "{what}: generic text only"
+        );
+    }
+
+    let oversized = vec![b'x'; LIMIT + 1];
+    let headers = pairs(&sign("msg_big", &oversized));
+    assert_eq!(
+        post_signed(&client, &url, &headers, oversized).await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+
+    let mut ids = inbox_ids(&store, &namespace).await;
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["msg_1", "msg_64"],
+        "only the valid events were enqueued"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_receiver_accepts_once_and_refuses_bad_requests() {
+    receiver_accepts_once_and_refuses_bad_requests(MemoryStore::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_receiver_accepts_once_and_refuses_bad_requests() {
+    let dir = support::TempDir::new("tower-sqlite");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    receiver_accepts_once_and_refuses_bad_requests(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_receiver_accepts_once_and_refuses_bad_requests() {
+    let server = support::postgres();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    receiver_accepts_once_and_refuses_bad_requests(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_receiver_accepts_once_and_refuses_bad_requests() {
+    let server = support::redis();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    receiver_accepts_once_and_refuses_bad_requests(store).await;
+}
+
+/// Store down -> 503 and nothing claimed; back up -> the retry gets 202.
+async fn store_outage_answers_503_then_the_retry_is_accepted<S: Inbox + Clone + 'static>(
+    store: S,
+    stop: impl FnOnce(),
+    start: impl FnOnce(),
+) {
+    let url = serve(inbox_app(store.clone(), "outage")).await;
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let headers = pairs(&sign("msg_during_outage", &body));
+    stop();
+    let (status, _) = post_signed(&client, &url, &headers, body.clone()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    start();
+    // The sender retries until the store is reachable again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let (status, _) = post_signed(&client, &url, &headers, body.clone()).await;
+        if status != StatusCode::SERVICE_UNAVAILABLE || std::time::Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        status,
+        StatusCode::ACCEPTED,
+        "nothing was claimed during the outage"
+    );
+    assert_eq!(inbox_ids(&store, "outage").await, ["msg_during_outage"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_outage_answers_503_then_the_retry_is_accepted() {
+    let server = Arc::new(support::Postgres::start());
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_millis(500))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let store = PostgresStore::new(pool, "hooklatch").unwrap();
+    store.migrate().await.unwrap();
+    let (stopper, starter) = (server.clone(), server.clone());
+    store_outage_answers_503_then_the_retry_is_accepted(
+        store,
+        move || stopper.stop_immediately(),
+        move || starter.start_again(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_outage_answers_503_then_the_retry_is_accepted() {
+    let server = Arc::new(std::sync::Mutex::new(support::Redis::start()));
+    let url = server.lock().unwrap().url();
+    let store = RedisStore::connect(&url).await.unwrap();
+    let (killer, starter) = (server.clone(), server.clone());
+    store_outage_answers_503_then_the_retry_is_accepted(
+        store,
+        move || killer.lock().unwrap().kill(),
+        move || starter.lock().unwrap().start_again(),
+    )
+    .await;
+}
+
+/// A handler that fails twice (500, then a panic) and succeeds the third
+/// time, counting its runs; the lease must let each retry run it again.
+async fn lease_mode_retries_after_failure_and_panic<S: LeaseStore + Clone + 'static>(store: S) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler_runs = runs.clone();
+    let handler = move || {
+        let runs = handler_runs.clone();
+        async move {
+            match runs.fetch_add(1, Ordering::SeqCst) {
+                0 => (StatusCode::INTERNAL_SERVER_ERROR, "failed"),
+                1 => panic!("handler bug"),
+                _ => (StatusCode::OK, "handled"),
+            }
+        }
+    };
+    let app = Router::new().route("/webhooks", post(handler)).layer(
+        WebhookLayer::new(verifier())
+            .with_lease(store, &support::unique("lease"), Duration::from_secs(30))
+            .unwrap(),
+    );
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let headers = pairs(&sign("msg_lease", &body));
+    let expected = [
+        StatusCode::INTERNAL_SERVER_ERROR,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        StatusCode::OK,
+        StatusCode::OK,
+    ];
+    for (attempt, status) in expected.into_iter().enumerate() {
+        assert_eq!(
+            post_signed(&client, &url, &headers, body.clone()).await.0,
+            status,
+            "attempt {attempt}"
+        );
+    }
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        3,
+        "done: the fourth is not run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_lease_mode_retries_after_failure_and_panic() {
+    lease_mode_retries_after_failure_and_panic(MemoryStore::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_lease_mode_retries_after_failure_and_panic() {
+    let dir = support::TempDir::new("tower-lease");
+    let store = SqliteStore::open(dir.path().join("lease.db"))
+        .await
+        .unwrap();
+    lease_mode_retries_after_failure_and_panic(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_lease_mode_retries_after_failure_and_panic() {
+    let server = support::postgres();
+    lease_mode_retries_after_failure_and_panic(
+        PostgresStore::connect(&server.url()).await.unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_lease_mode_retries_after_failure_and_panic() {
+    let server = support::redis();
+    lease_mode_retries_after_failure_and_panic(RedisStore::connect(&server.url()).await.unwrap())
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_delivery_gets_409_while_the_first_runs() {
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = Arc::new(std::sync::Mutex::new(Some(entered_tx)));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let handler_release = release.clone();
+    let handler = move || {
+        let (entered, release) = (entered.clone(), handler_release.clone());
+        async move {
+            if let Some(tx) = entered.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            release.notified().await;
+            "handled"
+        }
+    };
+    let app = Router::new().route("/webhooks", post(handler)).layer(
+        WebhookLayer::new(verifier())
+            .with_lease(MemoryStore::new(), "lease", Duration::from_secs(30))
+            .unwrap(),
+    );
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let headers = pairs(&sign("msg_slow", &body));
+    let first = {
+        let (client, url, headers, body) =
+            (client.clone(), url.clone(), headers.clone(), body.clone());
+        tokio::spawn(async move { post_signed(&client, &url, &headers, body).await })
+    };
+    entered_rx.await.unwrap();
+    let response = client
+        .post(&url)
+        .headers(
+            headers
+                .iter()
+                .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+                .collect(),
+        )
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 409);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&retry_after));
+    release.notify_one();
+    assert_eq!(first.await.unwrap().0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn verify_only_passes_the_body_on_intact_with_the_event() {
+    let service = ServiceBuilder::new()
+        .layer(WebhookLayer::new(verifier()))
+        .service_fn(|request: Request<Body>| async move {
+            let event = request
+                .extensions()
+                .get::<VerifiedEvent>()
+                .cloned()
+                .unwrap();
+            let body = axum::body::to_bytes(request.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            assert_eq!(body, event.body);
+            assert_eq!(event.key.as_deref(), Some("msg_pass"));
+            assert_eq!(event.scheme, "standard");
+            Ok::<_, std::convert::Infallible>(http::Response::new(Body::from("inner")))
+        });
+    let body = b"{\"a\":1}";
+    let mut request = Request::post("/").body(Body::from(&body[..])).unwrap();
+    *request.headers_mut() = sign("msg_pass", body).to_header_map();
+    let response = service.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn declared_length_over_the_limit_is_refused_before_reading() {
+    let service = ServiceBuilder::new()
+        .layer(WebhookLayer::new(verifier()).with_body_limit(16))
+        .service_fn(|_: Request<Body>| async {
+            panic!("the inner service must not run");
+            #[allow(unreachable_code)]
+            Ok::<_, std::convert::Infallible>(http::Response::new(Body::empty()))
+        });
+    // The body stream panics if polled: the layer must not read it.
+    let request = Request::post("/")
+        .header("content-length", "17")
+        .body(Body::from_stream(Unreadable))
+        .unwrap();
+    let response = service.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        response.extensions().get::<Rejection>(),
+        Some(&Rejection::BodyTooLarge { limit: 16 })
+    );
+}
+
+/// A body stream that panics if anyone reads it.
+struct Unreadable;
+
+impl futures_core::Stream for Unreadable {
+    type Item = Result<axum::body::Bytes, std::io::Error>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        panic!("the body was read");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chunked_body_over_the_limit_is_refused_after_reading_at_most_one_frame_more() {
+    let store = MemoryStore::new();
+    // Count, on the server, every body byte the layer pulls.
+    let read = Arc::new(AtomicUsize::new(0));
+    let counter = read.clone();
+    let app = inbox_app(store.clone(), "chunked").layer(axum::middleware::map_request(
+        move |request: Request<Body>| {
+            let counter = counter.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let counted =
+                    futures_util::StreamExt::inspect(body.into_data_stream(), move |chunk| {
+                        if let Ok(bytes) = chunk {
+                            counter.fetch_add(bytes.len(), Ordering::SeqCst);
+                        }
+                    });
+                Request::from_parts(parts, Body::from_stream(counted))
+            }
+        },
+    ));
+    let url = serve(app).await;
+    // 4 MiB in 1 KiB chunks, no Content-Length.
+    let chunks =
+        futures_util::stream::iter((0..4096).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 1024])));
+    let headers = sign("msg_chunked", b"irrelevant");
+    let mut request = reqwest::Client::new()
+        .post(&url)
+        .body(reqwest::Body::wrap_stream(chunks));
+    for (name, value) in headers.iter() {
+        request = request.header(name, value);
+    }
+    // The server answers 413, or closes the connection while we send.
+    if let Ok(response) = request.send().await {
+        assert_eq!(response.status().as_u16(), 413);
+    }
+    let read = read.load(Ordering::SeqCst);
+    // hyper hands the body over in frames of what one socket read got
+    // (at most its 64 KiB read buffer here): the layer stops in the frame
+    // that crosses the limit.
+    assert!(
+        read <= LIMIT + 64 * 1024,
+        "the server read {read} bytes of a body limited to {LIMIT}"
+    );
+    assert!(inbox_ids(&store, "chunked").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn extractor_verifies_alone_with_a_verifier_extension() {
+    #[derive(serde::Deserialize)]
+    struct Paid {
+        invoice: String,
+    }
+    let app = Router::new()
+        .route(
+            "/webhooks",
+            post(|Webhook(paid): Webhook<Paid>| async move { paid.invoice }),
+        )
+        .route(
+            "/raw",
+            post(|RawWebhook(event): RawWebhook| async move { event.key.unwrap_or_default() }),
+        )
+        .layer(Extension(verifier()));
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+    let body = br#"{"invoice":"in_42"}"#.to_vec();
+    let headers = pairs(&sign("msg_x", &body));
+    assert_eq!(
+        post_signed(&client, &url, &headers, body.clone()).await,
+        (StatusCode::OK, "in_42".into())
+    );
+    assert_eq!(
+        post_signed(
+            &client,
+            &url.replace("/webhooks", "/raw"),
+            &headers,
+            body.clone()
+        )
+        .await,
+        (StatusCode::OK, "msg_x".into())
+    );
+    let mut forged = body.clone();
+    forged[3] ^= 1;
+    assert_eq!(
+        post_signed(&client, &url, &headers, forged).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    let not_json = b"plain".to_vec();
+    let headers = pairs(&sign("msg_y", &not_json));
+    assert_eq!(
+        post_signed(&client, &url, &headers, not_json).await.0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stripe_events_deduplicate_by_the_body_id() {
+    let store = MemoryStore::new();
+    let stripe = Verifier::builder(Scheme::stripe())
+        .with_secret("whsec_stripe")
+        .unwrap()
+        .build()
+        .unwrap();
+    let app = Router::new().route("/webhooks", post(|| async {})).layer(
+        WebhookLayer::new(stripe)
+            .with_event_key(EventKey::JsonField("id".into()))
+            .with_inbox(store.clone(), "stripe")
+            .unwrap(),
+    );
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+    let body = br#"{"id":"evt_1","type":"invoice.paid"}"#.to_vec();
+    let signer = Signer::new(Scheme::stripe(), ["whsec_stripe"]).unwrap();
+    for expected in [StatusCode::ACCEPTED, StatusCode::OK] {
+        // Each retry is signed anew, as Stripe does.
+        let headers = pairs(&signer.sign("ignored", SystemTime::now(), &body).unwrap());
+        assert_eq!(
+            post_signed(&client, &url, &headers, body.clone()).await.0,
+            expected
+        );
+    }
+    assert_eq!(inbox_ids(&store, "stripe").await, ["evt_1"]);
+}
