@@ -36,7 +36,10 @@ pub enum EventKey {
 }
 
 impl EventKey {
-    pub(crate) fn event(
+    /// The [`VerifiedEvent`] for a request that `verifier` accepted, with
+    /// its dedup key taken from where this says. Other framework adapters
+    /// use it to build the same event the layer does.
+    pub fn event(
         &self,
         verifier: &Verifier,
         verified: &Verified<'_>,

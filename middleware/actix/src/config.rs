@@ -1,0 +1,162 @@
+//! [`WebhookConfig`]: looked up like `web::JsonConfig`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{HttpRequest, web};
+use hooklatch::dedup::{
+    Acceptance, Claim, DedupError, Inbox, IncomingEvent, Lease, LeaseStore, validate_namespace,
+};
+use hooklatch::verify::Verifier;
+use hooklatch_tower::EventKey;
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The stores behind one object-safe interface, so one config type serves
+/// every store.
+pub(crate) trait DynInbox: Send + Sync {
+    fn accept<'a>(
+        &'a self,
+        event: IncomingEvent<'a>,
+    ) -> BoxFuture<'a, Result<Acceptance, DedupError>>;
+}
+
+impl<S: Inbox> DynInbox for S {
+    fn accept<'a>(
+        &'a self,
+        event: IncomingEvent<'a>,
+    ) -> BoxFuture<'a, Result<Acceptance, DedupError>> {
+        Box::pin(async move { Inbox::accept(self, &event).await })
+    }
+}
+
+pub(crate) trait DynLease: Send + Sync {
+    fn claim<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        lease_for: Duration,
+    ) -> BoxFuture<'a, Result<Claim, DedupError>>;
+    fn complete<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>>;
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>>;
+}
+
+impl<S: LeaseStore> DynLease for S {
+    fn claim<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        lease_for: Duration,
+    ) -> BoxFuture<'a, Result<Claim, DedupError>> {
+        Box::pin(LeaseStore::claim(self, namespace, id, lease_for))
+    }
+
+    fn complete<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>> {
+        Box::pin(LeaseStore::complete(self, lease))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>> {
+        Box::pin(LeaseStore::release(self, lease))
+    }
+}
+
+/// Configuration for the extractors, found the way `web::JsonConfig` is:
+/// `app_data::<WebhookConfig>()`, then `app_data::<web::Data<WebhookConfig>>()`;
+/// without either, extractors answer 500 (not configured).
+///
+/// ```
+/// use actix_web::{App, web};
+/// use hooklatch::dedup::MemoryStore;
+/// use hooklatch::verify::{Scheme, Verifier};
+/// use hooklatch_actix::WebhookConfig;
+///
+/// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
+/// let config = WebhookConfig::new(verifier)
+///     .with_body_limit(256 * 1024)
+///     .with_inbox(MemoryStore::new(), "github")?;
+/// let app = App::new().app_data(config);
+/// # let _ = app;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct WebhookConfig {
+    pub(crate) verifier: Verifier,
+    pub(crate) body_limit: usize,
+    pub(crate) key: EventKey,
+    pub(crate) inbox: Option<(Arc<dyn DynInbox>, String)>,
+    pub(crate) lease: Option<(Arc<dyn DynLease>, String, Duration)>,
+}
+
+impl std::fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookConfig")
+            .field("verifier", &self.verifier)
+            .field("body_limit", &self.body_limit)
+            .field("key", &self.key)
+            .field("inbox", &self.inbox.as_ref().map(|(_, ns)| ns))
+            .field("lease", &self.lease.as_ref().map(|(_, ns, d)| (ns, d)))
+            .finish()
+    }
+}
+
+impl WebhookConfig {
+    /// Verifies with `verifier`; the body limit is the verifier's (1 MiB
+    /// by default).
+    pub fn new(verifier: Verifier) -> Self {
+        Self {
+            body_limit: verifier.max_body_len(),
+            verifier,
+            key: EventKey::default(),
+            inbox: None,
+            lease: None,
+        }
+    }
+
+    /// Reads at most `limit` bytes of body (413 beyond).
+    #[must_use]
+    pub fn with_body_limit(mut self, limit: usize) -> Self {
+        self.body_limit = limit;
+        self
+    }
+
+    /// Deduplicates by `key` instead of the scheme's id header.
+    #[must_use]
+    pub fn with_event_key(mut self, key: EventKey) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// The store [`InboxWebhook`](crate::InboxWebhook) accepts events into.
+    pub fn with_inbox<S: Inbox + 'static>(
+        mut self,
+        store: S,
+        namespace: &str,
+    ) -> Result<Self, DedupError> {
+        validate_namespace(namespace)?;
+        self.inbox = Some((Arc::new(store), namespace.to_owned()));
+        Ok(self)
+    }
+
+    /// The store [`LeasedWebhook`](crate::LeasedWebhook) claims leases of
+    /// `lease_for` in.
+    pub fn with_lease<S: LeaseStore + 'static>(
+        mut self,
+        store: S,
+        namespace: &str,
+        lease_for: Duration,
+    ) -> Result<Self, DedupError> {
+        validate_namespace(namespace)?;
+        self.lease = Some((Arc::new(store), namespace.to_owned(), lease_for));
+        Ok(self)
+    }
+
+    pub(crate) fn from_request(request: &HttpRequest) -> Option<&Self> {
+        request.app_data::<Self>().or_else(|| {
+            request
+                .app_data::<web::Data<Self>>()
+                .map(|data| data.get_ref())
+        })
+    }
+}

@@ -1,0 +1,244 @@
+//! The extractors: [`Webhook<T>`], [`RawWebhook`], [`InboxWebhook`] and
+//! [`LeasedWebhook`].
+
+use std::sync::Arc;
+
+use actix_web::dev::Payload;
+use actix_web::http::StatusCode;
+use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
+use bytes::BytesMut;
+use futures_util::StreamExt as _;
+use futures_util::future::LocalBoxFuture;
+use hooklatch::dedup::{Acceptance, Claim, DedupError, IncomingEvent, Lease};
+use hooklatch_tower::{Rejection, VerifiedEvent};
+use serde::de::DeserializeOwned;
+
+use crate::config::{DynLease, WebhookConfig};
+use crate::error::WebhookError;
+use crate::headers::ActixHeaders;
+
+/// Reads the body through the limit and verifies it.
+async fn verify(
+    request: &HttpRequest,
+    mut payload: Payload,
+) -> Result<(WebhookConfig, VerifiedEvent), WebhookError> {
+    let config = WebhookConfig::from_request(request)
+        .cloned()
+        .ok_or(Rejection::NotConfigured)?;
+    let limit = config.body_limit;
+    let declared = request
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(Rejection::BodyTooLarge { limit }.into());
+    }
+    let mut body = BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|_| Rejection::BodyUnreadable)?;
+        if body.len() + chunk.len() > limit {
+            return Err(Rejection::BodyTooLarge { limit }.into());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let body = body.freeze();
+    let headers = ActixHeaders(request.headers());
+    let verified = config
+        .verifier
+        .verify(&headers, &body)
+        .map_err(Rejection::Unverified)?;
+    let event = config
+        .key
+        .event(&config.verifier, &verified, body.clone())?;
+    Ok((config, event))
+}
+
+/// A verified webhook as received: id, timestamp, scheme and raw body.
+#[derive(Debug, Clone)]
+pub struct RawWebhook(pub VerifiedEvent);
+
+impl FromRequest for RawWebhook {
+    type Error = WebhookError;
+    type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
+
+    fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let (request, payload) = (request.clone(), payload.take());
+        Box::pin(async move { Ok(Self(verify(&request, payload).await?.1)) })
+    }
+}
+
+/// A verified webhook with its JSON body deserialized into `T`.
+///
+/// ```
+/// use actix_web::{App, post};
+/// use hooklatch::verify::{Scheme, Verifier};
+/// use hooklatch_actix::{Webhook, WebhookConfig};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Push { after: String }
+///
+/// #[post("/github")]
+/// async fn push(Webhook(push): Webhook<Push>) -> String {
+///     push.after
+/// }
+///
+/// # fn app() -> Result<(), Box<dyn std::error::Error>> {
+/// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
+/// let app = App::new().app_data(WebhookConfig::new(verifier)).service(push);
+/// # let _ = app;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Webhook<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for Webhook<T> {
+    type Error = WebhookError;
+    type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
+
+    fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let (request, payload) = (request.clone(), payload.take());
+        Box::pin(async move {
+            let (_, event) = verify(&request, payload).await?;
+            serde_json::from_slice(&event.body)
+                .map(Webhook)
+                .map_err(|error| Rejection::InvalidJson(error.to_string()).into())
+        })
+    }
+}
+
+/// A verified webhook claimed and enqueued in the configured inbox.
+///
+/// Return it from the handler to answer 202 (accepted) or 200 (duplicate);
+/// a store failure has already answered 503.
+///
+/// ```
+/// use actix_web::post;
+/// use hooklatch_actix::InboxWebhook;
+///
+/// #[post("/webhooks")]
+/// async fn receive(webhook: InboxWebhook) -> InboxWebhook {
+///     webhook
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct InboxWebhook {
+    /// The verified event.
+    pub event: VerifiedEvent,
+    /// Whether it was new or a duplicate.
+    pub acceptance: Acceptance,
+}
+
+impl FromRequest for InboxWebhook {
+    type Error = WebhookError;
+    type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
+
+    fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let (request, payload) = (request.clone(), payload.take());
+        Box::pin(async move {
+            let (config, event) = verify(&request, payload).await?;
+            let (store, namespace) = config.inbox.as_ref().ok_or(Rejection::NotConfigured)?;
+            let key = event.key.as_deref().ok_or(Rejection::MissingEventId)?;
+            let incoming =
+                IncomingEvent::new(namespace, key, &event.body).with_signed_at(event.timestamp);
+            let acceptance = store
+                .accept(incoming)
+                .await
+                .map_err(|error| WebhookError::rejected(store_rejection(error)))?;
+            tracing::debug!(%namespace, id = key, ?acceptance, "webhook received");
+            Ok(Self { event, acceptance })
+        })
+    }
+}
+
+impl Responder for InboxWebhook {
+    type Body = actix_web::body::BoxBody;
+
+    fn respond_to(self, _: &HttpRequest) -> HttpResponse {
+        match self.acceptance {
+            Acceptance::Accepted => HttpResponse::build(StatusCode::ACCEPTED).body("accepted"),
+            Acceptance::Duplicate => HttpResponse::Ok().body("duplicate"),
+        }
+    }
+}
+
+fn store_rejection(error: DedupError) -> Rejection {
+    if error.is_bad_request() {
+        Rejection::InvalidEventId(error.to_string())
+    } else {
+        Rejection::StoreUnavailable(error.to_string())
+    }
+}
+
+/// A verified webhook whose id this delivery holds a lease on.
+///
+/// Call [`complete`](Self::complete) once the work succeeded; if the
+/// handler returns without completing, fails or panics, the lease is
+/// released when this is dropped, so the sender's retry runs the handler
+/// again. A delivery that arrives while another holds the lease is answered
+/// 409 with `Retry-After`; one after completion is answered 200 and the
+/// handler is skipped.
+pub struct LeasedWebhook {
+    /// The verified event.
+    pub event: VerifiedEvent,
+    held: Option<(Arc<dyn DynLease>, Lease)>,
+}
+
+impl std::fmt::Debug for LeasedWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeasedWebhook")
+            .field("event", &self.event)
+            .field("held", &self.held.as_ref().map(|(_, lease)| lease))
+            .finish()
+    }
+}
+
+impl LeasedWebhook {
+    /// Marks the event handled: later deliveries get 200 without running
+    /// the handler.
+    pub async fn complete(mut self) -> Result<(), DedupError> {
+        match self.held.take() {
+            Some((store, lease)) => store.complete(&lease).await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LeasedWebhook {
+    fn drop(&mut self) {
+        if let Some((store, lease)) = self.held.take() {
+            actix_web::rt::spawn(async move {
+                if let Err(error) = store.release(&lease).await {
+                    tracing::error!(id = lease.id(), %error, "could not release the lease; it will expire");
+                }
+            });
+        }
+    }
+}
+
+impl FromRequest for LeasedWebhook {
+    type Error = WebhookError;
+    type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
+
+    fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let (request, payload) = (request.clone(), payload.take());
+        Box::pin(async move {
+            let (config, event) = verify(&request, payload).await?;
+            let (store, namespace, lease_for) =
+                config.lease.clone().ok_or(Rejection::NotConfigured)?;
+            let key = event.key.as_deref().ok_or(Rejection::MissingEventId)?;
+            match store.claim(&namespace, key, lease_for).await {
+                Ok(Claim::Fresh(lease)) => Ok(Self {
+                    event,
+                    held: Some((store, lease)),
+                }),
+                Ok(Claim::Done) => Err(WebhookError::AlreadyHandled),
+                Ok(Claim::InProgress { retry_after }) => {
+                    Err(Rejection::InProgress { retry_after }.into())
+                }
+                Err(error) => Err(store_rejection(error).into()),
+            }
+        })
+    }
+}

@@ -1,0 +1,456 @@
+//! The extractors under a real actix-web server on 127.0.0.1:0 with a real
+//! HTTP client, for every store.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use hooklatch::dedup::{Inbox, LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::verify::{Scheme, Signer, Verifier};
+use hooklatch_actix::{InboxWebhook, LeasedWebhook, RawWebhook, Webhook, WebhookConfig};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const LIMIT: usize = 4096;
+
+type HeaderPairs = Vec<(String, String)>;
+
+fn verifier() -> Verifier {
+    Verifier::builder(Scheme::standard_webhooks())
+        .with_secret(SECRET)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+fn sign_at(secret: &str, id: &str, at: SystemTime, body: &[u8]) -> HeaderPairs {
+    Signer::new(Scheme::standard_webhooks(), [secret])
+        .unwrap()
+        .sign(id, at, body)
+        .unwrap()
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+fn sign(id: &str, body: &[u8]) -> HeaderPairs {
+    sign_at(SECRET, id, SystemTime::now(), body)
+}
+
+/// Starts `config`'s app on a free loopback port; returns the URL.
+fn serve(config: WebhookConfig, configure: fn(&mut web::ServiceConfig)) -> String {
+    let server = HttpServer::new(move || App::new().app_data(config.clone()).configure(configure))
+        .workers(2)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let address = server.addrs()[0];
+    actix_web::rt::spawn(server.run());
+    format!("http://{address}/webhooks")
+}
+
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &HeaderPairs,
+    body: Vec<u8>,
+) -> (u16, String) {
+    let mut request = client.post(url).body(body);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+async fn inbox_ids<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    loop {
+        let batch = store.take(namespace, "check", 100).await.unwrap();
+        if batch.is_empty() {
+            return ids;
+        }
+        for delivery in batch {
+            store.ack(&delivery).await.unwrap();
+            ids.push(delivery.id);
+        }
+    }
+}
+
+fn inbox_routes(config: &mut web::ServiceConfig) {
+    config.route(
+        "/webhooks",
+        web::post().to(|webhook: InboxWebhook| async move { webhook }),
+    );
+}
+
+async fn receiver_accepts_once_and_refuses_bad_requests<S: Inbox + Clone + 'static>(store: S) {
+    let namespace = support::unique("ns");
+    let config = WebhookConfig::new(verifier())
+        .with_body_limit(LIMIT)
+        .with_inbox(store.clone(), &namespace)
+        .unwrap();
+    let url = serve(config, inbox_routes);
+    let client = reqwest::Client::new();
+    let body = br#"{"type":"invoice.paid"}"#.to_vec();
+    let signed = sign("msg_1", &body);
+    assert_eq!(
+        post(&client, &url, &signed, body.clone()).await,
+        (202, "accepted".into())
+    );
+    assert_eq!(
+        post(&client, &url, &signed, body.clone()).await,
+        (200, "duplicate".into())
+    );
+
+    let racing = sign("msg_64", &body);
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let (client, url, headers, body) =
+                (client.clone(), url.clone(), racing.clone(), body.clone());
+            actix_web::rt::spawn(async move { post(&client, &url, &headers, body).await.0 })
+        })
+        .collect();
+    let mut accepted = 0;
+    for task in tasks {
+        let status = task.await.unwrap();
+        assert!((200..300).contains(&status), "{status}");
+        accepted += usize::from(status == 202);
+    }
+    assert_eq!(accepted, 1);
+
+    let now = SystemTime::now();
+    let mut tampered = body.clone();
+    tampered[3] ^= 1;
+    let without = |name: &str| -> HeaderPairs {
+        signed
+            .iter()
+            .filter(|(key, _)| key != name)
+            .cloned()
+            .collect()
+    };
+    let bad: Vec<(&str, HeaderPairs, Vec<u8>)> = vec![
+        (
+            "wrong secret",
+            sign_at("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD", "m2", now, &body),
+            body.clone(),
+        ),
+        (
+            "stale",
+            sign_at(SECRET, "m3", now - Duration::from_secs(600), &body),
+            body.clone(),
+        ),
+        (
+            "future",
+            sign_at(SECRET, "m4", now + Duration::from_secs(600), &body),
+            body.clone(),
+        ),
+        (
+            "missing signature",
+            without("webhook-signature"),
+            body.clone(),
+        ),
+        ("body changed by one byte", signed.clone(), tampered),
+    ];
+    for (what, headers, body) in bad {
+        assert_eq!(
+            post(&client, &url, &headers, body).await,
+            (400, "webhook verification failed".into()),
+            "{what}"
+        );
+    }
+    let oversized = vec![b'x'; LIMIT + 1];
+    let headers = sign("msg_big", &oversized);
+    assert_eq!(post(&client, &url, &headers, oversized).await.0, 413);
+
+    let mut ids = inbox_ids(&store, &namespace).await;
+    ids.sort();
+    assert_eq!(ids, ["msg_1", "msg_64"]);
+}
+
+#[actix_web::test]
+async fn memory_receiver_accepts_once_and_refuses_bad_requests() {
+    receiver_accepts_once_and_refuses_bad_requests(MemoryStore::new()).await;
+}
+
+#[actix_web::test]
+async fn sqlite_receiver_accepts_once_and_refuses_bad_requests() {
+    let dir = support::TempDir::new("actix-sqlite");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    receiver_accepts_once_and_refuses_bad_requests(store).await;
+}
+
+#[actix_web::test]
+async fn postgres_receiver_accepts_once_and_refuses_bad_requests() {
+    let server = support::postgres();
+    receiver_accepts_once_and_refuses_bad_requests(
+        PostgresStore::connect(&server.url()).await.unwrap(),
+    )
+    .await;
+}
+
+#[actix_web::test]
+async fn redis_receiver_accepts_once_and_refuses_bad_requests() {
+    let server = support::redis();
+    receiver_accepts_once_and_refuses_bad_requests(
+        RedisStore::connect(&server.url()).await.unwrap(),
+    )
+    .await;
+}
+
+#[actix_web::test]
+async fn postgres_outage_answers_503_then_the_retry_is_accepted() {
+    let server = support::Postgres::start();
+    let pool = sqlx_pool(&server.url()).await;
+    let store = PostgresStore::new(pool, "hooklatch").unwrap();
+    store.migrate().await.unwrap();
+    let config = WebhookConfig::new(verifier())
+        .with_inbox(store.clone(), "outage")
+        .unwrap();
+    let url = serve(config, inbox_routes);
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let headers = sign("msg_outage", &body);
+    server.stop_immediately();
+    let (status, _) = post(&client, &url, &headers, body.clone()).await;
+    assert_eq!(status, 503);
+    server.start_again();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let (status, _) = post(&client, &url, &headers, body.clone()).await;
+        if status != 503 || std::time::Instant::now() > deadline {
+            break status;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(status, 202, "nothing was claimed during the outage");
+    assert_eq!(inbox_ids(&store, "outage").await, ["msg_outage"]);
+}
+
+async fn sqlx_pool(url: &str) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_millis(500))
+        .connect(url)
+        .await
+        .unwrap()
+}
+
+static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+fn lease_routes(config: &mut web::ServiceConfig) {
+    config.route(
+        "/webhooks",
+        web::post().to(|webhook: LeasedWebhook| async move {
+            match RUNS.fetch_add(1, Ordering::SeqCst) {
+                0 => HttpResponse::InternalServerError().body("failed"),
+                1 => panic!("handler bug"),
+                _ => {
+                    webhook.complete().await.unwrap();
+                    HttpResponse::Ok().body("handled")
+                }
+            }
+        }),
+    );
+}
+
+async fn lease_retries_after_failure_and_panic<S: LeaseStore + 'static>(store: S) {
+    RUNS.store(0, Ordering::SeqCst);
+    let config = WebhookConfig::new(verifier())
+        .with_lease(store, &support::unique("lease"), Duration::from_secs(30))
+        .unwrap();
+    let url = serve(config, lease_routes);
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let headers = sign("msg_lease", &body);
+    // Deliver as a sender would: a 409 means come back shortly (the lease
+    // is released in the background once the handler's answer is out).
+    let deliver = || async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut request = client.post(&url).body(body.clone());
+            for (name, value) in &headers {
+                request = request.header(name, value);
+            }
+            match request.send().await {
+                Ok(response) if response.status().as_u16() == 409 => {
+                    assert!(std::time::Instant::now() < deadline, "never released");
+                    actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(response) => return Some(response.status().as_u16()),
+                // The panic closed the connection.
+                Err(_) => return None,
+            }
+        }
+    };
+    assert_eq!(deliver().await, Some(500));
+    let panicked = deliver().await;
+    assert!(matches!(panicked, None | Some(500)), "{panicked:?}");
+    assert_eq!(deliver().await, Some(200));
+    assert_eq!(deliver().await, Some(200), "a duplicate after completion");
+    assert_eq!(
+        RUNS.load(Ordering::SeqCst),
+        3,
+        "done: the fourth is not run"
+    );
+}
+
+#[actix_web::test]
+async fn memory_lease_retries_after_failure_and_panic() {
+    lease_retries_after_failure_and_panic(MemoryStore::new()).await;
+}
+
+#[actix_web::test]
+async fn concurrent_delivery_gets_409_while_the_first_runs() {
+    static GATE: std::sync::OnceLock<Arc<tokio::sync::Notify>> = std::sync::OnceLock::new();
+    static ENTERED: std::sync::OnceLock<Arc<tokio::sync::Notify>> = std::sync::OnceLock::new();
+    let gate = GATE
+        .get_or_init(|| Arc::new(tokio::sync::Notify::new()))
+        .clone();
+    let entered = ENTERED
+        .get_or_init(|| Arc::new(tokio::sync::Notify::new()))
+        .clone();
+    fn routes(config: &mut web::ServiceConfig) {
+        config.route(
+            "/webhooks",
+            web::post().to(|webhook: LeasedWebhook| async move {
+                ENTERED.get().unwrap().notify_one();
+                GATE.get().unwrap().notified().await;
+                webhook.complete().await.unwrap();
+                HttpResponse::Ok().body("handled")
+            }),
+        );
+    }
+    let config = WebhookConfig::new(verifier())
+        .with_lease(MemoryStore::new(), "slow", Duration::from_secs(30))
+        .unwrap();
+    let url = serve(config, routes);
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let headers = sign("msg_slow", &body);
+    let first = {
+        let (client, url, headers, body) =
+            (client.clone(), url.clone(), headers.clone(), body.clone());
+        actix_web::rt::spawn(async move { post(&client, &url, &headers, body).await.0 })
+    };
+    entered.notified().await;
+    let mut request = client.post(&url).body(body.clone());
+    for (name, value) in &headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 409);
+    assert!(response.headers().contains_key("retry-after"));
+    gate.notify_one();
+    assert_eq!(first.await.unwrap(), 200);
+}
+
+#[actix_web::test]
+async fn json_and_raw_extractors_verify() {
+    #[derive(serde::Deserialize)]
+    struct Paid {
+        invoice: String,
+    }
+    fn routes(config: &mut web::ServiceConfig) {
+        config
+            .route(
+                "/webhooks",
+                web::post().to(|Webhook(paid): Webhook<Paid>| async move { paid.invoice }),
+            )
+            .route(
+                "/raw",
+                web::post().to(|RawWebhook(event): RawWebhook| async move {
+                    event.key.unwrap_or_default()
+                }),
+            );
+    }
+    let url = serve(WebhookConfig::new(verifier()), routes);
+    let client = reqwest::Client::new();
+    let body = br#"{"invoice":"in_42"}"#.to_vec();
+    let headers = sign("msg_x", &body);
+    assert_eq!(
+        post(&client, &url, &headers, body.clone()).await,
+        (200, "in_42".into())
+    );
+    assert_eq!(
+        post(
+            &client,
+            &url.replace("/webhooks", "/raw"),
+            &headers,
+            body.clone()
+        )
+        .await,
+        (200, "msg_x".into())
+    );
+    let not_json = b"plain".to_vec();
+    let headers = sign("msg_y", &not_json);
+    assert_eq!(post(&client, &url, &headers, not_json).await.0, 422);
+}
+
+#[actix_web::test]
+async fn missing_config_is_a_500() {
+    fn routes(config: &mut web::ServiceConfig) {
+        config.route(
+            "/webhooks",
+            web::post().to(|webhook: InboxWebhook| async move { webhook }),
+        );
+    }
+    // Verification works, but no inbox store is configured.
+    let url = serve(WebhookConfig::new(verifier()), routes);
+    let body = b"{}".to_vec();
+    let headers = sign("msg", &body);
+    assert_eq!(
+        post(&reqwest::Client::new(), &url, &headers, body).await.0,
+        500
+    );
+}
+
+#[actix_web::test]
+async fn sqlite_lease_retries_after_failure_and_panic() {
+    let dir = support::TempDir::new("actix-lease");
+    let store = SqliteStore::open(dir.path().join("lease.db"))
+        .await
+        .unwrap();
+    lease_retries_after_failure_and_panic(store).await;
+}
+
+#[actix_web::test]
+async fn redis_lease_retries_after_failure_and_panic() {
+    let server = support::redis();
+    lease_retries_after_failure_and_panic(RedisStore::connect(&server.url()).await.unwrap()).await;
+}
+
+#[actix_web::test]
+async fn postgres_lease_retries_after_failure_and_panic() {
+    let server = support::postgres();
+    lease_retries_after_failure_and_panic(PostgresStore::connect(&server.url()).await.unwrap())
+        .await;
+}
+
+#[actix_web::test]
+async fn chunked_body_over_the_limit_is_refused() {
+    let store = MemoryStore::new();
+    let config = WebhookConfig::new(verifier())
+        .with_body_limit(LIMIT)
+        .with_inbox(store.clone(), "chunked")
+        .unwrap();
+    let url = serve(config, inbox_routes);
+    // 1 MiB in 1 KiB chunks, without Content-Length.
+    let chunks =
+        futures_util::stream::iter((0..1024).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 1024])));
+    let mut request = reqwest::Client::new()
+        .post(&url)
+        .body(reqwest::Body::wrap_stream(chunks));
+    for (name, value) in sign("msg_chunked", b"irrelevant") {
+        request = request.header(name, value);
+    }
+    // The server answers 413, or closes the connection while we send.
+    if let Ok(response) = request.send().await {
+        assert_eq!(response.status().as_u16(), 413);
+    }
+    assert!(inbox_ids(&store, "chunked").await.is_empty());
+}
