@@ -61,7 +61,7 @@ mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql;
+pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 

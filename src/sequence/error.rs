@@ -1,0 +1,24 @@
+//! [`SequenceError`]: why a position could not be read or moved.
+
+/// Why a sequence operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SequenceError {
+    /// The resource key cannot be stored.
+    #[error("invalid resource key: {0}")]
+    InvalidResource(&'static str),
+    /// The sequence number is above [`MAX_SEQUENCE`](super::MAX_SEQUENCE).
+    #[error("sequence number {0} is above the largest supported, 2^63 - 1")]
+    OutOfRange(u64),
+    /// A table prefix is not a plain identifier.
+    #[error("invalid table name `{0}`: use 1 to 48 of a-z, 0-9 and _, starting with a letter")]
+    InvalidTableName(String),
+    /// The SQL database failed or could not be reached.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    #[error("sql store: {0}")]
+    Sql(#[from] sqlx::Error),
+    /// The Redis server failed or could not be reached.
+    #[cfg(feature = "redis")]
+    #[error("redis store: {0}")]
+    Redis(#[from] redis::RedisError),
+}
