@@ -621,3 +621,25 @@ fn injected_clock_is_used_by_verify() {
     let event = verifier.verify(&request, BODY).unwrap();
     assert_eq!(event.timestamp(), Some(TIMESTAMP));
 }
+
+#[test]
+fn signer_refuses_more_secrets_than_verifiers_examine() {
+    let secrets: Vec<String> = (0..=MAX_SIGNATURES)
+        .map(|n| format!("whsec_{}", "QUFB".repeat(n + 1)))
+        .collect();
+    assert_eq!(
+        Signer::new(Scheme::stripe(), &secrets).unwrap_err(),
+        ConfigError::TooManySecrets {
+            max: MAX_SIGNATURES
+        }
+    );
+    // Exactly the cap signs, and verifies.
+    let signer = Signer::new(Scheme::standard_webhooks(), &secrets[..MAX_SIGNATURES]).unwrap();
+    let now = SystemTime::now();
+    let signed = signer.sign(ID, now, BODY).unwrap();
+    assert!(
+        verifier(&[&secrets[0]])
+            .verify_at(&signed, BODY, now)
+            .is_ok()
+    );
+}

@@ -210,6 +210,14 @@ pub enum ConfigError {
     /// The verifier or signer has no secret.
     #[error("no secret configured")]
     NoSecrets,
+    /// A signer has more secrets than a verifier examines signatures.
+    #[error(
+        "more than {max} signing secrets: verifiers examine at most {max} signatures per header"
+    )]
+    TooManySecrets {
+        /// The most secrets a signer may sign with.
+        max: usize,
+    },
     /// A signer has only public keys, which cannot sign.
     #[error("no secret can sign: `whpk_` public keys only verify")]
     NoSigningKey,

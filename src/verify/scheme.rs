@@ -659,22 +659,26 @@ fn read_timestamp<'h>(name: &HeaderKey, text: &'h [u8]) -> Result<Timestamp<'h>,
         name: name.to_cow(),
         reason,
     };
-    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    let negative = text.starts_with(b"-");
+    let digits = if negative { &text[1..] } else { text };
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return Err(malformed(Malformed::TimestampNotInteger));
     }
-    let mut magnitude: i64 = 0;
+    // Accumulate towards the sign, so that i64::MIN parses too.
+    let mut seconds: i64 = 0;
     for digit in digits {
-        magnitude = magnitude
+        let digit = i64::from(digit - b'0');
+        seconds = seconds
             .checked_mul(10)
-            .and_then(|m| m.checked_add(i64::from(digit - b'0')))
+            .and_then(|s| {
+                if negative {
+                    s.checked_sub(digit)
+                } else {
+                    s.checked_add(digit)
+                }
+            })
             .ok_or_else(|| malformed(Malformed::TimestampOutOfRange))?;
     }
-    let seconds = if digits.len() < text.len() {
-        -magnitude
-    } else {
-        magnitude
-    };
     Ok(Timestamp { seconds, text })
 }
 
@@ -704,10 +708,11 @@ mod tests {
                 "{bad:?}"
             );
         }
+        assert_eq!(ts("-9223372036854775808"), Ok(i64::MIN));
         for huge in [
             "99999999999999999999",
             "9223372036854775808",
-            "-9223372036854775808",
+            "-9223372036854775809",
         ] {
             assert!(
                 matches!(

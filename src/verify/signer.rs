@@ -11,7 +11,7 @@ use super::clock::unix_seconds;
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::keys::{Algorithm, Key};
-use super::scheme::{MAX_ID_LEN, Scheme};
+use super::scheme::{MAX_ID_LEN, MAX_SIGNATURES, Scheme};
 
 /// Signs webhooks for one scheme with one or more secrets.
 ///
@@ -83,6 +83,13 @@ impl Signer {
         let signing: Vec<Key> = keys.into_iter().filter(Key::can_sign).collect();
         if signing.is_empty() {
             return Err(ConfigError::NoSigningKey);
+        }
+        // A header with more signatures than verifiers examine would be
+        // refused by every receiver (found by fuzzing).
+        if scheme.carries_several() && signing.len() > MAX_SIGNATURES {
+            return Err(ConfigError::TooManySecrets {
+                max: MAX_SIGNATURES,
+            });
         }
         Ok(Self {
             scheme,
