@@ -84,6 +84,7 @@ impl<S: LeaseStore> DynLease for S {
 pub struct WebhookConfig {
     pub(crate) verifier: Verifier,
     pub(crate) body_limit: usize,
+    pub(crate) body_timeout: Duration,
     pub(crate) key: EventKey,
     pub(crate) inbox: Option<(Arc<dyn DynInbox>, String)>,
     pub(crate) lease: Option<(Arc<dyn DynLease>, String, Duration)>,
@@ -107,6 +108,7 @@ impl WebhookConfig {
     pub fn new(verifier: Verifier) -> Self {
         Self {
             body_limit: verifier.max_body_len(),
+            body_timeout: hooklatch_tower::DEFAULT_BODY_TIMEOUT,
             verifier,
             key: EventKey::default(),
             inbox: None,
@@ -118,6 +120,14 @@ impl WebhookConfig {
     #[must_use]
     pub fn with_body_limit(mut self, limit: usize) -> Self {
         self.body_limit = limit;
+        self
+    }
+
+    /// How long the whole body may take to arrive; a slower request is
+    /// answered 408. Defaults to 10 seconds.
+    #[must_use]
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
         self
     }
 

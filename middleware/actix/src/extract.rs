@@ -34,15 +34,21 @@ async fn verify(
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(Rejection::BodyTooLarge { limit }.into());
     }
-    let mut body = BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|_| Rejection::BodyUnreadable)?;
-        if body.len() + chunk.len() > limit {
-            return Err(Rejection::BodyTooLarge { limit }.into());
+    let read = async {
+        let mut body = BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|_| Rejection::BodyUnreadable)?;
+            if body.len() + chunk.len() > limit {
+                return Err(Rejection::BodyTooLarge { limit });
+            }
+            body.extend_from_slice(&chunk);
         }
-        body.extend_from_slice(&chunk);
-    }
-    let body = body.freeze();
+        Ok(body.freeze())
+    };
+    let timeout = config.body_timeout;
+    let body = actix_web::rt::time::timeout(timeout, read)
+        .await
+        .map_err(|_| Rejection::BodyTimeout { timeout })??;
     let headers = ActixHeaders(request.headers());
     let verified = config
         .verifier

@@ -454,3 +454,46 @@ async fn chunked_body_over_the_limit_is_refused() {
     }
     assert!(inbox_ids(&store, "chunked").await.is_empty());
 }
+
+#[actix_web::test]
+async fn slow_loris_body_is_cut_off_at_the_timeout() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let config = WebhookConfig::new(verifier())
+        .with_body_timeout(Duration::from_secs(1))
+        .with_inbox(MemoryStore::new(), "slow")
+        .unwrap();
+    let url = serve(config, inbox_routes);
+    let address = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/webhooks")
+        .to_owned();
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let body = vec![b'x'; 100];
+    let mut head = String::from("POST /webhooks HTTP/1.1\r\nhost: test\r\ncontent-length: 100\r\n");
+    for (name, value) in sign("msg_slow", &body) {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let (mut reader, mut writer) = stream.into_split();
+    let trickle = actix_web::rt::spawn(async move {
+        for byte in body {
+            if writer.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            actix_web::rt::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let mut response = vec![0u8; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(5), reader.read(&mut response))
+        .await
+        .expect("the server answered before the client finished")
+        .unwrap();
+    let elapsed = started.elapsed();
+    let text = String::from_utf8_lossy(&response[..read]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    trickle.abort();
+}

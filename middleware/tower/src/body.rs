@@ -25,13 +25,26 @@ pub(crate) fn check_declared_length(headers: &HeaderMap, limit: usize) -> Result
     }
 }
 
-/// Reads at most `limit` bytes; more is refused as soon as it arrives.
-pub(crate) async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, Rejection>
+/// The default time the whole body may take to arrive: 10 seconds.
+pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads at most `limit` bytes within `timeout`; more is refused as soon as
+/// it arrives, and a body still arriving at the deadline is refused (a
+/// slow client cannot hold the receiver).
+pub(crate) async fn read_limited<B>(
+    body: B,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, Rejection>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    match Limited::new(body, limit).collect().await {
+    let Ok(collected) = tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await
+    else {
+        return Err(Rejection::BodyTimeout { timeout });
+    };
+    match collected {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
             Err(Rejection::BodyTooLarge { limit })

@@ -60,7 +60,7 @@ impl<S: Send + Sync> FromRequest<S> for RawWebhook {
         let limit = verifier.max_body_len();
         let (parts, body) = request.into_parts();
         check_declared_length(&parts.headers, limit)?;
-        let bytes = read_limited(body, limit).await?;
+        let bytes = read_limited(body, limit, crate::body::DEFAULT_BODY_TIMEOUT).await?;
         let verified = verifier
             .verify(&parts.headers, &bytes)
             .map_err(Rejection::Unverified)?;

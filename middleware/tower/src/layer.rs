@@ -49,6 +49,7 @@ pub(crate) struct Config<M> {
     pub(crate) verifier: Verifier,
     pub(crate) mode: M,
     pub(crate) body_limit: usize,
+    pub(crate) body_timeout: Duration,
     pub(crate) key: EventKey,
 }
 
@@ -60,6 +61,7 @@ impl WebhookLayer {
         Self {
             config: Arc::new(Config {
                 body_limit: verifier.max_body_len(),
+                body_timeout: crate::body::DEFAULT_BODY_TIMEOUT,
                 verifier,
                 mode: VerifyOnly,
                 key: EventKey::default(),
@@ -74,6 +76,7 @@ impl<M: Clone> WebhookLayer<M> {
             verifier: shared.verifier.clone(),
             mode: shared.mode.clone(),
             body_limit: shared.body_limit,
+            body_timeout: shared.body_timeout,
             key: shared.key.clone(),
         });
         WebhookLayer {
@@ -87,6 +90,15 @@ impl<M: Clone> WebhookLayer<M> {
     pub fn with_body_limit(self, limit: usize) -> Self {
         self.map(|config| Config {
             body_limit: limit,
+            ..config
+        })
+    }
+
+    /// How long the whole body may take to arrive; a slower request is
+    /// answered 408. Defaults to 10 seconds.
+    pub fn with_body_timeout(self, timeout: Duration) -> Self {
+        self.map(|config| Config {
+            body_timeout: timeout,
             ..config
         })
     }
@@ -112,6 +124,7 @@ impl<M: Clone> WebhookLayer<M> {
                 namespace: namespace.to_owned(),
             },
             body_limit: config.body_limit,
+            body_timeout: config.body_timeout,
             key: config.key,
         }))
     }
@@ -134,6 +147,7 @@ impl<M: Clone> WebhookLayer<M> {
                 lease_for,
             },
             body_limit: config.body_limit,
+            body_timeout: config.body_timeout,
             key: config.key,
         }))
     }

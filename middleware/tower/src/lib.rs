@@ -17,6 +17,7 @@
 //! |---|---|
 //! | bad or missing signature, stale or future timestamp, malformed header | 400 |
 //! | body over the limit | 413 |
+//! | body still arriving after the timeout (10 s by default) | 408 |
 //! | newly accepted (inbox) | 202 |
 //! | duplicate | 200 |
 //! | another delivery of the event in progress (lease) | 409 + `Retry-After` |
@@ -58,6 +59,7 @@ mod mode;
 mod rejection;
 mod service;
 
+pub use body::DEFAULT_BODY_TIMEOUT;
 pub use event::{EventKey, VerifiedEvent};
 #[cfg(feature = "axum")]
 pub use extract::{RawWebhook, Webhook};

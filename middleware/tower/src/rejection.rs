@@ -23,6 +23,11 @@ pub enum Rejection {
     /// The body could not be read: the client went away or sent garbage
     /// (400).
     BodyUnreadable,
+    /// The body did not arrive within the read timeout (408).
+    BodyTimeout {
+        /// The timeout.
+        timeout: Duration,
+    },
     /// The signature, timestamp or headers did not verify (400, or 413 for
     /// a body over the verifier's limit).
     Unverified(VerifyError),
@@ -60,6 +65,7 @@ impl Rejection {
             | Self::Unverified(_)
             | Self::MissingEventId
             | Self::InvalidEventId(_) => StatusCode::BAD_REQUEST,
+            Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::InProgress { .. } => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::InvalidJson(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -74,6 +80,7 @@ impl Rejection {
                 "payload too large"
             }
             Self::BodyUnreadable => "could not read the request body",
+            Self::BodyTimeout { .. } => "request body too slow",
             Self::Unverified(_) => "webhook verification failed",
             Self::MissingEventId | Self::InvalidEventId(_) => "webhook has no usable event id",
             Self::InProgress { .. } => "webhook is being processed; retry later",
@@ -88,6 +95,9 @@ impl Rejection {
         match self {
             Self::BodyTooLarge { limit } => format!("body over the {limit}-byte limit"),
             Self::BodyUnreadable => "request body could not be read".to_owned(),
+            Self::BodyTimeout { timeout } => {
+                format!("request body not received within {timeout:?}")
+            }
             Self::Unverified(error) => error.to_string(),
             Self::MissingEventId => "no event id in the request".to_owned(),
             Self::InvalidEventId(reason) => reason.clone(),

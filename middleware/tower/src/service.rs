@@ -68,7 +68,7 @@ where
         let config = Arc::clone(&self.config);
         ResponseFuture::running(Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let bytes = match read_limited(body, limit).await {
+            let bytes = match read_limited(body, limit, config.body_timeout).await {
                 Ok(bytes) => bytes,
                 Err(rejection) => return Ok(rejection.into_response()),
             };

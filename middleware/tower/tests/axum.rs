@@ -630,3 +630,51 @@ async fn stripe_events_deduplicate_by_the_body_id() {
     }
     assert_eq!(inbox_ids(&store, "stripe").await, ["evt_1"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_loris_body_is_cut_off_at_the_timeout() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let app = Router::new().route("/webhooks", post(|| async {})).layer(
+        WebhookLayer::new(verifier())
+            .with_body_timeout(Duration::from_secs(1))
+            .with_inbox(MemoryStore::new(), "slow")
+            .unwrap(),
+    );
+    let url = serve(app).await;
+    let address = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/webhooks");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let body = vec![b'x'; 100];
+    let mut head = String::from("POST /webhooks HTTP/1.1\r\nhost: test\r\ncontent-length: 100\r\n");
+    for (name, value) in sign("msg_slow", &body).iter() {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    // Trickle the body a byte at a time; the server must answer anyway.
+    let (mut reader, mut writer) = stream.into_split();
+    let trickle = tokio::spawn(async move {
+        for byte in body {
+            if writer.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let mut response = vec![0u8; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(5), reader.read(&mut response))
+        .await
+        .expect("the server answered before the client finished")
+        .unwrap();
+    let elapsed = started.elapsed();
+    let text = String::from_utf8_lossy(&response[..read]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
+    trickle.abort();
+}
