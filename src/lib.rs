@@ -2,5 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod dedup;
+#[cfg(feature = "sender")]
+pub mod sender;
 pub mod sequence;
 pub mod verify;

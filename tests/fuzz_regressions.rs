@@ -64,6 +64,16 @@ fn sequence_replays_crashers() {
 }
 
 #[test]
+fn retry_after_replays_seeds_and_crashers() {
+    replay("retry_after", targets::retry_after);
+}
+
+#[test]
+fn url_guard_replays_seeds_and_crashers() {
+    replay("url_guard", targets::url_guard);
+}
+
+#[test]
 fn every_seed_vector_verifies_through_the_text_target() {
     // The seeds are valid requests, so the target's "a changed body fails"
     // check runs on each; make sure the format keeps them valid.

@@ -11,6 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arbitrary::Arbitrary;
 use hooklatch::dedup::MemoryStore;
+use hooklatch::sender::{
+    AddressPolicy, MAX_RETRY_AFTER, check_address, check_url, parse_retry_after,
+};
 use hooklatch::sequence::{Held, MemorySequences, Observation, ReorderBuffer, Tracker};
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
@@ -306,4 +309,49 @@ pub fn sequence(input: SequenceInput) {
             );
         }
     });
+}
+
+/// `Retry-After` values: never a wait above the cap, and a plain number is
+/// read as that many seconds.
+pub fn retry_after(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let now = SystemTime::now();
+    if let Some(wait) = parse_retry_after(text, now) {
+        assert!(wait <= MAX_RETRY_AFTER, "{text:?} waits {wait:?}");
+        if let Ok(seconds) = text.trim().parse::<u64>() {
+            assert_eq!(wait.as_secs(), seconds.min(MAX_RETRY_AFTER.as_secs()));
+        }
+    }
+}
+
+/// URLs and addresses through the SSRF guard: what the strict policy lets
+/// through, a looser one does too, and an IP-literal host gets the same
+/// answer as checking its address directly.
+pub fn url_guard(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let strict = AddressPolicy::strict();
+    let loose = strict.insecure_allow_loopback().insecure_allow_private();
+    let verdict = check_url(text, strict);
+    if verdict.is_ok() {
+        assert!(check_url(text, loose).is_ok(), "{text:?}");
+    }
+    if let Ok(uri) = text.parse::<http::Uri>()
+        && matches!(uri.scheme_str(), Some("http" | "https"))
+        && let Some(address) = uri.host().and_then(|host| {
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .ok()
+        })
+    {
+        assert_eq!(verdict, check_address(address, strict), "{text:?}");
+    }
+    if data.len() == 16 {
+        let address = std::net::IpAddr::from(<[u8; 16]>::try_from(data).expect("16 bytes"));
+        let _ = check_address(address, strict);
+    }
 }
