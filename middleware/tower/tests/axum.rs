@@ -199,6 +199,11 @@ async fn receiver_accepts_once_and_refuses_bad_requests<S: Inbox + Clone + 'stat
             replacing("webhook-timestamp", "soon"),
             body.clone(),
         ),
+        (
+            "id longer than the store allows",
+            replacing("webhook-id", &"i".repeat(300)),
+            body.clone(),
+        ),
         ("body changed by one byte", signed.clone(), tampered),
     ];
     for (what, headers, body) in bad_requests {
