@@ -21,20 +21,6 @@ fn event<'a>(namespace: &'a str, id: &'a str, body: &'a [u8]) -> IncomingEvent<'
 const SMALL: &[u8] = b"{}";
 const LARGE: &[u8] = &[b'x'; 200];
 
-async fn drain<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
-    let mut ids = Vec::new();
-    loop {
-        let batch = store.take(namespace, "drain", 500).await.expect("take");
-        if batch.is_empty() {
-            return ids;
-        }
-        for delivery in batch {
-            store.ack(&delivery).await.expect("ack");
-            ids.push(delivery.id);
-        }
-    }
-}
-
 #[tokio::test]
 async fn postgres_failed_enqueue_leaves_no_claim() {
     let server = support::postgres();
@@ -63,7 +49,7 @@ async fn postgres_failed_enqueue_leaves_no_claim() {
         store.accept(&event("ns", "evt", SMALL)).await.unwrap(),
         Acceptance::Accepted
     );
-    assert_eq!(drain(&store, "ns").await, ["evt"]);
+    assert_eq!(support::drain(&store, "ns").await, ["evt"]);
 }
 
 #[tokio::test]
@@ -90,7 +76,7 @@ async fn sqlite_failed_enqueue_leaves_no_claim() {
         store.accept(&event("ns", "evt", SMALL)).await.unwrap(),
         Acceptance::Accepted
     );
-    assert_eq!(drain(&store, "ns").await, ["evt"]);
+    assert_eq!(support::drain(&store, "ns").await, ["evt"]);
 }
 
 #[tokio::test]
@@ -132,7 +118,7 @@ async fn redis_failed_enqueue_leaves_no_claim() {
             .unwrap(),
         Acceptance::Accepted
     );
-    assert_eq!(drain(&store, &namespace).await, ["evt"]);
+    assert_eq!(support::drain(&store, &namespace).await, ["evt"]);
 }
 
 #[tokio::test]
@@ -393,7 +379,7 @@ async fn check_after_restart<S: Inbox>(
         accepted.values().all(|&n| n == 1),
         "an id was accepted twice"
     );
-    let mut inbox: Vec<usize> = drain(store, namespace)
+    let mut inbox: Vec<usize> = support::drain(store, namespace)
         .await
         .iter()
         .map(|id| id["evt_".len()..].parse().unwrap())

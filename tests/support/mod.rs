@@ -353,3 +353,19 @@ pub fn postgres() -> Server {
 pub fn redis() -> Server {
     shared("HOOKLATCH_TEST_REDIS_URL").unwrap_or_else(|| Server::PrivateRedis(Redis::start()))
 }
+
+/// Takes everything ready in `namespace` from `store`, acking each, and
+/// returns the ids in the order taken.
+pub async fn drain<S: hooklatch::dedup::Inbox>(store: &S, namespace: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    loop {
+        let batch = store.take(namespace, "drain", 500).await.expect("take");
+        if batch.is_empty() {
+            return ids;
+        }
+        for delivery in batch {
+            store.ack(&delivery).await.expect("ack");
+            ids.push(delivery.id);
+        }
+    }
+}

@@ -151,7 +151,7 @@ impl FromRequest for InboxWebhook {
             let acceptance = store
                 .accept(incoming)
                 .await
-                .map_err(|error| WebhookError::rejected(store_rejection(error)))?;
+                .map_err(|error| WebhookError::rejected(Rejection::from_store(error)))?;
             tracing::debug!(%namespace, id = key, ?acceptance, "webhook received");
             Ok(Self { event, acceptance })
         })
@@ -166,14 +166,6 @@ impl Responder for InboxWebhook {
             Acceptance::Accepted => HttpResponse::build(StatusCode::ACCEPTED).body("accepted"),
             Acceptance::Duplicate => HttpResponse::Ok().body("duplicate"),
         }
-    }
-}
-
-fn store_rejection(error: DedupError) -> Rejection {
-    if error.is_bad_request() {
-        Rejection::InvalidEventId(error.to_string())
-    } else {
-        Rejection::StoreUnavailable(error.to_string())
     }
 }
 
@@ -243,7 +235,7 @@ impl FromRequest for LeasedWebhook {
                 Ok(Claim::InProgress { retry_after }) => {
                     Err(Rejection::InProgress { retry_after }.into())
                 }
-                Err(error) => Err(store_rejection(error).into()),
+                Err(error) => Err(Rejection::from_store(error).into()),
             }
         })
     }

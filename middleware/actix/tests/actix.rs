@@ -66,20 +66,6 @@ async fn post(
     (status, response.text().await.unwrap_or_default())
 }
 
-async fn inbox_ids<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
-    let mut ids = Vec::new();
-    loop {
-        let batch = store.take(namespace, "check", 100).await.unwrap();
-        if batch.is_empty() {
-            return ids;
-        }
-        for delivery in batch {
-            store.ack(&delivery).await.unwrap();
-            ids.push(delivery.id);
-        }
-    }
-}
-
 fn inbox_routes(config: &mut web::ServiceConfig) {
     config.route(
         "/webhooks",
@@ -166,7 +152,7 @@ async fn receiver_accepts_once_and_refuses_bad_requests<S: Inbox + Clone + 'stat
     let headers = sign("msg_big", &oversized);
     assert_eq!(post(&client, &url, &headers, oversized).await.0, 413);
 
-    let mut ids = inbox_ids(&store, &namespace).await;
+    let mut ids = support::drain(&store, &namespace).await;
     ids.sort();
     assert_eq!(ids, ["msg_1", "msg_64"]);
 }
@@ -229,7 +215,7 @@ async fn postgres_outage_answers_503_then_the_retry_is_accepted() {
         actix_web::rt::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(status, 202, "nothing was claimed during the outage");
-    assert_eq!(inbox_ids(&store, "outage").await, ["msg_outage"]);
+    assert_eq!(support::drain(&store, "outage").await, ["msg_outage"]);
 }
 
 async fn sqlx_pool(url: &str) -> sqlx::PgPool {
@@ -452,7 +438,7 @@ async fn chunked_body_over_the_limit_is_refused() {
     if let Ok(response) = request.send().await {
         assert_eq!(response.status().as_u16(), 413);
     }
-    assert!(inbox_ids(&store, "chunked").await.is_empty());
+    assert!(support::drain(&store, "chunked").await.is_empty());
 }
 
 #[actix_web::test]

@@ -112,7 +112,9 @@ impl Rejection {
         }
     }
 
-    pub(crate) fn from_store(error: DedupError) -> Self {
+    /// The rejection for a claim store error: 400 for a key the store
+    /// cannot take, 503 for everything else.
+    pub fn from_store(error: DedupError) -> Self {
         if error.is_bad_request() {
             Self::InvalidEventId(error.to_string())
         } else {

@@ -76,20 +76,6 @@ fn pairs(headers: &SignedHeaders) -> HeaderPairs {
         .collect()
 }
 
-async fn inbox_ids<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
-    let mut ids = Vec::new();
-    loop {
-        let batch = store.take(namespace, "check", 100).await.unwrap();
-        if batch.is_empty() {
-            return ids;
-        }
-        for delivery in batch {
-            store.ack(&delivery).await.unwrap();
-            ids.push(delivery.id);
-        }
-    }
-}
-
 fn inbox_app<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> Router {
     Router::new()
         .route("/webhooks", post(|| async { "never called" }))
@@ -222,7 +208,7 @@ async fn receiver_accepts_once_and_refuses_bad_requests<S: Inbox + Clone + 'stat
         StatusCode::PAYLOAD_TOO_LARGE
     );
 
-    let mut ids = inbox_ids(&store, &namespace).await;
+    let mut ids = support::drain(&store, &namespace).await;
     ids.sort();
     assert_eq!(
         ids,
@@ -287,7 +273,10 @@ async fn store_outage_answers_503_then_the_retry_is_accepted<S: Inbox + Clone + 
         StatusCode::ACCEPTED,
         "nothing was claimed during the outage"
     );
-    assert_eq!(inbox_ids(&store, "outage").await, ["msg_during_outage"]);
+    assert_eq!(
+        support::drain(&store, "outage").await,
+        ["msg_during_outage"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -556,7 +545,7 @@ async fn chunked_body_over_the_limit_is_refused_after_reading_at_most_one_frame_
         read <= LIMIT + 64 * 1024,
         "the server read {read} bytes of a body limited to {LIMIT}"
     );
-    assert!(inbox_ids(&store, "chunked").await.is_empty());
+    assert!(support::drain(&store, "chunked").await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -633,7 +622,7 @@ async fn stripe_events_deduplicate_by_the_body_id() {
             expected
         );
     }
-    assert_eq!(inbox_ids(&store, "stripe").await, ["evt_1"]);
+    assert_eq!(support::drain(&store, "stripe").await, ["evt_1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
