@@ -199,7 +199,10 @@ pub fn tower_service(input: RequestInput) {
     let Ok(first) = request() else {
         return;
     };
+    // The layer bounds the body read in time: it needs tokio's timers, as
+    // any axum or hyper server runtime has.
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .expect("runtime");
     let status = runtime

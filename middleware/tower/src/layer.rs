@@ -95,7 +95,9 @@ impl<M: Clone> WebhookLayer<M> {
     }
 
     /// How long the whole body may take to arrive; a slower request is
-    /// answered 408. Defaults to 10 seconds.
+    /// answered 408. Defaults to 10 seconds. The deadline uses tokio's
+    /// timers, which every axum and hyper server runtime enables (a
+    /// hand-built runtime needs `enable_time`).
     pub fn with_body_timeout(self, timeout: Duration) -> Self {
         self.map(|config| Config {
             body_timeout: timeout,
