@@ -4,16 +4,23 @@
 //! long a `Retry-After` asks to wait, the per-endpoint [`Breaker`], and
 //! which addresses a webhook may never be delivered to.
 //!
-//! The delivery loop (signing with [`Signer`](crate::verify::Signer) on
-//! every attempt, HTTP, the durable dispatcher) builds on these.
+//! [`deliver`] runs one delivery over any HTTP [`Transport`]: each attempt
+//! signed anew with [`Signer`](crate::verify::Signer) (same id, fresh
+//! timestamp), waits from the schedule, `Retry-After` and the breaker, and a
+//! record of every attempt.
 
 mod breaker;
+mod deliver;
 mod guard;
 mod outcome;
 mod retry_after;
 mod schedule;
 
 pub use breaker::{Breaker, BreakerState};
+pub use deliver::{
+    Attempt, DeliveryRecord, EXCERPT_LEN, Endpoint, Final, Policy, Response, Transport, WaitReason,
+    deliver,
+};
 pub use guard::{AddressPolicy, Forbidden, check_address, check_url};
 pub use outcome::{Outcome, classify, next_wait};
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};

@@ -1,0 +1,302 @@
+//! The delivery loop against a scripted transport, on tokio's paused clock:
+//! exact attempt times, Retry-After, 410, give-up statuses, exhaustion,
+//! the breaker, and a fresh signature on every attempt.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use hooklatch::sender::{
+    Breaker, Endpoint, Final, Jitter, Policy, Response, Schedule, Transport, WaitReason, deliver,
+};
+use hooklatch::verify::{Scheme, Signer, Verifier};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const BASE: u64 = 1_700_000_000;
+
+type Headers = Vec<(String, String)>;
+
+/// Answers from a script and records what it was sent, and when.
+#[derive(Clone, Default)]
+struct Scripted {
+    answers: Arc<Mutex<VecDeque<Result<Response, String>>>>,
+    sent: Arc<Mutex<Vec<(Duration, Headers)>>>,
+    start: Arc<Mutex<Option<tokio::time::Instant>>>,
+}
+
+impl Scripted {
+    fn new(answers: Vec<Result<Response, String>>) -> Self {
+        let scripted = Self::default();
+        *scripted.answers.lock().unwrap() = answers.into();
+        *scripted.start.lock().unwrap() = Some(tokio::time::Instant::now());
+        scripted
+    }
+
+    fn sent_at(&self) -> Vec<u64> {
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(at, _)| at.as_secs())
+            .collect()
+    }
+}
+
+impl Transport for Scripted {
+    async fn post(
+        &self,
+        _url: &str,
+        headers: &[(String, String)],
+        _body: &[u8],
+    ) -> Result<Response, String> {
+        let at = self.start.lock().unwrap().unwrap().elapsed();
+        self.sent.lock().unwrap().push((at, headers.to_vec()));
+        self.answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| Err("script ran out".into()))
+    }
+}
+
+fn status(code: u16) -> Result<Response, String> {
+    Ok(Response {
+        status: code,
+        retry_after: None,
+        body: b"ok".to_vec(),
+    })
+}
+
+fn with_retry_after(code: u16, value: &str) -> Result<Response, String> {
+    Ok(Response {
+        status: code,
+        retry_after: Some(value.to_owned()),
+        body: Vec::new(),
+    })
+}
+
+fn table(seconds: &[u64]) -> Schedule {
+    Schedule::Table {
+        delays: seconds.iter().copied().map(Duration::from_secs).collect(),
+        jitter: Jitter::None,
+    }
+}
+
+/// Signed timestamps follow tokio's paused clock from a fixed base.
+fn policy(schedule: Schedule) -> Policy {
+    let start = tokio::time::Instant::now();
+    Policy::new(schedule).with_clock(move || {
+        UNIX_EPOCH + Duration::from_secs(BASE) + (tokio::time::Instant::now() - start)
+    })
+}
+
+fn endpoint() -> Endpoint {
+    Endpoint::new(
+        "http://127.0.0.1:9/hooks",
+        Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_failures_on_schedule_with_the_same_id_and_fresh_signatures() {
+    let transport = Scripted::new(vec![
+        status(500),
+        Err("connection refused".into()),
+        status(200),
+    ]);
+    let record = deliver(
+        &transport,
+        &endpoint(),
+        &policy(table(&[0, 5, 300, 1800])),
+        "msg_1",
+        b"{}",
+        || 0.5,
+    )
+    .await;
+    assert_eq!(record.outcome, Final::Delivered);
+    assert_eq!(transport.sent_at(), [0, 5, 305]);
+    let results: Vec<_> = record.attempts.iter().map(|a| a.result.clone()).collect();
+    assert_eq!(
+        results,
+        [Ok(500), Err("connection refused".into()), Ok(200)]
+    );
+
+    let verifier = Verifier::builder(Scheme::standard_webhooks())
+        .with_secret(SECRET)
+        .unwrap()
+        .build()
+        .unwrap();
+    let sent = transport.sent.lock().unwrap().clone();
+    let mut timestamps = Vec::new();
+    for ((at, headers), attempt) in sent.iter().zip(&record.attempts) {
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| value.clone())
+                .unwrap()
+        };
+        assert_eq!(header("webhook-id"), "msg_1", "the id is stable");
+        timestamps.push(header("webhook-timestamp"));
+        let now = UNIX_EPOCH + Duration::from_secs(BASE) + *at;
+        assert!(
+            verifier.verify_at(headers, b"{}", now).is_ok(),
+            "a valid signature each time"
+        );
+        assert_eq!(attempt.sent_at, now);
+    }
+    assert_eq!(
+        timestamps,
+        [BASE, BASE + 5, BASE + 305].map(|t| t.to_string()),
+        "a fresh timestamp each attempt"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_on_429_and_503_waits_the_longer_of_it_and_the_schedule() {
+    let date = httpdate::fmt_http_date(
+        UNIX_EPOCH + Duration::from_secs(BASE + 120 + 90), // 90 s after the second attempt
+    );
+    let transport = Scripted::new(vec![
+        with_retry_after(429, "120"),
+        with_retry_after(503, &date),
+        with_retry_after(503, "1"),
+        status(204),
+    ]);
+    let record = deliver(
+        &transport,
+        &endpoint(),
+        &policy(table(&[0, 5, 5, 30])),
+        "msg_2",
+        b"{}",
+        || 0.5,
+    )
+    .await;
+    assert_eq!(record.outcome, Final::Delivered);
+    assert_eq!(transport.sent_at(), [0, 120, 210, 240]);
+    let reasons: Vec<_> = record.attempts.iter().map(|a| a.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            WaitReason::Schedule,
+            WaitReason::RetryAfter,
+            WaitReason::RetryAfter,
+            WaitReason::Schedule
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn gone_stops_at_once() {
+    let transport = Scripted::new(vec![status(410), status(200)]);
+    let record = deliver(
+        &transport,
+        &endpoint(),
+        &policy(table(&[0, 5])),
+        "msg_3",
+        b"{}",
+        || 0.5,
+    )
+    .await;
+    assert_eq!(record.outcome, Final::Gone);
+    assert_eq!(record.attempts.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn give_up_statuses_end_the_delivery() {
+    let transport = Scripted::new(vec![status(400), status(200)]);
+    let record = deliver(
+        &transport,
+        &endpoint(),
+        &policy(table(&[0, 5])).with_give_up_on(&[400, 422]),
+        "msg_4",
+        b"{}",
+        || 0.5,
+    )
+    .await;
+    assert_eq!(record.outcome, Final::Dead);
+    assert_eq!(record.attempts.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delivery_is_dead_when_the_attempts_run_out() {
+    let transport = Scripted::new(vec![status(302), status(500), Err("timed out".into())]);
+    let record = deliver(
+        &transport,
+        &endpoint(),
+        &policy(table(&[0, 1, 2])),
+        "msg_5",
+        b"{}",
+        || 0.5,
+    )
+    .await;
+    assert_eq!(record.outcome, Final::Dead);
+    assert_eq!(transport.sent_at(), [0, 1, 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_holds_attempts_until_it_half_opens() {
+    let transport = Scripted::new(vec![status(500), status(500), status(200)]);
+    let endpoint = endpoint().with_breaker(
+        Breaker::new()
+            .with_failure_threshold(2)
+            .with_cool_down(Duration::from_secs(60)),
+    );
+    let record = deliver(
+        &transport,
+        &endpoint,
+        &policy(table(&[0, 1, 1])),
+        "msg_6",
+        b"{}",
+        || 0.5,
+    )
+    .await;
+    assert_eq!(record.outcome, Final::Delivered);
+    // Opened at 1 s; the third attempt waits its 1 s, then the rest of the
+    // 60 s cool-down.
+    assert_eq!(transport.sent_at(), [0, 1, 61]);
+    assert_eq!(record.attempts[2].held_by_breaker, Duration::from_secs(59));
+}
+
+#[tokio::test(start_paused = true)]
+async fn jitter_moves_attempts_within_its_bounds() {
+    let schedule = Schedule::Table {
+        delays: vec![Duration::ZERO, Duration::from_secs(100)],
+        jitter: Jitter::Proportional {
+            below: 0.1,
+            above: 0.1,
+        },
+    };
+    for (random, expected) in [(0.0, 90), (0.5, 100), (0.9999, 109)] {
+        let transport = Scripted::new(vec![status(500), status(200)]);
+        deliver(
+            &transport,
+            &endpoint(),
+            &policy(schedule.clone()),
+            "msg_7",
+            b"{}",
+            || random,
+        )
+        .await;
+        assert_eq!(transport.sent_at()[1], expected, "random {random}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_first_kilobyte_of_a_response_is_kept() {
+    let transport = Scripted::new(vec![Ok(Response {
+        status: 500,
+        retry_after: None,
+        body: vec![b'x'; 10_000],
+    })]);
+    let record = deliver(
+        &transport,
+        &endpoint(),
+        &policy(table(&[0])),
+        "msg_8",
+        b"{}",
+        || 0.5,
+    )
+    .await;
+    assert_eq!(record.attempts[0].excerpt.len(), 1024);
+}
