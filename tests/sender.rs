@@ -11,7 +11,7 @@ use hooklatch::sender::{
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const BASE: u64 = 1_700_000_000;
 
 type Headers = Vec<(String, String)>;
@@ -299,4 +299,269 @@ async fn only_the_first_kilobyte_of_a_response_is_kept() {
     )
     .await;
     assert_eq!(record.attempts[0].excerpt.len(), 1024);
+}
+
+mod over_http {
+    //! `HttpTransport` against a scripted receiver on 127.0.0.1, in real time.
+
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use axum::Router;
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    use axum::routing::{get, post};
+    use hooklatch::sender::{
+        AddressPolicy, Endpoint, Final, HttpTransport, Jitter, Policy, Schedule, Transport, deliver,
+    };
+    use hooklatch::verify::{Scheme, Signer, Verifier};
+
+    use super::SECRET;
+
+    /// What the receiver answers next: status, Retry-After, delay.
+    type Step = (u16, Option<&'static str>, Duration);
+
+    struct Receiver {
+        url: String,
+        seen: Arc<Mutex<Vec<HeaderMap>>>,
+    }
+
+    async fn receiver(steps: Vec<Step>) -> Receiver {
+        let steps = Arc::new(Mutex::new(VecDeque::from(steps)));
+        let seen: Arc<Mutex<Vec<HeaderMap>>> = Arc::default();
+        let (steps_in, seen_in) = (steps.clone(), seen.clone());
+        let app = Router::new()
+            .route(
+                "/hooks",
+                post(move |headers: HeaderMap| {
+                    let (steps, seen) = (steps_in.clone(), seen_in.clone());
+                    async move {
+                        seen.lock().unwrap().push(headers);
+                        let (status, retry_after, delay) = steps
+                            .lock()
+                            .unwrap()
+                            .pop_front()
+                            .unwrap_or((200, None, Duration::ZERO));
+                        tokio::time::sleep(delay).await;
+                        let mut response =
+                            (StatusCode::from_u16(status).unwrap(), "answer").into_response();
+                        if let Some(value) = retry_after {
+                            response
+                                .headers_mut()
+                                .insert("retry-after", value.parse().unwrap());
+                        }
+                        if status == 302 {
+                            response
+                                .headers_mut()
+                                .insert("location", "/elsewhere".parse().unwrap());
+                        }
+                        response
+                    }
+                }),
+            )
+            .route(
+                "/elsewhere",
+                get(|| async { "followed" }).post(|| async { "followed" }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Receiver { url, seen }
+    }
+
+    fn loopback() -> HttpTransport {
+        HttpTransport::with_timeouts(
+            AddressPolicy::strict().insecure_allow_loopback(),
+            Duration::from_secs(2),
+            Duration::from_millis(500),
+        )
+        .unwrap()
+    }
+
+    fn quick(seconds: &[f64]) -> Policy {
+        Policy::new(Schedule::Table {
+            delays: seconds
+                .iter()
+                .map(|s| Duration::from_secs_f64(*s))
+                .collect(),
+            jitter: Jitter::None,
+        })
+    }
+
+    fn endpoint(url: &str) -> Endpoint {
+        Endpoint::new(
+            url,
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn server_errors_then_success_each_signed_anew() {
+        let server = receiver(vec![
+            (500, None, Duration::ZERO),
+            (503, None, Duration::ZERO),
+        ])
+        .await;
+        let record = deliver(
+            &loopback(),
+            &endpoint(&server.url),
+            &quick(&[0.0, 0.05, 0.05]),
+            "msg_h1",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        assert_eq!(record.outcome, Final::Delivered);
+        let seen = server.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3);
+        let verifier = Verifier::builder(Scheme::standard_webhooks())
+            .with_secret(SECRET)
+            .unwrap()
+            .build()
+            .unwrap();
+        for headers in &seen {
+            assert_eq!(headers["webhook-id"], "msg_h1");
+            assert!(verifier.verify(headers, b"{}").is_ok());
+        }
+        assert_eq!(record.attempts[0].excerpt, b"answer");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_answer_times_out_and_is_retried() {
+        let server = receiver(vec![(200, None, Duration::from_secs(2))]).await;
+        let record = deliver(
+            &loopback(),
+            &endpoint(&server.url),
+            &quick(&[0.0, 0.05]),
+            "msg_h2",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        assert!(
+            record.attempts[0]
+                .result
+                .as_ref()
+                .unwrap_err()
+                .contains("timed out")
+        );
+        assert!(record.attempts[0].duration < Duration::from_secs(1));
+        assert_eq!(record.outcome, Final::Delivered);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gone_disables_after_one_attempt() {
+        let server = receiver(vec![(410, None, Duration::ZERO)]).await;
+        let record = deliver(
+            &loopback(),
+            &endpoint(&server.url),
+            &quick(&[0.0, 0.05]),
+            "msg_h3",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        assert_eq!(record.outcome, Final::Gone);
+        assert_eq!(server.seen.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retry_after_seconds_and_date_are_honoured() {
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+        let date: &'static str = Box::leak(date.into_boxed_str());
+        let server = receiver(vec![
+            (429, Some("1"), Duration::ZERO),
+            (503, Some(date), Duration::ZERO),
+        ])
+        .await;
+        let started = Instant::now();
+        let record = deliver(
+            &loopback(),
+            &endpoint(&server.url),
+            &quick(&[0.0, 0.01, 0.01]),
+            "msg_h4",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        assert_eq!(record.outcome, Final::Delivered);
+        assert!(record.attempts[1].waited >= Duration::from_secs(1));
+        // The date said "2 s from the start"; HTTP dates have whole seconds.
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redirects_are_not_followed() {
+        let server = receiver(vec![
+            (302, None, Duration::ZERO),
+            (500, None, Duration::ZERO),
+        ])
+        .await;
+        let record = deliver(
+            &loopback(),
+            &endpoint(&server.url),
+            &quick(&[0.0, 0.01]),
+            "msg_h5",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        assert_eq!(record.attempts[0].result, Ok(302));
+        assert_eq!(record.outcome, Final::Dead);
+        assert_eq!(
+            server.seen.lock().unwrap().len(),
+            2,
+            "only /hooks was called"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refused_connections_are_retried_on_schedule() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}/hooks");
+        let record = deliver(
+            &loopback(),
+            &endpoint(&url),
+            &quick(&[0.0, 0.05, 0.05]),
+            "msg_h6",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        assert_eq!(record.outcome, Final::Dead);
+        assert_eq!(record.attempts.len(), 3);
+        for attempt in &record.attempts {
+            assert!(
+                attempt.result.as_ref().unwrap_err().contains("connect"),
+                "{:?}",
+                attempt.result
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_guard_refuses_loopback_literals_and_names_unless_allowed() {
+        let server = receiver(vec![]).await;
+        let strict = HttpTransport::new(AddressPolicy::strict()).unwrap();
+        let refused = strict.post(&server.url, &[], b"{}").await.unwrap_err();
+        assert!(refused.contains("loopback"), "{refused}");
+        // A hostname that resolves to loopback is refused by the resolver.
+        let by_name = server.url.replace("127.0.0.1", "localhost");
+        let refused = strict.post(&by_name, &[], b"{}").await.unwrap_err();
+        assert!(refused.contains("forbidden"), "{refused}");
+        assert!(
+            server.seen.lock().unwrap().is_empty(),
+            "nothing reached the receiver"
+        );
+        assert!(loopback().post(&by_name, &[], b"{}").await.is_ok());
+    }
 }

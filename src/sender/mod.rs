@@ -12,6 +12,8 @@
 mod breaker;
 mod deliver;
 mod guard;
+#[cfg(feature = "sender-http")]
+mod http;
 mod outcome;
 mod retry_after;
 mod schedule;
@@ -22,6 +24,8 @@ pub use deliver::{
     deliver,
 };
 pub use guard::{AddressPolicy, Forbidden, check_address, check_url};
+#[cfg(feature = "sender-http")]
+pub use http::{DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport};
 pub use outcome::{Outcome, classify, next_wait};
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 pub use schedule::{Jitter, Schedule};
