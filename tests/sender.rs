@@ -255,7 +255,7 @@ async fn an_open_breaker_holds_attempts_until_it_half_opens() {
     // Opened at 1 s; the third attempt waits its 1 s, then the rest of the
     // 60 s cool-down.
     assert_eq!(transport.sent_at(), [0, 1, 61]);
-    assert_eq!(record.attempts[2].held_by_breaker, Duration::from_secs(59));
+    assert_eq!(record.attempts[2].held, Duration::from_secs(59));
 }
 
 #[tokio::test(start_paused = true)]

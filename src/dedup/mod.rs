@@ -71,6 +71,8 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
+#[cfg(all(feature = "sqlite", feature = "sender"))]
+pub(crate) use sqlite::open_sqlite_pool;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 

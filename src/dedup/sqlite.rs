@@ -87,15 +87,7 @@ impl SqliteStore {
     }
 
     async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
-        let options = options
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await?;
+        let pool = open_sqlite_pool(options).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
         Ok(store)
@@ -175,6 +167,22 @@ impl SqliteStore {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// A pool on a file made durable: WAL, `synchronous=FULL`, created if
+/// missing, waiting up to 10 s for a lock.
+pub(crate) async fn open_sqlite_pool(
+    options: SqliteConnectOptions,
+) -> Result<SqlitePool, DedupError> {
+    let options = options
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(Duration::from_secs(10));
+    Ok(SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await?)
 }
 
 sql_store_common!(SqliteStore, SqliteConnection, sqlx::sqlite::SqliteRow);

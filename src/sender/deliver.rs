@@ -69,6 +69,19 @@ impl Endpoint {
         &self.url
     }
 
+    /// Whether the breaker lets an attempt through now, or how long until
+    /// it might.
+    pub(crate) fn try_breaker(&self) -> Result<(), Duration> {
+        self.breaker()
+            .try_acquire(tokio::time::Instant::now().into_std())
+    }
+
+    /// Whether the breaker is open (sending nothing) now.
+    pub(crate) fn breaker_open(&self) -> bool {
+        self.breaker().state(tokio::time::Instant::now().into_std())
+            == super::breaker::BreakerState::Open
+    }
+
     fn breaker(&self) -> std::sync::MutexGuard<'_, Breaker> {
         self.breaker
             .lock()
@@ -76,7 +89,7 @@ impl Endpoint {
     }
 }
 
-/// Why the loop waited before an attempt.
+/// Why a delivery waited before an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitReason {
     /// The schedule's delay.
@@ -88,17 +101,18 @@ pub enum WaitReason {
 /// One attempt of a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
-    /// 1 for the first attempt.
+    /// 1 for the first attempt; a replay goes on counting.
     pub number: u32,
     /// When it was signed and sent.
     pub sent_at: SystemTime,
-    /// How long the loop waited before it (schedule or `Retry-After`),
-    /// and why; time spent waiting for an open breaker comes on top.
+    /// How long the delivery waited before it (schedule or `Retry-After`),
+    /// and why.
     pub waited: Duration,
     /// Why it waited that long.
     pub reason: WaitReason,
-    /// How long the breaker held it back.
-    pub held_by_breaker: Duration,
+    /// How long it was held past that wait: by an open breaker, the
+    /// endpoint's concurrency limit, or a dispatcher's polling.
+    pub held: Duration,
     /// The status, or why there was none.
     pub result: Result<u16, String>,
     /// How long the attempt took.
@@ -130,22 +144,90 @@ pub struct DeliveryRecord {
     pub outcome: Final,
 }
 
-/// The rules of a delivery.
+/// The rules of a delivery: the retry schedule, which statuses end it,
+/// timeouts, the endpoint's breaker, concurrency limit and auto-disable.
+///
+/// The named constructors are complete configurations for the policies
+/// real providers publish; [`Policy::new`] takes a schedule and the
+/// defaults (15 s per attempt, 5 s to connect, [`Breaker::new`], 10
+/// deliveries at once per endpoint, disable after 5 days without success).
+///
+/// ```
+/// use std::time::Duration;
+/// use hooklatch::sender::Policy;
+///
+/// let policy = Policy::nine_attempts_over_three_days();
+/// assert_eq!(policy.schedule().attempts(), 9);
+/// assert_eq!(policy.attempt_timeout(), Duration::from_secs(10));
+/// assert_eq!(policy.disable_after(), Some(Duration::from_secs(3 * 24 * 3600)));
+/// ```
 #[derive(Clone)]
 pub struct Policy {
     schedule: Schedule,
     give_up_on: Vec<u16>,
     clock: std::sync::Arc<dyn Clock>,
+    attempt_timeout: Duration,
+    connect_timeout: Duration,
+    breaker: Breaker,
+    concurrency: usize,
+    disable_after: Option<Duration>,
 }
 
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
 impl Policy {
-    /// Attempts on `schedule`; every non-2xx status except 410 is retried.
+    /// Attempts on `schedule`; every non-2xx status except 410 is retried;
+    /// the other settings are the defaults.
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
             give_up_on: Vec::new(),
             clock: std::sync::Arc::new(SystemClock),
+            attempt_timeout: Duration::from_secs(15),
+            connect_timeout: Duration::from_secs(5),
+            breaker: Breaker::new(),
+            concurrency: 10,
+            disable_after: Some(5 * DAY),
         }
+    }
+
+    /// Svix's table ([`Schedule::svix`]) with the defaults.
+    pub fn svix() -> Self {
+        Self::new(Schedule::svix())
+    }
+
+    /// [`Schedule::nine_attempts_over_three_days`], a 10 s timeout per
+    /// attempt, and auto-disable after 3 days without success.
+    pub fn nine_attempts_over_three_days() -> Self {
+        Self::new(Schedule::nine_attempts_over_three_days())
+            .with_attempt_timeout(Duration::from_secs(10))
+            .with_disable_after(Some(3 * DAY))
+    }
+
+    /// [`Schedule::five_retries_over_ten_hours`], 5 s to connect and 30 s
+    /// to read (35 s per attempt), and a breaker that lets up to 3 probes
+    /// through and closes after 3 successes.
+    pub fn five_retries_over_ten_hours() -> Self {
+        Self::new(Schedule::five_retries_over_ten_hours())
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_attempt_timeout(Duration::from_secs(35))
+            .with_breaker(Breaker::new().with_probes(3))
+    }
+
+    /// [`Schedule::seven_attempts_over_a_day`] and auto-disable after 7
+    /// days without success.
+    pub fn seven_attempts_over_a_day() -> Self {
+        Self::new(Schedule::seven_attempts_over_a_day()).with_disable_after(Some(7 * DAY))
+    }
+
+    /// [`Schedule::exponential_to_an_hour`] and a breaker that opens for
+    /// 24 h after 20 consecutive failures.
+    pub fn exponential_to_an_hour(attempts: u32) -> Self {
+        Self::new(Schedule::exponential_to_an_hour(attempts)).with_breaker(
+            Breaker::new()
+                .with_failure_threshold(20)
+                .with_cool_down(DAY),
+        )
     }
 
     /// Ends the delivery at once on these statuses (say 400 and 422).
@@ -155,11 +237,92 @@ impl Policy {
         self
     }
 
-    /// Uses `clock` for the signed timestamps. Defaults to the system clock.
+    /// Uses `clock` for the signed timestamps and due times. Defaults to
+    /// the system clock.
     #[must_use]
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = std::sync::Arc::new(clock);
         self
+    }
+
+    /// Ends an attempt that has not been answered within `timeout`. Defaults
+    /// to 15 seconds. A transport may have a shorter timeout of its own.
+    #[must_use]
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
+        self
+    }
+
+    /// The connect timeout a transport built for this policy uses
+    /// (`HttpTransport::for_policy`). Defaults to 5 seconds.
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The breaker each endpoint under this policy starts with in a
+    /// [`Dispatcher`](super::Dispatcher).
+    #[must_use]
+    pub fn with_breaker(mut self, breaker: Breaker) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
+    /// How many deliveries a [`Dispatcher`](super::Dispatcher) runs at once
+    /// per endpoint. Defaults to 10; at least 1.
+    #[must_use]
+    pub fn with_concurrency(mut self, deliveries: usize) -> Self {
+        self.concurrency = deliveries.max(1);
+        self
+    }
+
+    /// Disables an endpoint in a [`Dispatcher`](super::Dispatcher) once it
+    /// has failed for this long without a success; `None` never does.
+    /// Defaults to 5 days.
+    #[must_use]
+    pub fn with_disable_after(mut self, after: Option<Duration>) -> Self {
+        self.disable_after = after;
+        self
+    }
+
+    /// The retry schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    /// The statuses that end a delivery at once.
+    pub fn give_up_on(&self) -> &[u16] {
+        &self.give_up_on
+    }
+
+    /// The time allowed for one attempt.
+    pub fn attempt_timeout(&self) -> Duration {
+        self.attempt_timeout
+    }
+
+    /// The time allowed to connect.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// The breaker each endpoint starts with.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// Deliveries at once per endpoint.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// How long an endpoint may fail before it is disabled.
+    pub fn disable_after(&self) -> Option<Duration> {
+        self.disable_after
+    }
+
+    pub(crate) fn now(&self) -> SystemTime {
+        self.clock.now()
     }
 }
 
@@ -168,15 +331,150 @@ impl std::fmt::Debug for Policy {
         f.debug_struct("Policy")
             .field("schedule", &self.schedule)
             .field("give_up_on", &self.give_up_on)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("breaker", &self.breaker)
+            .field("concurrency", &self.concurrency)
+            .field("disable_after", &self.disable_after)
             .finish_non_exhaustive()
     }
 }
 
-/// Delivers `body` as event `id` to `endpoint`: signs each attempt anew
-/// (same id, fresh timestamp and signature), waits as the schedule,
-/// `Retry-After` and the breaker say, and stops on 2xx, 410, a give-up
-/// status, or when the attempts run out. `random` draws the jitter from
-/// `[0, 1)`. Waiting uses tokio's clock, so tests can pause it.
+/// What a delivery does after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Another attempt after `wait`.
+    Retry {
+        /// How long to wait.
+        wait: Duration,
+        /// Why that long.
+        reason: WaitReason,
+    },
+    /// The delivery is over.
+    Done(Final),
+}
+
+/// What follows attempt `number` of a delivery that ended in `outcome`.
+pub(crate) fn plan_next(policy: &Policy, number: u32, outcome: Outcome, random: f64) -> Next {
+    match outcome {
+        Outcome::Delivered => Next::Done(Final::Delivered),
+        Outcome::Gone => Next::Done(Final::Gone),
+        Outcome::GiveUp => Next::Done(Final::Dead),
+        Outcome::Retry { .. } => match policy.schedule.delay(number + 1, random) {
+            None => Next::Done(Final::Dead),
+            Some(scheduled) => {
+                let wait = next_wait(scheduled, outcome);
+                let reason = if wait > scheduled {
+                    WaitReason::RetryAfter
+                } else {
+                    WaitReason::Schedule
+                };
+                Next::Retry { wait, reason }
+            }
+        },
+    }
+}
+
+/// The schedule's wait before the first attempt.
+pub(crate) fn first_wait(policy: &Policy, random: f64) -> Duration {
+    policy.schedule.delay(1, random).unwrap_or(Duration::ZERO)
+}
+
+/// How an attempt went: its record and what its answer means.
+pub(crate) struct Tried {
+    pub(crate) attempt: Attempt,
+    pub(crate) outcome: Outcome,
+}
+
+/// Signs and sends one attempt and tells the breaker how it went. The
+/// caller has already waited and passed the breaker.
+pub(crate) async fn attempt_once<T: Transport + ?Sized>(
+    transport: &T,
+    endpoint: &Endpoint,
+    policy: &Policy,
+    delivery: (&str, &[u8]),
+    number: u32,
+    (waited, reason, held): (Duration, WaitReason, Duration),
+) -> Tried {
+    let (id, body) = delivery;
+    let sent_at = policy.now();
+    let started = tokio::time::Instant::now();
+    let answer = match endpoint.signer.sign(id, sent_at, body) {
+        Ok(signed) => {
+            let headers: Vec<(String, String)> = signed
+                .iter()
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .collect();
+            let post = transport.post(&endpoint.url, &headers, body);
+            match tokio::time::timeout(policy.attempt_timeout, post).await {
+                Ok(answer) => answer,
+                Err(_) => Err(format!(
+                    "timed out after {} ms",
+                    policy.attempt_timeout.as_millis()
+                )),
+            }
+        }
+        // An id the scheme cannot carry will never be deliverable.
+        Err(error) => {
+            return Tried {
+                attempt: Attempt {
+                    number,
+                    sent_at,
+                    waited,
+                    reason,
+                    held,
+                    result: Err(format!("cannot sign: {error}")),
+                    duration: Duration::ZERO,
+                    excerpt: Vec::new(),
+                },
+                outcome: Outcome::GiveUp,
+            };
+        }
+    };
+    let duration = started.elapsed();
+    let outcome = match &answer {
+        Ok(response) => classify(
+            Some(response.status),
+            response.retry_after.as_deref(),
+            sent_at,
+            &policy.give_up_on,
+        ),
+        Err(_) => classify(None, None, sent_at, &policy.give_up_on),
+    };
+    {
+        let now = tokio::time::Instant::now().into_std();
+        let mut breaker = endpoint.breaker();
+        if outcome == Outcome::Delivered {
+            breaker.on_success(now);
+        } else {
+            breaker.on_failure(now);
+        }
+    }
+    Tried {
+        attempt: Attempt {
+            number,
+            sent_at,
+            waited,
+            reason,
+            held,
+            result: answer.as_ref().map(|r| r.status).map_err(Clone::clone),
+            duration,
+            excerpt: answer
+                .map(|r| r.body.into_iter().take(EXCERPT_LEN).collect())
+                .unwrap_or_default(),
+        },
+        outcome,
+    }
+}
+
+/// Delivers `body` as event `id` to `endpoint` in this task: signs each
+/// attempt anew (same id, fresh timestamp and signature), waits as the
+/// schedule, `Retry-After` and the breaker say, and stops on 2xx, 410, a
+/// give-up status, or when the attempts run out. `random` draws the jitter
+/// from `[0, 1)`. Waiting uses tokio's clock, so tests can pause it.
+///
+/// This keeps nothing if the process stops; a
+/// [`Dispatcher`](super::Dispatcher) on a durable store does.
 pub async fn deliver<T: Transport>(
     transport: &T,
     endpoint: &Endpoint,
@@ -186,98 +484,35 @@ pub async fn deliver<T: Transport>(
     mut random: impl FnMut() -> f64,
 ) -> DeliveryRecord {
     let mut attempts = Vec::new();
-    let mut last = None;
-    for number in 1..=policy.schedule.attempts() {
-        let scheduled = policy
-            .schedule
-            .delay(number, random())
-            .unwrap_or(Duration::ZERO);
-        let waited = last.map_or(scheduled, |outcome| next_wait(scheduled, outcome));
-        let reason = if waited > scheduled {
-            WaitReason::RetryAfter
-        } else {
-            WaitReason::Schedule
-        };
+    let (mut waited, mut reason) = (first_wait(policy, random()), WaitReason::Schedule);
+    let mut number = 1;
+    loop {
         tokio::time::sleep(waited).await;
-        let held_by_breaker = wait_for_breaker(endpoint).await;
-
-        let sent_at = policy.clock.now();
-        let started = tokio::time::Instant::now();
-        let headers: Vec<(String, String)> = match endpoint.signer.sign(id, sent_at, body) {
-            Ok(signed) => signed
-                .iter()
-                .map(|(name, value)| (name.to_owned(), value.to_owned()))
-                .collect(),
-            Err(error) => {
-                // An id the scheme cannot carry will never be deliverable.
-                attempts.push(Attempt {
-                    number,
-                    sent_at,
-                    waited,
-                    reason,
-                    held_by_breaker,
-                    result: Err(format!("cannot sign: {error}")),
-                    duration: Duration::ZERO,
-                    excerpt: Vec::new(),
-                });
+        let held = wait_for_breaker(endpoint).await;
+        let tried = attempt_once(
+            transport,
+            endpoint,
+            policy,
+            (id, body),
+            number,
+            (waited, reason, held),
+        )
+        .await;
+        attempts.push(tried.attempt);
+        match plan_next(policy, number, tried.outcome, random()) {
+            Next::Done(outcome) => {
                 return DeliveryRecord {
                     id: id.to_owned(),
                     attempts,
-                    outcome: Final::Dead,
+                    outcome,
                 };
             }
-        };
-        let answer = transport.post(&endpoint.url, &headers, body).await;
-        let duration = started.elapsed();
-        let outcome = match &answer {
-            Ok(response) => classify(
-                Some(response.status),
-                response.retry_after.as_deref(),
-                sent_at,
-                &policy.give_up_on,
-            ),
-            Err(_) => classify(None, None, sent_at, &policy.give_up_on),
-        };
-        {
-            let now = tokio::time::Instant::now().into_std();
-            let mut breaker = endpoint.breaker();
-            if outcome == Outcome::Delivered {
-                breaker.on_success(now);
-            } else {
-                breaker.on_failure(now);
-            }
+            Next::Retry {
+                wait,
+                reason: why,
+            } => (waited, reason) = (wait, why),
         }
-        attempts.push(Attempt {
-            number,
-            sent_at,
-            waited,
-            reason,
-            held_by_breaker,
-            result: answer.as_ref().map(|r| r.status).map_err(Clone::clone),
-            duration,
-            excerpt: answer
-                .map(|r| r.body.into_iter().take(EXCERPT_LEN).collect())
-                .unwrap_or_default(),
-        });
-        let finished = match outcome {
-            Outcome::Delivered => Some(Final::Delivered),
-            Outcome::Gone => Some(Final::Gone),
-            Outcome::GiveUp => Some(Final::Dead),
-            Outcome::Retry { .. } => None,
-        };
-        if let Some(outcome) = finished {
-            return DeliveryRecord {
-                id: id.to_owned(),
-                attempts,
-                outcome,
-            };
-        }
-        last = Some(outcome);
-    }
-    DeliveryRecord {
-        id: id.to_owned(),
-        attempts,
-        outcome: Final::Dead,
+        number += 1;
     }
 }
 
@@ -287,9 +522,7 @@ async fn wait_for_breaker(endpoint: &Endpoint) -> Duration {
     let started = tokio::time::Instant::now();
     loop {
         // tokio's clock, so that a paused test clock drives the breaker too.
-        let verdict = endpoint
-            .breaker()
-            .try_acquire(tokio::time::Instant::now().into_std());
+        let verdict = endpoint.try_breaker();
         match verdict {
             Ok(()) => return started.elapsed(),
             Err(wait) => tokio::time::sleep(wait).await,

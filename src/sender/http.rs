@@ -40,6 +40,14 @@ impl HttpTransport {
         Self::with_timeouts(policy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_ATTEMPT_TIMEOUT)
     }
 
+    /// A transport with `policy`'s connect and attempt timeouts.
+    pub fn for_policy(
+        addresses: AddressPolicy,
+        policy: &super::deliver::Policy,
+    ) -> Result<Self, reqwest::Error> {
+        Self::with_timeouts(addresses, policy.connect_timeout(), policy.attempt_timeout())
+    }
+
     /// A transport with the given timeouts.
     pub fn with_timeouts(
         policy: AddressPolicy,

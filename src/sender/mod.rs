@@ -7,10 +7,13 @@
 //! [`deliver`] runs one delivery over any HTTP [`Transport`]: each attempt
 //! signed anew with [`Signer`](crate::verify::Signer) (same id, fresh
 //! timestamp), waits from the schedule, `Retry-After` and the breaker, and a
-//! record of every attempt.
+//! record of every attempt. A [`Dispatcher`] runs deliveries in the
+//! background from a [`DeliveryStore`] (SQLite or Postgres, so a restart
+//! loses nothing), with a concurrency limit per endpoint and auto-disable.
 
 mod breaker;
 mod deliver;
+pub(crate) mod dispatch;
 mod guard;
 #[cfg(feature = "sender-http")]
 mod http;
@@ -23,6 +26,14 @@ pub use deliver::{
     Attempt, DeliveryRecord, EXCERPT_LEN, Endpoint, Final, Policy, Response, Transport, WaitReason,
     deliver,
 };
+pub use dispatch::{
+    DeliveryState, DeliveryStore, Disabled, DisableReason, DispatchError, Dispatcher,
+    MemoryDeliveries, Running, Step, StoredDelivery, Taken,
+};
+#[cfg(feature = "postgres")]
+pub use dispatch::PostgresDeliveries;
+#[cfg(feature = "sqlite")]
+pub use dispatch::SqliteDeliveries;
 pub use guard::{AddressPolicy, Forbidden, check_address, check_url};
 #[cfg(feature = "sender-http")]
 pub use http::{DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport};

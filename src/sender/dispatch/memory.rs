@@ -1,0 +1,219 @@
+//! [`MemoryDeliveries`]: deliveries in a map, for tests and one-off runs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use super::{DeliveryState, DeliveryStore, Step, StoredDelivery, Taken};
+use crate::dedup::{DedupError, check_key, new_token};
+use crate::sender::{Attempt, WaitReason};
+
+/// Deliveries in memory: lost when the process ends. Clones share the map.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryDeliveries {
+    deliveries: Arc<Mutex<Deliveries>>,
+}
+
+#[derive(Debug, Default)]
+struct Deliveries {
+    by_key: HashMap<(String, String), Entry>,
+    next_order: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    order: u64,
+    stored: StoredDelivery,
+    tries: u32,
+    waited: Duration,
+    reason: WaitReason,
+    lease: Option<(String, SystemTime)>,
+}
+
+impl MemoryDeliveries {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<R>(&self, change: impl FnOnce(&mut Deliveries) -> R) -> R {
+        change(
+            &mut self
+                .deliveries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+}
+
+fn key(endpoint: &str, id: &str) -> (String, String) {
+    (endpoint.to_owned(), id.to_owned())
+}
+
+impl Deliveries {
+    /// The entry `taken` leases, if the lease still holds.
+    fn leased(&mut self, taken: &Taken) -> Option<&mut Entry> {
+        self.by_key
+            .get_mut(&key(&taken.endpoint, &taken.id))
+            .filter(|entry| {
+                entry
+                    .lease
+                    .as_ref()
+                    .is_some_and(|(token, _)| *token == taken.token)
+            })
+    }
+}
+
+impl DeliveryStore for MemoryDeliveries {
+    async fn enqueue(
+        &self,
+        endpoint: &str,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Result<bool, DedupError> {
+        check_key(endpoint, id)?;
+        Ok(self.with(|deliveries| {
+            if deliveries.by_key.contains_key(&key(endpoint, id)) {
+                return false;
+            }
+            deliveries.next_order += 1;
+            let entry = Entry {
+                order: deliveries.next_order,
+                stored: StoredDelivery {
+                    endpoint: endpoint.to_owned(),
+                    id: id.to_owned(),
+                    body: body.to_vec(),
+                    state: DeliveryState::Pending,
+                    due_at: Some(due),
+                    attempts: Vec::new(),
+                },
+                tries: 0,
+                waited: Duration::ZERO,
+                reason: WaitReason::Schedule,
+                lease: None,
+            };
+            deliveries.by_key.insert(key(endpoint, id), entry);
+            true
+        }))
+    }
+
+    async fn take_due(
+        &self,
+        endpoint: &str,
+        now: SystemTime,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<Taken>, DedupError> {
+        Ok(self.with(|deliveries| {
+            let mut due: Vec<&mut Entry> = deliveries
+                .by_key
+                .values_mut()
+                .filter(|entry| {
+                    entry.stored.endpoint == endpoint
+                        && entry.stored.state == DeliveryState::Pending
+                        && entry.stored.due_at.is_some_and(|at| at <= now)
+                        && entry.lease.as_ref().is_none_or(|(_, until)| *until <= now)
+                })
+                .collect();
+            due.sort_by_key(|entry| (entry.stored.due_at, entry.order));
+            due.into_iter()
+                .take(limit)
+                .map(|entry| {
+                    let token = new_token();
+                    entry.lease = Some((token.clone(), now.checked_add(lease).unwrap_or(now)));
+                    Taken {
+                        endpoint: entry.stored.endpoint.clone(),
+                        id: entry.stored.id.clone(),
+                        body: entry.stored.body.clone(),
+                        tries: entry.tries,
+                        attempts: u32::try_from(entry.stored.attempts.len()).unwrap_or(u32::MAX),
+                        due_at: entry.stored.due_at.unwrap_or(now),
+                        waited: entry.waited,
+                        reason: entry.reason,
+                        token,
+                    }
+                })
+                .collect()
+        }))
+    }
+
+    async fn finish(&self, taken: &Taken, attempt: &Attempt, step: Step) -> Result<bool, DedupError> {
+        Ok(self.with(|deliveries| {
+            let Some(entry) = deliveries.leased(taken) else {
+                return false;
+            };
+            entry.lease = None;
+            entry.tries += 1;
+            entry.stored.attempts.push(attempt.clone());
+            match step {
+                Step::Retry { due, wait, reason } => {
+                    entry.stored.due_at = Some(due);
+                    (entry.waited, entry.reason) = (wait, reason);
+                }
+                Step::Done(outcome) => {
+                    entry.stored.state = DeliveryState::ended(outcome);
+                    entry.stored.due_at = None;
+                }
+            }
+            true
+        }))
+    }
+
+    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<bool, DedupError> {
+        Ok(self.with(|deliveries| {
+            let Some(entry) = deliveries.leased(taken) else {
+                return false;
+            };
+            entry.lease = None;
+            entry.stored.due_at = Some(due);
+            true
+        }))
+    }
+
+    async fn delivery(&self, endpoint: &str, id: &str) -> Result<Option<StoredDelivery>, DedupError> {
+        Ok(self.with(|deliveries| {
+            deliveries
+                .by_key
+                .get(&key(endpoint, id))
+                .map(|entry| entry.stored.clone())
+        }))
+    }
+
+    async fn list(
+        &self,
+        endpoint: &str,
+        state: DeliveryState,
+        limit: usize,
+    ) -> Result<Vec<String>, DedupError> {
+        Ok(self.with(|deliveries| {
+            let mut matching: Vec<&Entry> = deliveries
+                .by_key
+                .values()
+                .filter(|entry| entry.stored.endpoint == endpoint && entry.stored.state == state)
+                .collect();
+            matching.sort_by_key(|entry| entry.order);
+            matching
+                .into_iter()
+                .take(limit)
+                .map(|entry| entry.stored.id.clone())
+                .collect()
+        }))
+    }
+
+    async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, DedupError> {
+        Ok(self.with(|deliveries| {
+            let Some(entry) = deliveries.by_key.get_mut(&key(endpoint, id)) else {
+                return false;
+            };
+            if !matches!(entry.stored.state, DeliveryState::Dead | DeliveryState::Gone) {
+                return false;
+            }
+            entry.stored.state = DeliveryState::Pending;
+            entry.stored.due_at = Some(now);
+            entry.tries = 0;
+            (entry.waited, entry.reason) = (Duration::ZERO, WaitReason::Schedule);
+            true
+        }))
+    }
+}

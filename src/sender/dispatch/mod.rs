@@ -1,0 +1,712 @@
+//! [`Dispatcher`]: deliveries run in the background from a store, so a
+//! restart loses none of them.
+
+mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::deliver::{
+    Attempt, Endpoint, Final, Next, Policy, Transport, WaitReason, attempt_once, first_wait,
+    plan_next,
+};
+use super::outcome::Outcome;
+use crate::dedup::{DedupError, check_key};
+use crate::verify::Signer;
+
+pub use memory::MemoryDeliveries;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresDeliveries;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteDeliveries;
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    /// Waiting for its next attempt, or in one.
+    Pending,
+    /// A 2xx answer.
+    Delivered,
+    /// The endpoint answered 410 Gone.
+    Gone,
+    /// Out of attempts, or answered with a give-up status; it can be
+    /// replayed.
+    Dead,
+}
+
+impl DeliveryState {
+    /// The state a delivery that ended in `outcome` is in.
+    pub fn ended(outcome: Final) -> Self {
+        match outcome {
+            Final::Delivered => Self::Delivered,
+            Final::Gone => Self::Gone,
+            Final::Dead => Self::Dead,
+        }
+    }
+
+    /// The number SQL stores keep for it.
+    pub(crate) fn code(self) -> i64 {
+        match self {
+            Self::Pending => 0,
+            Self::Delivered => 1,
+            Self::Gone => 2,
+            Self::Dead => 3,
+        }
+    }
+
+    pub(crate) fn from_code(code: i64) -> Self {
+        match code {
+            1 => Self::Delivered,
+            2 => Self::Gone,
+            3 => Self::Dead,
+            _ => Self::Pending,
+        }
+    }
+}
+
+/// A delivery a dispatcher has leased for one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The endpoint's name.
+    pub endpoint: String,
+    /// The webhook id.
+    pub id: String,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Attempts since it was enqueued or last replayed: the position in the
+    /// schedule.
+    pub tries: u32,
+    /// Attempts in all.
+    pub attempts: u32,
+    /// When the attempt was due.
+    pub due_at: SystemTime,
+    /// The wait before this attempt and why.
+    pub waited: Duration,
+    /// Why it waited.
+    pub reason: WaitReason,
+    /// The lease's token: only its holder may record the attempt.
+    pub token: String,
+}
+
+/// What a store records after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Try again at `due`, after waiting `wait` for `reason`.
+    Retry {
+        /// When the next attempt is due.
+        due: SystemTime,
+        /// How long that is after this attempt.
+        wait: Duration,
+        /// Why that long.
+        reason: WaitReason,
+    },
+    /// The delivery ended.
+    Done(Final),
+}
+
+/// A delivery as a store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDelivery {
+    /// The endpoint's name.
+    pub endpoint: String,
+    /// The webhook id.
+    pub id: String,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Where it stands.
+    pub state: DeliveryState,
+    /// When the next attempt is due, while pending.
+    pub due_at: Option<SystemTime>,
+    /// Every attempt, in order.
+    pub attempts: Vec<Attempt>,
+}
+
+/// Where a [`Dispatcher`] keeps deliveries: [`MemoryDeliveries`] for tests,
+/// [`SqliteDeliveries`] or [`PostgresDeliveries`] so that a restart loses
+/// nothing.
+///
+/// A delivery is keyed by endpoint name and webhook id. A dispatcher
+/// leases a due delivery before an attempt; when the lease runs out (the
+/// process stopped mid-attempt) another dispatcher takes it again, so a
+/// receiver may see an attempt twice and must deduplicate, as it must
+/// anyway.
+pub trait DeliveryStore: Send + Sync + 'static {
+    /// Adds a pending delivery due at `due`. Returns false, changing
+    /// nothing, if the endpoint already has a delivery with this id.
+    fn enqueue(
+        &self,
+        endpoint: &str,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// Leases up to `limit` of the endpoint's pending deliveries due by
+    /// `now` (and not leased by another dispatcher) until `now + lease`,
+    /// earliest due first.
+    fn take_due(
+        &self,
+        endpoint: &str,
+        now: SystemTime,
+        limit: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Taken>, DedupError>> + Send;
+
+    /// Records `attempt` and the `step` after it and ends the lease, in one
+    /// transaction. Returns false, recording nothing, if the lease was
+    /// lost to another dispatcher.
+    fn finish(
+        &self,
+        taken: &Taken,
+        attempt: &Attempt,
+        step: Step,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// Ends the lease without an attempt, due again at `due` (an open
+    /// breaker held it back). Returns false if the lease was lost.
+    fn put_back(
+        &self,
+        taken: &Taken,
+        due: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// The delivery with its attempts, if there is one.
+    fn delivery(
+        &self,
+        endpoint: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<StoredDelivery>, DedupError>> + Send;
+
+    /// Up to `limit` ids of the endpoint's deliveries in `state`, oldest
+    /// first.
+    fn list(
+        &self,
+        endpoint: &str,
+        state: DeliveryState,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<String>, DedupError>> + Send;
+
+    /// Makes a dead or gone delivery pending again, due at `now`, with the
+    /// schedule started over (its attempts are kept). Returns false if
+    /// there is no such delivery or it is not dead or gone.
+    fn replay(
+        &self,
+        endpoint: &str,
+        id: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+}
+
+/// Why a dispatcher call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DispatchError {
+    /// No endpoint of that name was added.
+    #[error("no endpoint named `{0}`: add it with Dispatcher::add_endpoint first")]
+    UnknownEndpoint(String),
+    /// The store failed, or the endpoint name or id cannot be stored.
+    #[error(transparent)]
+    Store(#[from] DedupError),
+}
+
+/// Why an endpoint was disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisableReason {
+    /// It answered 410 Gone.
+    Gone,
+    /// It has not succeeded for this long (the policy's
+    /// [`disable_after`](Policy::disable_after)).
+    NoSuccessFor(Duration),
+}
+
+/// An endpoint the dispatcher stopped delivering to. Its pending
+/// deliveries stay in the store and go out once it is
+/// [enabled](Dispatcher::enable) again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Disabled {
+    /// The endpoint's name.
+    pub endpoint: String,
+    /// Why.
+    pub reason: DisableReason,
+    /// When its first failure since the last success was.
+    pub failing_since: Option<SystemTime>,
+}
+
+type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
+
+/// Runs deliveries in the background: [`send`](Self::send) stores a
+/// delivery, and a loop started with [`start`](Self::start) leases due
+/// deliveries, attempts them, and records each attempt and the next due
+/// time in the store, so that a new dispatcher on the same store carries
+/// on where a stopped one left off.
+///
+/// Per endpoint it keeps a circuit breaker, a concurrency limit, and
+/// auto-disable after the policy's time without success (or on 410), with
+/// a callback so the owner is told. Auto-disable is kept in memory: a new
+/// dispatcher starts with every endpoint it is given enabled.
+///
+/// ```
+/// use std::time::Duration;
+/// use hooklatch::sender::{Dispatcher, MemoryDeliveries, Policy, Response, Schedule, Transport};
+/// use hooklatch::verify::Signer;
+///
+/// struct AlwaysOk;
+/// impl Transport for AlwaysOk {
+///     async fn post(&self, _: &str, _: &[(String, String)], _: &[u8]) -> Result<Response, String> {
+///         Ok(Response { status: 204, retry_after: None, body: Vec::new() })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dispatcher = Dispatcher::new(MemoryDeliveries::new(), AlwaysOk)
+///     .with_poll_interval(Duration::from_millis(10));
+/// let signer = Signer::standard(&["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?;
+/// dispatcher.add_endpoint("orders", "https://example.com/hooks", signer, Policy::svix())?;
+/// dispatcher.send("orders", "msg_1", br#"{"paid":true}"#).await?;
+///
+/// let running = dispatcher.start();
+/// while dispatcher.delivery("orders", "msg_1").await?.unwrap().attempts.is_empty() {
+///     tokio::time::sleep(Duration::from_millis(5)).await;
+/// }
+/// running.stop().await;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Dispatcher<S, T> {
+    inner: Arc<Inner<S, T>>,
+}
+
+impl<S, T> Clone for Dispatcher<S, T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<S, T> {
+    store: S,
+    transport: T,
+    routes: RwLock<HashMap<String, Arc<Route>>>,
+    poll_interval: Duration,
+    lease: Duration,
+    wake: Notify,
+    on_disable: Option<DisableHook>,
+    seed: AtomicU64,
+}
+
+/// One endpoint under a dispatcher.
+struct Route {
+    name: String,
+    endpoint: Endpoint,
+    policy: Policy,
+    limit: Arc<Semaphore>,
+    health: Mutex<Health>,
+}
+
+#[derive(Debug, Default)]
+struct Health {
+    failing_since: Option<SystemTime>,
+    disabled: Option<DisableReason>,
+}
+
+impl Route {
+    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<S, T> std::fmt::Debug for Dispatcher<S, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let routes = self.inner.routes.read().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("Dispatcher")
+            .field("endpoints", &routes.keys().collect::<Vec<_>>())
+            .field("poll_interval", &self.inner.poll_interval)
+            .field("lease", &self.inner.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
+    /// A dispatcher over `store`, sending with `transport`. It polls the
+    /// store every second for due deliveries (at once after a
+    /// [`send`](Self::send)) and leases each for 2 minutes.
+    pub fn new(store: S, transport: T) -> Self {
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64 | 1);
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                transport,
+                routes: RwLock::new(HashMap::new()),
+                poll_interval: Duration::from_secs(1),
+                lease: Duration::from_secs(120),
+                wake: Notify::new(),
+                on_disable: None,
+                seed: AtomicU64::new(seed),
+            }),
+        }
+    }
+
+    fn configure(mut self, change: impl FnOnce(&mut Inner<S, T>)) -> Self {
+        let inner = Arc::get_mut(&mut self.inner)
+            .expect("configure the dispatcher before cloning or starting it");
+        change(inner);
+        self
+    }
+
+    /// How often the loop looks for due deliveries, such as retries coming
+    /// due. Defaults to 1 second.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn with_poll_interval(self, every: Duration) -> Self {
+        self.configure(|inner| inner.poll_interval = every)
+    }
+
+    /// How long an attempt holds its delivery before another dispatcher
+    /// may take it (after a crash). Keep it above every policy's attempt
+    /// timeout. Defaults to 2 minutes.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn with_lease(self, lease: Duration) -> Self {
+        self.configure(|inner| inner.lease = lease)
+    }
+
+    /// Calls `hook` when an endpoint is disabled (410, or no success for
+    /// the policy's `disable_after`).
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn on_disable(self, hook: impl Fn(&Disabled) + Send + Sync + 'static) -> Self {
+        self.configure(|inner| inner.on_disable = Some(Arc::new(hook)))
+    }
+
+    /// Adds (or replaces) the endpoint `name`: where to POST, the secrets
+    /// to sign with, and its policy. The name keys its deliveries in the
+    /// store (1 to 64 of `A-Z a-z 0-9 _ - . :`).
+    pub fn add_endpoint(
+        &self,
+        name: &str,
+        url: &str,
+        signer: Signer,
+        policy: Policy,
+    ) -> Result<(), DispatchError> {
+        crate::dedup::validate_namespace(name)?;
+        let route = Route {
+            name: name.to_owned(),
+            endpoint: Endpoint::new(url, signer).with_breaker(policy.breaker().clone()),
+            limit: Arc::new(Semaphore::new(policy.concurrency())),
+            policy,
+            health: Mutex::new(Health::default()),
+        };
+        self.inner
+            .routes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), Arc::new(route));
+        Ok(())
+    }
+
+    fn route(&self, name: &str) -> Result<Arc<Route>, DispatchError> {
+        self.inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+            .ok_or_else(|| DispatchError::UnknownEndpoint(name.to_owned()))
+    }
+
+    /// Stores a delivery of `body` as event `id` to the endpoint, due after
+    /// the schedule's first delay, and wakes the loop. Returns false,
+    /// storing nothing, if that endpoint already has a delivery with this
+    /// id: sending the same event twice is safe.
+    pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
+        let route = self.route(endpoint)?;
+        check_key(endpoint, id)?;
+        let due = later(
+            route.policy.now(),
+            first_wait(&route.policy, self.inner.random()),
+        );
+        let added = self.inner.store.enqueue(endpoint, id, body, due).await?;
+        self.inner.wake.notify_one();
+        Ok(added)
+    }
+
+    /// The delivery with its attempts, if there is one.
+    pub async fn delivery(
+        &self,
+        endpoint: &str,
+        id: &str,
+    ) -> Result<Option<StoredDelivery>, DispatchError> {
+        Ok(self.inner.store.delivery(endpoint, id).await?)
+    }
+
+    /// Up to `limit` ids of the endpoint's dead deliveries, oldest first.
+    pub async fn dead(&self, endpoint: &str, limit: usize) -> Result<Vec<String>, DispatchError> {
+        Ok(self
+            .inner
+            .store
+            .list(endpoint, DeliveryState::Dead, limit)
+            .await?)
+    }
+
+    /// Sends a dead (or gone) delivery again from the start of its
+    /// schedule. Returns false if there is no such delivery or it is not
+    /// dead or gone.
+    pub async fn replay(&self, endpoint: &str, id: &str) -> Result<bool, DispatchError> {
+        let route = self.route(endpoint)?;
+        let replayed = self
+            .inner
+            .store
+            .replay(endpoint, id, route.policy.now())
+            .await?;
+        self.inner.wake.notify_one();
+        Ok(replayed)
+    }
+
+    /// Why the endpoint is disabled, if it is.
+    pub fn disabled(&self, endpoint: &str) -> Result<Option<DisableReason>, DispatchError> {
+        Ok(self.route(endpoint)?.health().disabled)
+    }
+
+    /// Enables a disabled endpoint; its pending deliveries go out again.
+    pub fn enable(&self, endpoint: &str) -> Result<(), DispatchError> {
+        let route = self.route(endpoint)?;
+        *route.health() = Health::default();
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    /// Starts the delivery loop on the current tokio runtime.
+    pub fn start(&self) -> Running {
+        let (stop, stopped) = watch::channel(false);
+        let inner = Arc::clone(&self.inner);
+        let task = tokio::spawn(async move { inner.run(stopped).await });
+        Running { stop, task }
+    }
+}
+
+/// A running delivery loop. Dropping it leaves the loop running; call
+/// [`stop`](Self::stop) to end it.
+#[derive(Debug)]
+pub struct Running {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops taking deliveries, waits for the attempts in flight to finish
+    /// and be recorded, and returns. Pending deliveries stay in the store
+    /// for the next dispatcher.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
+    /// A jitter draw in `[0, 1)` (splitmix64; jitter needs spread, not
+    /// secrecy).
+    fn random(&self) -> f64 {
+        let mut z = self
+            .seed
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    async fn run(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {
+        let mut in_flight = JoinSet::new();
+        while !*stopped.borrow() {
+            let routes: Vec<Arc<Route>> = self
+                .routes
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .values()
+                .cloned()
+                .collect();
+            for route in routes {
+                self.take_for(&route, &mut in_flight).await;
+            }
+            while in_flight.try_join_next().is_some() {}
+            tokio::select! {
+                () = tokio::time::sleep(self.poll_interval) => {}
+                () = self.wake.notified() => {}
+                _ = stopped.changed() => {}
+            }
+        }
+        while in_flight.join_next().await.is_some() {}
+    }
+
+    /// Leases as many of the route's due deliveries as it has free slots,
+    /// and starts an attempt for each.
+    async fn take_for(self: &Arc<Self>, route: &Arc<Route>, in_flight: &mut JoinSet<()>) {
+        if route.health().disabled.is_some() || route.endpoint.breaker_open() {
+            return;
+        }
+        let free = route.limit.available_permits();
+        if free == 0 {
+            return;
+        }
+        let now = route.policy.now();
+        let taken = match self.store.take_due(&route.name, now, free, self.lease).await {
+            Ok(taken) => taken,
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot take due deliveries");
+                return;
+            }
+        };
+        for delivery in taken {
+            let Ok(permit) = Arc::clone(&route.limit).try_acquire_owned() else {
+                // Only this loop acquires, so a slot counted free is free.
+                break;
+            };
+            let (inner, route) = (Arc::clone(self), Arc::clone(route));
+            in_flight.spawn(async move { inner.attempt(&route, delivery, permit).await });
+        }
+    }
+
+    async fn attempt(&self, route: &Route, taken: Taken, _permit: OwnedSemaphorePermit) {
+        if let Err(wait) = route.endpoint.try_breaker() {
+            let due = later(route.policy.now(), wait);
+            if let Err(error) = self.store.put_back(&taken, due).await {
+                tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
+            }
+            return;
+        }
+        let now = route.policy.now();
+        let held = now.duration_since(taken.due_at).unwrap_or_default();
+        let tried = attempt_once(
+            &self.transport,
+            &route.endpoint,
+            &route.policy,
+            (&taken.id, &taken.body),
+            taken.attempts + 1,
+            (taken.waited, taken.reason, held),
+        )
+        .await;
+        let step = match plan_next(&route.policy, taken.tries + 1, tried.outcome, self.random()) {
+            Next::Retry { wait, reason } => Step::Retry {
+                due: later(route.policy.now(), wait),
+                wait,
+                reason,
+            },
+            Next::Done(outcome) => Step::Done(outcome),
+        };
+        match self.store.finish(&taken, &tried.attempt, step).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                endpoint = %route.name, id = %taken.id,
+                "lease lost during an attempt: another dispatcher took the delivery"
+            ),
+            // The lease runs out and the delivery is attempted again.
+            Err(error) => tracing::warn!(
+                endpoint = %route.name, id = %taken.id, %error,
+                "cannot record an attempt; it will be retried when its lease ends"
+            ),
+        }
+        self.track_health(route, tried.attempt.sent_at, tried.outcome);
+        // A slot is free: look for more due deliveries now.
+        self.wake.notify_one();
+    }
+
+    fn track_health(&self, route: &Route, sent_at: SystemTime, outcome: Outcome) {
+        let disabled = {
+            let mut health = route.health();
+            if health.disabled.is_some() {
+                return;
+            }
+            let reason = match outcome {
+                Outcome::Delivered => {
+                    health.failing_since = None;
+                    None
+                }
+                Outcome::Gone => Some(DisableReason::Gone),
+                Outcome::GiveUp | Outcome::Retry { .. } => {
+                    let since = *health.failing_since.get_or_insert(sent_at);
+                    route.policy.disable_after().and_then(|after| {
+                        let failing = sent_at.duration_since(since).unwrap_or_default();
+                        (failing >= after).then_some(DisableReason::NoSuccessFor(after))
+                    })
+                }
+            };
+            health.disabled = reason;
+            reason.map(|reason| Disabled {
+                endpoint: route.name.clone(),
+                reason,
+                failing_since: health.failing_since,
+            })
+        };
+        if let Some(disabled) = disabled {
+            tracing::warn!(endpoint = %disabled.endpoint, reason = ?disabled.reason, "endpoint disabled");
+            if let Some(hook) = &self.on_disable {
+                hook(&disabled);
+            }
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, as stores keep times.
+pub(crate) fn to_millis(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+/// The time `millis` after the Unix epoch.
+pub(crate) fn from_millis(millis: i64) -> SystemTime {
+    let offset = Duration::from_millis(millis.unsigned_abs());
+    if millis >= 0 {
+        UNIX_EPOCH.checked_add(offset)
+    } else {
+        UNIX_EPOCH.checked_sub(offset)
+    }
+    .unwrap_or(UNIX_EPOCH)
+}
+
+/// `now + wait`, or `now` if that cannot be represented.
+fn later(now: SystemTime, wait: Duration) -> SystemTime {
+    now.checked_add(wait).unwrap_or(now)
+}
+
+pub(crate) fn reason_code(reason: WaitReason) -> i64 {
+    match reason {
+        WaitReason::Schedule => 0,
+        WaitReason::RetryAfter => 1,
+    }
+}
+
+pub(crate) fn reason_from_code(code: i64) -> WaitReason {
+    if code == 1 {
+        WaitReason::RetryAfter
+    } else {
+        WaitReason::Schedule
+    }
+}

@@ -1,0 +1,85 @@
+//! [`PostgresDeliveries`]: deliveries in Postgres.
+
+use sqlx::AssertSqlSafe;
+use sqlx::postgres::PgPool;
+
+use super::sql::{POSTGRES, Statements, schema, sql_delivery_store, tables};
+use crate::dedup::DedupError;
+use crate::dedup::sql::check_prefix;
+
+/// Deliveries and their attempts in Postgres, shared by any number of
+/// dispatchers: each leases different due rows (`FOR UPDATE SKIP LOCKED`),
+/// and a delivery whose dispatcher stopped mid-attempt is taken again when
+/// its lease ends.
+///
+/// The tables are those of [`SqliteDeliveries`](super::SqliteDeliveries),
+/// with `BIGINT` and `BYTEA` columns.
+///
+/// ```no_run
+/// use hooklatch::sender::PostgresDeliveries;
+///
+/// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
+/// let pool = sqlx::PgPool::connect("postgres://localhost/app").await?;
+/// let store = PostgresDeliveries::new(pool, "hooklatch")?;
+/// store.migrate().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PostgresDeliveries {
+    pool: PgPool,
+    prefix: String,
+    statements: Statements,
+}
+
+impl PostgresDeliveries {
+    /// A store on `pool` whose tables start with `prefix` (1 to 48 of
+    /// `a-z 0-9 _`, starting with a letter). Call
+    /// [`migrate`](Self::migrate) before use.
+    pub fn new(pool: PgPool, prefix: &str) -> Result<Self, DedupError> {
+        check_prefix(prefix)?;
+        Ok(Self {
+            statements: Statements::new(prefix, &POSTGRES),
+            prefix: prefix.to_owned(),
+            pool,
+        })
+    }
+
+    /// Creates the tables and index if they do not exist. Concurrent
+    /// callers take turns on an advisory lock; when everything is there it
+    /// only reads the catalog, so it is safe to run on every start.
+    pub async fn migrate(&self) -> Result<(), DedupError> {
+        let (deliveries, attempts) = tables(&self.prefix);
+        let present: bool = sqlx::query_scalar(
+            "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL \
+             AND to_regclass($3) IS NOT NULL",
+        )
+        .bind(&deliveries)
+        .bind(format!("{deliveries}_due"))
+        .bind(&attempts)
+        .fetch_one(&self.pool)
+        .await?;
+        if present {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+            .bind(format!("hooklatch-migrate-{deliveries}"))
+            .execute(&mut *tx)
+            .await?;
+        for statement in schema(&self.prefix, &POSTGRES) {
+            sqlx::query(AssertSqlSafe(statement))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+sql_delivery_store!(PostgresDeliveries);

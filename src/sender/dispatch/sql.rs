@@ -1,0 +1,383 @@
+//! SQL shared by [`SqliteDeliveries`](super::SqliteDeliveries) and
+//! [`PostgresDeliveries`](super::PostgresDeliveries): the schema and the
+//! statements, which differ only in column types and row locking.
+//!
+//! Times are milliseconds since the Unix epoch; states and wait reasons are
+//! small integers ([`DeliveryState::code`](super::DeliveryState)).
+
+use sqlx::SqlStr;
+
+use crate::dedup::sql::statement;
+
+/// How one database spells what differs.
+pub(crate) struct Dialect {
+    /// The integer column type.
+    pub(crate) int: &'static str,
+    /// The byte string column type.
+    pub(crate) bytes: &'static str,
+    /// Appended to the subquery that picks due rows.
+    pub(crate) lock_due: &'static str,
+}
+
+pub(crate) const SQLITE: Dialect = Dialect {
+    int: "INTEGER",
+    bytes: "BLOB",
+    lock_due: "",
+};
+
+pub(crate) const POSTGRES: Dialect = Dialect {
+    int: "BIGINT",
+    bytes: "BYTEA",
+    // Concurrent dispatchers each take different rows instead of waiting.
+    lock_due: " FOR UPDATE SKIP LOCKED",
+};
+
+/// The tables a prefix names.
+pub(crate) fn tables(prefix: &str) -> (String, String) {
+    (
+        format!("{prefix}_deliveries"),
+        format!("{prefix}_delivery_attempts"),
+    )
+}
+
+/// The statements that create the tables and index.
+pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Vec<String> {
+    let (deliveries, attempts) = tables(prefix);
+    let Dialect { int, bytes, .. } = dialect;
+    vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {deliveries} (\
+             endpoint TEXT NOT NULL, event_id TEXT NOT NULL, body {bytes} NOT NULL, \
+             state {int} NOT NULL DEFAULT 0, tries {int} NOT NULL DEFAULT 0, \
+             attempts {int} NOT NULL DEFAULT 0, due_at {int} NOT NULL, \
+             waited_ms {int} NOT NULL DEFAULT 0, reason {int} NOT NULL DEFAULT 0, \
+             lease_token TEXT, lease_until {int}, created_at {int} NOT NULL, \
+             PRIMARY KEY (endpoint, event_id))"
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {deliveries}_due ON {deliveries} (endpoint, state, due_at)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {attempts} (\
+             endpoint TEXT NOT NULL, event_id TEXT NOT NULL, number {int} NOT NULL, \
+             sent_at {int} NOT NULL, waited_ms {int} NOT NULL, reason {int} NOT NULL, \
+             held_ms {int} NOT NULL, status {int}, error TEXT, duration_us {int} NOT NULL, \
+             excerpt {bytes} NOT NULL, PRIMARY KEY (endpoint, event_id, number))"
+        ),
+    ]
+}
+
+/// The statements both SQL delivery stores run.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    /// $1 endpoint, $2 id, $3 body, $4 due, $5 now.
+    pub(crate) enqueue: SqlStr,
+    /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until.
+    pub(crate) take: SqlStr,
+    /// $1 endpoint, $2 id, $3 token, $4 state, $5 due, $6 waited, $7 reason.
+    pub(crate) finish: SqlStr,
+    /// $1 endpoint, $2 id, then the attempt's columns $3 to $11.
+    pub(crate) record_attempt: SqlStr,
+    /// $1 endpoint, $2 id, $3 token, $4 due.
+    pub(crate) put_back: SqlStr,
+    /// $1 endpoint, $2 id.
+    pub(crate) read: SqlStr,
+    /// $1 endpoint, $2 id.
+    pub(crate) read_attempts: SqlStr,
+    /// $1 endpoint, $2 state, $3 limit.
+    pub(crate) list: SqlStr,
+    /// $1 endpoint, $2 id, $3 now.
+    pub(crate) replay: SqlStr,
+}
+
+impl Statements {
+    pub(crate) fn new(prefix: &str, dialect: &Dialect) -> Self {
+        let (deliveries, attempts) = tables(prefix);
+        let lock = dialect.lock_due;
+        let leased = "endpoint = $1 AND event_id = $2 AND lease_token = $3";
+        Self {
+            enqueue: statement(format!(
+                "INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (endpoint, event_id) DO NOTHING"
+            )),
+            take: statement(format!(
+                "UPDATE {deliveries} SET lease_token = $4, lease_until = $5 \
+                 WHERE endpoint = $1 AND event_id IN (\
+                 SELECT event_id FROM {deliveries} WHERE endpoint = $1 AND state = 0 \
+                 AND due_at <= $2 AND (lease_until IS NULL OR lease_until <= $2) \
+                 ORDER BY due_at LIMIT $3{lock}) \
+                 RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason"
+            )),
+            finish: statement(format!(
+                "UPDATE {deliveries} SET tries = tries + 1, attempts = attempts + 1, state = $4, \
+                 due_at = $5, waited_ms = $6, reason = $7, lease_token = NULL, lease_until = NULL \
+                 WHERE {leased}"
+            )),
+            record_attempt: statement(format!(
+                "INSERT INTO {attempts} (endpoint, event_id, number, sent_at, waited_ms, reason, \
+                 held_ms, status, error, duration_us, excerpt) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 ON CONFLICT (endpoint, event_id, number) DO NOTHING"
+            )),
+            put_back: statement(format!(
+                "UPDATE {deliveries} SET due_at = $4, lease_token = NULL, lease_until = NULL \
+                 WHERE {leased}"
+            )),
+            read: statement(format!(
+                "SELECT body, state, due_at FROM {deliveries} WHERE endpoint = $1 AND event_id = $2"
+            )),
+            read_attempts: statement(format!(
+                "SELECT number, sent_at, waited_ms, reason, held_ms, status, error, duration_us, \
+                 excerpt FROM {attempts} WHERE endpoint = $1 AND event_id = $2 ORDER BY number"
+            )),
+            list: statement(format!(
+                "SELECT event_id FROM {deliveries} WHERE endpoint = $1 AND state = $2 \
+                 ORDER BY created_at, event_id LIMIT $3"
+            )),
+            replay: statement(format!(
+                "UPDATE {deliveries} SET state = 0, tries = 0, due_at = $3, waited_ms = 0, \
+                 reason = 0, lease_token = NULL, lease_until = NULL \
+                 WHERE endpoint = $1 AND event_id = $2 AND state IN (2, 3)"
+            )),
+        }
+    }
+}
+
+/// Implements [`DeliveryStore`](super::DeliveryStore) for a SQL store with
+/// the fields `pool` and `statements`: the code is the same for SQLite and
+/// Postgres, only the row and pool types differ.
+macro_rules! sql_delivery_store {
+    ($store:ty) => {
+        impl $crate::sender::DeliveryStore for $store {
+            async fn enqueue(
+                &self,
+                endpoint: &str,
+                id: &str,
+                body: &[u8],
+                due: std::time::SystemTime,
+            ) -> Result<bool, $crate::dedup::DedupError> {
+                $crate::dedup::check_key(endpoint, id)?;
+                let added = sqlx::query(self.statements.enqueue.clone())
+                    .bind(endpoint)
+                    .bind(id)
+                    .bind(body)
+                    .bind($crate::sender::dispatch::to_millis(due))
+                    .bind($crate::dedup::now_millis())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(added == 1)
+            }
+
+            async fn take_due(
+                &self,
+                endpoint: &str,
+                now: std::time::SystemTime,
+                limit: usize,
+                lease: std::time::Duration,
+            ) -> Result<Vec<$crate::sender::Taken>, $crate::dedup::DedupError> {
+                use sqlx::Row as _;
+                let token = $crate::dedup::new_token();
+                let now_ms = $crate::sender::dispatch::to_millis(now);
+                let rows = sqlx::query(self.statements.take.clone())
+                    .bind(endpoint)
+                    .bind(now_ms)
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .bind(&token)
+                    .bind(now_ms.saturating_add($crate::dedup::millis(lease)))
+                    .fetch_all(&self.pool)
+                    .await?;
+                let mut taken = rows
+                    .into_iter()
+                    .map(|row| {
+                        Ok($crate::sender::Taken {
+                            endpoint: endpoint.to_owned(),
+                            id: row.try_get("event_id")?,
+                            body: row.try_get("body")?,
+                            tries: count(row.try_get("tries")?),
+                            attempts: count(row.try_get("attempts")?),
+                            due_at: $crate::sender::dispatch::from_millis(row.try_get("due_at")?),
+                            waited: duration_ms(row.try_get("waited_ms")?),
+                            reason: $crate::sender::dispatch::reason_from_code(
+                                row.try_get("reason")?,
+                            ),
+                            token: token.clone(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                taken.sort_by_key(|delivery| delivery.due_at);
+                Ok(taken)
+            }
+
+            async fn finish(
+                &self,
+                taken: &$crate::sender::Taken,
+                attempt: &$crate::sender::Attempt,
+                step: $crate::sender::Step,
+            ) -> Result<bool, $crate::dedup::DedupError> {
+                use $crate::sender::dispatch::{reason_code, to_millis};
+                let (state, due, waited, reason) = match step {
+                    $crate::sender::Step::Retry { due, wait, reason } => (
+                        $crate::sender::DeliveryState::Pending,
+                        to_millis(due),
+                        $crate::dedup::millis(wait),
+                        reason_code(reason),
+                    ),
+                    $crate::sender::Step::Done(outcome) => (
+                        $crate::sender::DeliveryState::ended(outcome),
+                        to_millis(taken.due_at),
+                        0,
+                        0,
+                    ),
+                };
+                let mut tx = self.pool.begin().await?;
+                let updated = sqlx::query(self.statements.finish.clone())
+                    .bind(&taken.endpoint)
+                    .bind(&taken.id)
+                    .bind(&taken.token)
+                    .bind(state.code())
+                    .bind(due)
+                    .bind(waited)
+                    .bind(reason)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if updated != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                let (status, error) = match &attempt.result {
+                    Ok(status) => (Some(i64::from(*status)), None),
+                    Err(error) => (None, Some(error.as_str())),
+                };
+                sqlx::query(self.statements.record_attempt.clone())
+                    .bind(&taken.endpoint)
+                    .bind(&taken.id)
+                    .bind(i64::from(attempt.number))
+                    .bind(to_millis(attempt.sent_at))
+                    .bind($crate::dedup::millis(attempt.waited))
+                    .bind(reason_code(attempt.reason))
+                    .bind($crate::dedup::millis(attempt.held))
+                    .bind(status)
+                    .bind(error)
+                    .bind(i64::try_from(attempt.duration.as_micros()).unwrap_or(i64::MAX))
+                    .bind(&attempt.excerpt)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn put_back(
+                &self,
+                taken: &$crate::sender::Taken,
+                due: std::time::SystemTime,
+            ) -> Result<bool, $crate::dedup::DedupError> {
+                let updated = sqlx::query(self.statements.put_back.clone())
+                    .bind(&taken.endpoint)
+                    .bind(&taken.id)
+                    .bind(&taken.token)
+                    .bind($crate::sender::dispatch::to_millis(due))
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(updated == 1)
+            }
+
+            async fn delivery(
+                &self,
+                endpoint: &str,
+                id: &str,
+            ) -> Result<Option<$crate::sender::StoredDelivery>, $crate::dedup::DedupError> {
+                use sqlx::Row as _;
+                use $crate::sender::dispatch::{from_millis, reason_from_code};
+                let Some(row) = sqlx::query(self.statements.read.clone())
+                    .bind(endpoint)
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let state = $crate::sender::DeliveryState::from_code(row.try_get("state")?);
+                let attempts = sqlx::query(self.statements.read_attempts.clone())
+                    .bind(endpoint)
+                    .bind(id)
+                    .fetch_all(&self.pool)
+                    .await?
+                    .into_iter()
+                    .map(|row| {
+                        let status: Option<i64> = row.try_get("status")?;
+                        let error: Option<String> = row.try_get("error")?;
+                        let duration: i64 = row.try_get("duration_us")?;
+                        Ok($crate::sender::Attempt {
+                            number: count(row.try_get("number")?),
+                            sent_at: from_millis(row.try_get("sent_at")?),
+                            waited: duration_ms(row.try_get("waited_ms")?),
+                            reason: reason_from_code(row.try_get("reason")?),
+                            held: duration_ms(row.try_get("held_ms")?),
+                            result: match status {
+                                Some(status) => Ok(u16::try_from(status).unwrap_or(0)),
+                                None => Err(error.unwrap_or_default()),
+                            },
+                            duration: std::time::Duration::from_micros(duration.unsigned_abs()),
+                            excerpt: row.try_get("excerpt")?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                Ok(Some($crate::sender::StoredDelivery {
+                    endpoint: endpoint.to_owned(),
+                    id: id.to_owned(),
+                    body: row.try_get("body")?,
+                    due_at: (state == $crate::sender::DeliveryState::Pending)
+                        .then(|| row.try_get("due_at").map(from_millis))
+                        .transpose()?,
+                    state,
+                    attempts,
+                }))
+            }
+
+            async fn list(
+                &self,
+                endpoint: &str,
+                state: $crate::sender::DeliveryState,
+                limit: usize,
+            ) -> Result<Vec<String>, $crate::dedup::DedupError> {
+                Ok(sqlx::query_scalar(self.statements.list.clone())
+                    .bind(endpoint)
+                    .bind(state.code())
+                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
+            async fn replay(
+                &self,
+                endpoint: &str,
+                id: &str,
+                now: std::time::SystemTime,
+            ) -> Result<bool, $crate::dedup::DedupError> {
+                let updated = sqlx::query(self.statements.replay.clone())
+                    .bind(endpoint)
+                    .bind(id)
+                    .bind($crate::sender::dispatch::to_millis(now))
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(updated == 1)
+            }
+        }
+
+        /// A count column as a `u32`.
+        fn count(value: i64) -> u32 {
+            u32::try_from(value).unwrap_or(0)
+        }
+
+        /// A millisecond column as a duration.
+        fn duration_ms(value: i64) -> std::time::Duration {
+            std::time::Duration::from_millis(value.unsigned_abs())
+        }
+    };
+}
+
+pub(crate) use sql_delivery_store;

@@ -1,0 +1,85 @@
+//! [`SqliteDeliveries`]: deliveries in a SQLite file.
+
+use std::path::Path;
+
+use sqlx::AssertSqlSafe;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
+
+use super::sql::{SQLITE, Statements, schema, sql_delivery_store};
+use crate::dedup::DedupError;
+use crate::dedup::sql::check_prefix;
+
+/// Deliveries and their attempts in a SQLite file, for a sender in one
+/// process: a restarted dispatcher picks up every pending delivery.
+///
+/// # Schema
+///
+/// [`migrate`](Self::migrate) creates `{prefix}_deliveries` (one row per
+/// endpoint and webhook id: body, state, the next due time and the lease)
+/// and `{prefix}_delivery_attempts` (one row per attempt: time, wait,
+/// status or error, duration and excerpt).
+///
+/// ```
+/// use hooklatch::sender::{DeliveryStore, SqliteDeliveries};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+/// # let dir = std::env::temp_dir().join(format!("hooklatch-doc-deliveries-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let store = SqliteDeliveries::open(dir.join("outbox.db")).await?;
+/// assert!(store.enqueue("orders", "msg_1", b"{}", std::time::SystemTime::now()).await?);
+/// assert!(!store.enqueue("orders", "msg_1", b"{}", std::time::SystemTime::now()).await?);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteDeliveries {
+    pool: SqlitePool,
+    prefix: String,
+    statements: Statements,
+}
+
+impl SqliteDeliveries {
+    /// Opens (creating if needed) the database file at `path`, in WAL mode
+    /// with `synchronous=FULL`, and runs [`migrate`](Self::migrate).
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
+        let pool =
+            crate::dedup::open_sqlite_pool(SqliteConnectOptions::new().filename(path)).await?;
+        let store = Self::new(pool, "hooklatch")?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// A store on `pool` whose tables start with `prefix` (1 to 48 of
+    /// `a-z 0-9 _`, starting with a letter). Call
+    /// [`migrate`](Self::migrate) before use.
+    pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, DedupError> {
+        check_prefix(prefix)?;
+        Ok(Self {
+            statements: Statements::new(prefix, &SQLITE),
+            prefix: prefix.to_owned(),
+            pool,
+        })
+    }
+
+    /// Creates the tables and index if they do not exist, in one
+    /// transaction.
+    pub async fn migrate(&self) -> Result<(), DedupError> {
+        let mut tx = self.pool.begin().await?;
+        for statement in schema(&self.prefix, &SQLITE) {
+            sqlx::query(AssertSqlSafe(statement))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+sql_delivery_store!(SqliteDeliveries);
