@@ -71,10 +71,10 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
-#[cfg(all(feature = "sqlite", feature = "sender"))]
-pub(crate) use sqlite::open_sqlite_pool;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+#[cfg(all(feature = "sqlite", feature = "sender"))]
+pub(crate) use sqlite::open_sqlite_pool;
 
 /// The longest namespace accepted, in bytes.
 pub const MAX_NAMESPACE_LEN: usize = 64;

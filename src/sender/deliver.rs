@@ -507,10 +507,7 @@ pub async fn deliver<T: Transport>(
                     outcome,
                 };
             }
-            Next::Retry {
-                wait,
-                reason: why,
-            } => (waited, reason) = (wait, why),
+            Next::Retry { wait, reason: why } => (waited, reason) = (wait, why),
         }
         number += 1;
     }

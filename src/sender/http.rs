@@ -45,7 +45,11 @@ impl HttpTransport {
         addresses: AddressPolicy,
         policy: &super::deliver::Policy,
     ) -> Result<Self, reqwest::Error> {
-        Self::with_timeouts(addresses, policy.connect_timeout(), policy.attempt_timeout())
+        Self::with_timeouts(
+            addresses,
+            policy.connect_timeout(),
+            policy.attempt_timeout(),
+        )
     }
 
     /// A transport with the given timeouts.

@@ -26,14 +26,14 @@ pub use deliver::{
     Attempt, DeliveryRecord, EXCERPT_LEN, Endpoint, Final, Policy, Response, Transport, WaitReason,
     deliver,
 };
-pub use dispatch::{
-    DeliveryState, DeliveryStore, Disabled, DisableReason, DispatchError, Dispatcher,
-    MemoryDeliveries, Running, Step, StoredDelivery, Taken,
-};
 #[cfg(feature = "postgres")]
 pub use dispatch::PostgresDeliveries;
 #[cfg(feature = "sqlite")]
 pub use dispatch::SqliteDeliveries;
+pub use dispatch::{
+    DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
+    MemoryDeliveries, Running, Step, StoredDelivery, Taken,
+};
 pub use guard::{AddressPolicy, Forbidden, check_address, check_url};
 #[cfg(feature = "sender-http")]
 pub use http::{DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport};

@@ -138,7 +138,12 @@ impl DeliveryStore for MemoryDeliveries {
         }))
     }
 
-    async fn finish(&self, taken: &Taken, attempt: &Attempt, step: Step) -> Result<bool, DedupError> {
+    async fn finish(
+        &self,
+        taken: &Taken,
+        attempt: &Attempt,
+        step: Step,
+    ) -> Result<bool, DedupError> {
         Ok(self.with(|deliveries| {
             let Some(entry) = deliveries.leased(taken) else {
                 return false;
@@ -171,7 +176,11 @@ impl DeliveryStore for MemoryDeliveries {
         }))
     }
 
-    async fn delivery(&self, endpoint: &str, id: &str) -> Result<Option<StoredDelivery>, DedupError> {
+    async fn delivery(
+        &self,
+        endpoint: &str,
+        id: &str,
+    ) -> Result<Option<StoredDelivery>, DedupError> {
         Ok(self.with(|deliveries| {
             deliveries
                 .by_key
@@ -206,7 +215,10 @@ impl DeliveryStore for MemoryDeliveries {
             let Some(entry) = deliveries.by_key.get_mut(&key(endpoint, id)) else {
                 return false;
             };
-            if !matches!(entry.stored.state, DeliveryState::Dead | DeliveryState::Gone) {
+            if !matches!(
+                entry.stored.state,
+                DeliveryState::Dead | DeliveryState::Gone
+            ) {
                 return false;
             }
             entry.stored.state = DeliveryState::Pending;

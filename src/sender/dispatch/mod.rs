@@ -260,7 +260,7 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 /// ```
 /// use std::time::Duration;
 /// use hooklatch::sender::{Dispatcher, MemoryDeliveries, Policy, Response, Schedule, Transport};
-/// use hooklatch::verify::Signer;
+/// use hooklatch::verify::{Scheme, Signer};
 ///
 /// struct AlwaysOk;
 /// impl Transport for AlwaysOk {
@@ -273,7 +273,7 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let dispatcher = Dispatcher::new(MemoryDeliveries::new(), AlwaysOk)
 ///     .with_poll_interval(Duration::from_millis(10));
-/// let signer = Signer::standard(&["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?;
+/// let signer = Signer::new(Scheme::standard_webhooks(), ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?;
 /// dispatcher.add_endpoint("orders", "https://example.com/hooks", signer, Policy::svix())?;
 /// dispatcher.send("orders", "msg_1", br#"{"paid":true}"#).await?;
 ///
@@ -331,7 +331,11 @@ impl Route {
 
 impl<S, T> std::fmt::Debug for Dispatcher<S, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let routes = self.inner.routes.read().unwrap_or_else(PoisonError::into_inner);
+        let routes = self
+            .inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("Dispatcher")
             .field("endpoints", &routes.keys().collect::<Vec<_>>())
             .field("poll_interval", &self.inner.poll_interval)
@@ -575,7 +579,11 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             return;
         }
         let now = route.policy.now();
-        let taken = match self.store.take_due(&route.name, now, free, self.lease).await {
+        let taken = match self
+            .store
+            .take_due(&route.name, now, free, self.lease)
+            .await
+        {
             Ok(taken) => taken,
             Err(error) => {
                 tracing::warn!(endpoint = %route.name, %error, "cannot take due deliveries");

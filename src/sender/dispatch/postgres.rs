@@ -19,9 +19,7 @@ use crate::dedup::sql::check_prefix;
 /// use hooklatch::sender::PostgresDeliveries;
 ///
 /// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
-/// let pool = sqlx::PgPool::connect("postgres://localhost/app").await?;
-/// let store = PostgresDeliveries::new(pool, "hooklatch")?;
-/// store.migrate().await?;
+/// let store = PostgresDeliveries::connect("postgres://localhost/app").await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -33,6 +31,20 @@ pub struct PostgresDeliveries {
 }
 
 impl PostgresDeliveries {
+    /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
+    /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate)
+    /// for the prefix `hooklatch`.
+    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(std::time::Duration::from_secs(5))
+            .connect(url)
+            .await?;
+        let store = Self::new(pool, "hooklatch")?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
     /// A store on `pool` whose tables start with `prefix` (1 to 48 of
     /// `a-z 0-9 _`, starting with a letter). Call
     /// [`migrate`](Self::migrate) before use.

@@ -1,0 +1,752 @@
+//! The background [`Dispatcher`]: concurrency limit, auto-disable, 410,
+//! replay, the breaker, and restarts (graceful and a crash) on every
+//! delivery store, against real SQLite and Postgres (see tests/support).
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use hooklatch::sender::{
+    Breaker, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
+    Jitter, MemoryDeliveries, Policy, PostgresDeliveries, Response, Schedule, SqliteDeliveries,
+    Transport,
+};
+use hooklatch::verify::{Scheme, Signer, Verifier};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const ENDPOINT: &str = "orders";
+
+/// A receiver in the same process: it checks every signature, answers
+/// what the test sets, and counts what it saw.
+#[derive(Clone)]
+struct Receiver {
+    state: Arc<ReceiverState>,
+}
+
+struct ReceiverState {
+    verifier: Verifier,
+    status: Mutex<u16>,
+    delay: Mutex<Duration>,
+    /// (id, status answered) for every answered attempt.
+    answered: Mutex<Vec<(String, u16)>>,
+    started: AtomicUsize,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl Receiver {
+    fn answering(status: u16) -> Self {
+        Self {
+            state: Arc::new(ReceiverState {
+                verifier: Verifier::builder(Scheme::standard_webhooks())
+                    .with_secret(SECRET)
+                    .expect("secret")
+                    .build()
+                    .expect("verifier"),
+                status: Mutex::new(status),
+                delay: Mutex::new(Duration::ZERO),
+                answered: Mutex::new(Vec::new()),
+                started: AtomicUsize::new(0),
+                in_flight: AtomicUsize::new(0),
+                peak: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    fn set_status(&self, status: u16) {
+        *self.state.status.lock().unwrap() = status;
+    }
+
+    fn set_delay(&self, delay: Duration) {
+        *self.state.delay.lock().unwrap() = delay;
+    }
+
+    fn answered(&self) -> Vec<(String, u16)> {
+        self.state.answered.lock().unwrap().clone()
+    }
+
+    /// How many 2xx answers each id got.
+    fn successes(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for (id, status) in self.answered() {
+            if (200..300).contains(&status) {
+                *counts.entry(id).or_default() += 1;
+            }
+        }
+        counts
+    }
+
+    fn started(&self) -> usize {
+        self.state.started.load(Ordering::SeqCst)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.state.in_flight.load(Ordering::SeqCst)
+    }
+
+    fn peak(&self) -> usize {
+        self.state.peak.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts an attempt in flight until dropped, even when a crash drops it.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Transport for Receiver {
+    async fn post(
+        &self,
+        _url: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Response, String> {
+        let state = &self.state;
+        let verified = state
+            .verifier
+            .verify(headers, body)
+            .expect("every attempt is signed anew and verifies");
+        let id = verified.id().expect("a webhook-id").to_owned();
+        state.started.fetch_add(1, Ordering::SeqCst);
+        let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let _in_flight = InFlight(&state.in_flight);
+        state.peak.fetch_max(now, Ordering::SeqCst);
+        let delay = *state.delay.lock().unwrap();
+        tokio::time::sleep(delay).await;
+        let status = *state.status.lock().unwrap();
+        state.answered.lock().unwrap().push((id, status));
+        Ok(Response {
+            status,
+            retry_after: None,
+            body: b"ok".to_vec(),
+        })
+    }
+}
+
+/// Attempts `every` apart, `attempts` in all, no jitter, and a breaker
+/// that never opens (one test sets its own).
+fn every(every: Duration, attempts: usize) -> Policy {
+    let mut delays = vec![Duration::ZERO];
+    delays.resize(attempts, every);
+    Policy::new(Schedule::Table {
+        delays,
+        jitter: Jitter::None,
+    })
+    .with_breaker(Breaker::new().with_failure_threshold(u32::MAX))
+}
+
+fn dispatcher<S: DeliveryStore>(store: S, receiver: &Receiver) -> Dispatcher<S, Receiver> {
+    Dispatcher::new(store, receiver.clone())
+        .with_poll_interval(Duration::from_millis(20))
+        .with_lease(Duration::from_millis(500))
+}
+
+fn add(dispatcher: &Dispatcher<impl DeliveryStore, Receiver>, policy: Policy) {
+    dispatcher
+        .add_endpoint(
+            ENDPOINT,
+            "https://receiver.example/hooks",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).expect("secret"),
+            policy,
+        )
+        .expect("endpoint");
+}
+
+/// Polls `done` until it holds, failing after 20 seconds.
+async fn wait_until<F: Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn state_of(store: &impl DeliveryStore, id: &str) -> DeliveryState {
+    store
+        .delivery(ENDPOINT, id)
+        .await
+        .expect("read")
+        .expect("stored")
+        .state
+}
+
+async fn all_in(store: &impl DeliveryStore, ids: &[String], state: DeliveryState) -> bool {
+    for id in ids {
+        if state_of(store, id).await != state {
+            return false;
+        }
+    }
+    true
+}
+
+fn ids(count: usize) -> Vec<String> {
+    (0..count).map(|n| format!("msg_{n}")).collect()
+}
+
+/// Opens the same store again, as a restarted process would.
+trait Backend: Send + Sync + 'static {
+    type Store: DeliveryStore + Clone;
+    async fn open(&self) -> Self::Store;
+}
+
+struct Memory(MemoryDeliveries);
+impl Backend for Memory {
+    type Store = MemoryDeliveries;
+    async fn open(&self) -> MemoryDeliveries {
+        self.0.clone()
+    }
+}
+
+struct Sqlite(support::TempDir);
+impl Backend for Sqlite {
+    type Store = SqliteDeliveries;
+    async fn open(&self) -> SqliteDeliveries {
+        SqliteDeliveries::open(self.0.path().join("outbox.db"))
+            .await
+            .expect("open sqlite")
+    }
+}
+
+struct Postgres {
+    server: support::Server,
+    prefix: String,
+}
+impl Backend for Postgres {
+    type Store = PostgresDeliveries;
+    async fn open(&self) -> PostgresDeliveries {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(8)
+            .connect(&self.server.url())
+            .await
+            .expect("connect to postgres");
+        let store = PostgresDeliveries::new(pool, &self.prefix).expect("prefix");
+        store.migrate().await.expect("migrate");
+        store
+    }
+}
+
+fn memory() -> Memory {
+    Memory(MemoryDeliveries::new())
+}
+
+fn sqlite() -> Sqlite {
+    Sqlite(support::TempDir::new("deliveries"))
+}
+
+fn postgres() -> Postgres {
+    Postgres {
+        server: support::postgres(),
+        prefix: support::unique("d"),
+    }
+}
+
+/// A dispatcher stopped while every delivery is failing; a new one on the
+/// same store, once the receiver recovers, delivers each exactly once.
+async fn graceful_restart(backend: impl Backend) {
+    let receiver = Receiver::answering(500);
+    let first = dispatcher(backend.open().await, &receiver);
+    add(&first, every(Duration::from_millis(50), 1000));
+    let ids = ids(30);
+    for id in &ids {
+        assert!(first.send(ENDPOINT, id, id.as_bytes()).await.expect("send"));
+    }
+    let running = first.start();
+    wait_until("every delivery has failed twice", || {
+        let answered = receiver.answered();
+        let ids = &ids;
+        async move {
+            ids.iter()
+                .all(|id| answered.iter().filter(|(seen, _)| seen == id).count() >= 2)
+        }
+    })
+    .await;
+    running.stop().await;
+    let after_stop = receiver.answered().len();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        receiver.answered().len(),
+        after_stop,
+        "a stopped dispatcher sends nothing"
+    );
+    drop(first);
+
+    receiver.set_status(200);
+    let store = backend.open().await;
+    let second = dispatcher(store.clone(), &receiver);
+    add(&second, every(Duration::from_millis(50), 1000));
+    let running = second.start();
+    wait_until("every delivery is delivered", || {
+        all_in(&store, &ids, DeliveryState::Delivered)
+    })
+    .await;
+    running.stop().await;
+
+    let successes = receiver.successes();
+    for id in &ids {
+        assert_eq!(successes.get(id), Some(&1), "{id} delivered once");
+        let stored = store.delivery(ENDPOINT, id).await.unwrap().unwrap();
+        let numbers: Vec<u32> = stored.attempts.iter().map(|a| a.number).collect();
+        assert_eq!(
+            numbers,
+            (1..=numbers.len() as u32).collect::<Vec<_>>(),
+            "{id}"
+        );
+        let (last, failures) = stored.attempts.split_last().unwrap();
+        assert_eq!(last.result, Ok(200));
+        assert!(failures.len() >= 2 && failures.iter().all(|a| a.result == Ok(500)));
+        assert_eq!(last.excerpt, b"ok");
+    }
+}
+
+/// The process running a dispatcher dies with attempts in flight: a new
+/// dispatcher takes those deliveries again once their leases end, and
+/// every delivery ends delivered exactly once in the store.
+fn crash_mid_attempt<B: Backend>(backend: B) {
+    let backend = Arc::new(backend);
+    let receiver = Receiver::answering(200);
+    receiver.set_delay(Duration::from_secs(30));
+    let ids = ids(12);
+
+    let crashed = {
+        let (backend, receiver, ids) = (backend.clone(), receiver.clone(), ids.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let first = dispatcher(backend.open().await, &receiver);
+                add(
+                    &first,
+                    every(Duration::from_millis(50), 10).with_concurrency(4),
+                );
+                for id in &ids {
+                    first.send(ENDPOINT, id, id.as_bytes()).await.expect("send");
+                }
+                // Dropping the handle leaves the loop running on this runtime.
+                drop(first.start());
+                wait_until("four attempts hang", || {
+                    let in_flight = receiver.in_flight();
+                    async move { in_flight == 4 }
+                })
+                .await;
+            });
+            // The crash: every task on the runtime is dropped mid-attempt.
+            runtime.shutdown_timeout(Duration::from_secs(5));
+        })
+    };
+    crashed.join().expect("first dispatcher");
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        assert_eq!(receiver.in_flight(), 0, "the crash ended the attempts");
+        assert!(
+            receiver.answered().is_empty(),
+            "nothing was answered before the crash"
+        );
+        receiver.set_delay(Duration::ZERO);
+        let store = backend.open().await;
+        let second = dispatcher(store.clone(), &receiver);
+        add(
+            &second,
+            every(Duration::from_millis(50), 10).with_concurrency(4),
+        );
+        let running = second.start();
+        wait_until("every delivery is delivered", || {
+            all_in(&store, &ids, DeliveryState::Delivered)
+        })
+        .await;
+        running.stop().await;
+        for id in &ids {
+            let stored = store.delivery(ENDPOINT, id).await.unwrap().unwrap();
+            assert_eq!(
+                stored.attempts.len(),
+                1,
+                "{id}: the lost attempt is not recorded"
+            );
+            assert_eq!(stored.attempts[0].result, Ok(200));
+        }
+        assert_eq!(receiver.successes().len(), ids.len());
+        assert!(receiver.successes().values().all(|&n| n == 1));
+        // The four cut-off attempts reached the receiver and were sent again.
+        assert_eq!(receiver.started(), ids.len() + 4);
+    });
+}
+
+/// Two dispatchers on one store at once: each delivery is attempted once.
+async fn two_dispatchers_share_a_store(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    receiver.set_delay(Duration::from_millis(2));
+    let ids = ids(300);
+    let (a, b) = (
+        dispatcher(backend.open().await, &receiver),
+        dispatcher(backend.open().await, &receiver),
+    );
+    for dispatcher in [&a, &b] {
+        add(dispatcher, every(Duration::from_millis(50), 3));
+    }
+    let (running_a, running_b) = (a.start(), b.start());
+    let (first_half, second_half) = ids.split_at(150);
+    let send_a = async {
+        for id in first_half {
+            a.send(ENDPOINT, id, id.as_bytes()).await.expect("send");
+        }
+    };
+    let send_b = async {
+        for id in second_half {
+            b.send(ENDPOINT, id, id.as_bytes()).await.expect("send");
+        }
+    };
+    tokio::join!(send_a, send_b);
+    let store = backend.open().await;
+    wait_until("every delivery is delivered", || {
+        all_in(&store, &ids, DeliveryState::Delivered)
+    })
+    .await;
+    running_a.stop().await;
+    running_b.stop().await;
+    assert_eq!(receiver.started(), ids.len(), "no delivery attempted twice");
+    assert_eq!(receiver.successes().len(), ids.len());
+}
+
+/// A delivery out of attempts is dead, listed, and a replay sends it again
+/// from the start of its schedule; the attempts before it are kept.
+async fn dead_deliveries_replay(backend: impl Backend) {
+    let receiver = Receiver::answering(503);
+    let store = backend.open().await;
+    let dispatcher = dispatcher(store.clone(), &receiver);
+    add(&dispatcher, every(Duration::from_millis(20), 2));
+    dispatcher.send(ENDPOINT, "msg_dead", b"{}").await.unwrap();
+    dispatcher.send(ENDPOINT, "msg_fine", b"{}").await.unwrap();
+    let running = dispatcher.start();
+    wait_until("both are dead", || async {
+        dispatcher.dead(ENDPOINT, 10).await.unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(
+        dispatcher.dead(ENDPOINT, 1).await.unwrap().len(),
+        1,
+        "limit"
+    );
+    assert!(
+        !dispatcher.replay(ENDPOINT, "msg_unknown").await.unwrap(),
+        "nothing to replay"
+    );
+    receiver.set_status(204);
+    assert!(dispatcher.replay(ENDPOINT, "msg_dead").await.unwrap());
+    wait_until("the replay is delivered", || async {
+        state_of(&store, "msg_dead").await == DeliveryState::Delivered
+    })
+    .await;
+    assert!(
+        !dispatcher.replay(ENDPOINT, "msg_dead").await.unwrap(),
+        "a delivered event is not replayed"
+    );
+    running.stop().await;
+    let stored = store.delivery(ENDPOINT, "msg_dead").await.unwrap().unwrap();
+    let results: Vec<_> = stored
+        .attempts
+        .iter()
+        .map(|a| (a.number, a.result.clone()))
+        .collect();
+    assert_eq!(results, [(1, Ok(503)), (2, Ok(503)), (3, Ok(204))]);
+    assert_eq!(stored.attempts[1].waited, Duration::from_millis(20));
+    assert_eq!(
+        stored.attempts[2].waited,
+        Duration::ZERO,
+        "the schedule starts over"
+    );
+    assert_eq!(dispatcher.dead(ENDPOINT, 10).await.unwrap(), ["msg_fine"]);
+    assert_eq!(stored.due_at, None);
+    assert_eq!(stored.body, b"{}");
+}
+
+macro_rules! suite {
+    ($module:ident, $backend:expr) => {
+        mod $module {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_graceful_restart_delivers_each_event_once() {
+                graceful_restart($backend).await;
+            }
+
+            #[test]
+            fn a_crash_mid_attempt_loses_nothing_and_delivers_each_event_once() {
+                crash_mid_attempt($backend);
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn two_dispatchers_on_one_store_attempt_each_delivery_once() {
+                two_dispatchers_share_a_store($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn dead_deliveries_are_listed_and_replayed() {
+                dead_deliveries_replay($backend).await;
+            }
+        }
+    };
+}
+
+suite!(memory_store, memory());
+suite!(sqlite_store, sqlite());
+suite!(postgres_store, postgres());
+
+#[tokio::test]
+async fn the_concurrency_limit_holds_per_endpoint() {
+    let receiver = Receiver::answering(200);
+    receiver.set_delay(Duration::from_millis(30));
+    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    add(
+        &dispatcher,
+        every(Duration::from_millis(50), 3).with_concurrency(3),
+    );
+    let ids = ids(30);
+    for id in &ids {
+        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    let running = dispatcher.start();
+    wait_until("all delivered", || async {
+        receiver.successes().len() == ids.len()
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(receiver.peak(), 3, "three at once, never more");
+}
+
+#[tokio::test]
+async fn an_endpoint_failing_past_its_limit_is_disabled_and_its_owner_told() {
+    let receiver = Receiver::answering(500);
+    let told: Arc<Mutex<Vec<Disabled>>> = Arc::default();
+    let dispatcher = {
+        let told = told.clone();
+        dispatcher(MemoryDeliveries::new(), &receiver)
+            .on_disable(move |disabled| told.lock().unwrap().push(disabled.clone()))
+    };
+    let started = SystemTime::now();
+    add(
+        &dispatcher,
+        every(Duration::from_millis(30), 1000).with_disable_after(Some(Duration::from_millis(200))),
+    );
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = dispatcher.start();
+    wait_until("the endpoint is disabled", || async {
+        dispatcher.disabled(ENDPOINT).unwrap().is_some()
+    })
+    .await;
+    let attempts_when_disabled = receiver.answered().len();
+    assert!(
+        attempts_when_disabled >= 6,
+        "failed for 200 ms at 30 ms apart"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        receiver.answered().len(),
+        attempts_when_disabled,
+        "nothing sent once disabled"
+    );
+
+    let told = told.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "told once");
+    assert_eq!(told[0].endpoint, ENDPOINT);
+    assert_eq!(
+        told[0].reason,
+        DisableReason::NoSuccessFor(Duration::from_millis(200))
+    );
+    assert!(told[0].failing_since.unwrap() >= started);
+
+    // The delivery waited, pending, and goes out once enabled again.
+    receiver.set_status(200);
+    dispatcher.enable(ENDPOINT).unwrap();
+    wait_until("delivered after enabling", || async {
+        receiver.successes().len() == 1
+    })
+    .await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn gone_disables_the_endpoint_and_holds_its_other_deliveries() {
+    let receiver = Receiver::answering(410);
+    let told: Arc<Mutex<Vec<Disabled>>> = Arc::default();
+    let dispatcher = {
+        let told = told.clone();
+        dispatcher(MemoryDeliveries::new(), &receiver)
+            .on_disable(move |disabled| told.lock().unwrap().push(disabled.clone()))
+    };
+    add(
+        &dispatcher,
+        every(Duration::from_millis(20), 5).with_concurrency(1),
+    );
+    let store_view = dispatcher.clone();
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = dispatcher.start();
+    wait_until("disabled", || async {
+        dispatcher.disabled(ENDPOINT).unwrap() == Some(DisableReason::Gone)
+    })
+    .await;
+    dispatcher.send(ENDPOINT, "msg_2", b"{}").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    running.stop().await;
+    assert_eq!(receiver.answered(), [("msg_1".to_owned(), 410)]);
+    let first = store_view
+        .delivery(ENDPOINT, "msg_1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.state, DeliveryState::Gone);
+    let second = store_view
+        .delivery(ENDPOINT, "msg_2")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        second.state,
+        DeliveryState::Pending,
+        "kept for when it is enabled"
+    );
+    assert_eq!(told.lock().unwrap()[0].reason, DisableReason::Gone);
+}
+
+#[tokio::test]
+async fn an_open_breaker_sends_nothing_until_its_cool_down_ends() {
+    let receiver = Receiver::answering(500);
+    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    add(
+        &dispatcher,
+        every(Duration::from_millis(10), 1000)
+            .with_concurrency(1)
+            .with_breaker(
+                Breaker::new()
+                    .with_failure_threshold(3)
+                    .with_cool_down(Duration::from_millis(400))
+                    .with_probes(1),
+            ),
+    );
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = dispatcher.start();
+    wait_until("three failures", || async {
+        receiver.answered().len() >= 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(receiver.answered().len(), 3, "open: nothing sent");
+    receiver.set_status(200);
+    wait_until("a probe after the cool-down succeeds", || async {
+        receiver.successes().len() == 1
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(receiver.answered().len(), 4);
+}
+
+#[tokio::test]
+async fn sending_an_event_twice_stores_one_delivery() {
+    let receiver = Receiver::answering(200);
+    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3));
+    assert!(dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
+    assert!(!dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
+    let running = dispatcher.start();
+    wait_until("delivered", || async { receiver.successes().len() == 1 }).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    running.stop().await;
+    assert_eq!(receiver.answered().len(), 1);
+}
+
+#[tokio::test]
+async fn unknown_endpoints_and_bad_ids_are_refused() {
+    let receiver = Receiver::answering(200);
+    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    assert!(matches!(
+        dispatcher.send("nowhere", "msg_1", b"{}").await,
+        Err(DispatchError::UnknownEndpoint(name)) if name == "nowhere"
+    ));
+    add(&dispatcher, every(Duration::from_millis(10), 3));
+    let error = dispatcher
+        .send(ENDPOINT, "two words", b"{}")
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("event id"), "{error}");
+    let error = dispatcher
+        .add_endpoint(
+            "a b",
+            "https://x.example",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+            every(Duration::ZERO, 1),
+        )
+        .unwrap_err();
+    assert!(error.to_string().contains("namespace"), "{error}");
+}
+
+#[test]
+fn the_presets_are_complete_configurations() {
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    let nine = Policy::nine_attempts_over_three_days();
+    assert_eq!(nine.schedule().attempts(), 9);
+    assert_eq!(nine.attempt_timeout(), Duration::from_secs(10));
+    assert_eq!(nine.disable_after(), Some(3 * DAY));
+
+    let ten_hours = Policy::five_retries_over_ten_hours();
+    assert_eq!(ten_hours.schedule().attempts(), 6);
+    assert_eq!(ten_hours.connect_timeout(), Duration::from_secs(5));
+    assert_eq!(ten_hours.attempt_timeout(), Duration::from_secs(35));
+
+    let seven = Policy::seven_attempts_over_a_day();
+    assert_eq!(seven.schedule().attempts(), 7);
+    assert_eq!(seven.disable_after(), Some(7 * DAY));
+
+    let svix = Policy::svix();
+    assert_eq!(svix.schedule().attempts(), 8);
+    assert_eq!(svix.attempt_timeout(), Duration::from_secs(15));
+    assert_eq!(svix.connect_timeout(), Duration::from_secs(5));
+    assert_eq!(svix.concurrency(), 10);
+    assert_eq!(svix.disable_after(), Some(5 * DAY));
+
+    // The breakers, shown by driving them: 20 failures open the
+    // exponential preset's for 24 h; 3 probes close the 10.6 h preset's.
+    let now = std::time::Instant::now();
+    let mut breaker = Policy::exponential_to_an_hour(30).breaker().clone();
+    for n in 1..=20 {
+        breaker
+            .try_acquire(now)
+            .unwrap_or_else(|_| panic!("closed before failure {n}"));
+        breaker.on_failure(now);
+    }
+    assert!(
+        breaker
+            .try_acquire(now + DAY - Duration::from_secs(1))
+            .is_err()
+    );
+    assert!(breaker.try_acquire(now + DAY).is_ok());
+
+    let mut breaker = ten_hours.breaker().clone();
+    for _ in 0..5 {
+        breaker.try_acquire(now).unwrap();
+        breaker.on_failure(now);
+    }
+    let later = now + Duration::from_secs(30);
+    for _ in 0..3 {
+        breaker.try_acquire(later).expect("up to three probes");
+    }
+    assert!(breaker.try_acquire(later).is_err(), "a fourth waits");
+    for _ in 0..3 {
+        breaker.on_success(later);
+    }
+    assert_eq!(
+        breaker.state(later),
+        hooklatch::sender::BreakerState::Closed
+    );
+}
