@@ -1,8 +1,8 @@
 //! Run with: cargo run --example drill --features sender-http -- [--events N] [--fail-for SECS] [--slow-share F]
 //!
-//! Both ends in one process. A sender delivers N events to an axum
-//! receiver (hooklatch-tower with the SQLite inbox) through the real HTTP
-//! stack. The receiver refuses everything (503) for the first SECS seconds,
+//! Both ends in one process. A dispatcher (its outbox in SQLite) delivers
+//! N events to an axum receiver (hooklatch-tower with the SQLite inbox)
+//! through the real HTTP stack. The receiver refuses everything (503) for the first SECS seconds,
 //! and a share F of the events it accepts answer only after the sender has
 //! given up waiting, so the sender retries events that were in fact
 //! accepted: real duplicates. A worker drains the inbox.
@@ -23,7 +23,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use hooklatch::dedup::{Inbox, SqliteStore};
 use hooklatch::sender::{
-    AddressPolicy, Breaker, Endpoint, Final, HttpTransport, Jitter, Policy, Schedule, deliver,
+    AddressPolicy, Breaker, DeliveryState, Dispatcher, HttpTransport, Jitter, Policy, Schedule,
+    SqliteDeliveries, Transport,
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 use hooklatch_tower::WebhookLayer;
@@ -50,6 +51,37 @@ struct Report {
 impl Report {
     fn ok(&self) -> bool {
         self.acted_on == self.sent && self.acted_on_twice == 0 && self.abandoned == 0
+    }
+}
+
+/// The HTTP transport, counting the attempts in flight.
+struct Counting {
+    inner: HttpTransport,
+    in_flight: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+impl Transport for Counting {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<hooklatch::sender::Response, String> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let _done = Done(&self.in_flight);
+        self.inner.post(url, headers, body).await
+    }
+}
+
+/// Counts an attempt as ended when dropped, which covers a timeout
+/// dropping it mid-flight.
+struct Done<'a>(&'a AtomicUsize);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -136,73 +168,70 @@ async fn app(events: usize, fail_for: Duration, slow_share: f64) -> Report {
         })
     };
 
-    // The sender: every event through the real HTTP stack, at most
-    // CONCURRENCY at a time.
-    let transport = Arc::new(
-        HttpTransport::with_timeouts(
+    // The sender: a dispatcher with its outbox in SQLite, through the real
+    // HTTP stack, at most CONCURRENCY deliveries at a time.
+    let transport = Counting {
+        inner: HttpTransport::with_timeouts(
             AddressPolicy::strict().insecure_allow_loopback(),
             Duration::from_secs(1),
             ATTEMPT_TIMEOUT,
         )
         .expect("transport"),
-    );
-    // A short cool-down: the drill runs in seconds, not hours.
-    let endpoint = Arc::new(
-        Endpoint::new(
-            &url,
-            Signer::new(Scheme::standard_webhooks(), [SECRET]).expect("signer"),
-        )
-        .with_breaker(Breaker::new().with_cool_down(Duration::from_millis(300))),
-    );
-    let policy = Arc::new(Policy::new(Schedule::Exponential {
+        in_flight: Arc::default(),
+        peak: Arc::default(),
+    };
+    let peak = transport.peak.clone();
+    let outbox = SqliteDeliveries::open(folder.join("outbox.db"))
+        .await
+        .expect("sqlite outbox");
+    let dispatcher =
+        Dispatcher::new(outbox, transport).with_poll_interval(Duration::from_millis(20));
+    // Short waits and cool-down: the drill runs in seconds, not hours.
+    let policy = Policy::new(Schedule::Exponential {
         base: Duration::from_millis(100),
         cap: Duration::from_secs(1),
         attempts: 30,
         jitter: Jitter::Full,
-    }));
-    let limit = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
-    let (in_flight, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let deliveries: Vec<_> = (0..events)
-        .map(|n| {
-            let (transport, endpoint, policy) =
-                (transport.clone(), endpoint.clone(), policy.clone());
-            let (limit, in_flight, peak) = (limit.clone(), in_flight.clone(), peak.clone());
-            tokio::spawn(async move {
-                let _permit = limit.acquire().await.expect("semaphore");
-                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                peak.fetch_max(now, Ordering::SeqCst);
-                let mut seed = (n as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                let random = move || {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    (seed >> 11) as f64 / (1u64 << 53) as f64
-                };
-                let body = format!("{{\"order\":{n}}}");
-                let record = deliver(
-                    &*transport,
-                    &endpoint,
-                    &policy,
-                    &format!("evt_{n}"),
-                    body.as_bytes(),
-                    random,
-                )
-                .await;
-                in_flight.fetch_sub(1, Ordering::SeqCst);
-                record.outcome
-            })
-        })
-        .collect();
+    })
+    .with_attempt_timeout(ATTEMPT_TIMEOUT)
+    .with_breaker(Breaker::new().with_cool_down(Duration::from_millis(300)))
+    .with_concurrency(CONCURRENCY);
+    let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).expect("signer");
+    dispatcher
+        .add_endpoint("drill", &url, signer, policy)
+        .expect("endpoint");
+    let ids: Vec<String> = (0..events).map(|n| format!("evt_{n}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        let body = format!("{{\"order\":{n}}}");
+        dispatcher
+            .send("drill", id, body.as_bytes())
+            .await
+            .expect("stored for delivery");
+    }
+    let running = dispatcher.start();
     let mut report = Report {
         sent: events,
         ..Report::default()
     };
-    for delivery in deliveries {
-        match delivery.await.expect("delivery task") {
-            Final::Delivered => report.delivered += 1,
-            Final::Gone | Final::Dead => report.abandoned += 1,
+    let mut pending = ids;
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for id in pending {
+            let state = dispatcher
+                .delivery("drill", &id)
+                .await
+                .expect("outbox")
+                .map(|delivery| delivery.state);
+            match state {
+                Some(DeliveryState::Delivered) => report.delivered += 1,
+                Some(DeliveryState::Gone | DeliveryState::Dead) | None => report.abandoned += 1,
+                Some(DeliveryState::Pending) => still.push(id),
+            }
         }
+        pending = still;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    running.stop().await;
     // Let the worker finish the inbox.
     let deadline = Instant::now() + Duration::from_secs(10);
     while acted.lock().expect("lock").len() < report.delivered && Instant::now() < deadline {
