@@ -481,7 +481,20 @@ pub async fn deliver<T: Transport>(
     policy: &Policy,
     id: &str,
     body: &[u8],
+    random: impl FnMut() -> f64,
+) -> DeliveryRecord {
+    deliver_observed(transport, endpoint, policy, (id, body), random, |_| {}).await
+}
+
+/// [`deliver`], calling `on_attempt` with each attempt as soon as it is
+/// answered (to print progress, say).
+pub async fn deliver_observed<T: Transport>(
+    transport: &T,
+    endpoint: &Endpoint,
+    policy: &Policy,
+    (id, body): (&str, &[u8]),
     mut random: impl FnMut() -> f64,
+    mut on_attempt: impl FnMut(&Attempt),
 ) -> DeliveryRecord {
     let mut attempts = Vec::new();
     let (mut waited, mut reason) = (first_wait(policy, random()), WaitReason::Schedule);
@@ -498,6 +511,7 @@ pub async fn deliver<T: Transport>(
             (waited, reason, held),
         )
         .await;
+        on_attempt(&tried.attempt);
         attempts.push(tried.attempt);
         match plan_next(policy, number, tried.outcome, random()) {
             Next::Done(outcome) => {

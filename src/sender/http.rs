@@ -77,11 +77,13 @@ impl Transport for HttpTransport {
         body: &[u8],
     ) -> Result<Response, String> {
         check_url(url, self.policy).map_err(|reason| format!("refused: {reason}"))?;
-        let mut request = self
-            .client
-            .post(url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
+        let mut request = self.client.post(url).body(body.to_vec());
+        let typed = headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+        if !typed {
+            request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
+        }
         for (name, value) in headers {
             request = request.header(name, value);
         }

@@ -24,7 +24,7 @@ mod schedule;
 pub use breaker::{Breaker, BreakerState};
 pub use deliver::{
     Attempt, DeliveryRecord, EXCERPT_LEN, Endpoint, Final, Policy, Response, Transport, WaitReason,
-    deliver,
+    deliver, deliver_observed,
 };
 #[cfg(feature = "postgres")]
 pub use dispatch::PostgresDeliveries;

@@ -5,7 +5,7 @@ mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql;
+pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -53,25 +53,6 @@ impl DeliveryState {
             Final::Delivered => Self::Delivered,
             Final::Gone => Self::Gone,
             Final::Dead => Self::Dead,
-        }
-    }
-
-    /// The number SQL stores keep for it.
-    pub(crate) fn code(self) -> i64 {
-        match self {
-            Self::Pending => 0,
-            Self::Delivered => 1,
-            Self::Gone => 2,
-            Self::Dead => 3,
-        }
-    }
-
-    pub(crate) fn from_code(code: i64) -> Self {
-        match code {
-            1 => Self::Delivered,
-            2 => Self::Gone,
-            3 => Self::Dead,
-            _ => Self::Pending,
         }
     }
 }
@@ -680,41 +661,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
     }
 }
 
-/// Milliseconds since the Unix epoch, as stores keep times.
-pub(crate) fn to_millis(time: SystemTime) -> i64 {
-    match time.duration_since(UNIX_EPOCH) {
-        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
-        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
-    }
-}
-
-/// The time `millis` after the Unix epoch.
-pub(crate) fn from_millis(millis: i64) -> SystemTime {
-    let offset = Duration::from_millis(millis.unsigned_abs());
-    if millis >= 0 {
-        UNIX_EPOCH.checked_add(offset)
-    } else {
-        UNIX_EPOCH.checked_sub(offset)
-    }
-    .unwrap_or(UNIX_EPOCH)
-}
-
 /// `now + wait`, or `now` if that cannot be represented.
 fn later(now: SystemTime, wait: Duration) -> SystemTime {
     now.checked_add(wait).unwrap_or(now)
-}
-
-pub(crate) fn reason_code(reason: WaitReason) -> i64 {
-    match reason {
-        WaitReason::Schedule => 0,
-        WaitReason::RetryAfter => 1,
-    }
-}
-
-pub(crate) fn reason_from_code(code: i64) -> WaitReason {
-    if code == 1 {
-        WaitReason::RetryAfter
-    } else {
-        WaitReason::Schedule
-    }
 }

@@ -5,9 +5,68 @@
 //! Times are milliseconds since the Unix epoch; states and wait reasons are
 //! small integers ([`DeliveryState::code`](super::DeliveryState)).
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use sqlx::SqlStr;
 
+use super::DeliveryState;
 use crate::dedup::sql::statement;
+use crate::sender::WaitReason;
+
+impl DeliveryState {
+    /// The number SQL stores keep for it.
+    pub(crate) fn code(self) -> i64 {
+        match self {
+            Self::Pending => 0,
+            Self::Delivered => 1,
+            Self::Gone => 2,
+            Self::Dead => 3,
+        }
+    }
+
+    pub(crate) fn from_code(code: i64) -> Self {
+        match code {
+            1 => Self::Delivered,
+            2 => Self::Gone,
+            3 => Self::Dead,
+            _ => Self::Pending,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, as stores keep times.
+pub(crate) fn to_millis(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+/// The time `millis` after the Unix epoch.
+pub(crate) fn from_millis(millis: i64) -> SystemTime {
+    let offset = Duration::from_millis(millis.unsigned_abs());
+    if millis >= 0 {
+        UNIX_EPOCH.checked_add(offset)
+    } else {
+        UNIX_EPOCH.checked_sub(offset)
+    }
+    .unwrap_or(UNIX_EPOCH)
+}
+
+pub(crate) fn reason_code(reason: WaitReason) -> i64 {
+    match reason {
+        WaitReason::Schedule => 0,
+        WaitReason::RetryAfter => 1,
+    }
+}
+
+pub(crate) fn reason_from_code(code: i64) -> WaitReason {
+    if code == 1 {
+        WaitReason::RetryAfter
+    } else {
+        WaitReason::Schedule
+    }
+}
 
 /// How one database spells what differs.
 pub(crate) struct Dialect {
@@ -19,12 +78,14 @@ pub(crate) struct Dialect {
     pub(crate) lock_due: &'static str,
 }
 
+#[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: Dialect = Dialect {
     int: "INTEGER",
     bytes: "BLOB",
     lock_due: "",
 };
 
+#[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: Dialect = Dialect {
     int: "BIGINT",
     bytes: "BYTEA",
@@ -33,6 +94,7 @@ pub(crate) const POSTGRES: Dialect = Dialect {
 };
 
 /// The tables a prefix names.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn tables(prefix: &str) -> (String, String) {
     (
         format!("{prefix}_deliveries"),
@@ -161,7 +223,7 @@ macro_rules! sql_delivery_store {
                     .bind(endpoint)
                     .bind(id)
                     .bind(body)
-                    .bind($crate::sender::dispatch::to_millis(due))
+                    .bind($crate::sender::dispatch::sql::to_millis(due))
                     .bind($crate::dedup::now_millis())
                     .execute(&self.pool)
                     .await?
@@ -178,7 +240,7 @@ macro_rules! sql_delivery_store {
             ) -> Result<Vec<$crate::sender::Taken>, $crate::dedup::DedupError> {
                 use sqlx::Row as _;
                 let token = $crate::dedup::new_token();
-                let now_ms = $crate::sender::dispatch::to_millis(now);
+                let now_ms = $crate::sender::dispatch::sql::to_millis(now);
                 let rows = sqlx::query(self.statements.take.clone())
                     .bind(endpoint)
                     .bind(now_ms)
@@ -196,9 +258,11 @@ macro_rules! sql_delivery_store {
                             body: row.try_get("body")?,
                             tries: count(row.try_get("tries")?),
                             attempts: count(row.try_get("attempts")?),
-                            due_at: $crate::sender::dispatch::from_millis(row.try_get("due_at")?),
+                            due_at: $crate::sender::dispatch::sql::from_millis(
+                                row.try_get("due_at")?,
+                            ),
                             waited: duration_ms(row.try_get("waited_ms")?),
-                            reason: $crate::sender::dispatch::reason_from_code(
+                            reason: $crate::sender::dispatch::sql::reason_from_code(
                                 row.try_get("reason")?,
                             ),
                             token: token.clone(),
@@ -215,7 +279,7 @@ macro_rules! sql_delivery_store {
                 attempt: &$crate::sender::Attempt,
                 step: $crate::sender::Step,
             ) -> Result<bool, $crate::dedup::DedupError> {
-                use $crate::sender::dispatch::{reason_code, to_millis};
+                use $crate::sender::dispatch::sql::{reason_code, to_millis};
                 let (state, due, waited, reason) = match step {
                     $crate::sender::Step::Retry { due, wait, reason } => (
                         $crate::sender::DeliveryState::Pending,
@@ -277,7 +341,7 @@ macro_rules! sql_delivery_store {
                     .bind(&taken.endpoint)
                     .bind(&taken.id)
                     .bind(&taken.token)
-                    .bind($crate::sender::dispatch::to_millis(due))
+                    .bind($crate::sender::dispatch::sql::to_millis(due))
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
@@ -290,7 +354,7 @@ macro_rules! sql_delivery_store {
                 id: &str,
             ) -> Result<Option<$crate::sender::StoredDelivery>, $crate::dedup::DedupError> {
                 use sqlx::Row as _;
-                use $crate::sender::dispatch::{from_millis, reason_from_code};
+                use $crate::sender::dispatch::sql::{from_millis, reason_from_code};
                 let Some(row) = sqlx::query(self.statements.read.clone())
                     .bind(endpoint)
                     .bind(id)
@@ -360,7 +424,7 @@ macro_rules! sql_delivery_store {
                 let updated = sqlx::query(self.statements.replay.clone())
                     .bind(endpoint)
                     .bind(id)
-                    .bind($crate::sender::dispatch::to_millis(now))
+                    .bind($crate::sender::dispatch::sql::to_millis(now))
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
