@@ -1,5 +1,9 @@
 //! `hooklatch`: sign and verify webhooks by hand, to find out why a
-//! signature does not match.
+//! signature does not match; receive them (`listen`) and send them
+//! (`send`) with the library's own receiver and sender.
+
+mod listen;
+mod send;
 
 use std::io::Read as _;
 use std::process::ExitCode;
@@ -12,7 +16,7 @@ use hooklatch::verify::{ConfigError, Encoding, Scheme, Signer, Verifier};
 #[command(
     name = "hooklatch",
     version,
-    about = "Sign and verify webhooks by hand"
+    about = "Sign, verify, receive and send webhooks by hand"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,6 +30,12 @@ enum Command {
     /// Verify a request; exit 0 and print `ok` with the event id, or exit 1
     /// and print the reason.
     Verify(VerifyArgs),
+    /// Receive webhooks: verify each, claim its id once, print a line per
+    /// request, and optionally pass accepted events on to your app.
+    Listen(listen::ListenArgs),
+    /// Deliver one signed event with retries, printing every attempt. Exit
+    /// 0 when delivered, 1 when abandoned or gone (410), 2 on usage errors.
+    Send(send::SendArgs),
 }
 
 #[derive(Debug, Args)]
@@ -74,7 +84,7 @@ struct VerifyArgs {
 #[derive(Debug, Args)]
 struct SchemeArgs {
     /// Signature scheme.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, default_value = "standard")]
     scheme: SchemeName,
     /// custom: the header carrying the signature.
     #[arg(long, required_if_eq("scheme", "custom"))]
@@ -179,6 +189,35 @@ fn unix_time(seconds: i64) -> SystemTime {
 /// A failure before any signature was examined: bad flags, secrets or files.
 struct UsageError(String);
 
+/// `2026-11-29T17:50:01.123Z`: a time in UTC, to the millisecond.
+fn rfc3339(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let seconds = since.as_secs();
+    let (days, of_day) = (seconds / 86_400, seconds % 86_400);
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60,
+        since.subsec_millis()
+    )
+}
+
 impl<E: std::fmt::Display> From<E> for UsageError {
     fn from(error: E) -> Self {
         Self(error.to_string())
@@ -242,6 +281,8 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Sign(args) => sign(args),
         Command::Verify(args) => verify(args),
+        Command::Listen(args) => listen::listen(args),
+        Command::Send(args) => send::send(args),
     };
     outcome.unwrap_or_else(|UsageError(message)| {
         eprintln!("hooklatch: {message}");

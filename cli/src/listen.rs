@@ -1,0 +1,282 @@
+//! `hooklatch listen`: a receiver built from the tower layer and a claim
+//! store, printing one line per request.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use clap::Args;
+use hooklatch::dedup::{LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
+use hooklatch::verify::Verifier;
+use hooklatch_tower::{EventKey, Rejection, VerifiedEvent, WebhookLayer};
+
+use crate::{SchemeArgs, UsageError, rfc3339};
+
+#[derive(Debug, Args)]
+pub(crate) struct ListenArgs {
+    #[command(flatten)]
+    scheme: SchemeArgs,
+    /// Secret in the scheme's form (repeat for several: any may match).
+    #[arg(long = "secret", required = true)]
+    secrets: Vec<String>,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// Claim store: `sqlite:PATH`, `postgres://…`, `redis://…` or `memory`.
+    #[arg(long, default_value = "sqlite:hooklatch-listen.db")]
+    store: String,
+    /// Namespace the claims are kept under.
+    #[arg(long, default_value = "listen")]
+    namespace: String,
+    /// Pass each accepted event on, body and headers unchanged, to this URL
+    /// (such as your app on localhost), and answer with its status.
+    #[arg(long)]
+    forward_to: Option<String>,
+    /// Seconds a timestamp may be in the past or the future [default: 300].
+    #[arg(long)]
+    tolerance: Option<u64>,
+    /// The largest body accepted, in bytes [default: 1 MiB].
+    #[arg(long)]
+    max_body: Option<usize>,
+}
+
+/// What the handler did with an accepted event, for the printed line.
+#[derive(Clone, Default)]
+struct Verdict(Arc<Mutex<Option<(String, String)>>>);
+
+impl Verdict {
+    fn set(&self, id: String, text: String) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((id, text));
+    }
+
+    fn take(&self) -> Option<(String, String)> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// Where accepted events go on to.
+#[derive(Clone)]
+struct Forward {
+    url: String,
+    transport: Arc<HttpTransport>,
+}
+
+/// How long a claim is held while an event is being forwarded.
+const LEASE: Duration = Duration::from_secs(30);
+
+pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
+    let scheme = args.scheme.scheme()?;
+    let mut builder = Verifier::builder(scheme.clone());
+    for secret in &args.secrets {
+        builder = builder.with_secret(secret)?;
+    }
+    if let Some(seconds) = args.tolerance {
+        builder = builder.with_tolerance(Duration::from_secs(seconds));
+    }
+    let verifier = builder.build()?;
+    let mut layer = WebhookLayer::new(verifier);
+    if scheme.id_header().is_none() {
+        // Stripe-like schemes carry the id in the body.
+        layer = layer.with_event_key(EventKey::JsonField("id".to_owned()));
+    }
+    if let Some(limit) = args.max_body {
+        layer = layer.with_body_limit(limit);
+    }
+    let forward = match &args.forward_to {
+        Some(url) => Some(Forward {
+            url: url.clone(),
+            // The app is the user's own, usually on loopback.
+            transport: Arc::new(HttpTransport::new(
+                AddressPolicy::strict()
+                    .insecure_allow_loopback()
+                    .insecure_allow_private(),
+            )?),
+        }),
+        None => None,
+    };
+    let id_header = scheme.id_header().map(str::to_owned);
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let store = args.store.as_str();
+        let setup = Setup {
+            layer,
+            forward,
+            id_header,
+            args: &args,
+        };
+        if store == "memory" {
+            setup.serve(MemoryStore::new()).await
+        } else if store.starts_with("sqlite:") {
+            setup.serve(SqliteStore::connect(store).await?).await
+        } else if store.starts_with("postgres://") || store.starts_with("postgresql://") {
+            setup.serve(PostgresStore::connect(store).await?).await
+        } else if store.starts_with("redis://") {
+            setup.serve(RedisStore::connect(store).await?).await
+        } else {
+            Err(UsageError(format!(
+                "--store `{store}`: use sqlite:PATH, postgres://…, redis://… or memory"
+            )))
+        }
+    })
+}
+
+struct Setup<'a> {
+    layer: WebhookLayer,
+    forward: Option<Forward>,
+    id_header: Option<String>,
+    args: &'a ListenArgs,
+}
+
+impl Setup<'_> {
+    async fn serve<St: LeaseStore + Clone + Send + Sync + 'static>(
+        self,
+        store: St,
+    ) -> Result<ExitCode, UsageError> {
+        let layer = self.layer.with_lease(store, &self.args.namespace, LEASE)?;
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(self.forward.clone())
+            .layer(layer)
+            .layer(middleware::from_fn_with_state(
+                Arc::new(self.id_header),
+                print_verdict,
+            ));
+        let listener = tokio::net::TcpListener::bind(self.args.addr)
+            .await
+            .map_err(|error| format!("cannot listen on {}: {error}", self.args.addr))?;
+        let address = listener.local_addr()?;
+        println!(
+            "listening on http://{address} (store {}, namespace {}{})",
+            self.args.store,
+            self.args.namespace,
+            self.forward
+                .as_ref()
+                .map(|forward| format!(", forwarding to {}", forward.url))
+                .unwrap_or_default()
+        );
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop_signal())
+            .await?;
+        println!("stopped");
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+/// Runs for each event the layer verified and claimed: answers 200, or
+/// passes the event on and answers with the app's status (a non-2xx
+/// releases the claim, so the sender's retry comes through again).
+async fn handle(State(forward): State<Option<Forward>>, request: Request) -> Response {
+    let verdict = request.extensions().get::<Verdict>().cloned();
+    let Some(event) = request.extensions().get::<VerifiedEvent>().cloned() else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "not verified").into_response();
+    };
+    let id = event.key.clone().unwrap_or_else(|| "-".to_owned());
+    let say = |text: String| {
+        if let Some(verdict) = &verdict {
+            verdict.set(id.clone(), text);
+        }
+    };
+    let Some(forward) = forward else {
+        say("accepted".to_owned());
+        return (StatusCode::OK, "accepted").into_response();
+    };
+    let headers: Vec<(String, String)> = request
+        .headers()
+        .iter()
+        .filter(|(name, _)| {
+            !matches!(
+                name.as_str(),
+                "host" | "content-length" | "connection" | "transfer-encoding" | "expect"
+            )
+        })
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_owned())))
+        .collect();
+    match forward
+        .transport
+        .post(&forward.url, &headers, &event.body)
+        .await
+    {
+        Ok(answer) => {
+            let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+            let note = if status.is_success() {
+                ""
+            } else {
+                " (claim released: the next retry is passed on again)"
+            };
+            say(format!("accepted, forwarded: {}{note}", answer.status));
+            (status, answer.body).into_response()
+        }
+        Err(error) => {
+            say(format!(
+                "accepted, forward failed: {error} (claim released; answered 502)"
+            ));
+            (StatusCode::BAD_GATEWAY, "could not reach the app").into_response()
+        }
+    }
+}
+
+/// Prints `time id verdict` for every request.
+async fn print_verdict(
+    State(id_header): State<Arc<Option<String>>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let header_id = id_header
+        .as_deref()
+        .and_then(|name| request.headers().get(name))
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let verdict = Verdict::default();
+    request.extensions_mut().insert(verdict.clone());
+    let response = next.run(request).await;
+    let status = response.status();
+    let (id, text) = match verdict.take() {
+        Some(said) => said,
+        None => {
+            let text = match response.extensions().get::<Rejection>() {
+                Some(Rejection::InProgress { retry_after }) => format!(
+                    "in progress elsewhere ({}; retry in {} s)",
+                    status.as_u16(),
+                    retry_after.as_secs().max(1)
+                ),
+                Some(rejection) => {
+                    format!("rejected ({}): {}", status.as_u16(), rejection.reason())
+                }
+                None if status == StatusCode::OK => "duplicate".to_owned(),
+                None => format!("answered {}", status.as_u16()),
+            };
+            (header_id.unwrap_or_else(|| "-".to_owned()), text)
+        }
+    };
+    println!("{} {id} {text}", rfc3339(SystemTime::now()));
+    response
+}

@@ -1,0 +1,239 @@
+//! `hooklatch send`: one event delivered with the library's sender,
+//! printing every attempt.
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+use hooklatch::sender::{
+    AddressPolicy, Attempt, Endpoint, Final, HttpTransport, Jitter, Policy, Schedule, WaitReason,
+    check_address, deliver_observed,
+};
+use hooklatch::verify::Signer;
+
+use crate::{SchemeArgs, UsageError, read_body};
+
+#[derive(Debug, Args)]
+pub(crate) struct SendArgs {
+    #[command(flatten)]
+    scheme: SchemeArgs,
+    /// Where to POST the event.
+    #[arg(long)]
+    url: String,
+    /// Secret in the scheme's form (repeat to sign with each, as in a rotation).
+    #[arg(long = "secret", required = true)]
+    secrets: Vec<String>,
+    /// Event id [default: msg_ followed by the current time in hex].
+    #[arg(long)]
+    id: Option<String>,
+    /// File holding the body, or `-` for standard input.
+    #[arg(long)]
+    body_file: String,
+    /// A preset (svix, nine-over-three-days, five-retries-over-ten-hours,
+    /// seven-over-a-day, exponential) or the delays before each attempt,
+    /// such as `0,200ms,1s,5m` (a bare number is seconds).
+    #[arg(long, default_value = "0,1s,5s,30s")]
+    schedule: String,
+    /// Time allowed for each attempt, such as `10s` [default: 15s, or the
+    /// preset's].
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Allow loopback and private addresses (your own machine or network).
+    #[arg(long)]
+    allow_private: bool,
+}
+
+pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
+    let signer = Signer::new(args.scheme.scheme()?, &args.secrets)?;
+    let body = read_body(&args.body_file)?;
+    let mut policy = policy(&args.schedule)?;
+    if let Some(timeout) = args.timeout {
+        policy = policy.with_attempt_timeout(timeout);
+    }
+    let addresses = if args.allow_private {
+        AddressPolicy::strict()
+            .insecure_allow_loopback()
+            .insecure_allow_private()
+    } else {
+        AddressPolicy::strict()
+    };
+    let id = args.id.clone().unwrap_or_else(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        format!("msg_{nanos:x}")
+    });
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        refuse_forbidden(&args.url, addresses).await?;
+        let transport = HttpTransport::for_policy(addresses, &policy)?;
+        let endpoint = Endpoint::new(&args.url, signer);
+        let schedule = policy.schedule();
+        println!(
+            "sending {id} to {} ({} attempts over {})",
+            args.url,
+            schedule.attempts(),
+            human(schedule.window())
+        );
+        let record = deliver_observed(
+            &transport,
+            &endpoint,
+            &policy,
+            (&id, &body),
+            random(),
+            print_attempt,
+        )
+        .await;
+        let count = record.attempts.len();
+        let plural = if count == 1 { "attempt" } else { "attempts" };
+        Ok(match record.outcome {
+            Final::Delivered => {
+                println!("delivered after {count} {plural}");
+                ExitCode::SUCCESS
+            }
+            Final::Gone => {
+                println!("gone: the endpoint answered 410; a sender disables it");
+                ExitCode::from(1)
+            }
+            Final::Dead => {
+                println!("abandoned after {count} {plural}");
+                ExitCode::from(1)
+            }
+        })
+    })
+}
+
+/// Resolves the URL's host now and refuses a forbidden address with a
+/// clear message; the transport checks again at connect time.
+async fn refuse_forbidden(url: &str, addresses: AddressPolicy) -> Result<(), UsageError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|error| format!("--url `{url}`: {error}"))?;
+    let scheme = uri.scheme_str().unwrap_or_default();
+    if scheme != "http" && scheme != "https" {
+        return Err(UsageError(format!(
+            "--url `{url}`: use http:// or https://"
+        )));
+    }
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("--url `{url}` has no host"))?
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    // A name that does not resolve now is left to the attempts.
+    let Ok(resolved) = tokio::net::lookup_host((host, port)).await else {
+        return Ok(());
+    };
+    for address in resolved {
+        let ip = address.ip();
+        if let Err(forbidden) = check_address(ip, addresses) {
+            let target = if host == ip.to_string() {
+                host.to_owned()
+            } else {
+                format!("{host} ({ip})")
+            };
+            return Err(UsageError(format!(
+                "refusing to send to {url}: {target} is a {forbidden}; \
+                 pass --allow-private to send to loopback or private addresses"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn print_attempt(attempt: &Attempt) {
+    let mut line = format!("attempt {}", attempt.number);
+    if attempt.number > 1 {
+        let why = match attempt.reason {
+            WaitReason::Schedule => "schedule",
+            WaitReason::RetryAfter => "Retry-After",
+        };
+        line.push_str(&format!(" after {} ({why})", human(attempt.waited)));
+    }
+    if attempt.held >= Duration::from_millis(1) {
+        line.push_str(&format!(
+            ", held {} by the open breaker",
+            human(attempt.held)
+        ));
+    }
+    match &attempt.result {
+        Ok(status) => line.push_str(&format!(": {status}")),
+        Err(error) => line.push_str(&format!(": error: {error}")),
+    }
+    line.push_str(&format!(" in {}", human(attempt.duration)));
+    println!("{line}");
+}
+
+/// The policy for `--schedule`.
+fn policy(schedule: &str) -> Result<Policy, UsageError> {
+    Ok(match schedule {
+        "svix" => Policy::svix(),
+        "nine-over-three-days" => Policy::nine_attempts_over_three_days(),
+        "five-retries-over-ten-hours" => Policy::five_retries_over_ten_hours(),
+        "seven-over-a-day" => Policy::seven_attempts_over_a_day(),
+        "exponential" => Policy::exponential_to_an_hour(20),
+        list => {
+            let delays = list
+                .split(',')
+                .map(|delay| parse_duration(delay.trim()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| format!("--schedule: {error}"))?;
+            Policy::new(Schedule::Table {
+                delays,
+                jitter: Jitter::None,
+            })
+        }
+    })
+}
+
+/// `200ms`, `1s`, `5m`, `2h`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration such as 200ms, 1s, 5m or 2h"))?;
+    let millis = match unit {
+        "ms" => Some(value),
+        "" | "s" => value.checked_mul(1000),
+        "m" => value.checked_mul(60_000),
+        "h" => value.checked_mul(3_600_000),
+        _ => return Err(format!("`{text}`: the unit must be ms, s, m or h")),
+    };
+    millis
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("`{text}` is too long"))
+}
+
+/// A duration as people read it: `250 ms`, `1.5 s`, `5 min`, `2.5 h`.
+fn human(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    let seconds = duration.as_secs_f64();
+    if millis < 1000 {
+        format!("{millis} ms")
+    } else if seconds < 120.0 {
+        format!("{seconds:.1} s")
+    } else if seconds < 7200.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{:.1} h", seconds / 3600.0)
+    }
+}
+
+/// Jitter draws in `[0, 1)`; spread, not secrecy, is what jitter needs.
+fn random() -> impl FnMut() -> f64 {
+    let mut state = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

@@ -1,0 +1,498 @@
+//! Runs `hooklatch listen` and `hooklatch send` as child processes, against
+//! real HTTP on 127.0.0.1.
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use hooklatch::verify::{Scheme, Signer, Verifier};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const FORGED: &str = "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+fn scratch(name: &str) -> PathBuf {
+    let folder = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&folder).unwrap();
+    folder
+}
+
+fn verifier() -> Verifier {
+    Verifier::builder(Scheme::standard_webhooks())
+        .with_secret(SECRET)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+/// The standard headers for `body` as event `id`, signed at `at`.
+fn signed(secret: &str, id: &str, at: SystemTime, body: &[u8]) -> Vec<(String, String)> {
+    Signer::new(Scheme::standard_webhooks(), [secret])
+        .unwrap()
+        .sign(id, at, body)
+        .unwrap()
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+/// A running `hooklatch listen` and the lines it prints.
+struct Listener {
+    child: Child,
+    url: String,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Listener {
+    fn start(extra: &[&str]) -> Self {
+        let folder = scratch("listen");
+        let store = format!("sqlite:{}", folder.join("claims.db").display());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+            .args(["listen", "--secret", SECRET, "--addr", "127.0.0.1:0"])
+            .args(["--store", &store, "--max-body", "4096"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("hooklatch listen runs");
+        let (send, lines) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let first = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("listen prints its address");
+        let address = first
+            .strip_prefix("listening on ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected first line: {first}"));
+        Self {
+            child,
+            url: format!("{address}/hooks"),
+            lines,
+        }
+    }
+
+    fn next_line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a line per request")
+    }
+
+    /// Sends SIGINT, as Ctrl-C does, and waits for the process to end.
+    fn interrupt(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = self.child.wait().unwrap();
+        (exit, self.lines.try_iter().collect())
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn post_to(url: &str, headers: &[(String, String)], body: Vec<u8>) -> (u16, String) {
+    let mut request = reqwest::Client::new().post(url).body(body);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.expect("listen answers");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+/// The time part of a line, then the rest.
+fn after_time(line: &str) -> &str {
+    let (time, rest) = line.split_once(' ').unwrap();
+    assert!(
+        time.ends_with('Z') && time.contains('T'),
+        "a UTC time: {line}"
+    );
+    rest
+}
+
+#[tokio::test]
+async fn listen_prints_a_verdict_per_request_and_stops_on_ctrl_c() {
+    let listener = Listener::start(&[]);
+    let now = SystemTime::now();
+    let body = br#"{"paid":true}"#.to_vec();
+
+    let valid = signed(SECRET, "msg_valid", now, &body);
+    assert_eq!(post_to(&listener.url, &valid, body.clone()).await.0, 200);
+    assert_eq!(after_time(&listener.next_line()), "msg_valid accepted");
+
+    assert_eq!(
+        post_to(&listener.url, &valid, body.clone()).await,
+        (200, "duplicate".to_owned())
+    );
+    assert_eq!(after_time(&listener.next_line()), "msg_valid duplicate");
+
+    let forged = signed(FORGED, "msg_forged", now, &body);
+    assert_eq!(post_to(&listener.url, &forged, body.clone()).await.0, 400);
+    let line = listener.next_line();
+    assert!(
+        after_time(&line).starts_with("msg_forged rejected (400): signature mismatch"),
+        "{line}"
+    );
+
+    let stale = signed(SECRET, "msg_stale", now - Duration::from_secs(3600), &body);
+    assert_eq!(post_to(&listener.url, &stale, body.clone()).await.0, 400);
+    let line = listener.next_line();
+    assert!(
+        after_time(&line).starts_with("msg_stale rejected (400): timestamp"),
+        "{line}"
+    );
+
+    let big = vec![b'x'; 8192];
+    let oversized = signed(SECRET, "msg_big", now, &big);
+    assert_eq!(post_to(&listener.url, &oversized, big).await.0, 413);
+    let line = listener.next_line();
+    assert!(
+        after_time(&line).starts_with("msg_big rejected (413): body over the 4096-byte limit"),
+        "{line}"
+    );
+
+    // The same words `hooklatch verify` prints for the forged request.
+    let (exit, rest) = listener.interrupt();
+    assert!(exit.success(), "Ctrl-C stops it cleanly: {exit:?}");
+    assert_eq!(rest, ["stopped"]);
+}
+
+/// An app on loopback that verifies what it is passed and counts by id;
+/// it fails the first request for `msg_flaky`.
+#[derive(Clone, Default)]
+struct App {
+    seen: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+async fn app_handler(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let pairs: Vec<(String, String)> = headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
+        .collect();
+    let event = verifier()
+        .verify(&pairs, &body)
+        .expect("forwarded with body and signature headers unchanged");
+    let id = event.id().unwrap().to_owned();
+    let count = {
+        let mut seen = app.seen.lock().unwrap();
+        let count = seen.entry(id.clone()).or_default();
+        *count += 1;
+        *count
+    };
+    if id == "msg_flaky" && count == 1 {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "not yet").into_response();
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn serve(router: Router) -> String {
+    let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = socket.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(socket, router).await });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn forward_to_passes_each_accepted_event_on_once() {
+    let app = App::default();
+    let app_url = serve(
+        Router::new()
+            .route("/app", post(app_handler))
+            .with_state(app.clone()),
+    )
+    .await;
+    let listener = Listener::start(&["--forward-to", &format!("{app_url}/app")]);
+    let now = SystemTime::now();
+    let body = br#"{"n":1}"#.to_vec();
+    let send = |id: &'static str, secret: &'static str| {
+        let (url, body) = (listener.url.clone(), body.clone());
+        async move { post_to(&url, &signed(secret, id, now, &body), body).await.0 }
+    };
+
+    assert_eq!(send("msg_a", SECRET).await, 204);
+    assert_eq!(
+        after_time(&listener.next_line()),
+        "msg_a accepted, forwarded: 204"
+    );
+    assert_eq!(send("msg_a", SECRET).await, 200);
+    assert_eq!(after_time(&listener.next_line()), "msg_a duplicate");
+    assert_eq!(send("msg_b", SECRET).await, 204);
+    listener.next_line();
+    assert_eq!(send("msg_c", FORGED).await, 400);
+    listener.next_line();
+    // The app fails: the claim is released and the retry is passed on.
+    assert_eq!(send("msg_flaky", SECRET).await, 500);
+    let line = listener.next_line();
+    assert!(
+        after_time(&line).starts_with("msg_flaky accepted, forwarded: 500"),
+        "{line}"
+    );
+    assert_eq!(send("msg_flaky", SECRET).await, 204);
+    listener.next_line();
+
+    let seen = app.seen.lock().unwrap().clone();
+    let expected: HashMap<String, usize> = [("msg_a", 1), ("msg_b", 1), ("msg_flaky", 2)]
+        .into_iter()
+        .map(|(id, n)| (id.to_owned(), n))
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+/// A request the scripted receiver saw: when (both clocks) and its headers.
+type Seen = (Instant, SystemTime, Vec<(String, String)>);
+
+/// What the scripted receiver answers, in order, and what it saw.
+#[derive(Clone)]
+struct Script {
+    answers: Arc<Mutex<Vec<Response>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    elsewhere: Arc<Mutex<usize>>,
+}
+
+impl Script {
+    fn new(answers: Vec<Response>) -> Self {
+        Self {
+            answers: Arc::new(Mutex::new(answers.into_iter().rev().collect())),
+            seen: Arc::default(),
+            elsewhere: Arc::default(),
+        }
+    }
+
+    async fn serve(&self) -> String {
+        let router = Router::new()
+            .route("/hook", post(scripted))
+            .route(
+                "/elsewhere",
+                post(|State(script): State<Script>| async move {
+                    *script.elsewhere.lock().unwrap() += 1;
+                    StatusCode::OK
+                }),
+            )
+            .with_state(self.clone());
+        format!("{}/hook", serve(router).await)
+    }
+}
+
+async fn scripted(State(script): State<Script>, request: Request) -> Response {
+    let headers = request
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
+        .collect();
+    script
+        .seen
+        .lock()
+        .unwrap()
+        .push((Instant::now(), SystemTime::now(), headers));
+    script
+        .answers
+        .lock()
+        .unwrap()
+        .pop()
+        .unwrap_or_else(|| StatusCode::OK.into_response())
+}
+
+async fn run_send(args: &[&str]) -> Output {
+    let body = scratch("send").join("body.json");
+    std::fs::write(&body, br#"{"paid":true}"#).unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hooklatch"));
+    command
+        .args(["send", "--secret", SECRET, "--body-file"])
+        .arg(&body)
+        .args(args);
+    command.output().await.expect("hooklatch send runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn send_retries_with_fresh_signatures_and_honours_retry_after() {
+    let script = Script::new(vec![
+        StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "1")]).into_response(),
+        StatusCode::OK.into_response(),
+    ]);
+    let url = script.serve().await;
+    let output = run_send(&[
+        "--url",
+        &url,
+        "--allow-private",
+        "--schedule",
+        "0,100ms,100ms,100ms,100ms",
+    ])
+    .await;
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let seen = script.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "{stdout}");
+    let verifier = verifier();
+    let mut ids = Vec::new();
+    for (_, received_at, headers) in &seen {
+        let event = verifier
+            .verify(headers, br#"{"paid":true}"#)
+            .expect("valid signature");
+        ids.push(event.id().unwrap().to_owned());
+        let signed_at = UNIX_EPOCH + Duration::from_secs(event.timestamp().unwrap() as u64);
+        let age = received_at.duration_since(signed_at).unwrap_or_default();
+        assert!(
+            age <= Duration::from_secs(1),
+            "signed when sent, not reused: {age:?}"
+        );
+    }
+    assert!(
+        ids.iter().all(|id| *id == ids[0]),
+        "one webhook-id: {ids:?}"
+    );
+    assert!(
+        seen[3].0 - seen[2].0 >= Duration::from_secs(1),
+        "waited for Retry-After"
+    );
+    assert!(seen[1].0 - seen[0].0 >= Duration::from_millis(100));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[1].starts_with("attempt 1: 500"), "{stdout}");
+    assert!(
+        lines[2].starts_with("attempt 2 after 100 ms (schedule): 500"),
+        "{stdout}"
+    );
+    assert!(
+        lines[3].starts_with("attempt 3 after 100 ms (schedule): 503"),
+        "{stdout}"
+    );
+    assert!(
+        lines[4].starts_with("attempt 4 after 1.0 s (Retry-After): 200"),
+        "{stdout}"
+    );
+    assert_eq!(lines[5], "delivered after 4 attempts");
+}
+
+#[tokio::test]
+async fn send_stops_at_gone_with_exit_one() {
+    let script = Script::new(vec![StatusCode::GONE.into_response()]);
+    let url = script.serve().await;
+    let output = run_send(&["--url", &url, "--allow-private", "--schedule", "0,100ms"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(script.seen.lock().unwrap().len(), 1);
+    assert!(text(&output.stdout).contains("gone: the endpoint answered 410"));
+}
+
+#[tokio::test]
+async fn send_does_not_follow_redirects() {
+    let redirect = || (StatusCode::FOUND, [("location", "/elsewhere")]).into_response();
+    let script = Script::new(vec![redirect(), redirect()]);
+    let url = script.serve().await;
+    let output = run_send(&["--url", &url, "--allow-private", "--schedule", "0,50ms"]).await;
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert_eq!(script.seen.lock().unwrap().len(), 2);
+    assert_eq!(
+        *script.elsewhere.lock().unwrap(),
+        0,
+        "the redirect was not followed"
+    );
+    assert!(
+        stdout.contains("attempt 2 after 50 ms (schedule): 302"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("abandoned after 2 attempts"), "{stdout}");
+}
+
+#[tokio::test]
+async fn send_retries_a_refused_connection_on_schedule() {
+    // A port nobody listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let output = run_send(&[
+        "--url",
+        &format!("http://127.0.0.1:{port}/hook"),
+        "--allow-private",
+        "--schedule",
+        "0,100ms,200ms",
+    ])
+    .await;
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    let attempts: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("attempt"))
+        .collect();
+    assert_eq!(attempts.len(), 3, "{stdout}");
+    assert!(
+        attempts
+            .iter()
+            .all(|l| l.contains("error: could not connect")),
+        "{stdout}"
+    );
+    assert!(
+        attempts[2].starts_with("attempt 3 after 200 ms (schedule)"),
+        "{stdout}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn send_refuses_private_targets_unless_allowed() {
+    let script = Script::new(vec![]);
+    let url = script.serve().await;
+    let output = run_send(&["--url", &url]).await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("127.0.0.1 is a loopback address"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--allow-private"), "{stderr}");
+    let output = run_send(&["--url", &url.replace("127.0.0.1", "localhost")]).await;
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a name resolving to loopback too"
+    );
+    assert!(script.seen.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn send_usage_errors_exit_two() {
+    let output = run_send(&["--url", "http://127.0.0.1:9/", "--schedule", "0,soon"]).await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("--schedule"));
+    let output = run_send(&["--url", "ftp://example.com/"]).await;
+    assert_eq!(output.status.code(), Some(2));
+}
