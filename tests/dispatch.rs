@@ -140,6 +140,7 @@ fn every(every: Duration, attempts: usize) -> Policy {
         jitter: Jitter::None,
     })
     .with_breaker(Breaker::new().with_failure_threshold(u32::MAX))
+    .with_attempt_timeout(Duration::from_millis(400))
 }
 
 fn dispatcher<S: DeliveryStore>(store: S, receiver: &Receiver) -> Dispatcher<S, Receiver> {
@@ -308,6 +309,14 @@ async fn graceful_restart(backend: impl Backend) {
     }
 }
 
+const CRASH_LEASE: Duration = Duration::from_secs(2);
+
+fn crash_policy() -> Policy {
+    every(Duration::from_millis(50), 10)
+        .with_concurrency(4)
+        .with_attempt_timeout(Duration::from_millis(1500))
+}
+
 /// The process running a dispatcher dies with attempts in flight: a new
 /// dispatcher takes those deliveries again once their leases end, and
 /// every delivery ends delivered exactly once in the store.
@@ -326,11 +335,9 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
                 .build()
                 .unwrap();
             runtime.block_on(async {
-                let first = dispatcher(backend.open().await, &receiver);
-                add(
-                    &first,
-                    every(Duration::from_millis(50), 10).with_concurrency(4),
-                );
+                // Attempts may run 1.5 s, so the crash surely cuts them off.
+                let first = dispatcher(backend.open().await, &receiver).with_lease(CRASH_LEASE);
+                add(&first, crash_policy());
                 for id in &ids {
                     first.send(ENDPOINT, id, id.as_bytes()).await.expect("send");
                 }
@@ -357,11 +364,8 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
         );
         receiver.set_delay(Duration::ZERO);
         let store = backend.open().await;
-        let second = dispatcher(store.clone(), &receiver);
-        add(
-            &second,
-            every(Duration::from_millis(50), 10).with_concurrency(4),
-        );
+        let second = dispatcher(store.clone(), &receiver).with_lease(CRASH_LEASE);
+        add(&second, crash_policy());
         let running = second.start();
         wait_until("every delivery is delivered", || {
             all_in(&store, &ids, DeliveryState::Delivered)
@@ -689,6 +693,19 @@ async fn unknown_endpoints_and_bad_ids_are_refused() {
         )
         .unwrap_err();
     assert!(error.to_string().contains("namespace"), "{error}");
+    // Tests lease for 500 ms: a 15 s attempt could outlive its lease.
+    let error = dispatcher
+        .add_endpoint(
+            "slow",
+            "https://x.example",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+            every(Duration::ZERO, 1).with_attempt_timeout(Duration::from_secs(15)),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(error, DispatchError::LeaseTooShort { .. }),
+        "{error}"
+    );
 }
 
 #[test]

@@ -197,6 +197,18 @@ pub enum DispatchError {
     /// No endpoint of that name was added.
     #[error("no endpoint named `{0}`: add it with Dispatcher::add_endpoint first")]
     UnknownEndpoint(String),
+    /// The policy's attempt timeout is not shorter than the dispatcher's
+    /// lease, so a slow attempt could be taken and sent again by another
+    /// dispatcher while it is still running.
+    #[error(
+        "the attempt timeout ({attempt_timeout:?}) must be shorter than the dispatcher's lease ({lease:?}): raise it with Dispatcher::with_lease"
+    )]
+    LeaseTooShort {
+        /// The dispatcher's lease.
+        lease: Duration,
+        /// The policy's attempt timeout.
+        attempt_timeout: Duration,
+    },
     /// The store failed, or the endpoint name or id cannot be stored.
     #[error(transparent)]
     Store(#[from] DedupError),
@@ -390,7 +402,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
 
     /// Adds (or replaces) the endpoint `name`: where to POST, the secrets
     /// to sign with, and its policy. The name keys its deliveries in the
-    /// store (1 to 64 of `A-Z a-z 0-9 _ - . :`).
+    /// store (1 to 64 of `A-Z a-z 0-9 _ - . :`). The policy's attempt
+    /// timeout must be shorter than the dispatcher's lease.
     pub fn add_endpoint(
         &self,
         name: &str,
@@ -399,6 +412,12 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         policy: Policy,
     ) -> Result<(), DispatchError> {
         crate::dedup::validate_namespace(name)?;
+        if policy.attempt_timeout() >= self.inner.lease {
+            return Err(DispatchError::LeaseTooShort {
+                lease: self.inner.lease,
+                attempt_timeout: policy.attempt_timeout(),
+            });
+        }
         let route = Route {
             name: name.to_owned(),
             endpoint: Endpoint::new(url, signer).with_breaker(policy.breaker().clone()),
