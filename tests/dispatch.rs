@@ -146,7 +146,7 @@ fn every(every: Duration, attempts: usize) -> Policy {
 fn dispatcher<S: DeliveryStore>(store: S, receiver: &Receiver) -> Dispatcher<S, Receiver> {
     Dispatcher::new(store, receiver.clone())
         .with_poll_interval(Duration::from_millis(20))
-        .with_lease(Duration::from_millis(500))
+        .with_lease(Duration::from_secs(5))
 }
 
 fn add(dispatcher: &Dispatcher<impl DeliveryStore, Receiver>, policy: Policy) {
@@ -393,9 +393,13 @@ async fn two_dispatchers_share_a_store(backend: impl Backend) {
     let receiver = Receiver::answering(200);
     receiver.set_delay(Duration::from_millis(2));
     let ids = ids(300);
+    // A lease far longer than any attempt: a second attempt would then
+    // mean two dispatchers took the same row, not that a lease ran out on
+    // a busy machine.
+    let lease = Duration::from_secs(10);
     let (a, b) = (
-        dispatcher(backend.open().await, &receiver),
-        dispatcher(backend.open().await, &receiver),
+        dispatcher(backend.open().await, &receiver).with_lease(lease),
+        dispatcher(backend.open().await, &receiver).with_lease(lease),
     );
     for dispatcher in [&a, &b] {
         add(dispatcher, every(Duration::from_millis(50), 3));
@@ -693,7 +697,7 @@ async fn unknown_endpoints_and_bad_ids_are_refused() {
         )
         .unwrap_err();
     assert!(error.to_string().contains("namespace"), "{error}");
-    // Tests lease for 500 ms: a 15 s attempt could outlive its lease.
+    // Tests lease for 5 s: a 15 s attempt could outlive its lease.
     let error = dispatcher
         .add_endpoint(
             "slow",
