@@ -199,6 +199,7 @@ async fn app(events: usize, fail_for: Duration, slow_share: f64) -> Report {
     let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).expect("signer");
     dispatcher
         .add_endpoint("drill", &url, signer, policy)
+        .await
         .expect("endpoint");
     let ids: Vec<String> = (0..events).map(|n| format!("evt_{n}")).collect();
     for (n, id) in ids.iter().enumerate() {

@@ -149,7 +149,7 @@ fn dispatcher<S: DeliveryStore>(store: S, receiver: &Receiver) -> Dispatcher<S, 
         .with_lease(Duration::from_secs(5))
 }
 
-fn add(dispatcher: &Dispatcher<impl DeliveryStore, Receiver>, policy: Policy) {
+async fn add(dispatcher: &Dispatcher<impl DeliveryStore, Receiver>, policy: Policy) {
     dispatcher
         .add_endpoint(
             ENDPOINT,
@@ -157,6 +157,7 @@ fn add(dispatcher: &Dispatcher<impl DeliveryStore, Receiver>, policy: Policy) {
             Signer::new(Scheme::standard_webhooks(), [SECRET]).expect("secret"),
             policy,
         )
+        .await
         .expect("endpoint");
 }
 
@@ -256,7 +257,7 @@ fn postgres() -> Postgres {
 async fn graceful_restart(backend: impl Backend) {
     let receiver = Receiver::answering(500);
     let first = dispatcher(backend.open().await, &receiver);
-    add(&first, every(Duration::from_millis(50), 1000));
+    add(&first, every(Duration::from_millis(50), 1000)).await;
     let ids = ids(30);
     for id in &ids {
         assert!(first.send(ENDPOINT, id, id.as_bytes()).await.expect("send"));
@@ -284,7 +285,7 @@ async fn graceful_restart(backend: impl Backend) {
     receiver.set_status(200);
     let store = backend.open().await;
     let second = dispatcher(store.clone(), &receiver);
-    add(&second, every(Duration::from_millis(50), 1000));
+    add(&second, every(Duration::from_millis(50), 1000)).await;
     let running = second.start();
     wait_until("every delivery is delivered", || {
         all_in(&store, &ids, DeliveryState::Delivered)
@@ -337,7 +338,7 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
             runtime.block_on(async {
                 // Attempts may run 1.5 s, so the crash surely cuts them off.
                 let first = dispatcher(backend.open().await, &receiver).with_lease(CRASH_LEASE);
-                add(&first, crash_policy());
+                add(&first, crash_policy()).await;
                 for id in &ids {
                     first.send(ENDPOINT, id, id.as_bytes()).await.expect("send");
                 }
@@ -365,7 +366,7 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
         receiver.set_delay(Duration::ZERO);
         let store = backend.open().await;
         let second = dispatcher(store.clone(), &receiver).with_lease(CRASH_LEASE);
-        add(&second, crash_policy());
+        add(&second, crash_policy()).await;
         let running = second.start();
         wait_until("every delivery is delivered", || {
             all_in(&store, &ids, DeliveryState::Delivered)
@@ -402,7 +403,7 @@ async fn two_dispatchers_share_a_store(backend: impl Backend) {
         dispatcher(backend.open().await, &receiver).with_lease(lease),
     );
     for dispatcher in [&a, &b] {
-        add(dispatcher, every(Duration::from_millis(50), 3));
+        add(dispatcher, every(Duration::from_millis(50), 3)).await;
     }
     let (running_a, running_b) = (a.start(), b.start());
     let (first_half, second_half) = ids.split_at(150);
@@ -434,7 +435,7 @@ async fn dead_deliveries_replay(backend: impl Backend) {
     let receiver = Receiver::answering(503);
     let store = backend.open().await;
     let dispatcher = dispatcher(store.clone(), &receiver);
-    add(&dispatcher, every(Duration::from_millis(20), 2));
+    add(&dispatcher, every(Duration::from_millis(20), 2)).await;
     dispatcher.send(ENDPOINT, "msg_dead", b"{}").await.unwrap();
     dispatcher.send(ENDPOINT, "msg_fine", b"{}").await.unwrap();
     let running = dispatcher.start();
@@ -480,6 +481,98 @@ async fn dead_deliveries_replay(backend: impl Backend) {
     assert_eq!(stored.body, b"{}");
 }
 
+/// An endpoint disabled by 410 stays disabled for a new dispatcher on the
+/// same store, until it is enabled, which is saved too.
+async fn disabled_stays_disabled_across_a_restart(backend: impl Backend) {
+    let receiver = Receiver::answering(410);
+    let first = dispatcher(backend.open().await, &receiver);
+    add(&first, every(Duration::from_millis(20), 5)).await;
+    first.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = first.start();
+    wait_until("disabled", || async {
+        first.disabled(ENDPOINT).unwrap() == Some(DisableReason::Gone)
+    })
+    .await;
+    running.stop().await;
+    first.send(ENDPOINT, "msg_2", b"{}").await.unwrap();
+
+    let second = dispatcher(backend.open().await, &receiver);
+    add(&second, every(Duration::from_millis(20), 5)).await;
+    assert_eq!(
+        second.disabled(ENDPOINT).unwrap(),
+        Some(DisableReason::Gone)
+    );
+    let running = second.start();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        receiver.answered().len(),
+        1,
+        "nothing sent to a disabled endpoint"
+    );
+    receiver.set_status(200);
+    second.enable(ENDPOINT).await.unwrap();
+    wait_until("msg_2 delivered", || async {
+        receiver.successes().contains_key("msg_2")
+    })
+    .await;
+    running.stop().await;
+
+    let third = dispatcher(backend.open().await, &receiver);
+    add(&third, every(Duration::from_millis(20), 5)).await;
+    assert_eq!(
+        third.disabled(ENDPOINT).unwrap(),
+        None,
+        "enabling was saved"
+    );
+}
+
+/// How long an endpoint has failed carries over a restart: the new
+/// dispatcher disables it counting from the first failure before it.
+async fn failing_time_carries_over_a_restart(backend: impl Backend) {
+    let receiver = Receiver::answering(500);
+    let policy = || {
+        every(Duration::from_millis(30), 1000).with_disable_after(Some(Duration::from_millis(600)))
+    };
+    let store = backend.open().await;
+    let first = dispatcher(store.clone(), &receiver);
+    add(&first, policy()).await;
+    first.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = first.start();
+    wait_until("three failures", || {
+        let failures = receiver.answered().len();
+        async move { failures >= 3 }
+    })
+    .await;
+    running.stop().await;
+    let since = store.health(ENDPOINT).await.unwrap().failing_since;
+    assert!(since.is_some(), "the failing time was saved");
+
+    let told: Arc<Mutex<Vec<Disabled>>> = Arc::default();
+    let second = {
+        let told = told.clone();
+        dispatcher(backend.open().await, &receiver)
+            .on_disable(move |disabled| told.lock().unwrap().push(disabled.clone()))
+    };
+    add(&second, policy()).await;
+    let running = second.start();
+    wait_until("disabled", || async {
+        second.disabled(ENDPOINT).unwrap().is_some()
+    })
+    .await;
+    running.stop().await;
+    let told = told.lock().unwrap().clone();
+    assert_eq!(told.len(), 1);
+    assert_eq!(
+        told[0].failing_since, since,
+        "counted from before the restart"
+    );
+    let saved = store.health(ENDPOINT).await.unwrap();
+    assert_eq!(
+        saved.disabled,
+        Some(DisableReason::NoSuccessFor(Duration::from_millis(600)))
+    );
+}
+
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -504,6 +597,16 @@ macro_rules! suite {
             async fn dead_deliveries_are_listed_and_replayed() {
                 dead_deliveries_replay($backend).await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_disabled_endpoint_stays_disabled_across_a_restart() {
+                disabled_stays_disabled_across_a_restart($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn failing_time_carries_over_a_restart_to_auto_disable() {
+                failing_time_carries_over_a_restart($backend).await;
+            }
         }
     };
 }
@@ -520,7 +623,8 @@ async fn the_concurrency_limit_holds_per_endpoint() {
     add(
         &dispatcher,
         every(Duration::from_millis(50), 3).with_concurrency(3),
-    );
+    )
+    .await;
     let ids = ids(30);
     for id in &ids {
         dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
@@ -547,7 +651,8 @@ async fn an_endpoint_failing_past_its_limit_is_disabled_and_its_owner_told() {
     add(
         &dispatcher,
         every(Duration::from_millis(30), 1000).with_disable_after(Some(Duration::from_millis(200))),
-    );
+    )
+    .await;
     dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
     let running = dispatcher.start();
     wait_until("the endpoint is disabled", || async {
@@ -577,7 +682,7 @@ async fn an_endpoint_failing_past_its_limit_is_disabled_and_its_owner_told() {
 
     // The delivery waited, pending, and goes out once enabled again.
     receiver.set_status(200);
-    dispatcher.enable(ENDPOINT).unwrap();
+    dispatcher.enable(ENDPOINT).await.unwrap();
     wait_until("delivered after enabling", || async {
         receiver.successes().len() == 1
     })
@@ -597,7 +702,8 @@ async fn gone_disables_the_endpoint_and_holds_its_other_deliveries() {
     add(
         &dispatcher,
         every(Duration::from_millis(20), 5).with_concurrency(1),
-    );
+    )
+    .await;
     let store_view = dispatcher.clone();
     dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
     let running = dispatcher.start();
@@ -642,7 +748,8 @@ async fn an_open_breaker_sends_nothing_until_its_cool_down_ends() {
                     .with_cool_down(Duration::from_millis(400))
                     .with_probes(1),
             ),
-    );
+    )
+    .await;
     dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
     let running = dispatcher.start();
     wait_until("three failures", || async {
@@ -664,7 +771,7 @@ async fn an_open_breaker_sends_nothing_until_its_cool_down_ends() {
 async fn sending_an_event_twice_stores_one_delivery() {
     let receiver = Receiver::answering(200);
     let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
-    add(&dispatcher, every(Duration::from_millis(10), 3));
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
     assert!(dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
     assert!(!dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
     let running = dispatcher.start();
@@ -682,7 +789,7 @@ async fn unknown_endpoints_and_bad_ids_are_refused() {
         dispatcher.send("nowhere", "msg_1", b"{}").await,
         Err(DispatchError::UnknownEndpoint(name)) if name == "nowhere"
     ));
-    add(&dispatcher, every(Duration::from_millis(10), 3));
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
     let error = dispatcher
         .send(ENDPOINT, "two words", b"{}")
         .await
@@ -695,6 +802,7 @@ async fn unknown_endpoints_and_bad_ids_are_refused() {
             Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
             every(Duration::ZERO, 1),
         )
+        .await
         .unwrap_err();
     assert!(error.to_string().contains("namespace"), "{error}");
     // Tests lease for 5 s: a 15 s attempt could outlive its lease.
@@ -705,6 +813,7 @@ async fn unknown_endpoints_and_bad_ids_are_refused() {
             Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
             every(Duration::ZERO, 1).with_attempt_timeout(Duration::from_secs(15)),
         )
+        .await
         .unwrap_err();
     assert!(
         matches!(error, DispatchError::LeaseTooShort { .. }),
@@ -792,7 +901,8 @@ async fn an_outbox_outage_loses_no_delivery() {
     add(
         &dispatcher,
         every(Duration::from_millis(50), 1000).with_concurrency(4),
-    );
+    )
+    .await;
     let ids = ids(200);
     for id in &ids {
         dispatcher.send(ENDPOINT, id, id.as_bytes()).await.unwrap();

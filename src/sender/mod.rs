@@ -32,7 +32,7 @@ pub use dispatch::PostgresDeliveries;
 pub use dispatch::SqliteDeliveries;
 pub use dispatch::{
     DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
-    MemoryDeliveries, Running, Step, StoredDelivery, Taken,
+    EndpointHealth, MemoryDeliveries, Running, Step, StoredDelivery, Taken,
 };
 pub use guard::{AddressPolicy, Forbidden, check_address, check_url};
 #[cfg(feature = "sender-http")]

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use super::{DeliveryState, DeliveryStore, Step, StoredDelivery, Taken};
+use super::{DeliveryState, DeliveryStore, EndpointHealth, Step, StoredDelivery, Taken};
 use crate::dedup::{DedupError, check_key, new_token};
 use crate::sender::{Attempt, WaitReason};
 
@@ -17,6 +17,7 @@ pub struct MemoryDeliveries {
 #[derive(Debug, Default)]
 struct Deliveries {
     by_key: HashMap<(String, String), Entry>,
+    health: HashMap<String, EndpointHealth>,
     next_order: u64,
 }
 
@@ -227,5 +228,14 @@ impl DeliveryStore for MemoryDeliveries {
             (entry.waited, entry.reason) = (Duration::ZERO, WaitReason::Schedule);
             true
         }))
+    }
+
+    async fn health(&self, endpoint: &str) -> Result<EndpointHealth, DedupError> {
+        Ok(self.with(|deliveries| deliveries.health.get(endpoint).copied().unwrap_or_default()))
+    }
+
+    async fn set_health(&self, endpoint: &str, health: EndpointHealth) -> Result<(), DedupError> {
+        self.with(|deliveries| deliveries.health.insert(endpoint.to_owned(), health));
+        Ok(())
     }
 }

@@ -114,6 +114,17 @@ pub struct StoredDelivery {
     pub attempts: Vec<Attempt>,
 }
 
+/// What a dispatcher knows of an endpoint's health, kept in the store so
+/// that a restart neither forgets how long it has been failing nor
+/// re-enables an endpoint that was disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EndpointHealth {
+    /// When its first failure since the last success was.
+    pub failing_since: Option<SystemTime>,
+    /// Why it is disabled, if it is.
+    pub disabled: Option<DisableReason>,
+}
+
 /// Where a [`Dispatcher`] keeps deliveries: [`MemoryDeliveries`] for tests,
 /// [`SqliteDeliveries`] or [`PostgresDeliveries`] so that a restart loses
 /// nothing.
@@ -188,6 +199,19 @@ pub trait DeliveryStore: Send + Sync + 'static {
         id: &str,
         now: SystemTime,
     ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// The endpoint's health as last saved; the default if never saved.
+    fn health(
+        &self,
+        endpoint: &str,
+    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
+
+    /// Saves the endpoint's health.
+    fn set_health(
+        &self,
+        endpoint: &str,
+        health: EndpointHealth,
+    ) -> impl Future<Output = Result<(), DedupError>> + Send;
 }
 
 /// Why a dispatcher call failed.
@@ -247,8 +271,9 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 ///
 /// Per endpoint it keeps a circuit breaker, a concurrency limit, and
 /// auto-disable after the policy's time without success (or on 410), with
-/// a callback so the owner is told. Auto-disable is kept in memory: a new
-/// dispatcher starts with every endpoint it is given enabled.
+/// a callback so the owner is told. Health is saved in the store: a new
+/// dispatcher keeps a disabled endpoint disabled and goes on counting how
+/// long a failing one has failed.
 ///
 /// ```
 /// use std::time::Duration;
@@ -267,7 +292,7 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 /// let dispatcher = Dispatcher::new(MemoryDeliveries::new(), AlwaysOk)
 ///     .with_poll_interval(Duration::from_millis(10));
 /// let signer = Signer::new(Scheme::standard_webhooks(), ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?;
-/// dispatcher.add_endpoint("orders", "https://example.com/hooks", signer, Policy::svix())?;
+/// dispatcher.add_endpoint("orders", "https://example.com/hooks", signer, Policy::svix()).await?;
 /// dispatcher.send("orders", "msg_1", br#"{"paid":true}"#).await?;
 ///
 /// let running = dispatcher.start();
@@ -307,17 +332,14 @@ struct Route {
     endpoint: Endpoint,
     policy: Policy,
     limit: Arc<Semaphore>,
-    health: Mutex<Health>,
-}
-
-#[derive(Debug, Default)]
-struct Health {
-    failing_since: Option<SystemTime>,
-    disabled: Option<DisableReason>,
+    health: Mutex<EndpointHealth>,
+    /// Held while health is saved, so saves land in the order they were
+    /// decided.
+    saving: tokio::sync::Mutex<()>,
 }
 
 impl Route {
-    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
+    fn health(&self) -> std::sync::MutexGuard<'_, EndpointHealth> {
         self.health.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -401,10 +423,11 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     }
 
     /// Adds (or replaces) the endpoint `name`: where to POST, the secrets
-    /// to sign with, and its policy. The name keys its deliveries in the
-    /// store (1 to 64 of `A-Z a-z 0-9 _ - . :`). The policy's attempt
-    /// timeout must be shorter than the dispatcher's lease.
-    pub fn add_endpoint(
+    /// to sign with, and its policy. The name keys its deliveries and its
+    /// saved health in the store (1 to 64 of `A-Z a-z 0-9 _ - . :`): an
+    /// endpoint disabled before a restart stays disabled. The policy's
+    /// attempt timeout must be shorter than the dispatcher's lease.
+    pub async fn add_endpoint(
         &self,
         name: &str,
         url: &str,
@@ -418,12 +441,14 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
                 attempt_timeout: policy.attempt_timeout(),
             });
         }
+        let health = self.inner.store.health(name).await?;
         let route = Route {
             name: name.to_owned(),
             endpoint: Endpoint::new(url, signer).with_breaker(policy.breaker().clone()),
             limit: Arc::new(Semaphore::new(policy.concurrency())),
             policy,
-            health: Mutex::new(Health::default()),
+            health: Mutex::new(health),
+            saving: tokio::sync::Mutex::new(()),
         };
         self.inner
             .routes
@@ -496,10 +521,16 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         Ok(self.route(endpoint)?.health().disabled)
     }
 
-    /// Enables a disabled endpoint; its pending deliveries go out again.
-    pub fn enable(&self, endpoint: &str) -> Result<(), DispatchError> {
+    /// Enables a disabled endpoint, in the store too; its pending
+    /// deliveries go out again.
+    pub async fn enable(&self, endpoint: &str) -> Result<(), DispatchError> {
         let route = self.route(endpoint)?;
-        *route.health() = Health::default();
+        let _saving = route.saving.lock().await;
+        self.inner
+            .store
+            .set_health(endpoint, EndpointHealth::default())
+            .await?;
+        *route.health() = EndpointHealth::default();
         self.inner.wake.notify_one();
         Ok(())
     }
@@ -639,14 +670,19 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 "cannot record an attempt; it will be retried when its lease ends"
             ),
         }
-        self.track_health(route, tried.attempt.sent_at, tried.outcome);
+        self.track_health(route, tried.attempt.sent_at, tried.outcome)
+            .await;
         // A slot is free: look for more due deliveries now.
         self.wake.notify_one();
     }
 
-    fn track_health(&self, route: &Route, sent_at: SystemTime, outcome: Outcome) {
-        let disabled = {
+    /// Updates the endpoint's health after an attempt, saves it when it
+    /// changed, and tells the owner when the endpoint is disabled.
+    async fn track_health(&self, route: &Route, sent_at: SystemTime, outcome: Outcome) {
+        let _saving = route.saving.lock().await;
+        let (before, after, disabled) = {
             let mut health = route.health();
+            let before = *health;
             if health.disabled.is_some() {
                 return;
             }
@@ -665,12 +701,18 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 }
             };
             health.disabled = reason;
-            reason.map(|reason| Disabled {
+            let disabled = reason.map(|reason| Disabled {
                 endpoint: route.name.clone(),
                 reason,
                 failing_since: health.failing_since,
-            })
+            });
+            (before, *health, disabled)
         };
+        if after != before
+            && let Err(error) = self.store.set_health(&route.name, after).await
+        {
+            tracing::warn!(endpoint = %route.name, %error, "cannot save the endpoint's health");
+        }
         if let Some(disabled) = disabled {
             tracing::warn!(endpoint = %disabled.endpoint, reason = ?disabled.reason, "endpoint disabled");
             if let Some(hook) = &self.on_disable {

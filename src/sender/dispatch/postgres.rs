@@ -61,14 +61,15 @@ impl PostgresDeliveries {
     /// callers take turns on an advisory lock; when everything is there it
     /// only reads the catalog, so it is safe to run on every start.
     pub async fn migrate(&self) -> Result<(), DedupError> {
-        let (deliveries, attempts) = tables(&self.prefix);
+        let (deliveries, attempts, endpoints) = tables(&self.prefix);
         let present: bool = sqlx::query_scalar(
             "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL \
-             AND to_regclass($3) IS NOT NULL",
+             AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL",
         )
         .bind(&deliveries)
         .bind(format!("{deliveries}_due"))
         .bind(&attempts)
+        .bind(&endpoints)
         .fetch_one(&self.pool)
         .await?;
         if present {

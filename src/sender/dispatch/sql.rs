@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::SqlStr;
 
-use super::DeliveryState;
+use super::{DeliveryState, DisableReason, EndpointHealth};
 use crate::dedup::sql::statement;
 use crate::sender::WaitReason;
 
@@ -93,18 +93,48 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     lock_due: " FOR UPDATE SKIP LOCKED",
 };
 
-/// The tables a prefix names.
+/// The tables a prefix names: deliveries, attempts, endpoints.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) fn tables(prefix: &str) -> (String, String) {
+pub(crate) fn tables(prefix: &str) -> (String, String, String) {
     (
         format!("{prefix}_deliveries"),
         format!("{prefix}_delivery_attempts"),
+        format!("{prefix}_delivery_endpoints"),
     )
+}
+
+/// An endpoint's health as columns: failing since (ms), disabled (NULL,
+/// 1 gone, 2 no success), and the no-success limit (ms).
+pub(crate) fn health_columns(health: EndpointHealth) -> (Option<i64>, Option<i64>, Option<i64>) {
+    let (disabled, after) = match health.disabled {
+        None => (None, None),
+        Some(DisableReason::Gone) => (Some(1), None),
+        Some(DisableReason::NoSuccessFor(after)) => (Some(2), Some(crate::dedup::millis(after))),
+    };
+    (health.failing_since.map(to_millis), disabled, after)
+}
+
+/// The inverse of [`health_columns`].
+pub(crate) fn health_from_columns(
+    failing_since: Option<i64>,
+    disabled: Option<i64>,
+    after: Option<i64>,
+) -> EndpointHealth {
+    EndpointHealth {
+        failing_since: failing_since.map(from_millis),
+        disabled: match disabled {
+            None => None,
+            Some(1) => Some(DisableReason::Gone),
+            Some(_) => Some(DisableReason::NoSuccessFor(Duration::from_millis(
+                after.unwrap_or(0).unsigned_abs(),
+            ))),
+        },
+    }
 }
 
 /// The statements that create the tables and index.
 pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Vec<String> {
-    let (deliveries, attempts) = tables(prefix);
+    let (deliveries, attempts, endpoints) = tables(prefix);
     let Dialect { int, bytes, .. } = dialect;
     vec![
         format!(
@@ -125,6 +155,11 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Vec<String> {
              sent_at {int} NOT NULL, waited_ms {int} NOT NULL, reason {int} NOT NULL, \
              held_ms {int} NOT NULL, status {int}, error TEXT, duration_us {int} NOT NULL, \
              excerpt {bytes} NOT NULL, PRIMARY KEY (endpoint, event_id, number))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {endpoints} (\
+             endpoint TEXT PRIMARY KEY, failing_since {int}, disabled {int}, \
+             disabled_after_ms {int})"
         ),
     ]
 }
@@ -150,11 +185,15 @@ pub(crate) struct Statements {
     pub(crate) list: SqlStr,
     /// $1 endpoint, $2 id, $3 now.
     pub(crate) replay: SqlStr,
+    /// $1 endpoint.
+    pub(crate) read_health: SqlStr,
+    /// $1 endpoint, $2 failing since, $3 disabled, $4 disabled after.
+    pub(crate) write_health: SqlStr,
 }
 
 impl Statements {
     pub(crate) fn new(prefix: &str, dialect: &Dialect) -> Self {
-        let (deliveries, attempts) = tables(prefix);
+        let (deliveries, attempts, endpoints) = tables(prefix);
         let lock = dialect.lock_due;
         let leased = "endpoint = $1 AND event_id = $2 AND lease_token = $3";
         Self {
@@ -200,6 +239,16 @@ impl Statements {
                 "UPDATE {deliveries} SET state = 0, tries = 0, due_at = $3, waited_ms = 0, \
                  reason = 0, lease_token = NULL, lease_until = NULL \
                  WHERE endpoint = $1 AND event_id = $2 AND state IN (2, 3)"
+            )),
+            read_health: statement(format!(
+                "SELECT failing_since, disabled, disabled_after_ms FROM {endpoints} \
+                 WHERE endpoint = $1"
+            )),
+            write_health: statement(format!(
+                "INSERT INTO {endpoints} (endpoint, failing_since, disabled, disabled_after_ms) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (endpoint) DO UPDATE \
+                 SET failing_since = excluded.failing_since, disabled = excluded.disabled, \
+                 disabled_after_ms = excluded.disabled_after_ms"
             )),
         }
     }
@@ -429,6 +478,42 @@ macro_rules! sql_delivery_store {
                     .await?
                     .rows_affected();
                 Ok(updated == 1)
+            }
+
+            async fn health(
+                &self,
+                endpoint: &str,
+            ) -> Result<$crate::sender::EndpointHealth, $crate::dedup::DedupError> {
+                use sqlx::Row as _;
+                let row = sqlx::query(self.statements.read_health.clone())
+                    .bind(endpoint)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Ok(match row {
+                    None => $crate::sender::EndpointHealth::default(),
+                    Some(row) => $crate::sender::dispatch::sql::health_from_columns(
+                        row.try_get("failing_since")?,
+                        row.try_get("disabled")?,
+                        row.try_get("disabled_after_ms")?,
+                    ),
+                })
+            }
+
+            async fn set_health(
+                &self,
+                endpoint: &str,
+                health: $crate::sender::EndpointHealth,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                let (failing_since, disabled, after) =
+                    $crate::sender::dispatch::sql::health_columns(health);
+                sqlx::query(self.statements.write_health.clone())
+                    .bind(endpoint)
+                    .bind(failing_since)
+                    .bind(disabled)
+                    .bind(after)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
             }
         }
 

@@ -15,9 +15,10 @@ use crate::dedup::sql::check_prefix;
 /// # Schema
 ///
 /// [`migrate`](Self::migrate) creates `{prefix}_deliveries` (one row per
-/// endpoint and webhook id: body, state, the next due time and the lease)
-/// and `{prefix}_delivery_attempts` (one row per attempt: time, wait,
-/// status or error, duration and excerpt).
+/// endpoint and webhook id: body, state, the next due time and the
+/// lease), `{prefix}_delivery_attempts` (one row per attempt: time, wait,
+/// status or error, duration and excerpt) and `{prefix}_delivery_endpoints`
+/// (each endpoint's saved health: failing since, disabled and why).
 ///
 /// ```
 /// use hooklatch::sender::{DeliveryStore, SqliteDeliveries};
