@@ -1,5 +1,8 @@
 //! Runs `hooklatch listen` and `hooklatch send` as child processes, against
-//! real HTTP on 127.0.0.1.
+//! real HTTP on 127.0.0.1. Postgres and Redis come from tests/support.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
 
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader};
@@ -61,9 +64,13 @@ impl Listener {
     fn start(extra: &[&str]) -> Self {
         let folder = scratch("listen");
         let store = format!("sqlite:{}", folder.join("claims.db").display());
+        Self::start_on(&store, extra)
+    }
+
+    fn start_on(store: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
             .args(["listen", "--secret", SECRET, "--addr", "127.0.0.1:0"])
-            .args(["--store", &store, "--max-body", "4096"])
+            .args(["--store", store, "--max-body", "4096"])
             .args(extra)
             .stdout(Stdio::piped())
             .spawn()
@@ -495,4 +502,51 @@ async fn send_usage_errors_exit_two() {
     assert!(text(&output.stderr).contains("--schedule"));
     let output = run_send(&["--url", "ftp://example.com/"]).await;
     assert_eq!(output.status.code(), Some(2));
+}
+
+/// Claims outlive the process: a second `listen` on the same store reports
+/// a duplicate, for each kind of store.
+async fn claims_survive_a_restart(store: &str) {
+    let namespace = support::unique("cli");
+    let body = br#"{"n":1}"#.to_vec();
+    let headers = signed(SECRET, "msg_once", SystemTime::now(), &body);
+    let first = Listener::start_on(store, &["--namespace", &namespace]);
+    assert_eq!(post_to(&first.url, &headers, body.clone()).await.0, 200);
+    assert_eq!(after_time(&first.next_line()), "msg_once accepted");
+    assert!(first.interrupt().0.success());
+
+    let second = Listener::start_on(store, &["--namespace", &namespace]);
+    assert_eq!(
+        post_to(&second.url, &headers, body).await,
+        (200, "duplicate".to_owned())
+    );
+    assert_eq!(after_time(&second.next_line()), "msg_once duplicate");
+}
+
+#[tokio::test]
+async fn listen_claims_survive_a_restart_in_sqlite() {
+    let folder = scratch("listen-restart");
+    claims_survive_a_restart(&format!("sqlite:{}", folder.join("claims.db").display())).await;
+}
+
+#[tokio::test]
+async fn listen_claims_survive_a_restart_in_postgres() {
+    let server = support::postgres();
+    claims_survive_a_restart(&server.url()).await;
+}
+
+#[tokio::test]
+async fn listen_claims_survive_a_restart_in_redis() {
+    let server = support::redis();
+    claims_survive_a_restart(&server.url()).await;
+}
+
+#[test]
+fn listen_refuses_an_unknown_store() {
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["listen", "--secret", SECRET, "--store", "mysql://x"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("--store"));
 }
