@@ -573,6 +573,54 @@ async fn failing_time_carries_over_a_restart(backend: impl Backend) {
     );
 }
 
+/// Purging forgets finished deliveries and their attempts, and keeps the
+/// pending and dead ones.
+async fn purge_keeps_pending_and_dead(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    let store = backend.open().await;
+    let dispatcher = dispatcher(store.clone(), &receiver);
+    add(&dispatcher, every(Duration::from_millis(20), 2)).await;
+    for id in ["msg_1", "msg_2"] {
+        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    let running = dispatcher.start();
+    wait_until("both delivered", || async {
+        receiver.successes().len() == 2
+    })
+    .await;
+    receiver.set_status(500);
+    dispatcher.send(ENDPOINT, "msg_dead", b"{}").await.unwrap();
+    wait_until("msg_dead is dead", || async {
+        state_of(&store, "msg_dead").await == DeliveryState::Dead
+    })
+    .await;
+    running.stop().await;
+    dispatcher
+        .send(ENDPOINT, "msg_pending", b"{}")
+        .await
+        .unwrap();
+
+    assert_eq!(
+        dispatcher.purge(Duration::from_secs(3600)).await.unwrap(),
+        0,
+        "nothing ended an hour ago"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(dispatcher.purge(Duration::ZERO).await.unwrap(), 2);
+    for id in ["msg_1", "msg_2"] {
+        assert_eq!(store.delivery(ENDPOINT, id).await.unwrap(), None, "{id}");
+    }
+    assert_eq!(state_of(&store, "msg_dead").await, DeliveryState::Dead);
+    assert_eq!(
+        state_of(&store, "msg_pending").await,
+        DeliveryState::Pending
+    );
+    // A purged id is forgotten, attempts and all: it can be sent again.
+    assert!(dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
+    let again = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
+    assert!(again.attempts.is_empty());
+}
+
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -596,6 +644,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn dead_deliveries_are_listed_and_replayed() {
                 dead_deliveries_replay($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn purge_forgets_finished_deliveries_only() {
+                purge_keeps_pending_and_dead($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,6 +29,7 @@ struct Entry {
     waited: Duration,
     reason: WaitReason,
     lease: Option<(String, SystemTime)>,
+    finished_at: Option<SystemTime>,
 }
 
 impl MemoryDeliveries {
@@ -93,6 +94,7 @@ impl DeliveryStore for MemoryDeliveries {
                 waited: Duration::ZERO,
                 reason: WaitReason::Schedule,
                 lease: None,
+                finished_at: None,
             };
             deliveries.by_key.insert(key(endpoint, id), entry);
             true
@@ -160,6 +162,7 @@ impl DeliveryStore for MemoryDeliveries {
                 Step::Done(outcome) => {
                     entry.stored.state = DeliveryState::ended(outcome);
                     entry.stored.due_at = None;
+                    entry.finished_at = Some(SystemTime::now());
                 }
             }
             true
@@ -224,9 +227,24 @@ impl DeliveryStore for MemoryDeliveries {
             }
             entry.stored.state = DeliveryState::Pending;
             entry.stored.due_at = Some(now);
+            entry.finished_at = None;
             entry.tries = 0;
             (entry.waited, entry.reason) = (Duration::ZERO, WaitReason::Schedule);
             true
+        }))
+    }
+
+    async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
+        Ok(self.with(|deliveries| {
+            let before = deliveries.by_key.len();
+            deliveries.by_key.retain(|_, entry| {
+                let finished = matches!(
+                    entry.stored.state,
+                    DeliveryState::Delivered | DeliveryState::Gone
+                );
+                !(finished && entry.finished_at.is_some_and(|at| at < finished_before))
+            });
+            (before - deliveries.by_key.len()) as u64
         }))
     }
 

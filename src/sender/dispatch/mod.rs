@@ -200,6 +200,15 @@ pub trait DeliveryStore: Send + Sync + 'static {
         now: SystemTime,
     ) -> impl Future<Output = Result<bool, DedupError>> + Send;
 
+    /// Deletes the delivered and gone deliveries that ended before
+    /// `finished_before`, with their attempts, and returns how many.
+    /// Pending and dead deliveries are kept (dead ones can be replayed).
+    /// A purged id is forgotten: sending it again delivers it again.
+    fn purge(
+        &self,
+        finished_before: SystemTime,
+    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
+
     /// The endpoint's health as last saved; the default if never saved.
     fn health(
         &self,
@@ -514,6 +523,16 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
             .await?;
         self.inner.wake.notify_one();
         Ok(replayed)
+    }
+
+    /// Deletes delivered and gone deliveries that ended more than
+    /// `older_than` ago, with their attempts; see
+    /// [`DeliveryStore::purge`]. Run it now and then: the outbox keeps every
+    /// delivery until purged.
+    pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
+        let now = SystemTime::now();
+        let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);
+        Ok(self.inner.store.purge(before).await?)
     }
 
     /// Why the endpoint is disabled, if it is.

@@ -144,7 +144,7 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Vec<String> {
              attempts {int} NOT NULL DEFAULT 0, due_at {int} NOT NULL, \
              waited_ms {int} NOT NULL DEFAULT 0, reason {int} NOT NULL DEFAULT 0, \
              lease_token TEXT, lease_until {int}, created_at {int} NOT NULL, \
-             PRIMARY KEY (endpoint, event_id))"
+             finished_at {int}, PRIMARY KEY (endpoint, event_id))"
         ),
         format!(
             "CREATE INDEX IF NOT EXISTS {deliveries}_due ON {deliveries} (endpoint, state, due_at)"
@@ -171,7 +171,8 @@ pub(crate) struct Statements {
     pub(crate) enqueue: SqlStr,
     /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until.
     pub(crate) take: SqlStr,
-    /// $1 endpoint, $2 id, $3 token, $4 state, $5 due, $6 waited, $7 reason.
+    /// $1 endpoint, $2 id, $3 token, $4 state, $5 due, $6 waited, $7 reason,
+    /// $8 finished at (NULL while pending).
     pub(crate) finish: SqlStr,
     /// $1 endpoint, $2 id, then the attempt's columns $3 to $11.
     pub(crate) record_attempt: SqlStr,
@@ -185,6 +186,10 @@ pub(crate) struct Statements {
     pub(crate) list: SqlStr,
     /// $1 endpoint, $2 id, $3 now.
     pub(crate) replay: SqlStr,
+    /// $1 finished before.
+    pub(crate) purge_attempts: SqlStr,
+    /// $1 finished before.
+    pub(crate) purge_deliveries: SqlStr,
     /// $1 endpoint.
     pub(crate) read_health: SqlStr,
     /// $1 endpoint, $2 failing since, $3 disabled, $4 disabled after.
@@ -211,8 +216,8 @@ impl Statements {
             )),
             finish: statement(format!(
                 "UPDATE {deliveries} SET tries = tries + 1, attempts = attempts + 1, state = $4, \
-                 due_at = $5, waited_ms = $6, reason = $7, lease_token = NULL, lease_until = NULL \
-                 WHERE {leased}"
+                 due_at = $5, waited_ms = $6, reason = $7, finished_at = $8, \
+                 lease_token = NULL, lease_until = NULL WHERE {leased}"
             )),
             record_attempt: statement(format!(
                 "INSERT INTO {attempts} (endpoint, event_id, number, sent_at, waited_ms, reason, \
@@ -237,8 +242,16 @@ impl Statements {
             )),
             replay: statement(format!(
                 "UPDATE {deliveries} SET state = 0, tries = 0, due_at = $3, waited_ms = 0, \
-                 reason = 0, lease_token = NULL, lease_until = NULL \
+                 reason = 0, finished_at = NULL, lease_token = NULL, lease_until = NULL \
                  WHERE endpoint = $1 AND event_id = $2 AND state IN (2, 3)"
+            )),
+            purge_attempts: statement(format!(
+                "DELETE FROM {attempts} WHERE (endpoint, event_id) IN (\
+                 SELECT endpoint, event_id FROM {deliveries} \
+                 WHERE state IN (1, 2) AND finished_at < $1)"
+            )),
+            purge_deliveries: statement(format!(
+                "DELETE FROM {deliveries} WHERE state IN (1, 2) AND finished_at < $1"
             )),
             read_health: statement(format!(
                 "SELECT failing_since, disabled, disabled_after_ms FROM {endpoints} \
@@ -329,18 +342,20 @@ macro_rules! sql_delivery_store {
                 step: $crate::sender::Step,
             ) -> Result<bool, $crate::dedup::DedupError> {
                 use $crate::sender::dispatch::sql::{reason_code, to_millis};
-                let (state, due, waited, reason) = match step {
+                let (state, due, waited, reason, finished) = match step {
                     $crate::sender::Step::Retry { due, wait, reason } => (
                         $crate::sender::DeliveryState::Pending,
                         to_millis(due),
                         $crate::dedup::millis(wait),
                         reason_code(reason),
+                        None,
                     ),
                     $crate::sender::Step::Done(outcome) => (
                         $crate::sender::DeliveryState::ended(outcome),
                         to_millis(taken.due_at),
                         0,
                         0,
+                        Some($crate::dedup::now_millis()),
                     ),
                 };
                 let mut tx = self.pool.begin().await?;
@@ -352,6 +367,7 @@ macro_rules! sql_delivery_store {
                     .bind(due)
                     .bind(waited)
                     .bind(reason)
+                    .bind(finished)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
@@ -478,6 +494,25 @@ macro_rules! sql_delivery_store {
                     .await?
                     .rows_affected();
                 Ok(updated == 1)
+            }
+
+            async fn purge(
+                &self,
+                finished_before: std::time::SystemTime,
+            ) -> Result<u64, $crate::dedup::DedupError> {
+                let before = $crate::sender::dispatch::sql::to_millis(finished_before);
+                let mut tx = self.pool.begin().await?;
+                sqlx::query(self.statements.purge_attempts.clone())
+                    .bind(before)
+                    .execute(&mut *tx)
+                    .await?;
+                let purged = sqlx::query(self.statements.purge_deliveries.clone())
+                    .bind(before)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                tx.commit().await?;
+                Ok(purged)
             }
 
             async fn health(
