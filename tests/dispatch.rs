@@ -1,6 +1,7 @@
 //! The background [`Dispatcher`]: concurrency limit, auto-disable, 410,
 //! replay, the breaker, and restarts (graceful and a crash) on every
-//! delivery store, against real SQLite and Postgres (see tests/support).
+//! delivery store, against real SQLite, Postgres and Redis (see
+//! tests/support).
 
 mod support;
 
@@ -11,8 +12,8 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Breaker, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
-    Jitter, MemoryDeliveries, Policy, PostgresDeliveries, Response, Schedule, SqliteDeliveries,
-    Transport,
+    Jitter, MemoryDeliveries, Policy, PostgresDeliveries, RedisDeliveries, Response, Schedule,
+    SqliteDeliveries, Transport,
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
@@ -237,12 +238,34 @@ impl Backend for Postgres {
     }
 }
 
+struct Redis {
+    server: support::Server,
+    prefix: String,
+}
+impl Backend for Redis {
+    type Store = RedisDeliveries;
+    async fn open(&self) -> RedisDeliveries {
+        RedisDeliveries::connect(&self.server.url())
+            .await
+            .expect("connect to redis")
+            .with_prefix(&self.prefix)
+            .expect("prefix")
+    }
+}
+
 fn memory() -> Memory {
     Memory(MemoryDeliveries::new())
 }
 
 fn sqlite() -> Sqlite {
     Sqlite(support::TempDir::new("deliveries"))
+}
+
+fn redis() -> Redis {
+    Redis {
+        server: support::redis(),
+        prefix: support::unique("d"),
+    }
 }
 
 fn postgres() -> Postgres {
@@ -667,6 +690,7 @@ macro_rules! suite {
 suite!(memory_store, memory());
 suite!(sqlite_store, sqlite());
 suite!(postgres_store, postgres());
+suite!(redis_store, redis());
 
 #[tokio::test]
 async fn the_concurrency_limit_holds_per_endpoint() {
@@ -934,11 +958,9 @@ fn the_presets_are_complete_configurations() {
     );
 }
 
-/// The outbox's Postgres is stopped for two seconds while deliveries run:
-/// the dispatcher keeps going, and afterwards every delivery is recorded
-/// delivered, with exactly one successful attempt each.
+/// The outbox's Postgres is stopped for two seconds while deliveries run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_outbox_outage_loses_no_delivery() {
+async fn a_postgres_outbox_outage_loses_no_delivery() {
     let server = Arc::new(support::Postgres::start());
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(8)
@@ -948,6 +970,39 @@ async fn an_outbox_outage_loses_no_delivery() {
         .unwrap();
     let store = PostgresDeliveries::new(pool, "hooklatch").unwrap();
     store.migrate().await.unwrap();
+    let (stopper, restarter) = (server.clone(), server.clone());
+    outage_loses_no_delivery(
+        store,
+        move || stopper.stop_immediately(),
+        move || restarter.start_again(),
+    )
+    .await;
+}
+
+/// The outbox's Redis (AOF, `appendfsync always`) is killed for two
+/// seconds while deliveries run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outbox_outage_loses_no_delivery() {
+    let server = Arc::new(Mutex::new(support::Redis::start()));
+    let url = server.lock().unwrap().url();
+    let store = RedisDeliveries::connect(&url).await.unwrap();
+    let (stopper, restarter) = (server.clone(), server.clone());
+    outage_loses_no_delivery(
+        store,
+        move || stopper.lock().unwrap().kill(),
+        move || restarter.lock().unwrap().start_again(),
+    )
+    .await;
+}
+
+/// Stops the outbox's server for two seconds while deliveries run: the
+/// dispatcher keeps going, and afterwards every delivery is recorded
+/// delivered, with exactly one successful attempt each.
+async fn outage_loses_no_delivery<S: DeliveryStore + Clone>(
+    store: S,
+    stop: impl FnOnce() + Send + 'static,
+    restart: impl FnOnce() + Send + 'static,
+) {
     let receiver = Receiver::answering(200);
     receiver.set_delay(Duration::from_millis(20));
     let dispatcher = dispatcher(store.clone(), &receiver).with_lease(Duration::from_secs(1));
@@ -966,16 +1021,10 @@ async fn an_outbox_outage_loses_no_delivery() {
         async move { done >= 20 }
     })
     .await;
-    let stopper = server.clone();
-    tokio::task::spawn_blocking(move || stopper.stop_immediately())
-        .await
-        .unwrap();
+    tokio::task::spawn_blocking(stop).await.unwrap();
     let during = receiver.successes().len();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let restarter = server.clone();
-    tokio::task::spawn_blocking(move || restarter.start_again())
-        .await
-        .unwrap();
+    tokio::task::spawn_blocking(restart).await.unwrap();
     assert!(during < ids.len(), "the outage came mid-run");
     wait_until("every delivery is delivered", || {
         all_in(&store, &ids, DeliveryState::Delivered)

@@ -28,6 +28,8 @@ pub use deliver::{
 };
 #[cfg(feature = "postgres")]
 pub use dispatch::PostgresDeliveries;
+#[cfg(feature = "redis")]
+pub use dispatch::RedisDeliveries;
 #[cfg(feature = "sqlite")]
 pub use dispatch::SqliteDeliveries;
 pub use dispatch::{

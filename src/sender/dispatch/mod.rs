@@ -1,9 +1,13 @@
 //! [`Dispatcher`]: deliveries run in the background from a store, so a
 //! restart loses none of them.
 
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+pub(crate) mod codes;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
@@ -29,6 +33,8 @@ use crate::verify::Signer;
 pub use memory::MemoryDeliveries;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresDeliveries;
+#[cfg(feature = "redis")]
+pub use redis::RedisDeliveries;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteDeliveries;
 

@@ -5,68 +5,9 @@
 //! Times are milliseconds since the Unix epoch; states and wait reasons are
 //! small integers ([`DeliveryState::code`](super::DeliveryState)).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use sqlx::SqlStr;
 
-use super::{DeliveryState, DisableReason, EndpointHealth};
 use crate::dedup::sql::statement;
-use crate::sender::WaitReason;
-
-impl DeliveryState {
-    /// The number SQL stores keep for it.
-    pub(crate) fn code(self) -> i64 {
-        match self {
-            Self::Pending => 0,
-            Self::Delivered => 1,
-            Self::Gone => 2,
-            Self::Dead => 3,
-        }
-    }
-
-    pub(crate) fn from_code(code: i64) -> Self {
-        match code {
-            1 => Self::Delivered,
-            2 => Self::Gone,
-            3 => Self::Dead,
-            _ => Self::Pending,
-        }
-    }
-}
-
-/// Milliseconds since the Unix epoch, as stores keep times.
-pub(crate) fn to_millis(time: SystemTime) -> i64 {
-    match time.duration_since(UNIX_EPOCH) {
-        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
-        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
-    }
-}
-
-/// The time `millis` after the Unix epoch.
-pub(crate) fn from_millis(millis: i64) -> SystemTime {
-    let offset = Duration::from_millis(millis.unsigned_abs());
-    if millis >= 0 {
-        UNIX_EPOCH.checked_add(offset)
-    } else {
-        UNIX_EPOCH.checked_sub(offset)
-    }
-    .unwrap_or(UNIX_EPOCH)
-}
-
-pub(crate) fn reason_code(reason: WaitReason) -> i64 {
-    match reason {
-        WaitReason::Schedule => 0,
-        WaitReason::RetryAfter => 1,
-    }
-}
-
-pub(crate) fn reason_from_code(code: i64) -> WaitReason {
-    if code == 1 {
-        WaitReason::RetryAfter
-    } else {
-        WaitReason::Schedule
-    }
-}
 
 /// How one database spells what differs.
 pub(crate) struct Dialect {
@@ -101,35 +42,6 @@ pub(crate) fn tables(prefix: &str) -> (String, String, String) {
         format!("{prefix}_delivery_attempts"),
         format!("{prefix}_delivery_endpoints"),
     )
-}
-
-/// An endpoint's health as columns: failing since (ms), disabled (NULL,
-/// 1 gone, 2 no success), and the no-success limit (ms).
-pub(crate) fn health_columns(health: EndpointHealth) -> (Option<i64>, Option<i64>, Option<i64>) {
-    let (disabled, after) = match health.disabled {
-        None => (None, None),
-        Some(DisableReason::Gone) => (Some(1), None),
-        Some(DisableReason::NoSuccessFor(after)) => (Some(2), Some(crate::dedup::millis(after))),
-    };
-    (health.failing_since.map(to_millis), disabled, after)
-}
-
-/// The inverse of [`health_columns`].
-pub(crate) fn health_from_columns(
-    failing_since: Option<i64>,
-    disabled: Option<i64>,
-    after: Option<i64>,
-) -> EndpointHealth {
-    EndpointHealth {
-        failing_since: failing_since.map(from_millis),
-        disabled: match disabled {
-            None => None,
-            Some(1) => Some(DisableReason::Gone),
-            Some(_) => Some(DisableReason::NoSuccessFor(Duration::from_millis(
-                after.unwrap_or(0).unsigned_abs(),
-            ))),
-        },
-    }
 }
 
 /// The statements that create the tables and index.
@@ -285,7 +197,7 @@ macro_rules! sql_delivery_store {
                     .bind(endpoint)
                     .bind(id)
                     .bind(body)
-                    .bind($crate::sender::dispatch::sql::to_millis(due))
+                    .bind($crate::sender::dispatch::codes::to_millis(due))
                     .bind($crate::dedup::now_millis())
                     .execute(&self.pool)
                     .await?
@@ -302,7 +214,7 @@ macro_rules! sql_delivery_store {
             ) -> Result<Vec<$crate::sender::Taken>, $crate::dedup::DedupError> {
                 use sqlx::Row as _;
                 let token = $crate::dedup::new_token();
-                let now_ms = $crate::sender::dispatch::sql::to_millis(now);
+                let now_ms = $crate::sender::dispatch::codes::to_millis(now);
                 let rows = sqlx::query(self.statements.take.clone())
                     .bind(endpoint)
                     .bind(now_ms)
@@ -320,11 +232,11 @@ macro_rules! sql_delivery_store {
                             body: row.try_get("body")?,
                             tries: count(row.try_get("tries")?),
                             attempts: count(row.try_get("attempts")?),
-                            due_at: $crate::sender::dispatch::sql::from_millis(
+                            due_at: $crate::sender::dispatch::codes::from_millis(
                                 row.try_get("due_at")?,
                             ),
                             waited: duration_ms(row.try_get("waited_ms")?),
-                            reason: $crate::sender::dispatch::sql::reason_from_code(
+                            reason: $crate::sender::dispatch::codes::reason_from_code(
                                 row.try_get("reason")?,
                             ),
                             token: token.clone(),
@@ -341,7 +253,7 @@ macro_rules! sql_delivery_store {
                 attempt: &$crate::sender::Attempt,
                 step: $crate::sender::Step,
             ) -> Result<bool, $crate::dedup::DedupError> {
-                use $crate::sender::dispatch::sql::{reason_code, to_millis};
+                use $crate::sender::dispatch::codes::{reason_code, to_millis};
                 let (state, due, waited, reason, finished) = match step {
                     $crate::sender::Step::Retry { due, wait, reason } => (
                         $crate::sender::DeliveryState::Pending,
@@ -406,7 +318,7 @@ macro_rules! sql_delivery_store {
                     .bind(&taken.endpoint)
                     .bind(&taken.id)
                     .bind(&taken.token)
-                    .bind($crate::sender::dispatch::sql::to_millis(due))
+                    .bind($crate::sender::dispatch::codes::to_millis(due))
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
@@ -419,7 +331,7 @@ macro_rules! sql_delivery_store {
                 id: &str,
             ) -> Result<Option<$crate::sender::StoredDelivery>, $crate::dedup::DedupError> {
                 use sqlx::Row as _;
-                use $crate::sender::dispatch::sql::{from_millis, reason_from_code};
+                use $crate::sender::dispatch::codes::{from_millis, reason_from_code};
                 let Some(row) = sqlx::query(self.statements.read.clone())
                     .bind(endpoint)
                     .bind(id)
@@ -489,7 +401,7 @@ macro_rules! sql_delivery_store {
                 let updated = sqlx::query(self.statements.replay.clone())
                     .bind(endpoint)
                     .bind(id)
-                    .bind($crate::sender::dispatch::sql::to_millis(now))
+                    .bind($crate::sender::dispatch::codes::to_millis(now))
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
@@ -500,7 +412,7 @@ macro_rules! sql_delivery_store {
                 &self,
                 finished_before: std::time::SystemTime,
             ) -> Result<u64, $crate::dedup::DedupError> {
-                let before = $crate::sender::dispatch::sql::to_millis(finished_before);
+                let before = $crate::sender::dispatch::codes::to_millis(finished_before);
                 let mut tx = self.pool.begin().await?;
                 sqlx::query(self.statements.purge_attempts.clone())
                     .bind(before)
@@ -526,7 +438,7 @@ macro_rules! sql_delivery_store {
                     .await?;
                 Ok(match row {
                     None => $crate::sender::EndpointHealth::default(),
-                    Some(row) => $crate::sender::dispatch::sql::health_from_columns(
+                    Some(row) => $crate::sender::dispatch::codes::health_from_fields(
                         row.try_get("failing_since")?,
                         row.try_get("disabled")?,
                         row.try_get("disabled_after_ms")?,
@@ -540,7 +452,7 @@ macro_rules! sql_delivery_store {
                 health: $crate::sender::EndpointHealth,
             ) -> Result<(), $crate::dedup::DedupError> {
                 let (failing_since, disabled, after) =
-                    $crate::sender::dispatch::sql::health_columns(health);
+                    $crate::sender::dispatch::codes::health_fields(health);
                 sqlx::query(self.statements.write_health.clone())
                     .bind(endpoint)
                     .bind(failing_since)
