@@ -7,8 +7,9 @@
 //!
 //! Run with: cargo bench --bench dispatch --all-features
 //!
-//! Uses the Postgres server in `HOOKLATCH_TEST_POSTGRES_URL`, or starts a
-//! private one. After criterion's report, prints a table.
+//! Uses the servers in `HOOKLATCH_TEST_POSTGRES_URL` and
+//! `HOOKLATCH_TEST_REDIS_URL`, or starts private ones (Redis with
+//! `appendfsync always`). After criterion's report, prints a table.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -21,7 +22,7 @@ use criterion::Criterion;
 use futures_util::future::join_all;
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, Jitter, Policy, PostgresDeliveries,
-    Response, Schedule, SqliteDeliveries, Step, Transport, WaitReason,
+    RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport, WaitReason,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;
@@ -195,6 +196,7 @@ fn main() {
         .build()
         .unwrap();
     let postgres = support::postgres();
+    let redis = support::redis();
     let sqlite_dir = support::TempDir::new("bench-dispatch");
 
     let sqlite = runtime.block_on(async {
@@ -218,6 +220,15 @@ fn main() {
     });
     bench_store(&mut criterion, &runtime, "postgres", postgres_store, true);
 
+    let redis_store = runtime.block_on(async {
+        RedisDeliveries::connect(&redis.url())
+            .await
+            .unwrap()
+            .with_prefix(&support::unique("bench"))
+            .unwrap()
+    });
+    bench_store(&mut criterion, &runtime, "redis", redis_store, true);
+
     criterion.final_summary();
     print_table();
 }
@@ -234,7 +245,7 @@ fn median_ns(store: &str, contender: &str) -> Option<f64> {
 fn print_table() {
     println!("\n| outbox | dispatcher deliveries/s | floor/s | dispatcher / floor |");
     println!("|---|---|---|---|");
-    for store in ["sqlite", "postgres"] {
+    for store in ["sqlite", "postgres", "redis"] {
         let (Some(ours), Some(floor)) = (median_ns(store, "dispatcher"), median_ns(store, "floor"))
         else {
             continue;
