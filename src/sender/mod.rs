@@ -8,8 +8,9 @@
 //! signed anew with [`Signer`](crate::verify::Signer) (same id, fresh
 //! timestamp), waits from the schedule, `Retry-After` and the breaker, and a
 //! record of every attempt. A [`Dispatcher`] runs deliveries in the
-//! background from a [`DeliveryStore`] (SQLite or Postgres, so a restart
-//! loses nothing), with a concurrency limit per endpoint and auto-disable.
+//! background from a [`DeliveryStore`] (SQLite, Postgres or Redis, so a
+//! restart loses nothing), with a concurrency limit per endpoint and
+//! auto-disable.
 
 mod breaker;
 mod deliver;

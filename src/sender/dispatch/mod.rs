@@ -131,9 +131,9 @@ pub struct EndpointHealth {
     pub disabled: Option<DisableReason>,
 }
 
-/// Where a [`Dispatcher`] keeps deliveries: [`MemoryDeliveries`] for tests,
-/// [`SqliteDeliveries`] or [`PostgresDeliveries`] so that a restart loses
-/// nothing.
+/// Where a [`Dispatcher`] keeps deliveries: [`MemoryDeliveries`] for tests;
+/// `SqliteDeliveries`, `PostgresDeliveries` or `RedisDeliveries` (features
+/// `sqlite`, `postgres`, `redis`) so that a restart loses nothing.
 ///
 /// A delivery is keyed by endpoint name and webhook id. A dispatcher
 /// leases a due delivery before an attempt; when the lease runs out (the
