@@ -1049,3 +1049,107 @@ async fn outage_loses_no_delivery<S: DeliveryStore + Clone>(
         "{answered:?}"
     );
 }
+
+/// A store that counts how often the loop looks for due deliveries.
+#[derive(Clone, Default)]
+struct CountingTakes {
+    inner: MemoryDeliveries,
+    takes: Arc<AtomicUsize>,
+}
+
+impl DeliveryStore for CountingTakes {
+    async fn enqueue(
+        &self,
+        endpoint: &str,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.enqueue(endpoint, id, body, due).await
+    }
+    async fn take_due(
+        &self,
+        endpoint: &str,
+        now: SystemTime,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<hooklatch::sender::Taken>, hooklatch::dedup::DedupError> {
+        self.takes.fetch_add(1, Ordering::SeqCst);
+        self.inner.take_due(endpoint, now, limit, lease).await
+    }
+    async fn finish(
+        &self,
+        taken: &hooklatch::sender::Taken,
+        attempt: &hooklatch::sender::Attempt,
+        step: hooklatch::sender::Step,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.finish(taken, attempt, step).await
+    }
+    async fn put_back(
+        &self,
+        taken: &hooklatch::sender::Taken,
+        due: SystemTime,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.put_back(taken, due).await
+    }
+    async fn delivery(
+        &self,
+        endpoint: &str,
+        id: &str,
+    ) -> Result<Option<hooklatch::sender::StoredDelivery>, hooklatch::dedup::DedupError> {
+        self.inner.delivery(endpoint, id).await
+    }
+    async fn list(
+        &self,
+        endpoint: &str,
+        state: DeliveryState,
+        limit: usize,
+    ) -> Result<Vec<String>, hooklatch::dedup::DedupError> {
+        self.inner.list(endpoint, state, limit).await
+    }
+    async fn replay(
+        &self,
+        endpoint: &str,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.replay(endpoint, id, now).await
+    }
+    async fn purge(&self, before: SystemTime) -> Result<u64, hooklatch::dedup::DedupError> {
+        self.inner.purge(before).await
+    }
+    async fn health(
+        &self,
+        endpoint: &str,
+    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
+        self.inner.health(endpoint).await
+    }
+    async fn set_health(
+        &self,
+        endpoint: &str,
+        health: hooklatch::sender::EndpointHealth,
+    ) -> Result<(), hooklatch::dedup::DedupError> {
+        self.inner.set_health(endpoint, health).await
+    }
+}
+
+/// A loop whose `Running` handle was dropped keeps delivering, and polls at
+/// its interval rather than spinning.
+#[tokio::test]
+async fn a_detached_loop_keeps_its_pace() {
+    let receiver = Receiver::answering(200);
+    let store = CountingTakes::default();
+    let dispatcher = Dispatcher::new(store.clone(), receiver.clone())
+        .with_poll_interval(Duration::from_millis(100));
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    drop(dispatcher.start());
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    wait_until("delivered", || async { receiver.successes().len() == 1 }).await;
+    let before = store.takes.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_takes = store.takes.load(Ordering::SeqCst) - before;
+    assert!(
+        idle_takes <= 7,
+        "about one look per 100 ms, not a spin: {idle_takes}"
+    );
+}

@@ -603,6 +603,9 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
 
     async fn run(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {
         let mut in_flight = JoinSet::new();
+        // Once the `Running` handle is dropped nothing can stop the loop,
+        // and `changed` would return at once on every turn.
+        let mut detached = false;
         while !*stopped.borrow() {
             let routes: Vec<Arc<Route>> = self
                 .routes
@@ -618,7 +621,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             tokio::select! {
                 () = tokio::time::sleep(self.poll_interval) => {}
                 () = self.wake.notified() => {}
-                _ = stopped.changed() => {}
+                changed = stopped.changed(), if !detached => detached = changed.is_err(),
             }
         }
         while in_flight.join_next().await.is_some() {}
