@@ -550,3 +550,27 @@ fn listen_refuses_an_unknown_store() {
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("--store"));
 }
+
+/// Stripe carries the event id in the body: `listen` claims by it.
+#[tokio::test]
+async fn listen_claims_stripe_events_by_their_body_id() {
+    let folder = scratch("listen-stripe");
+    let store = format!("sqlite:{}", folder.join("claims.db").display());
+    let listener = Listener::start_on(&store, &["--scheme", "stripe"]);
+    let body = br#"{"id":"evt_1NG8Du2eZvKYlo2C","type":"invoice.paid"}"#.to_vec();
+    let headers: Vec<(String, String)> = Signer::new(Scheme::stripe(), [SECRET])
+        .unwrap()
+        .sign("unused", SystemTime::now(), &body)
+        .unwrap()
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+    assert_eq!(post_to(&listener.url, &headers, body.clone()).await.0, 200);
+    assert_eq!(
+        after_time(&listener.next_line()),
+        "evt_1NG8Du2eZvKYlo2C accepted"
+    );
+    assert_eq!(post_to(&listener.url, &headers, body).await.0, 200);
+    // No id header: the duplicate line cannot name the event.
+    assert_eq!(after_time(&listener.next_line()), "- duplicate");
+}
