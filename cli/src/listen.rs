@@ -274,7 +274,13 @@ async fn print_verdict(
                 None if status == StatusCode::OK => "duplicate".to_owned(),
                 None => format!("answered {}", status.as_u16()),
             };
-            (header_id.unwrap_or_else(|| "-".to_owned()), text)
+            // The layer's duplicate answer carries the event, whose key may
+            // come from the body (Stripe).
+            let key = response
+                .extensions()
+                .get::<VerifiedEvent>()
+                .and_then(|event| event.key.clone());
+            (key.or(header_id).unwrap_or_else(|| "-".to_owned()), text)
         }
     };
     println!("{} {id} {text}", rfc3339(SystemTime::now()));

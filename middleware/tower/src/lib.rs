@@ -25,7 +25,9 @@
 //!
 //! A rejection is logged at `warn` with its precise reason (never a secret
 //! or the expected signature) and the [`Rejection`] is put into the
-//! response extensions; the client gets a generic text.
+//! response extensions; the client gets a generic text. The layer's own
+//! accepted and duplicate answers carry the [`VerifiedEvent`] in their
+//! extensions, so an outer layer can log the event's id.
 //!
 //! ```no_run
 //! use axum::{Router, routing::post};

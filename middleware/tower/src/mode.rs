@@ -71,6 +71,18 @@ fn plain<B: From<&'static str>>(status: StatusCode, text: &'static str) -> Respo
     response
 }
 
+/// The layer's own answer about `event` (accepted, duplicate), with the
+/// event in the response extensions so that outer layers can log its id.
+fn about<B: From<&'static str>>(
+    event: &VerifiedEvent,
+    status: StatusCode,
+    text: &'static str,
+) -> Response<B> {
+    let mut response = plain(status, text);
+    response.extensions_mut().insert(event.clone());
+    response
+}
+
 impl Mode for VerifyOnly {
     async fn run<S, ReqBody, ResBody>(
         &self,
@@ -111,11 +123,11 @@ impl<St: Inbox + Clone + 'static> Mode for InboxMode<St> {
         Ok(match self.store.accept(&incoming).await {
             Ok(Acceptance::Accepted) => {
                 tracing::debug!(namespace = %self.namespace, id = key, "webhook accepted");
-                plain(StatusCode::ACCEPTED, "accepted")
+                about(&event, StatusCode::ACCEPTED, "accepted")
             }
             Ok(Acceptance::Duplicate) => {
                 tracing::debug!(namespace = %self.namespace, id = key, "webhook duplicate");
-                plain(StatusCode::OK, "duplicate")
+                about(&event, StatusCode::OK, "duplicate")
             }
             Err(error) => Rejection::from_store(error).into_response(),
         })
@@ -143,7 +155,7 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
             Ok(Claim::Fresh(lease)) => lease,
             Ok(Claim::Done) => {
                 tracing::debug!(namespace = %self.namespace, id = key, "webhook duplicate");
-                return Ok(plain(StatusCode::OK, "duplicate"));
+                return Ok(about(&event, StatusCode::OK, "duplicate"));
             }
             Ok(Claim::InProgress { retry_after }) => {
                 return Ok(Rejection::InProgress { retry_after }.into_response());
