@@ -186,6 +186,15 @@ fn unix_time(seconds: i64) -> SystemTime {
     }
 }
 
+/// An event id for when none is given: `msg_` and the time in hex.
+fn default_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("msg_{nanos:x}")
+}
+
 /// A failure before any signature was examined: bad flags, secrets or files.
 struct UsageError(String);
 
@@ -228,13 +237,7 @@ fn sign(args: SignArgs) -> Result<ExitCode, UsageError> {
     let signer = Signer::new(args.scheme.scheme()?, &args.secrets)?;
     let body = read_body(&args.body_file)?;
     let at = args.timestamp.map_or_else(SystemTime::now, unix_time);
-    let id = args.id.unwrap_or_else(|| {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        format!("msg_{nanos:x}")
-    });
+    let id = args.id.unwrap_or_else(default_id);
     let headers = signer.sign(&id, at, &body)?;
     for (name, value) in headers.iter() {
         println!("{name}: {value}");

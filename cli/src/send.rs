@@ -11,7 +11,7 @@ use hooklatch::sender::{
 };
 use hooklatch::verify::Signer;
 
-use crate::{SchemeArgs, UsageError, read_body};
+use crate::{SchemeArgs, UsageError, default_id, read_body};
 
 #[derive(Debug, Args)]
 pub(crate) struct SendArgs {
@@ -57,13 +57,7 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
     } else {
         AddressPolicy::strict()
     };
-    let id = args.id.clone().unwrap_or_else(|| {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        format!("msg_{nanos:x}")
-    });
+    let id = args.id.clone().unwrap_or_else(default_id);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         refuse_forbidden(&args.url, addresses).await?;

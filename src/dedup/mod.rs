@@ -69,8 +69,12 @@ pub use error::DedupError;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+#[cfg(all(feature = "postgres", feature = "sender"))]
+pub(crate) use postgres::postgres_pool;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
+#[cfg(feature = "redis")]
+pub(crate) use redis::redis_connection;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 #[cfg(all(feature = "sqlite", feature = "sender"))]

@@ -76,15 +76,21 @@ pub struct PostgresStore {
     take: SqlStr,
 }
 
+/// A pool of up to 16 connections to `url`, waiting at most 5 seconds
+/// for one.
+pub(crate) async fn postgres_pool(url: &str) -> Result<PgPool, DedupError> {
+    Ok(PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(url)
+        .await?)
+}
+
 impl PostgresStore {
     /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate).
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
-            .await?;
+        let pool = postgres_pool(url).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
         Ok(store)

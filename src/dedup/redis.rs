@@ -172,17 +172,23 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+/// A connection to `url` that reconnects by itself and fails a call after
+/// at most 5 seconds while the server is unreachable.
+pub(crate) async fn redis_connection(url: &str) -> redis::RedisResult<ConnectionManager> {
+    let client = redis::Client::open(url)?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(5)))
+        .set_number_of_retries(1);
+    ConnectionManager::new_with_config(client, config).await
+}
+
 impl RedisStore {
     /// Connects to `url` (such as `redis://127.0.0.1:6379`). The connection
     /// reconnects by itself; while the server is unreachable, every call
     /// fails (after at most 5 seconds) instead of guessing.
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
-        let client = redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(1);
-        let connection = ConnectionManager::new_with_config(client, config).await?;
+        let connection = redis_connection(url).await?;
         Ok(Self {
             connection,
             options: StoreOptions::default(),

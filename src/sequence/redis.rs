@@ -40,11 +40,12 @@ impl std::fmt::Debug for RedisSequences {
 }
 
 impl RedisSequences {
-    /// Connects to `url`, such as `redis://127.0.0.1:6379`.
+    /// Connects to `url`, such as `redis://127.0.0.1:6379`. The connection
+    /// reconnects by itself; while the server is unreachable, every call
+    /// fails (after at most 5 seconds).
     pub async fn connect(url: &str) -> Result<Self, SequenceError> {
-        let client = redis::Client::open(url)?;
         Ok(Self {
-            connection: ConnectionManager::new(client).await?,
+            connection: crate::dedup::redis_connection(url).await?,
             prefix: "hooklatch".to_owned(),
         })
     }

@@ -74,12 +74,12 @@ fn plain<B: From<&'static str>>(status: StatusCode, text: &'static str) -> Respo
 /// The layer's own answer about `event` (accepted, duplicate), with the
 /// event in the response extensions so that outer layers can log its id.
 fn about<B: From<&'static str>>(
-    event: &VerifiedEvent,
+    event: VerifiedEvent,
     status: StatusCode,
     text: &'static str,
 ) -> Response<B> {
     let mut response = plain(status, text);
-    response.extensions_mut().insert(event.clone());
+    response.extensions_mut().insert(event);
     response
 }
 
@@ -120,17 +120,13 @@ impl<St: Inbox + Clone + 'static> Mode for InboxMode<St> {
         };
         let incoming =
             IncomingEvent::new(&self.namespace, key, &event.body).with_signed_at(event.timestamp);
-        Ok(match self.store.accept(&incoming).await {
-            Ok(Acceptance::Accepted) => {
-                tracing::debug!(namespace = %self.namespace, id = key, "webhook accepted");
-                about(&event, StatusCode::ACCEPTED, "accepted")
-            }
-            Ok(Acceptance::Duplicate) => {
-                tracing::debug!(namespace = %self.namespace, id = key, "webhook duplicate");
-                about(&event, StatusCode::OK, "duplicate")
-            }
-            Err(error) => Rejection::from_store(error).into_response(),
-        })
+        let (status, text) = match self.store.accept(&incoming).await {
+            Ok(Acceptance::Accepted) => (StatusCode::ACCEPTED, "accepted"),
+            Ok(Acceptance::Duplicate) => (StatusCode::OK, "duplicate"),
+            Err(error) => return Ok(Rejection::from_store(error).into_response()),
+        };
+        tracing::debug!(namespace = %self.namespace, id = key, "webhook {text}");
+        Ok(about(event, status, text))
     }
 }
 
@@ -155,7 +151,7 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
             Ok(Claim::Fresh(lease)) => lease,
             Ok(Claim::Done) => {
                 tracing::debug!(namespace = %self.namespace, id = key, "webhook duplicate");
-                return Ok(about(&event, StatusCode::OK, "duplicate"));
+                return Ok(about(event, StatusCode::OK, "duplicate"));
             }
             Ok(Claim::InProgress { retry_after }) => {
                 return Ok(Rejection::InProgress { retry_after }.into_response());

@@ -89,3 +89,13 @@ pub(crate) fn health_from_fields(
         },
     }
 }
+
+/// A stored count as a `u32`.
+pub(crate) fn count(value: i64) -> u32 {
+    u32::try_from(value).unwrap_or(0)
+}
+
+/// Stored milliseconds as a duration.
+pub(crate) fn duration_ms(value: i64) -> Duration {
+    Duration::from_millis(value.unsigned_abs())
+}

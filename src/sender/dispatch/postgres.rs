@@ -35,11 +35,7 @@ impl PostgresDeliveries {
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate)
     /// for the prefix `hooklatch`.
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(16)
-            .acquire_timeout(std::time::Duration::from_secs(5))
-            .connect(url)
-            .await?;
+        let pool = crate::dedup::postgres_pool(url).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
         Ok(store)

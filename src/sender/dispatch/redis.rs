@@ -4,14 +4,17 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{AsyncCommands as _, Script};
 
 use super::codes::{
-    from_millis, health_fields, health_from_fields, reason_code, reason_from_code, to_millis,
+    count, duration_ms, from_millis, health_fields, health_from_fields, reason_code,
+    reason_from_code, to_millis,
 };
 use super::{DeliveryState, DeliveryStore, EndpointHealth, Step, StoredDelivery, Taken};
-use crate::dedup::{DedupError, check_key, check_namespace, millis, new_token, now_millis};
+use crate::dedup::{
+    DedupError, check_key, check_namespace, millis, new_token, now_millis, redis_connection,
+};
 use crate::sender::Attempt;
 
 /// Stores a new delivery unless the endpoint has one with this id.
@@ -165,14 +168,8 @@ impl RedisDeliveries {
     /// reconnects by itself; while the server is unreachable, every call
     /// fails (after at most 5 seconds).
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
-        let client = redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(1);
-        let connection = ConnectionManager::new_with_config(client, config).await?;
         Ok(Self {
-            connection,
+            connection: redis_connection(url).await?,
             prefix: "hooklatch".to_owned(),
         })
     }
@@ -202,14 +199,6 @@ fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
         .and_then(|value| std::str::from_utf8(value).ok())
         .and_then(|text| text.parse().ok())
         .unwrap_or(0)
-}
-
-fn count(value: i64) -> u32 {
-    u32::try_from(value).unwrap_or(0)
-}
-
-fn duration_ms(value: i64) -> Duration {
-    Duration::from_millis(value.unsigned_abs())
 }
 
 impl DeliveryStore for RedisDeliveries {

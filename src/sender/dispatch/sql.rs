@@ -230,12 +230,16 @@ macro_rules! sql_delivery_store {
                             endpoint: endpoint.to_owned(),
                             id: row.try_get("event_id")?,
                             body: row.try_get("body")?,
-                            tries: count(row.try_get("tries")?),
-                            attempts: count(row.try_get("attempts")?),
+                            tries: $crate::sender::dispatch::codes::count(row.try_get("tries")?),
+                            attempts: $crate::sender::dispatch::codes::count(
+                                row.try_get("attempts")?,
+                            ),
                             due_at: $crate::sender::dispatch::codes::from_millis(
                                 row.try_get("due_at")?,
                             ),
-                            waited: duration_ms(row.try_get("waited_ms")?),
+                            waited: $crate::sender::dispatch::codes::duration_ms(
+                                row.try_get("waited_ms")?,
+                            ),
                             reason: $crate::sender::dispatch::codes::reason_from_code(
                                 row.try_get("reason")?,
                             ),
@@ -352,11 +356,15 @@ macro_rules! sql_delivery_store {
                         let error: Option<String> = row.try_get("error")?;
                         let duration: i64 = row.try_get("duration_us")?;
                         Ok($crate::sender::Attempt {
-                            number: count(row.try_get("number")?),
+                            number: $crate::sender::dispatch::codes::count(row.try_get("number")?),
                             sent_at: from_millis(row.try_get("sent_at")?),
-                            waited: duration_ms(row.try_get("waited_ms")?),
+                            waited: $crate::sender::dispatch::codes::duration_ms(
+                                row.try_get("waited_ms")?,
+                            ),
                             reason: reason_from_code(row.try_get("reason")?),
-                            held: duration_ms(row.try_get("held_ms")?),
+                            held: $crate::sender::dispatch::codes::duration_ms(
+                                row.try_get("held_ms")?,
+                            ),
                             result: match status {
                                 Some(status) => Ok(u16::try_from(status).unwrap_or(0)),
                                 None => Err(error.unwrap_or_default()),
@@ -462,16 +470,6 @@ macro_rules! sql_delivery_store {
                     .await?;
                 Ok(())
             }
-        }
-
-        /// A count column as a `u32`.
-        fn count(value: i64) -> u32 {
-            u32::try_from(value).unwrap_or(0)
-        }
-
-        /// A millisecond column as a duration.
-        fn duration_ms(value: i64) -> std::time::Duration {
-            std::time::Duration::from_millis(value.unsigned_abs())
         }
     };
 }
