@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use hooklatch::sender::{
-    AddressPolicy, Attempt, Endpoint, Final, HttpTransport, Jitter, Policy, Schedule, WaitReason,
-    check_address, deliver_observed,
+    AddressPolicy, Attempt, Endpoint, Final, HttpTransport, IpNet, Jitter, Policy, Schedule,
+    WaitReason, check_address, check_url, deliver_observed,
 };
 use hooklatch::verify::Signer;
 
@@ -39,8 +39,21 @@ pub(crate) struct SendArgs {
     #[arg(long, value_parser = parse_duration)]
     timeout: Option<Duration>,
     /// Allow loopback and private addresses (your own machine or network).
+    /// Cloud metadata addresses stay refused.
     #[arg(long)]
     allow_private: bool,
+    /// Allow this CIDR range, such as `10.20.0.0/16`, whatever its class
+    /// (repeat for several).
+    #[arg(long = "allow-range", value_name = "CIDR")]
+    allow_ranges: Vec<IpNet>,
+    /// Refuse this CIDR range, even where allowed otherwise (repeat for
+    /// several).
+    #[arg(long = "deny-range", value_name = "CIDR")]
+    deny_ranges: Vec<IpNet>,
+    /// Send through this HTTP proxy, which then resolves names and
+    /// enforces egress (IP literals are still checked here).
+    #[arg(long, value_name = "URL")]
+    egress_proxy: Option<String>,
 }
 
 pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
@@ -50,18 +63,32 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
     if let Some(timeout) = args.timeout {
         policy = policy.with_attempt_timeout(timeout);
     }
-    let addresses = if args.allow_private {
+    let mut addresses = if args.allow_private {
         AddressPolicy::strict()
             .insecure_allow_loopback()
             .insecure_allow_private()
     } else {
         AddressPolicy::strict()
     };
+    for range in args.allow_ranges.iter().copied() {
+        addresses = addresses.insecure_allow_range(range);
+    }
+    for range in args.deny_ranges.iter().copied() {
+        addresses = addresses.with_denied_range(range);
+    }
     let id = args.id.clone().unwrap_or_else(default_id);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        refuse_forbidden(&args.url, addresses).await?;
-        let transport = HttpTransport::for_policy(addresses, &policy)?;
+        refuse_forbidden(&args.url, &addresses, args.egress_proxy.is_some()).await?;
+        let mut transport = HttpTransport::builder(addresses)
+            .with_connect_timeout(policy.connect_timeout())
+            .with_attempt_timeout(policy.attempt_timeout());
+        if let Some(proxy) = &args.egress_proxy {
+            transport = transport
+                .with_egress_proxy(proxy)
+                .map_err(|error| format!("--egress-proxy `{proxy}`: {error}"))?;
+        }
+        let transport = transport.build()?;
         let endpoint = Endpoint::new(&args.url, signer);
         let schedule = policy.schedule();
         println!(
@@ -98,26 +125,28 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
     })
 }
 
-/// Resolves the URL's host now and refuses a forbidden address with a
-/// clear message; the transport checks again at connect time.
-async fn refuse_forbidden(url: &str, addresses: AddressPolicy) -> Result<(), UsageError> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|error| format!("--url `{url}`: {error}"))?;
-    let scheme = uri.scheme_str().unwrap_or_default();
-    if scheme != "http" && scheme != "https" {
-        return Err(UsageError(format!(
-            "--url `{url}`: use http:// or https://"
-        )));
-    }
-    let host = uri
-        .host()
-        .ok_or_else(|| format!("--url `{url}` has no host"))?
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let port = uri
-        .port_u16()
-        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+/// Checks the URL as the transport will (the same parse), then resolves a
+/// host name now and refuses a forbidden address with a clear message; the
+/// transport checks again at connect time. Behind an egress proxy, names
+/// are the proxy's to resolve.
+async fn refuse_forbidden(
+    text: &str,
+    addresses: &AddressPolicy,
+    proxied: bool,
+) -> Result<(), UsageError> {
+    let hint = "pass --allow-private or --allow-range to send to your own network";
+    let url = check_url(text, addresses).map_err(|forbidden| match forbidden {
+        hooklatch::sender::Forbidden::NotHttp => UsageError(format!(
+            "--url `{text}`: use an http:// or https:// URL with a host"
+        )),
+        forbidden => UsageError(format!(
+            "refusing to send to {text}: its host is a {forbidden}; {hint}"
+        )),
+    })?;
+    let Some(host) = url.domain().filter(|_| !proxied) else {
+        return Ok(());
+    };
+    let port = url.port_or_known_default().unwrap_or(80);
     // A name that does not resolve now is left to the attempts.
     let Ok(resolved) = tokio::net::lookup_host((host, port)).await else {
         return Ok(());
@@ -125,14 +154,8 @@ async fn refuse_forbidden(url: &str, addresses: AddressPolicy) -> Result<(), Usa
     for address in resolved {
         let ip = address.ip();
         if let Err(forbidden) = check_address(ip, addresses) {
-            let target = if host == ip.to_string() {
-                host.to_owned()
-            } else {
-                format!("{host} ({ip})")
-            };
             return Err(UsageError(format!(
-                "refusing to send to {url}: {target} is a {forbidden}; \
-                 pass --allow-private to send to loopback or private addresses"
+                "refusing to send to {text}: {host} ({ip}) is a {forbidden}; {hint}"
             )));
         }
     }

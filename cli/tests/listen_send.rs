@@ -482,17 +482,53 @@ async fn send_refuses_private_targets_unless_allowed() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = text(&output.stderr);
     assert!(
-        stderr.contains("127.0.0.1 is a loopback address"),
+        stderr.contains("its host is a loopback address"),
         "{stderr}"
     );
     assert!(stderr.contains("--allow-private"), "{stderr}");
-    let output = run_send(&["--url", &url.replace("127.0.0.1", "localhost")]).await;
+    for host in ["localhost", "2130706433", "0x7f.1", "[::ffff:127.0.0.1]"] {
+        let output = run_send(&["--url", &url.replace("127.0.0.1", host)]).await;
+        assert_eq!(output.status.code(), Some(2), "{host}");
+    }
+    // A denied range wins over --allow-private; metadata is never sent to.
+    let output = run_send(&[
+        "--url",
+        &url,
+        "--allow-private",
+        "--deny-range",
+        "127.0.0.0/8",
+    ])
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("denied range"));
+    let output = run_send(&[
+        "--url",
+        "http://169.254.169.254/latest/meta-data/",
+        "--allow-private",
+        "--allow-range",
+        "169.254.0.0/16",
+    ])
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("cloud metadata"));
+    assert!(script.seen.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn send_allow_range_opens_that_range_only() {
+    let script = Script::new(vec![StatusCode::OK.into_response()]);
+    let url = script.serve().await;
+    let output = run_send(&["--url", &url, "--allow-range", "10.20.0.0/16"]).await;
     assert_eq!(
         output.status.code(),
         Some(2),
-        "a name resolving to loopback too"
+        "loopback is not in the range"
     );
-    assert!(script.seen.lock().unwrap().is_empty(), "nothing was sent");
+    let output = run_send(&["--url", &url, "--allow-range", "127.0.0.1/32"]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(script.seen.lock().unwrap().len(), 1);
+    let output = run_send(&["--url", &url, "--allow-range", "not-a-range"]).await;
+    assert_eq!(output.status.code(), Some(2));
 }
 
 #[tokio::test]

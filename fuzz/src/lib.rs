@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arbitrary::Arbitrary;
 use hooklatch::dedup::MemoryStore;
 use hooklatch::sender::{
-    AddressPolicy, MAX_RETRY_AFTER, check_address, check_url, parse_retry_after,
+    AddressPolicy, Forbidden, MAX_RETRY_AFTER, check_address, check_url, parse_retry_after,
 };
 use hooklatch::sequence::{Held, MemorySequences, Observation, ReorderBuffer, Tracker};
 use hooklatch::verify::{Scheme, Signer, Verifier};
@@ -329,32 +329,69 @@ pub fn retry_after(data: &[u8]) {
     }
 }
 
-/// URLs and addresses through the SSRF guard: what the strict policy lets
-/// through, a looser one does too, and an IP-literal host gets the same
-/// answer as checking its address directly.
+/// The SSRF guard against the client's own reading of the same string.
+/// For any URL the guard allows, the address reqwest would connect to is
+/// allowed by the policy. reqwest sends to the guard's `Url`, turns it into
+/// an `http::Uri` with `url.as_str().parse()` (its `try_uri`), and
+/// hyper-util's connector strips the brackets and connects straight to a
+/// host that parses as an `Ipv4Addr` or `Ipv6Addr`, resolving anything else
+/// through the guarded resolver (which checks every address it returns).
+/// Also: a looser policy allows whatever a stricter one does, and metadata
+/// addresses are refused under every policy.
 pub fn url_guard(data: &[u8]) {
+    let policies = [
+        AddressPolicy::strict(),
+        AddressPolicy::strict()
+            .insecure_allow_range("10.20.0.0/16".parse().expect("a range"))
+            .with_denied_range("10.20.5.0/24".parse().expect("a range")),
+        AddressPolicy::strict()
+            .insecure_allow_loopback()
+            .insecure_allow_private(),
+    ];
+    if data.len() == 16 || data.len() == 4 {
+        let address = match <[u8; 16]>::try_from(data) {
+            Ok(bytes) => std::net::IpAddr::from(bytes),
+            Err(_) => std::net::IpAddr::from(<[u8; 4]>::try_from(data).expect("4 bytes")),
+        };
+        let verdicts = policies
+            .each_ref()
+            .map(|policy| check_address(address, policy));
+        if verdicts[0].is_ok() {
+            assert!(verdicts[2].is_ok(), "{address}");
+        }
+        if verdicts.contains(&Err(Forbidden::Metadata)) {
+            assert!(
+                verdicts
+                    .iter()
+                    .all(|verdict| *verdict == Err(Forbidden::Metadata))
+            );
+        }
+    }
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let strict = AddressPolicy::strict();
-    let loose = strict.insecure_allow_loopback().insecure_allow_private();
-    let verdict = check_url(text, strict);
-    if verdict.is_ok() {
-        assert!(check_url(text, loose).is_ok(), "{text:?}");
+    let verdicts = policies.each_ref().map(|policy| check_url(text, policy));
+    if verdicts[0].is_ok() {
+        assert!(verdicts[2].is_ok(), "{text:?}");
     }
-    if let Ok(uri) = text.parse::<http::Uri>()
-        && matches!(uri.scheme_str(), Some("http" | "https"))
-        && let Some(address) = uri.host().and_then(|host| {
-            host.trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse()
-                .ok()
-        })
-    {
-        assert_eq!(verdict, check_address(address, strict), "{text:?}");
-    }
-    if data.len() == 16 {
-        let address = std::net::IpAddr::from(<[u8; 16]>::try_from(data).expect("16 bytes"));
-        let _ = check_address(address, strict);
+    for (policy, verdict) in policies.iter().zip(&verdicts) {
+        let Ok(url) = verdict else {
+            continue;
+        };
+        // What the client does with the guard's `Url`.
+        let Ok(uri) = url.as_str().parse::<http::Uri>() else {
+            continue; // reqwest refuses to send it
+        };
+        let host = uri.host().expect("an http(s) URL has a host");
+        let bare = host
+            .strip_prefix('[')
+            .and_then(|host| host.strip_suffix(']'))
+            .unwrap_or(host);
+        match bare.parse::<std::net::IpAddr>() {
+            Ok(address) => assert_eq!(check_address(address, policy), Ok(()), "{text:?}"),
+            // A name goes to the resolver as the guard saw it.
+            Err(_) => assert_eq!(Some(bare), url.domain(), "{text:?}"),
+        }
+        assert_eq!(uri.port_u16(), url.port(), "{text:?}");
     }
 }

@@ -1,7 +1,8 @@
-//! [`HttpTransport`]: the [`Transport`] over reqwest, with the SSRF guard in
-//! its DNS resolver.
+//! [`HttpTransport`]: the [`Transport`] over reqwest, with the SSRF guard on
+//! the parsed URL and in its DNS resolver.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -17,39 +18,40 @@ pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// POSTs over HTTP(S) with reqwest (rustls): no redirects followed, connect
 /// and whole-attempt timeouts, and every address checked against an
-/// [`AddressPolicy`] at connect time: IP literals before connecting,
-/// hostnames as they resolve, so a name that later resolves to a private
-/// address is still refused.
+/// [`AddressPolicy`]. The URL is parsed once ([`check_url`]) and that parsed
+/// URL is what reqwest sends to, so an IP literal is refused in whatever
+/// spelling; a host name is checked address by address as it resolves, so
+/// a name that resolves to an internal address is refused too.
 ///
 /// ```no_run
 /// use hooklatch::sender::{AddressPolicy, HttpTransport};
 ///
 /// let transport = HttpTransport::new(AddressPolicy::strict())?;
 /// # let _ = transport;
-/// # Ok::<(), reqwest::Error>(())
+/// # Ok::<(), hooklatch::sender::TransportConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct HttpTransport {
     client: reqwest::Client,
-    policy: AddressPolicy,
+    policy: Arc<AddressPolicy>,
 }
 
 impl HttpTransport {
-    /// A transport with the default timeouts (5 s connect, 15 s attempt).
-    pub fn new(policy: AddressPolicy) -> Result<Self, reqwest::Error> {
-        Self::with_timeouts(policy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_ATTEMPT_TIMEOUT)
+    /// A transport with the default timeouts (5 s connect, 15 s attempt)
+    /// and no proxy.
+    pub fn new(policy: AddressPolicy) -> Result<Self, TransportConfigError> {
+        Self::builder(policy).build()
     }
 
     /// A transport with `policy`'s connect and attempt timeouts.
     pub fn for_policy(
         addresses: AddressPolicy,
         policy: &super::deliver::Policy,
-    ) -> Result<Self, reqwest::Error> {
-        Self::with_timeouts(
-            addresses,
-            policy.connect_timeout(),
-            policy.attempt_timeout(),
-        )
+    ) -> Result<Self, TransportConfigError> {
+        Self::builder(addresses)
+            .with_connect_timeout(policy.connect_timeout())
+            .with_attempt_timeout(policy.attempt_timeout())
+            .build()
     }
 
     /// A transport with the given timeouts.
@@ -57,16 +59,115 @@ impl HttpTransport {
         policy: AddressPolicy,
         connect: Duration,
         attempt: Duration,
-    ) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(connect)
-            .timeout(attempt)
-            .dns_resolver(std::sync::Arc::new(GuardedResolver { policy }))
-            .no_proxy()
-            .build()?;
-        Ok(Self { client, policy })
+    ) -> Result<Self, TransportConfigError> {
+        Self::builder(policy)
+            .with_connect_timeout(connect)
+            .with_attempt_timeout(attempt)
+            .build()
     }
+
+    /// Starts a transport with every setting at its default.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use hooklatch::sender::{AddressPolicy, HttpTransport};
+    ///
+    /// // Egress through a smokescreen-style proxy, which decides on names.
+    /// let transport = HttpTransport::builder(AddressPolicy::strict())
+    ///     .with_egress_proxy("http://egress-proxy.internal:4750")?
+    ///     .with_attempt_timeout(Duration::from_secs(10))
+    ///     .build()?;
+    /// # let _ = transport;
+    /// # Ok::<(), hooklatch::sender::TransportConfigError>(())
+    /// ```
+    pub fn builder(policy: AddressPolicy) -> HttpTransportBuilder {
+        HttpTransportBuilder {
+            policy,
+            connect: DEFAULT_CONNECT_TIMEOUT,
+            attempt: DEFAULT_ATTEMPT_TIMEOUT,
+            proxy: None,
+        }
+    }
+
+    /// The address policy every attempt is checked against.
+    pub fn policy(&self) -> &AddressPolicy {
+        &self.policy
+    }
+}
+
+/// Builds an [`HttpTransport`]. Start with [`HttpTransport::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct HttpTransportBuilder {
+    policy: AddressPolicy,
+    connect: Duration,
+    attempt: Duration,
+    proxy: Option<reqwest::Url>,
+}
+
+impl HttpTransportBuilder {
+    /// The time to establish a connection. Defaults to 5 seconds.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect = timeout;
+        self
+    }
+
+    /// The time for a whole attempt, response included. Defaults to 15
+    /// seconds.
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt = timeout;
+        self
+    }
+
+    /// Sends every request through this HTTP proxy (`http://` or
+    /// `https://`, credentials in the URL if it needs them): plain HTTP in
+    /// absolute form, HTTPS through `CONNECT`. The proxy then resolves the
+    /// names and enforces egress (smokescreen does this), while the guard
+    /// still refuses forbidden IP literals before anything is sent. The
+    /// proxy's own address is the operator's choice and is not checked.
+    /// Defaults to none; the environment's proxy variables are ignored.
+    pub fn with_egress_proxy(mut self, proxy: &str) -> Result<Self, TransportConfigError> {
+        let url = reqwest::Url::parse(proxy).map_err(|_| TransportConfigError::ProxyUrl)?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(TransportConfigError::ProxyUrl);
+        }
+        self.proxy = Some(url);
+        Ok(self)
+    }
+
+    /// Builds the transport.
+    pub fn build(self) -> Result<HttpTransport, TransportConfigError> {
+        let policy = Arc::new(self.policy);
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(self.connect)
+            .timeout(self.attempt)
+            .no_proxy();
+        builder = match self.proxy {
+            // Only the proxy's name is resolved here; the targets' names
+            // are the proxy's to resolve and refuse.
+            Some(proxy) => builder.proxy(reqwest::Proxy::all(proxy)?),
+            None => builder.dns_resolver(Arc::new(GuardedResolver {
+                policy: Arc::clone(&policy),
+            })),
+        };
+        Ok(HttpTransport {
+            client: builder.build()?,
+            policy,
+        })
+    }
+}
+
+/// Why an [`HttpTransport`] could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportConfigError {
+    /// The egress proxy is not an `http://` or `https://` URL with a host.
+    #[error("the egress proxy must be an http:// or https:// URL with a host")]
+    ProxyUrl,
+    /// reqwest refused the configuration (its TLS backend failed to start).
+    #[error("cannot build the HTTP client")]
+    Client(#[from] reqwest::Error),
 }
 
 impl Transport for HttpTransport {
@@ -76,7 +177,9 @@ impl Transport for HttpTransport {
         headers: &[(String, String)],
         body: &[u8],
     ) -> Result<Response, String> {
-        check_url(url, self.policy).map_err(|reason| format!("refused: {reason}"))?;
+        // The one parse: reqwest sends to this very `Url`.
+        let url: reqwest::Url =
+            check_url(url, &self.policy).map_err(|reason| format!("refused: {reason}"))?;
         let mut request = self.client.post(url).body(body.to_vec());
         let typed = headers
             .iter()
@@ -130,31 +233,40 @@ fn describe(error: reqwest::Error) -> String {
 }
 
 /// Resolves with the system resolver, then drops every address the policy
-/// forbids; no address left is an error.
+/// forbids; no address left is an error naming the first refusal.
 #[derive(Debug)]
 struct GuardedResolver {
-    policy: AddressPolicy,
+    policy: Arc<AddressPolicy>,
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("every address of `{0}` is forbidden by the SSRF guard")]
-struct ForbiddenHost(String);
+#[error("every address of `{host}` is forbidden by the SSRF guard ({first})")]
+struct ForbiddenHost {
+    host: String,
+    first: super::guard::Forbidden,
+}
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let policy = self.policy;
+        let policy = Arc::clone(&self.policy);
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+            let mut first = None;
+            let allowed: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
                 .await?
-                .filter(|address| check_address(address.ip(), policy).is_ok())
+                .filter(|address| match check_address(address.ip(), &policy) {
+                    Ok(()) => true,
+                    Err(reason) => {
+                        first.get_or_insert(reason);
+                        false
+                    }
+                })
                 .collect();
-            if resolved.is_empty() {
-                return Err(
-                    Box::new(ForbiddenHost(host)) as Box<dyn std::error::Error + Send + Sync>
-                );
+            match first {
+                Some(first) if allowed.is_empty() => Err(Box::new(ForbiddenHost { host, first })
+                    as Box<dyn std::error::Error + Send + Sync>),
+                _ => Ok(Box::new(allowed.into_iter()) as Addrs),
             }
-            Ok(Box::new(resolved.into_iter()) as Addrs)
         })
     }
 }

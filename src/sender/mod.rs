@@ -37,9 +37,12 @@ pub use dispatch::{
     DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
     EndpointHealth, MemoryDeliveries, Running, Step, StoredDelivery, Taken,
 };
-pub use guard::{AddressPolicy, Forbidden, check_address, check_url};
+pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url};
 #[cfg(feature = "sender-http")]
-pub use http::{DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport};
+pub use http::{
+    DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport, HttpTransportBuilder,
+    TransportConfigError,
+};
 pub use outcome::{Outcome, classify, next_wait};
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 pub use schedule::{Jitter, Schedule};
