@@ -206,3 +206,53 @@ proptest! {
         prop_assert!(verifier.verify_at(&signed, &changed, now).is_err());
     }
 }
+
+/// Only the first `MAX_ED25519_SIGNATURES` `v1a` signatures of a header are
+/// checked, so junk ones cannot make a request cost more than that many
+/// body hashes; `v1` signatures do not count against the cap.
+#[cfg(feature = "ed25519")]
+#[test]
+fn only_the_first_four_v1a_signatures_are_checked() {
+    use hooklatch::verify::MAX_ED25519_SIGNATURES;
+
+    let seed = [7u8; 32];
+    let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
+    let secret = format!("whsk_{}", STANDARD.encode(seed));
+    let public = format!(
+        "whpk_{}",
+        STANDARD.encode(signing.verifying_key().to_bytes())
+    );
+    let now = SystemTime::now();
+    let body = b"{\"type\":\"ping\"}";
+    let signed = Signer::new(Scheme::standard_webhooks(), [&secret])
+        .unwrap()
+        .sign("msg_1", now, body)
+        .unwrap();
+    let genuine = signed.get("webhook-signature").unwrap().to_owned();
+    let verifier = Verifier::builder(Scheme::standard_webhooks())
+        .with_secret(&public)
+        .unwrap()
+        .build()
+        .unwrap();
+    let junk_v1a = format!("v1a,{}", STANDARD.encode([9u8; 64]));
+    let junk_v1 = format!("v1,{}", STANDARD.encode([9u8; 32]));
+    let with_signature = |signature: String| {
+        let mut headers: Vec<(String, String)> = ["webhook-id", "webhook-timestamp"]
+            .iter()
+            .map(|name| ((*name).to_owned(), signed.get(name).unwrap().to_owned()))
+            .collect();
+        headers.push(("webhook-signature".into(), signature));
+        verifier.verify_at(&headers, body, now).is_ok()
+    };
+    let header = |junk: &str, count: usize| {
+        let mut parts = vec![junk.to_owned(); count];
+        parts.push(genuine.clone());
+        parts.join(" ")
+    };
+    assert!(with_signature(header(
+        &junk_v1a,
+        MAX_ED25519_SIGNATURES - 1
+    )));
+    assert!(!with_signature(header(&junk_v1a, MAX_ED25519_SIGNATURES)));
+    assert!(with_signature(header(&junk_v1, 10)));
+}

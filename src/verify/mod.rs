@@ -63,6 +63,6 @@ pub use clock::{Clock, SystemClock};
 pub use encoding::Encoding;
 pub use error::{ConfigError, Malformed, VerifyError};
 pub use headers::{HeaderKey, HeaderLookup, Headers};
-pub use scheme::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES, Scheme};
+pub use scheme::{MAX_ED25519_SIGNATURES, MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES, Scheme};
 pub use signer::{SignedHeaders, Signer};
 pub use verifier::{DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, Verified, Verifier, VerifierBuilder};

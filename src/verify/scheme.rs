@@ -16,6 +16,13 @@ use super::keys::{Algorithm, SecretFormat};
 /// the cap bounds the work an attacker can ask for.
 pub const MAX_SIGNATURES: usize = 16;
 
+/// The most `v1a` (ed25519) signatures of one header that are checked;
+/// later ones are ignored. Each check hashes the whole body with SHA-512
+/// and anyone can send junk ones, so this bounds the cost of a forged
+/// request at four body hashes per ed25519 key, next to one HMAC per
+/// secret for `v1`.
+pub const MAX_ED25519_SIGNATURES: usize = 4;
+
 /// The longest header value read, in bytes.
 pub const MAX_HEADER_LEN: usize = 4096;
 

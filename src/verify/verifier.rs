@@ -263,11 +263,16 @@ impl Inner {
                         });
                         whole
                     });
+                    let mut tried = 0;
                     for candidate in scheme.candidates(envelope) {
                         let (algorithm, text) = candidate?;
                         if algorithm != Some(Algorithm::Ed25519) {
                             continue;
                         }
+                        if tried == super::scheme::MAX_ED25519_SIGNATURES {
+                            break;
+                        }
+                        tried += 1;
                         let Ok(decoded) = scheme.encoding().decode(text, &mut buffer) else {
                             continue;
                         };
