@@ -406,11 +406,15 @@ async fn an_egress_proxy_carries_names_while_the_guard_refuses_literals() {
 
 #[test]
 fn an_egress_proxy_must_be_an_http_url() {
+    // The last one is too long for hyper-util to read again as a URI, which
+    // would make it connect directly, around the proxy.
+    let oversized = format!("http://127.0.0.1:4750/{}", "a".repeat(70_000));
     for proxy in [
         "socks5://127.0.0.1:1080",
         "not a url",
         "http://",
         "file:///tmp/x",
+        &oversized,
     ] {
         assert!(
             HttpTransport::builder(AddressPolicy::strict())

@@ -128,7 +128,12 @@ impl HttpTransportBuilder {
     /// Defaults to none; the environment's proxy variables are ignored.
     pub fn with_egress_proxy(mut self, proxy: &str) -> Result<Self, TransportConfigError> {
         let url = reqwest::Url::parse(proxy).map_err(|_| TransportConfigError::ProxyUrl)?;
-        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        // hyper-util reads the proxy again as an `http::Uri` and, if that
+        // fails, silently connects directly: refuse such a URL here.
+        if !matches!(url.scheme(), "http" | "https")
+            || url.host_str().is_none_or(str::is_empty)
+            || url.as_str().parse::<http::Uri>().is_err()
+        {
             return Err(TransportConfigError::ProxyUrl);
         }
         self.proxy = Some(url);
@@ -144,9 +149,17 @@ impl HttpTransportBuilder {
             .timeout(self.attempt)
             .no_proxy();
         builder = match self.proxy {
-            // Only the proxy's name is resolved here; the targets' names
-            // are the proxy's to resolve and refuse.
-            Some(proxy) => builder.proxy(reqwest::Proxy::all(proxy)?),
+            // The targets' names are the proxy's to resolve and refuse; here
+            // only the proxy's own name resolves, so a request that went
+            // around the proxy would find no address.
+            Some(proxy) => {
+                let resolver = ProxyOnlyResolver {
+                    proxy_host: proxy.host_str().unwrap_or_default().to_owned(),
+                };
+                builder
+                    .proxy(reqwest::Proxy::all(proxy)?)
+                    .dns_resolver(Arc::new(resolver))
+            }
             None => builder.dns_resolver(Arc::new(GuardedResolver {
                 policy: Arc::clone(&policy),
             })),
@@ -267,6 +280,31 @@ impl Resolve for GuardedResolver {
                     as Box<dyn std::error::Error + Send + Sync>),
                 _ => Ok(Box::new(allowed.into_iter()) as Addrs),
             }
+        })
+    }
+}
+
+/// Behind an egress proxy: resolves the proxy's own name and nothing else.
+#[derive(Debug)]
+struct ProxyOnlyResolver {
+    proxy_host: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not resolved here: requests go through the egress proxy")]
+struct NotTheProxy(String);
+
+impl Resolve for ProxyOnlyResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        let allowed = host.eq_ignore_ascii_case(&self.proxy_host);
+        Box::pin(async move {
+            if !allowed {
+                return Err(Box::new(NotTheProxy(host)) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            Ok(Box::new(resolved.into_iter()) as Addrs)
         })
     }
 }

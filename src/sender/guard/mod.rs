@@ -111,8 +111,8 @@ pub enum Forbidden {
     /// 127.0.0.0/8 or ::1.
     #[error("loopback address")]
     Loopback,
-    /// 10/8, 172.16/12, 192.168/16, IPv6 unique-local fc00::/7, site-local
-    /// fec0::/10, or local-use NAT64 64:ff9b:1::/48.
+    /// 10/8, 172.16/12, 192.168/16, IPv6 unique-local fc00::/7 or
+    /// site-local fec0::/10.
     #[error("private address")]
     Private,
     /// 169.254/16 or fe80::/10.
@@ -135,8 +135,9 @@ pub enum Forbidden {
     Benchmarking,
     /// Reserved, deprecated or protocol-assigned space that no global route
     /// carries: 240/4, 192.0.0/24, 192.88.99/24, most of 2001::/23,
-    /// 100::/64, 5f00::/16, IPv4-compatible and -translated IPv6, and IPv6
-    /// outside 2000::/3.
+    /// 100::/64, 5f00::/16, IPv6 outside 2000::/3, and IPv6 forms that carry
+    /// an IPv4 address but are not routed to it (IPv4-compatible and
+    /// -translated, 6to4, Teredo, local-use NAT64).
     #[error("reserved address")]
     Reserved,
     /// A cloud metadata or instance-service address (169.254.169.254,
@@ -163,6 +164,7 @@ pub enum Forbidden {
 /// assert_eq!(check_address("169.254.169.254".parse()?, &strict), Err(Forbidden::Metadata));
 /// assert_eq!(check_address("::ffff:10.0.0.1".parse()?, &strict), Err(Forbidden::Private));
 /// assert_eq!(check_address("2002:7f00:1::".parse()?, &strict), Err(Forbidden::Loopback));
+/// assert_eq!(check_address("64:ff9b::8.8.8.8".parse()?, &strict), Ok(()));
 /// assert_eq!(check_address("93.184.215.14".parse()?, &strict), Ok(()));
 /// let loopback = strict.insecure_allow_loopback();
 /// assert!(check_address("127.0.0.1".parse()?, &loopback).is_ok());
@@ -172,22 +174,25 @@ pub fn check_address(address: IpAddr, policy: &AddressPolicy) -> Result<(), Forb
     if ranges::is_metadata(address) {
         return Err(Forbidden::Metadata);
     }
-    // A deny list also sees the IPv4 address inside any IPv6 form; an allow
-    // list sees it only in the IPv4-mapped form, the one a socket connects
-    // to directly.
+    // A deny list also sees every IPv4 address an IPv6 form may carry; an
+    // allow list sees only the IPv4-mapped one, which a socket connects to
+    // directly.
     let (inside, mapped) = match address {
         IpAddr::V4(_) => (None, None),
-        IpAddr::V6(v6) => (ranges::embedded_v4(v6), v6.to_ipv4_mapped()),
+        IpAddr::V6(v6) => (ranges::embedded(v6), v6.to_ipv4_mapped()),
     };
-    let listed = |ranges: &[IpNet], also: Option<std::net::Ipv4Addr>| {
+    let listed = |ranges: &[IpNet], also: &[std::net::Ipv4Addr]| {
         ranges.iter().any(|range| {
-            range.contains(&address) || also.is_some_and(|v4| range.contains(&IpAddr::V4(v4)))
+            range.contains(&address) || also.iter().any(|v4| range.contains(&IpAddr::V4(*v4)))
         })
     };
-    if listed(&policy.denied, inside) {
+    if listed(
+        &policy.denied,
+        inside.as_ref().map_or(&[], |e| e.addresses()),
+    ) {
         return Err(Forbidden::Denied);
     }
-    if listed(&policy.allowed, mapped) {
+    if listed(&policy.allowed, mapped.as_slice()) {
         return Ok(());
     }
     let class = match address {

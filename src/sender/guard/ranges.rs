@@ -7,11 +7,12 @@
 //! - IANA IPv6 Special-Purpose Address Registry
 //!   (<https://www.iana.org/assignments/iana-ipv6-special-registry/>) and the
 //!   IPv6 Address Space registry (only 2000::/3 is global unicast);
-//! - RFC 6052 (NAT64), RFC 3056 (6to4), RFC 4380 (Teredo), RFC 4291
+//! - RFC 6052 and 8215 (NAT64), RFC 3056 (6to4), RFC 4380 (Teredo), RFC 4291
 //!   (IPv4-mapped and -compatible), RFC 2765 (IPv4-translated);
 //! - the cloud providers' own documentation for the metadata addresses.
 //!
-//! Every block whose "Globally Reachable" column is False or N/A is refused.
+//! Every block whose "Globally Reachable" column is False or N/A is refused
+//! (6to4 and Teredo are N/A).
 //! Where the registry marks a few addresses inside such a block globally
 //! reachable (anycast services in 192.0.0.0/24), the whole block is still
 //! refused: no webhook receiver lives there. In 2001::/23 the globally
@@ -45,16 +46,19 @@ const METADATA_V4: &[Ipv4Addr] = &[
     Ipv4Addr::new(192, 0, 0, 192),
 ];
 
-const METADATA_V6: &[Ipv6Addr] = &[
-    // AWS IMDS, DNS, time sync and EKS Pod Identity over IPv6.
-    Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254),
-    Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x253),
-    Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x123),
-    Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x23),
+/// IPv6 metadata addresses and blocks (address, prefix length).
+const METADATA_V6: &[(Ipv6Addr, u8)] = &[
+    // AWS: IMDS (::254), DNS (::253), time sync (::123), EKS Pod Identity
+    // (::23) and whatever else it adds to its instance-service block.
+    (Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0), 32),
     // GCP's metadata server on IPv6-only instances.
-    Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254),
+    (Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254), 128),
+    // Oracle Cloud over IPv6.
+    (Ipv6Addr::new(0xfd00, 0xc1, 0, 0, 0, 0, 0xa9fe, 0xa9fe), 128),
+    // Akamai (Linode) over IPv6.
+    (Ipv6Addr::new(0xfd00, 0xa9fe, 0xa9fe, 0, 0, 0, 0, 1), 128),
     // Scaleway over IPv6.
-    Ipv6Addr::new(0xfd00, 0x42, 0, 0, 0, 0, 0, 0x42),
+    (Ipv6Addr::new(0xfd00, 0x42, 0, 0, 0, 0, 0, 0x42), 128),
 ];
 
 /// The IPv4 blocks refused, most specific first (the first match wins).
@@ -152,70 +156,101 @@ pub(super) const V6_BLOCKS: &[(Ipv6Addr, u8, Option<Forbidden>)] = &[
     ),
 ];
 
-/// An IPv4 address carried inside an IPv6 one, and how it is reached.
+/// The IPv4 addresses an IPv6 address carries, and whether traffic to it
+/// reaches the first of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Embedded {
-    /// Traffic reaches this IPv4 address: IPv4-mapped (`::ffff:a.b.c.d`,
-    /// which a dual-stack socket connects to over IPv4), NAT64's
-    /// well-known prefix (64:ff9b::/96) and 6to4 (2002::/16).
-    Reaches(Ipv4Addr),
-    /// Teredo (2001::/32): the server, and the client with its
-    /// obfuscation undone.
-    Teredo { server: Ipv4Addr, client: Ipv4Addr },
-    /// A form no global route carries: IPv4-compatible (`::a.b.c.d`),
-    /// IPv4-translated (`::ffff:0:a.b.c.d`) and local-use NAT64
-    /// (64:ff9b:1::/48). Refused for its own reason when the IPv4 address
-    /// inside is allowed.
-    Unrouted(Ipv4Addr, Forbidden),
+pub(super) struct Embedded {
+    /// IPv4-mapped (`::ffff:a.b.c.d`, which a dual-stack socket connects to
+    /// over IPv4) and NAT64's well-known prefix (64:ff9b::/96) reach their
+    /// IPv4 address, and are decided as it. Every other form is refused:
+    /// IPv4-compatible (`::a.b.c.d`) and IPv4-translated (`::ffff:0:a.b.c.d`)
+    /// are deprecated, 6to4 (2002::/16) and Teredo (2001::/32) are marked
+    /// not globally reachable ("N/A") in the registry, and local-use NAT64
+    /// (64:ff9b:1::/48) is local by definition.
+    pub(super) reaches: bool,
+    addresses: [Ipv4Addr; 4],
+    len: usize,
+    /// How many of the addresses name the reason it is refused for (the
+    /// other NAT64 layouts are seen only by deny lists and the metadata
+    /// check).
+    decisive: usize,
 }
 
-/// The IPv4 address `v6` carries, if it is one of the embedding forms.
+impl Embedded {
+    fn one(reaches: bool, v4: Ipv4Addr) -> Self {
+        Self {
+            reaches,
+            addresses: [v4; 4],
+            len: 1,
+            decisive: 1,
+        }
+    }
+
+    /// Every IPv4 address the form may carry: one, both Teredo ends, or
+    /// each RFC 6052 layout of a local-use NAT64 prefix (/48 to /96).
+    pub(super) fn addresses(&self) -> &[Ipv4Addr] {
+        &self.addresses[..self.len]
+    }
+
+    fn decisive(&self) -> &[Ipv4Addr] {
+        &self.addresses[..self.decisive]
+    }
+}
+
+/// The IPv4 addresses `v6` carries, if it is one of the embedding forms.
 pub(super) fn embedded(v6: Ipv6Addr) -> Option<Embedded> {
     let bits = u128::from(v6);
-    let low32 = Ipv4Addr::from(bits as u32);
+    let o = v6.octets();
+    let low32 = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
     if let Some(v4) = v6.to_ipv4_mapped() {
-        Some(Embedded::Reaches(v4))
+        Some(Embedded::one(true, v4))
     } else if within_v6(v6, Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0), 96) {
-        Some(Embedded::Reaches(low32))
+        Some(Embedded::one(true, low32))
     } else if within_v6(v6, Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16) {
-        Some(Embedded::Reaches(Ipv4Addr::from((bits >> 80) as u32)))
+        Some(Embedded::one(false, Ipv4Addr::new(o[2], o[3], o[4], o[5])))
     } else if within_v6(v6, Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 32) {
-        Some(Embedded::Teredo {
-            server: Ipv4Addr::from((bits >> 64) as u32),
-            client: Ipv4Addr::from(!(bits as u32)),
+        let client = Ipv4Addr::from(!(bits as u32));
+        let server = Ipv4Addr::new(o[4], o[5], o[6], o[7]);
+        Some(Embedded {
+            reaches: false,
+            addresses: [client, server, client, client],
+            len: 2,
+            decisive: 2,
         })
     } else if within_v6(v6, Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48) {
-        Some(Embedded::Unrouted(low32, Private))
+        // RFC 6052 section 2.2: bits 64 to 71 are never part of the address.
+        Some(Embedded {
+            reaches: false,
+            addresses: [
+                low32,
+                Ipv4Addr::new(o[9], o[10], o[11], o[12]),
+                Ipv4Addr::new(o[7], o[9], o[10], o[11]),
+                Ipv4Addr::new(o[6], o[7], o[9], o[10]),
+            ],
+            len: 4,
+            decisive: 1,
+        })
     } else if within_v6(v6, Ipv6Addr::new(0, 0, 0, 0, 0xffff, 0, 0, 0), 96)
         || (bits >> 32 == 0 && bits > 1)
     {
         // IPv4-translated, then IPv4-compatible (but not :: or ::1).
-        Some(Embedded::Unrouted(low32, Reserved))
+        Some(Embedded::one(false, low32))
     } else {
         None
     }
 }
 
-/// The IPv4 address an IPv6 one carries, if any; for Teredo the client.
-pub(super) fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
-    match embedded(v6)? {
-        Embedded::Reaches(v4) | Embedded::Unrouted(v4, _) => Some(v4),
-        Embedded::Teredo { client, .. } => Some(client),
-    }
-}
-
-/// Whether `address`, or the IPv4 address it carries, is a metadata address.
+/// Whether `address`, or any IPv4 address it carries, is a metadata address.
 pub(super) fn is_metadata(address: IpAddr) -> bool {
     match address {
         IpAddr::V4(v4) => METADATA_V4.contains(&v4),
         IpAddr::V6(v6) => {
-            METADATA_V6.contains(&v6)
-                || match embedded(v6) {
-                    Some(Embedded::Teredo { server, client }) => {
-                        METADATA_V4.contains(&server) || METADATA_V4.contains(&client)
-                    }
-                    _ => embedded_v4(v6).is_some_and(|v4| METADATA_V4.contains(&v4)),
-                }
+            METADATA_V6
+                .iter()
+                .any(|(network, len)| within_v6(v6, *network, *len))
+                || embedded(v6).is_some_and(|inside| {
+                    inside.addresses().iter().any(|v4| METADATA_V4.contains(v4))
+                })
         }
     }
 }
@@ -228,16 +263,17 @@ pub(super) fn classify_v4(v4: Ipv4Addr) -> Option<Forbidden> {
         .map(|(_, _, reason)| *reason)
 }
 
-/// Why `v6` is not globally reachable, or `None` when it is. An embedded
-/// IPv4 address is decided as that address.
+/// Why `v6` is not globally reachable, or `None` when it is. A form that
+/// reaches an IPv4 address is decided as that address; the other embedding
+/// forms are refused, for the reason of an address inside where one has a
+/// reason, else as reserved.
 pub(super) fn classify_v6(v6: Ipv6Addr) -> Option<Forbidden> {
-    match embedded(v6) {
-        Some(Embedded::Reaches(v4)) => return classify_v4(v4),
-        Some(Embedded::Teredo { server, client }) => {
-            return classify_v4(client).or_else(|| classify_v4(server));
-        }
-        Some(Embedded::Unrouted(v4, own)) => return Some(classify_v4(v4).unwrap_or(own)),
-        None => {}
+    if let Some(inside) = embedded(v6) {
+        let mut reasons = inside.decisive().iter().filter_map(|v4| classify_v4(*v4));
+        return match (inside.reaches, reasons.next()) {
+            (true, reason) => reason,
+            (false, reason) => Some(reason.unwrap_or(Reserved)),
+        };
     }
     if let Some((_, _, verdict)) = V6_BLOCKS
         .iter()

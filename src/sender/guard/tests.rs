@@ -141,19 +141,23 @@ fn ipv6_forms_carrying_ipv4_are_decided_by_the_ipv4_inside() {
         ("64:ff9b::8.8.8.8", Ok(())),
         // NAT64, local-use prefix: never global.
         ("64:ff9b:1::127.0.0.1", Err(Forbidden::Loopback)),
-        ("64:ff9b:1::8.8.8.8", Err(Forbidden::Private)),
-        // 6to4.
+        ("64:ff9b:1::8.8.8.8", Err(Forbidden::Reserved)),
+        // 6to4: "N/A" in the registry, refused whatever it carries.
         ("2002:7f00:1::", Err(Forbidden::Loopback)),
         ("2002:c0a8:101::1", Err(Forbidden::Private)),
-        ("2002:808:808::1", Ok(())),
+        ("2002:808:808::1", Err(Forbidden::Reserved)),
         // Teredo: server 65.54.227.120, client 127.0.0.1 obfuscated
-        // (0x80fffffe), then a private server with a public client.
+        // (0x80fffffe), then a private server with a public client, then
+        // both public: "N/A" in the registry, refused.
         (
             "2001:0:4136:e378:8000:63bf:80ff:fffe",
             Err(Forbidden::Loopback),
         ),
         ("2001:0:a00:1:8000:63bf:f7f7:f7f7", Err(Forbidden::Private)),
-        ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", Ok(())),
+        (
+            "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
+            Err(Forbidden::Reserved),
+        ),
     ] {
         assert_eq!(strict(address), expected, "{address}");
     }
@@ -181,8 +185,15 @@ fn metadata_addresses_are_refused_under_every_policy() {
         "fd00:ec2::253",
         "fd00:ec2::123",
         "fd00:ec2::23",
+        "fd00:ec2::1234",
         "fd20:ce::254",
+        "fd00:c1::a9fe:a9fe",
+        "fd00:a9fe:a9fe::1",
         "fd00:42::42",
+        // Local-use NAT64 carrying 169.254.169.254 in its /48 layout.
+        "64:ff9b:1:a9fe:a9:fe00:808:808",
+        // Teredo with the metadata address as its server.
+        "2001:0:a9fe:a9fe:8000:63bf:f7f7:f7f7",
         "::ffff:169.254.169.254",
         "::ffff:a9fe:a9fe",
         "64:ff9b::169.254.169.254",
@@ -218,6 +229,10 @@ fn a_denied_range_beats_an_allowed_one_and_the_insecure_switches() {
     assert_eq!(check("::ffff:10.20.5.1"), Err(Forbidden::Denied));
     assert_eq!(check("64:ff9b::192.168.0.1"), Err(Forbidden::Denied));
     assert_eq!(check("2002:c0a8:1::"), Err(Forbidden::Denied));
+    // Teredo's server is seen too (10.20.5.5 here), and each layout of a
+    // local-use NAT64 address (10.20.5.1 at /48).
+    assert_eq!(check("2001:0:a14:505::f7f7:f7f7"), Err(Forbidden::Denied));
+    assert_eq!(check("64:ff9b:1:a14:5:100::"), Err(Forbidden::Denied));
 }
 
 #[test]
