@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hooklatch::verify::{ConfigError, Scheme, Signer, Verifier, VerifyError};
+use hooklatch::verify::{ConfigError, EventKey, Scheme, Signer, Verifier, VerifyError};
 use serde_json::Value;
 
 fn vectors() -> Value {
@@ -103,7 +103,7 @@ impl Case {
         if let Some(id_header) = self.scheme.id_header() {
             let changed = self.with_header(id_header, |v| change_one_char(v, -1));
             let outcome = self.verify(&changed, &self.body);
-            if self.scheme.has_timestamp() {
+            if self.scheme.signs_id() {
                 assert_mismatch(outcome, "id changed");
             } else {
                 // GitHub and Shopify sign the body only: the id header is
@@ -377,6 +377,49 @@ fn shopify_vector_verifies_and_detects_any_change() {
             now: SystemTime::now(),
         }
         .check(0);
+    }
+}
+
+/// GitHub and Shopify sign the body only. Their published vectors verify
+/// with the signature header alone, and the claim key is the same with or
+/// without a delivery id, under any delivery id.
+#[test]
+fn body_only_vectors_verify_with_only_the_signature_header() {
+    for (name, scheme, id_header) in [
+        ("github", Scheme::github(), "X-GitHub-Delivery"),
+        ("shopify", Scheme::shopify(), "X-Shopify-Webhook-Id"),
+    ] {
+        let vector = &group(name)[0];
+        let verifier = Verifier::builder(scheme)
+            .with_secret(text(vector, "secret"))
+            .unwrap()
+            .build()
+            .unwrap();
+        let body = payload(vector);
+        let signature = (text(vector, "header"), text(vector, "expected"));
+        let alone = vec![signature];
+        let verified = verifier.verify(&alone, &body).expect("verifies alone");
+        assert_eq!(verified.id(), None);
+        let key = EventKey::default().key(&verifier, &verified).unwrap();
+        assert!(key.starts_with("sha256:"), "{key}");
+        for delivery in ["first-delivery", "a-fresh-replay-id"] {
+            let with_id = vec![signature, (id_header, delivery)];
+            let verified = verifier.verify(&with_id, &body).unwrap();
+            assert_eq!(verified.id(), Some(delivery));
+            assert!(!verified.id_is_signed());
+            assert_eq!(
+                EventKey::default().key(&verifier, &verified).unwrap(),
+                key,
+                "{name}"
+            );
+            assert_eq!(
+                EventKey::UnsignedHeader.key(&verifier, &verified).unwrap(),
+                delivery
+            );
+        }
+        // An unusable unsigned id is ignored, not an error.
+        let junk = vec![signature, (id_header, "two words")];
+        assert_eq!(verifier.verify(&junk, &body).unwrap().id(), None);
     }
 }
 

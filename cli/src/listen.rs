@@ -15,7 +15,7 @@ use clap::Args;
 use hooklatch::dedup::{LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
 use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
 use hooklatch::verify::Verifier;
-use hooklatch_tower::{EventKey, Rejection, VerifiedEvent, WebhookLayer};
+use hooklatch_tower::{Rejection, VerifiedEvent, WebhookLayer};
 
 use crate::{SchemeArgs, UsageError, rfc3339};
 
@@ -87,11 +87,9 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
         builder = builder.with_tolerance(Duration::from_secs(seconds));
     }
     let verifier = builder.build()?;
+    // Events are claimed by what the signature covers: the signed id
+    // header, Stripe's body `id`, or a digest of the signed content.
     let mut layer = WebhookLayer::new(verifier);
-    if scheme.id_header().is_none() {
-        // Stripe-like schemes carry the id in the body.
-        layer = layer.with_event_key(EventKey::JsonField("id".to_owned()));
-    }
     if let Some(limit) = args.max_body {
         layer = layer.with_body_limit(limit);
     }
@@ -199,7 +197,7 @@ async fn handle(State(forward): State<Option<Forward>>, request: Request) -> Res
     let Some(event) = request.extensions().get::<VerifiedEvent>().cloned() else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "not verified").into_response();
     };
-    let id = event.key.clone().unwrap_or_else(|| "-".to_owned());
+    let id = event.key.clone();
     let say = |text: String| {
         if let Some(verdict) = &verdict {
             verdict.set(id.clone(), text);
@@ -279,7 +277,7 @@ async fn print_verdict(
             let key = response
                 .extensions()
                 .get::<VerifiedEvent>()
-                .and_then(|event| event.key.clone());
+                .map(|event| event.key.clone());
             (key.or(header_id).unwrap_or_else(|| "-".to_owned()), text)
         }
     };

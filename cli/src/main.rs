@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use hooklatch::verify::{ConfigError, Encoding, Scheme, Signer, Verifier};
+use hooklatch::verify::{ConfigError, Encoding, EventKey, Scheme, Signer, Verifier};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -264,11 +264,21 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
             let mut line = String::from("ok");
             if let Some(id) = event.id() {
                 line.push_str(&format!(" id={id}"));
+                if !event.id_is_signed() {
+                    line.push_str(" (unsigned)");
+                }
             }
             if let Some(timestamp) = event.timestamp() {
                 line.push_str(&format!(" timestamp={timestamp}"));
             }
             line.push_str(&format!(" secret={}", event.key_index() + 1));
+            // What a receiver claims the event by (`listen` does the same),
+            // where that is not the signed id already shown.
+            if let Ok(key) = EventKey::default().key(&verifier, &event)
+                && Some(key.as_str()) != event.id().filter(|_| event.id_is_signed())
+            {
+                line.push_str(&format!(" key={key}"));
+            }
             println!("{line}");
             Ok(ExitCode::SUCCESS)
         }

@@ -216,6 +216,45 @@ fn missing_header_is_named() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         stdout(&output),
-        "rejected: missing header `x-github-delivery`\n"
+        "rejected: missing header `x-hub-signature-256`\n"
+    );
+}
+
+/// GitHub's published vector verifies with its signature header alone:
+/// the delivery id is not signed, so it is never required, and the event
+/// is claimed by a digest of the signed body.
+#[test]
+fn verify_checks_the_github_vector_with_only_the_signature_header() {
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "verify",
+            "--scheme",
+            "github",
+            "--secret",
+            "It's a Secret to Everybody",
+            "-H",
+            "X-Hub-Signature-256: sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--body-file", "-"]);
+        hooklatch(&args, Some(b"Hello, World!"))
+    };
+    let alone = verify(&[]);
+    assert!(alone.status.success(), "{alone:?}");
+    let line = stdout(&alone);
+    assert!(line.starts_with("ok secret=1 key=sha256:"), "{line}");
+    let key = line.split(" key=").nth(1).unwrap().trim().to_owned();
+    let with_id = verify(&[
+        "-H",
+        "X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958",
+    ]);
+    let line = stdout(&with_id);
+    assert!(
+        line.starts_with("ok id=72d3162e-cc78-11e3-81ab-4c9367dc0958 (unsigned) secret=1 key="),
+        "{line}"
+    );
+    assert!(
+        line.trim_end().ends_with(&key),
+        "the same key under any delivery id"
     );
 }

@@ -612,3 +612,56 @@ async fn listen_claims_stripe_events_by_their_body_id() {
         "evt_1NG8Du2eZvKYlo2C duplicate"
     );
 }
+
+/// GitHub and Shopify sign the body only. `listen` claims their events by a
+/// digest of it: a captured request replayed under a fresh delivery id, or
+/// with none, is a duplicate; a new body without a delivery id is
+/// accepted; a forged body is refused 400.
+#[tokio::test]
+async fn listen_github_and_shopify_replays_under_any_delivery_id_are_duplicates() {
+    for (scheme, name, id_header) in [
+        ("github", Scheme::github(), "X-GitHub-Delivery"),
+        ("shopify", Scheme::shopify(), "X-Shopify-Webhook-Id"),
+    ] {
+        let listener = Listener::start(&["--scheme", scheme]);
+        let signer = Signer::new(name, [SECRET]).unwrap();
+        let sign = |body: &[u8], delivery: Option<&str>| -> Vec<(String, String)> {
+            let mut headers: Vec<(String, String)> = signer
+                .sign("unused", SystemTime::now(), body)
+                .unwrap()
+                .iter()
+                .filter(|(header, _)| !header.eq_ignore_ascii_case(id_header))
+                .map(|(header, value)| (header.to_owned(), value.to_owned()))
+                .collect();
+            if let Some(delivery) = delivery {
+                headers.push((id_header.to_owned(), delivery.to_owned()));
+            }
+            headers
+        };
+        let verdict = |line: String| after_time(&line).rsplit(' ').next().unwrap().to_owned();
+        let body = br#"{"action":"opened","number":7}"#.to_vec();
+        let captured = sign(&body, Some("delivery-1"));
+        assert_eq!(post_to(&listener.url, &captured, body.clone()).await.0, 200);
+        assert_eq!(verdict(listener.next_line()), "accepted", "{scheme}");
+        for replay in [Some("delivery-2"), None] {
+            let headers = sign(&body, replay);
+            assert_eq!(post_to(&listener.url, &headers, body.clone()).await.0, 200);
+            assert_eq!(
+                verdict(listener.next_line()),
+                "duplicate",
+                "{scheme} {replay:?}"
+            );
+        }
+        let other = br#"{"action":"closed","number":7}"#.to_vec();
+        let headers = sign(&other, None);
+        assert_eq!(post_to(&listener.url, &headers, other.clone()).await.0, 200);
+        assert_eq!(verdict(listener.next_line()), "accepted", "{scheme}");
+        let mut forged = other.clone();
+        forged.extend_from_slice(b" ");
+        assert_eq!(
+            post_to(&listener.url, &headers, forged).await.0,
+            400,
+            "{scheme}"
+        );
+    }
+}

@@ -227,4 +227,16 @@ pub enum ConfigError {
     /// A signed-content template is not valid.
     #[error("invalid signed-content template: {0}")]
     InvalidTemplate(&'static str),
+    /// The scheme reads an id or timestamp header that its template does
+    /// not sign: anyone could change it.
+    #[error(
+        "the {what} is read from `{header}` but the template does not sign it; \
+         add `{{{what}}}` to the template, or opt in with `insecure_allow_unsigned_{what}`"
+    )]
+    UnsignedHeader {
+        /// `id` or `timestamp`.
+        what: &'static str,
+        /// The header's name, lowercase.
+        header: String,
+    },
 }

@@ -56,6 +56,14 @@ pub struct Scheme {
     id_header: Option<HeaderKey>,
     timestamp: TimestampSource,
     template: Cow<'static, [Segment]>,
+    /// The id header may be read though the template does not sign it:
+    /// then it is metadata, never required (GitHub, Shopify, or opted in).
+    unsigned_id: bool,
+    /// Likewise for a timestamp header, opted in only.
+    unsigned_timestamp: bool,
+    /// A top-level string field of the JSON body that holds the event id
+    /// (Stripe's `id`): signed with the body.
+    body_id_field: Option<Cow<'static, str>>,
     pub(crate) secret_format: SecretFormat,
 }
 
@@ -126,6 +134,9 @@ impl Scheme {
             id_header: Some(HeaderKey::from_static(id)),
             timestamp: TimestampSource::Header(HeaderKey::from_static(timestamp)),
             template: Cow::Borrowed(ID_DOT_TIMESTAMP_DOT_BODY),
+            unsigned_id: false,
+            unsigned_timestamp: false,
+            body_id_field: None,
             secret_format: SecretFormat::Whsec,
         }
     }
@@ -151,7 +162,8 @@ impl Scheme {
 
     /// Stripe: `Stripe-Signature: t=<ts>,v1=<hex>[,v1=<hex>..]` over
     /// `{t}.{body}`. The secret (`whsec_...`) is used whole, prefix included.
-    /// Stripe sends no id header; the event id is the body's `id` field.
+    /// Stripe sends no id header; the event id is the body's `id` field,
+    /// which the signature covers, and events are claimed by it.
     pub fn stripe() -> Self {
         Self {
             name: Cow::Borrowed("stripe"),
@@ -165,15 +177,21 @@ impl Scheme {
                 Segment::Literal(Cow::Borrowed(".")),
                 Segment::Body,
             ]),
+            unsigned_id: false,
+            unsigned_timestamp: false,
+            body_id_field: Some(Cow::Borrowed("id")),
             secret_format: SecretFormat::Raw {
                 expected_prefix: Some("whsec_"),
             },
         }
     }
 
-    /// GitHub: `X-Hub-Signature-256: sha256=<hex>` over the body, id in
-    /// `X-GitHub-Delivery`. GitHub signs no timestamp, so a captured request
-    /// can be replayed: dedup by the delivery id.
+    /// GitHub: `X-Hub-Signature-256: sha256=<hex>` over the body alone.
+    /// `X-GitHub-Delivery` is read when present, as metadata: the signature
+    /// does not cover it, so anyone holding a captured request can resend
+    /// it under a fresh delivery id, and it is never required. Events are
+    /// claimed by a digest of the signed body instead (see
+    /// [`EventKey`](super::EventKey)).
     pub fn github() -> Self {
         Self {
             name: Cow::Borrowed("github"),
@@ -185,14 +203,19 @@ impl Scheme {
             id_header: Some(HeaderKey::from_static("x-github-delivery")),
             timestamp: TimestampSource::None,
             template: Cow::Borrowed(&[Segment::Body]),
+            unsigned_id: true,
+            unsigned_timestamp: false,
+            body_id_field: None,
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
         }
     }
 
-    /// Shopify: `X-Shopify-Hmac-Sha256: <base64>` over the body, id in
-    /// `X-Shopify-Webhook-Id`. No timestamp is signed.
+    /// Shopify: `X-Shopify-Hmac-Sha256: <base64>` over the body alone.
+    /// `X-Shopify-Webhook-Id` is read when present, as metadata (it is not
+    /// signed); no timestamp is signed. Events are claimed by a digest of
+    /// the signed body.
     pub fn shopify() -> Self {
         Self {
             name: Cow::Borrowed("shopify"),
@@ -204,6 +227,9 @@ impl Scheme {
             id_header: Some(HeaderKey::from_static("x-shopify-webhook-id")),
             timestamp: TimestampSource::None,
             template: Cow::Borrowed(&[Segment::Body]),
+            unsigned_id: true,
+            unsigned_timestamp: false,
+            body_id_field: None,
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
@@ -229,6 +255,9 @@ impl Scheme {
                 Segment::Literal(Cow::Borrowed(":")),
                 Segment::Body,
             ]),
+            unsigned_id: false,
+            unsigned_timestamp: false,
+            body_id_field: None,
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
@@ -251,6 +280,9 @@ impl Scheme {
             id_header: None,
             timestamp: TimestampSource::None,
             template: Cow::Borrowed(&[Segment::Body]),
+            unsigned_id: false,
+            unsigned_timestamp: false,
+            body_id_field: None,
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
@@ -289,17 +321,49 @@ impl Scheme {
         self
     }
 
-    /// Reads the event id from this header.
+    /// Reads the event id from this header. The template must sign it
+    /// (`{id}`), unless [`insecure_allow_unsigned_id`](Self::insecure_allow_unsigned_id).
     pub fn with_id_header(mut self, name: &str) -> Result<Self, ConfigError> {
         self.id_header = Some(HeaderKey::new(name)?);
         Ok(self)
     }
 
     /// Reads the timestamp (whole seconds since the Unix epoch) from this
-    /// header and checks it against the verifier's tolerance.
+    /// header and checks it against the verifier's tolerance. The template
+    /// must sign it (`{timestamp}`), unless
+    /// [`insecure_allow_unsigned_timestamp`](Self::insecure_allow_unsigned_timestamp).
     pub fn with_timestamp_header(mut self, name: &str) -> Result<Self, ConfigError> {
         self.timestamp = TimestampSource::Header(HeaderKey::new(name)?);
         Ok(self)
+    }
+
+    /// Lets the id header be one the template does not sign. Anyone can
+    /// change such an id, so it is metadata only: read when present and
+    /// well formed, never required, and not what events are claimed by
+    /// unless you choose [`EventKey::UnsignedHeader`](super::EventKey::UnsignedHeader).
+    #[must_use]
+    pub fn insecure_allow_unsigned_id(mut self) -> Self {
+        self.unsigned_id = true;
+        self
+    }
+
+    /// Lets the timestamp header be one the template does not sign. It is
+    /// then read and checked against the tolerance when present, but never
+    /// required, and it stops no replay: anyone can change it.
+    /// [`has_timestamp`](Self::has_timestamp) stays false.
+    #[must_use]
+    pub fn insecure_allow_unsigned_timestamp(mut self) -> Self {
+        self.unsigned_timestamp = true;
+        self
+    }
+
+    /// Names the top-level string field of the JSON body that holds the
+    /// event id, as Stripe's `id`. The body is signed, so the id is too,
+    /// and events are claimed by it by default.
+    #[must_use]
+    pub fn with_body_id_field(mut self, field: &str) -> Self {
+        self.body_id_field = Some(Cow::Owned(field.to_owned()));
+        self
     }
 
     /// Sets the signed content: `{body}` exactly once, optionally `{id}`
@@ -361,24 +425,54 @@ impl Scheme {
         self.id_header.as_ref().map(HeaderKey::as_str)
     }
 
-    /// Whether the scheme signs a timestamp (and so resists replays on its own).
+    /// Whether the scheme reads a timestamp and signs it, and so resists
+    /// replays on its own within the tolerance.
     pub fn has_timestamp(&self) -> bool {
-        self.timestamp != TimestampSource::None
+        self.timestamp != TimestampSource::None && self.signs(&Segment::Timestamp)
     }
 
-    /// Checks that the template only uses what the scheme reads.
+    /// Whether the signature covers the id header's value.
+    pub fn signs_id(&self) -> bool {
+        self.id_header.is_some() && self.signs(&Segment::Id)
+    }
+
+    /// The JSON body field that holds the event id, if the scheme names one.
+    pub fn body_id_field(&self) -> Option<&str> {
+        self.body_id_field.as_deref()
+    }
+
+    fn signs(&self, segment: &Segment) -> bool {
+        self.template.contains(segment)
+    }
+
+    /// Checks that the template only uses what the scheme reads, and that
+    /// every id or timestamp read is signed unless opted out.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        for segment in self.template.iter() {
-            if *segment == Segment::Id && self.id_header.is_none() {
-                return Err(ConfigError::InvalidTemplate(
-                    "`{id}` is used but the scheme has no id header",
-                ));
-            }
-            if *segment == Segment::Timestamp && !self.has_timestamp() {
-                return Err(ConfigError::InvalidTemplate(
-                    "`{timestamp}` is used but the scheme has no timestamp header",
-                ));
-            }
+        let reads_timestamp = self.timestamp != TimestampSource::None;
+        if self.signs(&Segment::Id) && self.id_header.is_none() {
+            return Err(ConfigError::InvalidTemplate(
+                "`{id}` is used but the scheme has no id header",
+            ));
+        }
+        if self.signs(&Segment::Timestamp) && !reads_timestamp {
+            return Err(ConfigError::InvalidTemplate(
+                "`{timestamp}` is used but the scheme has no timestamp header",
+            ));
+        }
+        if let Some(name) = &self.id_header
+            && !self.signs(&Segment::Id)
+            && !self.unsigned_id
+        {
+            return Err(ConfigError::UnsignedHeader {
+                what: "id",
+                header: name.as_str().to_owned(),
+            });
+        }
+        if reads_timestamp && !self.signs(&Segment::Timestamp) && !self.unsigned_timestamp {
+            return Err(ConfigError::UnsignedHeader {
+                what: "timestamp",
+                header: self.timestamp_header().into_owned(),
+            });
         }
         Ok(())
     }
@@ -402,16 +496,26 @@ impl Scheme {
         headers: &'h (impl Headers + ?Sized),
         accepts: impl Fn(Algorithm) -> bool,
     ) -> Result<Envelope<'h>, VerifyError> {
+        // What the signature does not cover is never required: an unsigned
+        // id or timestamp is read only when present and well formed.
         let id = match &self.id_header {
-            Some(name) => Some(read_id(name, required(headers, name)?)?),
+            Some(name) if self.signs(&Segment::Id) => {
+                Some(read_id(name, required(headers, name)?)?)
+            }
+            Some(name) => optional(headers, name).and_then(|value| read_id(name, value).ok()),
             None => None,
         };
         let signature_value = required(headers, &self.signature_header)?;
         let (signatures, timestamp) = match &self.timestamp {
             TimestampSource::None => (signature_value, None),
-            TimestampSource::Header(name) => {
+            TimestampSource::Header(name) if self.signs(&Segment::Timestamp) => {
                 let text = required(headers, name)?;
                 (signature_value, Some(read_timestamp(name, text)?))
+            }
+            TimestampSource::Header(name) => {
+                let timestamp =
+                    optional(headers, name).and_then(|text| read_timestamp(name, text).ok());
+                (signature_value, timestamp)
             }
             TimestampSource::Field => {
                 let text = self.timestamp_field(signature_value)?;
@@ -646,6 +750,19 @@ fn required<'h>(
     }
 }
 
+/// A header's value when it is present once, within the length cap and not
+/// blank; `None` otherwise.
+fn optional<'h>(headers: &'h (impl Headers + ?Sized), name: &HeaderKey) -> Option<&'h [u8]> {
+    match headers.lookup(name) {
+        HeaderLookup::One(value)
+            if value.len() <= MAX_HEADER_LEN && !value.iter().all(u8::is_ascii_whitespace) =>
+        {
+            Some(value)
+        }
+        _ => None,
+    }
+}
+
 fn read_id<'h>(name: &HeaderKey, value: &'h [u8]) -> Result<&'h str, VerifyError> {
     let malformed = |reason| VerifyError::MalformedHeader {
         name: name.to_cow(),
@@ -757,6 +874,76 @@ mod tests {
         let needs_id = scheme.clone().with_template("{id}.{body}").unwrap();
         assert!(needs_id.validate().is_err());
         assert!(needs_id.with_id_header("x-id").unwrap().validate().is_ok());
+    }
+
+    #[test]
+    fn ids_and_timestamps_read_must_be_signed_unless_opted_out() {
+        let unsigned_id = Scheme::custom("x", "x-sig")
+            .unwrap()
+            .with_id_header("x-id")
+            .unwrap();
+        assert_eq!(
+            unsigned_id.validate(),
+            Err(ConfigError::UnsignedHeader {
+                what: "id",
+                header: "x-id".into()
+            })
+        );
+        let opted = unsigned_id.clone().insecure_allow_unsigned_id();
+        assert!(opted.validate().is_ok());
+        assert!(!opted.signs_id());
+        let signed = unsigned_id.with_template("{id}.{body}").unwrap();
+        assert!(signed.validate().is_ok());
+        assert!(signed.signs_id());
+
+        let unsigned_timestamp = Scheme::custom("x", "x-sig")
+            .unwrap()
+            .with_timestamp_header("x-ts")
+            .unwrap();
+        assert!(matches!(
+            unsigned_timestamp.validate(),
+            Err(ConfigError::UnsignedHeader {
+                what: "timestamp",
+                ..
+            })
+        ));
+        let opted = unsigned_timestamp
+            .clone()
+            .insecure_allow_unsigned_timestamp();
+        assert!(opted.validate().is_ok());
+        assert!(
+            !opted.has_timestamp(),
+            "an unsigned timestamp stops no replay"
+        );
+        let signed = unsigned_timestamp
+            .with_template("{timestamp}.{body}")
+            .unwrap();
+        assert!(signed.has_timestamp());
+        // Stripe's `t=` field unsigned is refused the same way.
+        assert!(
+            Scheme::stripe()
+                .with_template("{body}")
+                .unwrap()
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn providers_say_what_they_sign() {
+        for (scheme, signs_id, has_timestamp) in [
+            (Scheme::standard_webhooks(), true, true),
+            (Scheme::svix(), true, true),
+            (Scheme::stripe(), false, true),
+            (Scheme::github(), false, false),
+            (Scheme::shopify(), false, false),
+            (Scheme::slack(), false, true),
+        ] {
+            assert!(scheme.validate().is_ok(), "{}", scheme.name());
+            assert_eq!(scheme.signs_id(), signs_id, "{}", scheme.name());
+            assert_eq!(scheme.has_timestamp(), has_timestamp, "{}", scheme.name());
+        }
+        assert_eq!(Scheme::stripe().body_id_field(), Some("id"));
     }
 
     #[test]

@@ -79,22 +79,38 @@ impl fmt::Debug for Verifier {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verified<'a> {
     id: Option<&'a str>,
+    id_signed: bool,
     timestamp: Option<i64>,
+    timestamp_text: Option<&'a [u8]>,
     body: &'a [u8],
     key_index: usize,
 }
 
 impl<'a> Verified<'a> {
     /// The event id from the scheme's id header (`None` for schemes without
-    /// one, such as Stripe and Slack).
+    /// one, such as Stripe and Slack, and when an unsigned id header is
+    /// absent). See [`id_is_signed`](Self::id_is_signed) before trusting it.
     pub fn id(&self) -> Option<&'a str> {
         self.id
     }
 
-    /// The signed timestamp, in seconds since the Unix epoch (`None` for
-    /// schemes that sign none, such as GitHub and Shopify).
+    /// Whether the signature covers [`id`](Self::id). GitHub's and
+    /// Shopify's delivery ids are not covered: anyone can resend a captured
+    /// request under a new one.
+    pub fn id_is_signed(&self) -> bool {
+        self.id_signed
+    }
+
+    /// The timestamp, in seconds since the Unix epoch (`None` for schemes
+    /// that read none, such as GitHub and Shopify). It is signed when the
+    /// scheme's [`has_timestamp`](Scheme::has_timestamp) is true.
     pub fn timestamp(&self) -> Option<i64> {
         self.timestamp
+    }
+
+    /// The timestamp as sent, for the signed content.
+    pub(crate) fn timestamp_text(&self) -> Option<&'a [u8]> {
+        self.timestamp_text
     }
 
     /// The body, exactly as received and verified.
@@ -172,7 +188,9 @@ impl Verifier {
         match inner.find_match(&envelope, body)? {
             Some(key_index) => Ok(Verified {
                 id: envelope.id,
+                id_signed: envelope.id.is_some() && inner.scheme.signs_id(),
                 timestamp: envelope.timestamp.map(|t| t.seconds),
+                timestamp_text: envelope.timestamp.map(|t| t.text),
                 body,
                 key_index,
             }),

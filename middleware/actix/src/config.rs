@@ -9,8 +9,8 @@ use actix_web::{HttpRequest, web};
 use hooklatch::dedup::{
     Acceptance, Claim, DedupError, Inbox, IncomingEvent, Lease, LeaseStore, validate_namespace,
 };
+use hooklatch::verify::EventKey;
 use hooklatch::verify::Verifier;
-use hooklatch_tower::EventKey;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -131,7 +131,9 @@ impl WebhookConfig {
         self
     }
 
-    /// Deduplicates by `key` instead of the scheme's id header.
+    /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the
+    /// scheme's signed id, Stripe's body `id`, or else a digest of what the
+    /// signature covers.
     #[must_use]
     pub fn with_event_key(mut self, key: EventKey) -> Self {
         self.key = key;

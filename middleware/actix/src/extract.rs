@@ -54,9 +54,7 @@ async fn verify(
         .verifier
         .verify(&headers, &body)
         .map_err(Rejection::Unverified)?;
-    let event = config
-        .key
-        .event(&config.verifier, &verified, body.clone())?;
+    let event = VerifiedEvent::new(&config.key, &config.verifier, &verified, body.clone())?;
     Ok((config, event))
 }
 
@@ -145,7 +143,7 @@ impl FromRequest for InboxWebhook {
         Box::pin(async move {
             let (config, event) = verify(&request, payload).await?;
             let (store, namespace) = config.inbox.as_ref().ok_or(Rejection::NotConfigured)?;
-            let key = event.key.as_deref().ok_or(Rejection::MissingEventId)?;
+            let key = event.key.as_str();
             let incoming =
                 IncomingEvent::new(namespace, key, &event.body).with_signed_at(event.timestamp);
             let acceptance = store
@@ -225,7 +223,7 @@ impl FromRequest for LeasedWebhook {
             let (config, event) = verify(&request, payload).await?;
             let (store, namespace, lease_for) =
                 config.lease.clone().ok_or(Rejection::NotConfigured)?;
-            let key = event.key.as_deref().ok_or(Rejection::MissingEventId)?;
+            let key = event.key.as_str();
             match store.claim(&namespace, key, lease_for).await {
                 Ok(Claim::Fresh(lease)) => Ok(Self {
                     event,

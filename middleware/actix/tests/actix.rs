@@ -349,9 +349,7 @@ async fn json_and_raw_extractors_verify() {
             )
             .route(
                 "/raw",
-                web::post().to(|RawWebhook(event): RawWebhook| async move {
-                    event.key.unwrap_or_default()
-                }),
+                web::post().to(|RawWebhook(event): RawWebhook| async move { event.key }),
             );
     }
     let url = serve(WebhookConfig::new(verifier()), routes);
@@ -482,4 +480,36 @@ async fn slow_loris_body_is_cut_off_at_the_timeout() {
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
     trickle.abort();
+}
+
+/// Stripe's event id is the `id` of its signed body: inbox mode claims by
+/// it with no configuration, and a retry signed anew is a duplicate.
+#[actix_web::test]
+async fn stripe_events_are_claimed_by_the_body_id_by_default() {
+    let store = MemoryStore::new();
+    let stripe = Verifier::builder(Scheme::stripe())
+        .with_secret("whsec_stripe")
+        .unwrap()
+        .build()
+        .unwrap();
+    let config = WebhookConfig::new(stripe)
+        .with_inbox(store.clone(), "stripe")
+        .unwrap();
+    let url = serve(config, inbox_routes);
+    let client = reqwest::Client::new();
+    let body = br#"{"id":"evt_1","type":"invoice.paid"}"#.to_vec();
+    let signer = Signer::new(Scheme::stripe(), ["whsec_stripe"]).unwrap();
+    for expected in [202, 200] {
+        let headers: HeaderPairs = signer
+            .sign("ignored", SystemTime::now(), &body)
+            .unwrap()
+            .iter()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        assert_eq!(
+            post(&client, &url, &headers, body.clone()).await.0,
+            expected
+        );
+    }
+    assert_eq!(support::drain(&store, "stripe").await, ["evt_1"]);
 }

@@ -1,21 +1,24 @@
-//! [`VerifiedEvent`]: what the layer hands on, and [`EventKey`]: what it
-//! deduplicates by.
+//! [`VerifiedEvent`]: what the layer hands on, with the key it is claimed by.
 
 use bytes::Bytes;
-use hooklatch::verify::{Verified, Verifier};
+use hooklatch::verify::{EventKey, KeyError, Verified, Verifier};
 
 use crate::rejection::Rejection;
 
 /// A request that passed verification, put into the request extensions by
 /// the layer (and read by the extractors).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifiedEvent {
-    /// The id events are deduplicated by: the scheme's id header, or the
-    /// configured JSON field.
-    pub key: Option<String>,
-    /// The id from the scheme's id header, if it has one.
+    /// The key the event is claimed by, from what the signature covers
+    /// (see [`EventKey`]).
+    pub key: String,
+    /// The id from the scheme's id header, if present.
     pub id: Option<String>,
-    /// The signed timestamp, if the scheme has one.
+    /// Whether the signature covers `id` (GitHub's and Shopify's delivery
+    /// ids are not covered).
+    pub id_is_signed: bool,
+    /// The timestamp, if the scheme reads one.
     pub timestamp: Option<i64>,
     /// The scheme's short name, such as `standard`.
     pub scheme: String,
@@ -23,47 +26,28 @@ pub struct VerifiedEvent {
     pub body: Bytes,
 }
 
-/// Where the dedup key comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum EventKey {
-    /// The scheme's id header (`webhook-id`, `X-GitHub-Delivery`, ...). The
-    /// default.
-    #[default]
-    IdHeader,
-    /// A top-level string field of the JSON body, such as Stripe's `id`.
-    JsonField(String),
-}
-
-impl EventKey {
-    /// The [`VerifiedEvent`] for a request that `verifier` accepted, with
-    /// its dedup key taken from where this says. Other framework adapters
-    /// use it to build the same event the layer does.
-    pub fn event(
-        &self,
+impl VerifiedEvent {
+    /// The event for a request that `verifier` accepted, claimed by the key
+    /// `key` says. Other framework adapters use it to build the same event
+    /// the layer does.
+    pub fn new(
+        key: &EventKey,
         verifier: &Verifier,
         verified: &Verified<'_>,
         body: Bytes,
-    ) -> Result<VerifiedEvent, Rejection> {
-        let key = match self {
-            Self::IdHeader => verified.id().map(str::to_owned),
-            Self::JsonField(field) => json_field(&body, field)?,
-        };
-        Ok(VerifiedEvent {
+    ) -> Result<Self, Rejection> {
+        let key = key.key(verifier, verified).map_err(|error| match error {
+            KeyError::NotJson => Rejection::InvalidJson(error.to_string()),
+            KeyError::Invalid(_) => Rejection::InvalidEventId(error.to_string()),
+            _ => Rejection::MissingEventId,
+        })?;
+        Ok(Self {
             key,
             id: verified.id().map(str::to_owned),
+            id_is_signed: verified.id_is_signed(),
             timestamp: verified.timestamp(),
             scheme: verifier.scheme().name().to_owned(),
             body,
         })
     }
-}
-
-fn json_field(body: &[u8], field: &str) -> Result<Option<String>, Rejection> {
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|error| Rejection::InvalidJson(error.to_string()))?;
-    Ok(value
-        .get(field)
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned))
 }

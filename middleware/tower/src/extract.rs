@@ -1,11 +1,11 @@
 //! axum extractors: [`Webhook<T>`] and [`RawWebhook`].
 
 use axum::extract::{FromRequest, Request};
-use hooklatch::verify::Verifier;
+use hooklatch::verify::{EventKey, Verifier};
 use serde::de::DeserializeOwned;
 
 use crate::body::{check_declared_length, read_limited};
-use crate::event::{EventKey, VerifiedEvent};
+use crate::event::VerifiedEvent;
 use crate::rejection::Rejection;
 
 /// A verified webhook with its JSON body deserialized into `T`.
@@ -64,7 +64,7 @@ impl<S: Send + Sync> FromRequest<S> for RawWebhook {
         let verified = verifier
             .verify(&parts.headers, &bytes)
             .map_err(Rejection::Unverified)?;
-        let event = EventKey::IdHeader.event(&verifier, &verified, bytes.clone())?;
+        let event = VerifiedEvent::new(&EventKey::default(), &verifier, &verified, bytes.clone())?;
         Ok(Self(event))
     }
 }

@@ -7,9 +7,9 @@ use hooklatch::dedup::{DedupError, Inbox, LeaseStore, validate_namespace};
 use hooklatch::verify::Verifier;
 use tower_layer::Layer;
 
-use crate::event::EventKey;
 use crate::mode::{InboxMode, LeaseMode, VerifyOnly};
 use crate::service::WebhookService;
+use hooklatch::verify::EventKey;
 
 /// A tower [`Layer`] that verifies webhook requests and, with a store,
 /// accepts each event once.
@@ -18,14 +18,14 @@ use crate::service::WebhookService;
 /// use std::time::Duration;
 /// use hooklatch::dedup::MemoryStore;
 /// use hooklatch::verify::{Scheme, Verifier};
-/// use hooklatch_tower::{EventKey, WebhookLayer};
+/// use hooklatch_tower::WebhookLayer;
 ///
+/// // Stripe events are claimed by the `id` of their signed body.
 /// let verifier = Verifier::builder(Scheme::stripe())
 ///     .with_secret("whsec_test_secret")?
 ///     .build()?;
 /// let layer = WebhookLayer::new(verifier)
 ///     .with_body_limit(256 * 1024)
-///     .with_event_key(EventKey::JsonField("id".into())) // Stripe's event id is in the body
 ///     .with_inbox(MemoryStore::new(), "stripe")?;
 /// # let _ = layer;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -105,7 +105,9 @@ impl<M: Clone> WebhookLayer<M> {
         })
     }
 
-    /// Deduplicates by `key` instead of the scheme's id header.
+    /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the
+    /// scheme's signed id, Stripe's body `id`, or else a digest of what the
+    /// signature covers.
     pub fn with_event_key(self, key: EventKey) -> Self {
         self.map(|config| Config { key, ..config })
     }

@@ -62,10 +62,11 @@ mod rejection;
 mod service;
 
 pub use body::DEFAULT_BODY_TIMEOUT;
-pub use event::{EventKey, VerifiedEvent};
+pub use event::VerifiedEvent;
 #[cfg(feature = "axum")]
 pub use extract::{RawWebhook, Webhook};
 pub use future::ResponseFuture;
+pub use hooklatch::verify::EventKey;
 pub use layer::WebhookLayer;
 pub use mode::{InboxMode, LeaseMode, Mode, VerifyOnly};
 pub use rejection::Rejection;

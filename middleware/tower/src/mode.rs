@@ -115,9 +115,7 @@ impl<St: Inbox + Clone + 'static> Mode for InboxMode<St> {
         ReqBody: Send + 'static,
         ResBody: From<&'static str> + Send + 'static,
     {
-        let Some(key) = event.key.as_deref() else {
-            return Ok(Rejection::MissingEventId.into_response());
-        };
+        let key = event.key.as_str();
         let incoming =
             IncomingEvent::new(&self.namespace, key, &event.body).with_signed_at(event.timestamp);
         let (status, text) = match self.store.accept(&incoming).await {
@@ -144,9 +142,7 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         ReqBody: Send + 'static,
         ResBody: From<&'static str> + Send + 'static,
     {
-        let Some(key) = event.key.as_deref() else {
-            return Ok(Rejection::MissingEventId.into_response());
-        };
+        let key = event.key.as_str();
         let lease = match self.store.claim(&self.namespace, key, self.lease_for).await {
             Ok(Claim::Fresh(lease)) => lease,
             Ok(Claim::Done) => {

@@ -10,6 +10,7 @@ use http_body::Body;
 use tower_service::Service;
 
 use crate::body::{check_declared_length, read_limited};
+use crate::event::VerifiedEvent;
 use crate::future::ResponseFuture;
 use crate::layer::Config;
 use crate::mode::Mode;
@@ -73,7 +74,9 @@ where
                 Err(rejection) => return Ok(rejection.into_response()),
             };
             let event = match config.verifier.verify(&parts.headers, &bytes) {
-                Ok(verified) => config.key.event(&config.verifier, &verified, bytes.clone()),
+                Ok(verified) => {
+                    VerifiedEvent::new(&config.key, &config.verifier, &verified, bytes.clone())
+                }
                 Err(error) => Err(Rejection::Unverified(error)),
             };
             let event = match event {

@@ -454,7 +454,7 @@ async fn verify_only_passes_the_body_on_intact_with_the_event() {
                 .await
                 .unwrap();
             assert_eq!(body, event.body);
-            assert_eq!(event.key.as_deref(), Some("msg_pass"));
+            assert_eq!(event.key, "msg_pass");
             assert_eq!(event.scheme, "standard");
             Ok::<_, std::convert::Infallible>(http::Response::new(Body::from("inner")))
         });
@@ -561,7 +561,7 @@ async fn extractor_verifies_alone_with_a_verifier_extension() {
         )
         .route(
             "/raw",
-            post(|RawWebhook(event): RawWebhook| async move { event.key.unwrap_or_default() }),
+            post(|RawWebhook(event): RawWebhook| async move { event.key }),
         )
         .layer(Extension(verifier()));
     let url = serve(app).await;
@@ -597,7 +597,7 @@ async fn extractor_verifies_alone_with_a_verifier_extension() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn stripe_events_deduplicate_by_the_body_id() {
+async fn stripe_events_are_claimed_by_the_body_id_by_default() {
     let store = MemoryStore::new();
     let stripe = Verifier::builder(Scheme::stripe())
         .with_secret("whsec_stripe")
@@ -606,7 +606,6 @@ async fn stripe_events_deduplicate_by_the_body_id() {
         .unwrap();
     let app = Router::new().route("/webhooks", post(|| async {})).layer(
         WebhookLayer::new(stripe)
-            .with_event_key(EventKey::JsonField("id".into()))
             .with_inbox(store.clone(), "stripe")
             .unwrap(),
     );
@@ -623,6 +622,96 @@ async fn stripe_events_deduplicate_by_the_body_id() {
         );
     }
     assert_eq!(support::drain(&store, "stripe").await, ["evt_1"]);
+}
+
+/// GitHub signs the body only. A captured request resent under a fresh
+/// `X-GitHub-Delivery`, or with none, is a duplicate; a new body without a
+/// delivery id is a new event; a forged one is refused. Choosing
+/// `EventKey::UnsignedHeader` brings the replay hole back, by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn github_replays_under_a_fresh_delivery_id_are_duplicates() {
+    let secret = "It's a Secret to Everybody";
+    let github = || {
+        Verifier::builder(Scheme::github())
+            .with_secret(secret)
+            .unwrap()
+            .build()
+            .unwrap()
+    };
+    let signer = Signer::new(Scheme::github(), [secret]).unwrap();
+    let store = MemoryStore::new();
+    let app = |key: EventKey, namespace: &str| {
+        Router::new().route("/webhooks", post(|| async {})).layer(
+            WebhookLayer::new(github())
+                .with_event_key(key)
+                .with_inbox(store.clone(), namespace)
+                .unwrap(),
+        )
+    };
+    let url = serve(app(EventKey::default(), "github")).await;
+    let client = reqwest::Client::new();
+    let body = br#"{"action":"opened","number":7}"#.to_vec();
+    let signed = pairs(&signer.sign("d-1", SystemTime::now(), &body).unwrap());
+    let with_delivery = |delivery: Option<&str>| -> HeaderPairs {
+        let mut headers: HeaderPairs = signed
+            .iter()
+            .filter(|(name, _)| !name.eq_ignore_ascii_case("x-github-delivery"))
+            .cloned()
+            .collect();
+        if let Some(delivery) = delivery {
+            headers.push(("X-GitHub-Delivery".into(), delivery.into()));
+        }
+        headers
+    };
+    let post = |headers: HeaderPairs, body: Vec<u8>| {
+        let (client, url) = (client.clone(), url.clone());
+        async move { post_signed(&client, &url, &headers, body).await.0 }
+    };
+    assert_eq!(
+        post(with_delivery(Some("d-1")), body.clone()).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        post(with_delivery(Some("d-2")), body.clone()).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        post(with_delivery(None), body.clone()).await,
+        StatusCode::OK
+    );
+    let other = br#"{"action":"closed","number":7}"#.to_vec();
+    let other_signed = pairs(&signer.sign("unused", SystemTime::now(), &other).unwrap());
+    let other_headers: HeaderPairs = other_signed
+        .into_iter()
+        .filter(|(name, _)| !name.eq_ignore_ascii_case("x-github-delivery"))
+        .collect();
+    assert_eq!(
+        post(other_headers.clone(), other.clone()).await,
+        StatusCode::ACCEPTED
+    );
+    let mut forged = other.clone();
+    forged.push(b' ');
+    assert_eq!(post(other_headers, forged).await, StatusCode::BAD_REQUEST);
+    assert_eq!(support::drain(&store, "github").await.len(), 2);
+
+    let by_header = serve(app(EventKey::UnsignedHeader, "github-by-header")).await;
+    for (delivery, expected) in [("d-1", StatusCode::ACCEPTED), ("d-2", StatusCode::ACCEPTED)] {
+        let headers = with_delivery(Some(delivery));
+        assert_eq!(
+            post_signed(&client, &by_header, &headers, body.clone())
+                .await
+                .0,
+            expected,
+            "the unsigned id, chosen by name, lets the replay in"
+        );
+    }
+    let headers = with_delivery(None);
+    assert_eq!(
+        post_signed(&client, &by_header, &headers, body.clone())
+            .await
+            .0,
+        StatusCode::BAD_REQUEST
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
