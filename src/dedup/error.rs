@@ -30,6 +30,14 @@ pub enum DedupError {
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     #[error("sql store: {0}")]
     Sql(#[from] sqlx::Error),
+    /// The Redis server may evict keys (`maxmemory-policy` is not
+    /// `noeviction`), which would drop claims or accepted events.
+    #[error(
+        "redis maxmemory-policy is `{0}`: evicted claims let retries in again and evicted \
+         events are lost; set `maxmemory-policy noeviction`, or connect with \
+         `RedisStore::insecure_connect_allowing_eviction`"
+    )]
+    EvictionPolicy(String),
     /// The Redis server failed or could not be reached.
     #[cfg(feature = "redis")]
     #[error("redis store: {0}")]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{
     Acceptance, Claim, DedupError, Delivery, Inbox, IncomingEvent, Lease, LeaseStore, NackOutcome,
-    Receipt, StoreOptions, check_key, check_namespace, millis, new_token, now_millis,
+    Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
 };
 
 /// Claims and inbox in process memory, behind one mutex.
@@ -65,7 +65,7 @@ impl MemoryStore {
 
     /// Forgets claims older than `older_than`; returns how many.
     pub fn purge(&self, older_than: Duration) -> u64 {
-        let cutoff = now_millis().saturating_sub(millis(older_than));
+        let cutoff = self.options.now_millis().saturating_sub(millis(older_than));
         let mut state = self.lock();
         let before = state.claims.len();
         state
@@ -135,7 +135,7 @@ impl MemoryStore {
 impl Inbox for MemoryStore {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
-        let now = now_millis();
+        let now = self.options.now_millis();
         let mut state = self.lock();
         let key = (event.namespace.to_owned(), event.id.to_owned());
         if let Some(claim) = state.claims.get(&key)
@@ -178,7 +178,7 @@ impl Inbox for MemoryStore {
         max: usize,
     ) -> Result<Vec<Delivery>, DedupError> {
         check_namespace(namespace)?;
-        let now = now_millis();
+        let now = self.options.now_millis();
         let visible_until = now.saturating_add(millis(self.options.visibility_timeout()));
         let mut state = self.lock();
         let Some(rows) = state.inbox.get_mut(namespace) else {
@@ -218,6 +218,18 @@ impl Inbox for MemoryStore {
         })
     }
 
+    async fn extend(&self, delivery: &Delivery) -> Result<(), DedupError> {
+        let until = self
+            .options
+            .now_millis()
+            .saturating_add(millis(self.options.visibility_timeout()));
+        self.with_taken_row(delivery, |rows, entry| {
+            if let Some(hold) = rows.get_mut(&entry).and_then(|row| row.taken.as_mut()) {
+                hold.until = until;
+            }
+        })
+    }
+
     async fn nack(
         &self,
         delivery: &Delivery,
@@ -233,7 +245,7 @@ impl Inbox for MemoryStore {
                 row.dead = true;
                 NackOutcome::DeadLettered
             } else {
-                row.available_at = now_millis().saturating_add(millis(retry_in));
+                row.available_at = self.options.now_millis().saturating_add(millis(retry_in));
                 NackOutcome::WillRetry
             }
         })
@@ -262,7 +274,7 @@ impl LeaseStore for MemoryStore {
         lease_for: Duration,
     ) -> Result<Claim, DedupError> {
         check_key(namespace, id)?;
-        let now = now_millis();
+        let now = self.options.now_millis();
         let mut state = self.lock();
         let key = (namespace.to_owned(), id.to_owned());
         if let Some(claim) = state.claims.get(&key)
@@ -303,11 +315,25 @@ impl LeaseStore for MemoryStore {
                     .is_some_and(|hold| hold.token == lease.token()) =>
             {
                 claim.lease = None;
-                claim.claimed_at = now_millis();
+                claim.claimed_at = self.options.now_millis();
                 Ok(())
             }
             _ => Err(DedupError::LeaseLost),
         }
+    }
+
+    async fn extend(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
+        let until = self.options.now_millis().saturating_add(millis(lease_for));
+        let mut state = self.lock();
+        let key = (lease.namespace().to_owned(), lease.id().to_owned());
+        let hold = state
+            .claims
+            .get_mut(&key)
+            .and_then(|claim| claim.lease.as_mut())
+            .filter(|hold| hold.token == lease.token())
+            .ok_or(DedupError::LeaseLost)?;
+        hold.until = until;
+        Ok(())
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), DedupError> {

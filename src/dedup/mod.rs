@@ -54,6 +54,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::verify::{Clock, SystemClock};
+
 mod error;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -201,11 +203,22 @@ impl Lease {
 }
 
 /// Settings every store shares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct StoreOptions {
     retention: Duration,
     visibility_timeout: Duration,
     max_attempts: u32,
+    clock: std::sync::Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("retention", &self.retention)
+            .field("visibility_timeout", &self.visibility_timeout)
+            .field("max_attempts", &self.max_attempts)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for StoreOptions {
@@ -214,6 +227,7 @@ impl Default for StoreOptions {
             retention: Duration::from_secs(7 * 24 * 60 * 60),
             visibility_timeout: Duration::from_secs(30),
             max_attempts: 10,
+            clock: std::sync::Arc::new(SystemClock),
         }
     }
 }
@@ -241,6 +255,24 @@ impl StoreOptions {
     pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = max_attempts.max(1);
         self
+    }
+
+    /// The clock [`MemoryStore`] keeps time by. Defaults to the system
+    /// clock.
+    ///
+    /// Shared stores never decide on the client's clock: SQLite reads the
+    /// host's clock in SQL, Postgres its `clock_timestamp()` and Redis its
+    /// `TIME`, so two clients whose clocks disagree by more than a lease
+    /// still agree when it ends. They ignore this setting.
+    #[must_use]
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = std::sync::Arc::new(clock);
+        self
+    }
+
+    /// Now, in ms since the epoch, on the configured clock.
+    pub(crate) fn now_millis(&self) -> i64 {
+        unix_millis(self.clock.now())
     }
 
     /// The retention.
@@ -286,6 +318,13 @@ pub trait Inbox: Send + Sync {
     /// passed and the event was taken by another worker.
     fn ack(&self, delivery: &Delivery) -> impl Future<Output = Result<(), DedupError>> + Send;
 
+    /// A heartbeat for a worker that needs longer: hides the taken event
+    /// for another visibility timeout from now, on the store's clock.
+    ///
+    /// Fails with [`DedupError::DeliveryLost`] if the event was taken by
+    /// another worker meanwhile (the token no longer matches).
+    fn extend(&self, delivery: &Delivery) -> impl Future<Output = Result<(), DedupError>> + Send;
+
     /// Gives a taken event back, to be delivered again after `retry_in`,
     /// or dead-lettered if this was its last allowed attempt.
     fn nack(
@@ -320,6 +359,17 @@ pub trait LeaseStore: Send + Sync {
 
     /// Gives the claim up so that a retry can take it at once.
     fn release(&self, lease: &Lease) -> impl Future<Output = Result<(), DedupError>> + Send;
+
+    /// A heartbeat for a handler that needs longer: the lease now ends
+    /// `lease_for` from now, on the store's clock.
+    ///
+    /// Fails with [`DedupError::LeaseLost`] if another delivery took the id
+    /// meanwhile (the token no longer matches) or it was completed.
+    fn extend(
+        &self,
+        lease: &Lease,
+        lease_for: Duration,
+    ) -> impl Future<Output = Result<(), DedupError>> + Send;
 }
 
 /// Checks a namespace and an event id before they reach a store.
@@ -370,10 +420,14 @@ pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
     })
 }
 
-/// Milliseconds since the Unix epoch, as stores record time.
+/// Now on the system clock, in milliseconds since the Unix epoch.
 pub(crate) fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    unix_millis(SystemTime::now())
+}
+
+/// Milliseconds since the Unix epoch, as stores record time.
+pub(crate) fn unix_millis(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 

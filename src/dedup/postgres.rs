@@ -5,10 +5,12 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, SqlStr};
 
-use super::sql::{Statements, check_prefix, ready_condition, statement, take_assignments};
+use super::sql::{
+    POSTGRES_NOW, Statements, check_prefix, ready_condition, statement, take_assignments,
+};
 use super::{
     Acceptance, DedupError, Delivery, Inbox, IncomingEvent, NackOutcome, StoreOptions, check_key,
-    check_namespace, millis, new_token, now_millis,
+    check_namespace, new_token,
 };
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
@@ -103,20 +105,20 @@ impl PostgresStore {
         check_prefix(prefix)?;
         let claims = format!("{prefix}_claims");
         let inbox = format!("{prefix}_inbox");
-        let statements = Statements::new(&claims, &inbox);
+        let statements = Statements::new(&claims, &inbox, POSTGRES_NOW);
         let accept = statement(format!(
-            "WITH claim AS ({} RETURNING namespace, event_id) \
+            "WITH claim AS ({} RETURNING namespace, event_id, claimed_at) \
              INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
-             SELECT namespace, event_id, $5, $6, $3, $3 FROM claim",
+             SELECT namespace, event_id, $4, $5, claimed_at, claimed_at FROM claim",
             statements.claim_done.as_str()
         ));
         let take = statement(format!(
-            "WITH ready AS (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $3 \
+            "WITH ready AS (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2 \
              FOR UPDATE SKIP LOCKED) \
              UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry \
              RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead",
-            ready_condition("$1", "$2"),
-            take_assignments("$4", "$5", "$6"),
+            ready_condition("$1", POSTGRES_NOW),
+            take_assignments("$3", "$4", &format!("{POSTGRES_NOW} + $5")),
         ));
         Ok(Self {
             pool,
@@ -199,12 +201,10 @@ super::sql::sql_store_common!(PostgresStore, PgConnection, sqlx::postgres::PgRow
 impl Inbox for PostgresStore {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
-        let now = now_millis();
         let inserted = sqlx::query(self.accept.clone())
             .bind(event.namespace)
             .bind(event.id)
-            .bind(now)
-            .bind(self.retention_cutoff(now))
+            .bind(self.retention_ms())
             .bind(event.body)
             .bind(event.signed_at)
             .execute(&self.pool)
@@ -224,15 +224,13 @@ impl Inbox for PostgresStore {
         max: usize,
     ) -> Result<Vec<Delivery>, DedupError> {
         check_namespace(namespace)?;
-        let now = now_millis();
         let token = new_token();
         let rows = sqlx::query(self.take.clone())
             .bind(namespace)
-            .bind(now)
             .bind(i64::try_from(max).unwrap_or(i64::MAX))
             .bind(i64::from(self.options.max_attempts()))
             .bind(&token)
-            .bind(now.saturating_add(millis(self.options.visibility_timeout())))
+            .bind(self.visibility_ms())
             .fetch_all(&self.pool)
             .await?;
         Self::taken(namespace, &rows, &token)
@@ -240,6 +238,10 @@ impl Inbox for PostgresStore {
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
         self.ack_row(delivery).await
+    }
+
+    async fn extend(&self, delivery: &Delivery) -> Result<(), DedupError> {
+        self.extend_row(delivery).await
     }
 
     async fn nack(

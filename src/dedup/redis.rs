@@ -8,7 +8,7 @@ use redis::{AsyncCommands as _, Script};
 
 use super::{
     Acceptance, Claim, DedupError, Delivery, Inbox, IncomingEvent, Lease, LeaseStore, NackOutcome,
-    Receipt, StoreOptions, check_key, check_namespace, millis, new_token, now_millis,
+    Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
 };
 
 /// Claims the id and appends the event to the inbox stream, or does
@@ -31,8 +31,9 @@ return 1
 const TAKE: &str = r"
 local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, consumer = ARGV[1], ARGV[2]
-local count, now = tonumber(ARGV[3]), ARGV[4]
-local visibility, max = ARGV[5], tonumber(ARGV[6])
+local count, visibility, max = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
 for _, packed in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, count)) do
   local e = cmsgpack.unpack(packed)
@@ -79,12 +80,14 @@ redis.call('HDEL', KEYS[2], ARGV[2])
 return 1
 ";
 
-/// Gives an entry back: to the delayed set until `retry_at`, or to the
-/// dead letters after its last attempt. -1: no longer held; 0: will retry;
-/// 1: dead-lettered.
+/// Gives an entry back: to the delayed set for `retry_in` ms on the
+/// server's clock, or to the dead letters after its last attempt. -1: no
+/// longer held; 0: will retry; 1: dead-lettered.
 const NACK: &str = r"
 local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local group, eid, token, retry_at, max = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local group, eid, token, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[5])
+local time = redis.call('TIME')
+local retry_at = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[4])
 if redis.call('HGET', attempts, eid) ~= token then return -1 end
 local entries = redis.call('XRANGE', stream, eid, eid)
 redis.call('XACK', stream, group, eid)
@@ -119,6 +122,24 @@ redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
 return 1
 ";
 
+/// A heartbeat for a taken entry this delivery still holds: its idle time,
+/// which `XAUTOCLAIM` measures against the visibility timeout, starts
+/// again from zero (`JUSTID` leaves the delivery count alone).
+const EXTEND_TAKEN: &str = r"
+if redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[3] then return 0 end
+local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #pending == 0 then return 0 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], pending[1][2], 0, ARGV[2], 'JUSTID')
+return 1
+";
+
+/// A heartbeat for a lease this delivery still holds.
+const EXTEND_LEASE: &str = r"
+if redis.call('GET', KEYS[1]) ~= 'lease:' .. ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+";
+
 const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) ~= 'lease:' .. ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
@@ -132,6 +153,8 @@ static NACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(NACK));
 static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CLAIM));
 static COMPLETE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE));
 static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
+static EXTEND_TAKEN_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_TAKEN));
+static EXTEND_LEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LEASE));
 
 /// The consumer group every worker joins.
 const GROUP: &str = "hooklatch";
@@ -172,6 +195,28 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+/// Fails unless the server's `maxmemory-policy` is `noeviction`. Read from
+/// `INFO memory`, which servers that rename or disable `CONFIG` still
+/// answer.
+pub(crate) async fn check_eviction_policy(
+    connection: &mut ConnectionManager,
+) -> Result<(), DedupError> {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(connection)
+        .await?;
+    let policy = info
+        .lines()
+        .find_map(|line| line.strip_prefix("maxmemory_policy:"))
+        .map(str::trim)
+        .unwrap_or("noeviction");
+    if policy == "noeviction" {
+        Ok(())
+    } else {
+        Err(DedupError::EvictionPolicy(policy.to_owned()))
+    }
+}
+
 /// A connection to `url` that reconnects by itself and fails a call after
 /// at most 5 seconds while the server is unreachable.
 pub(crate) async fn redis_connection(url: &str) -> redis::RedisResult<ConnectionManager> {
@@ -187,13 +232,31 @@ impl RedisStore {
     /// Connects to `url` (such as `redis://127.0.0.1:6379`). The connection
     /// reconnects by itself; while the server is unreachable, every call
     /// fails (after at most 5 seconds) instead of guessing.
+    ///
+    /// Refuses a server whose `maxmemory-policy` is anything but
+    /// `noeviction` ([`DedupError::EvictionPolicy`]): under a `volatile-*`
+    /// policy the claims, the only keys with a time to live, are evicted
+    /// first and a retry is accepted again; under `allkeys-*` an accepted
+    /// event can vanish from the inbox.
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
-        let connection = redis_connection(url).await?;
-        Ok(Self {
+        let mut connection = redis_connection(url).await?;
+        check_eviction_policy(&mut connection).await?;
+        Ok(Self::on(connection))
+    }
+
+    /// Like [`connect`](Self::connect), without the eviction-policy check:
+    /// for a server you know cannot run out of memory, or tests that show
+    /// what eviction does. An evicted claim lets a retry in again.
+    pub async fn insecure_connect_allowing_eviction(url: &str) -> Result<Self, DedupError> {
+        Ok(Self::on(redis_connection(url).await?))
+    }
+
+    fn on(connection: ConnectionManager) -> Self {
+        Self {
             connection,
             options: StoreOptions::default(),
             prefix: "hooklatch".to_owned(),
-        })
+        }
     }
 
     /// Uses `options` for retention, visibility timeout and attempts.
@@ -286,7 +349,6 @@ impl Inbox for RedisStore {
             .arg(GROUP)
             .arg(consumer)
             .arg(max)
-            .arg(now_millis())
             .arg(millis(self.options.visibility_timeout()))
             .arg(self.options.max_attempts())
             .invoke_async(&mut connection)
@@ -315,6 +377,24 @@ impl Inbox for RedisStore {
         }
     }
 
+    async fn extend(&self, delivery: &Delivery) -> Result<(), DedupError> {
+        let mut connection = self.connection.clone();
+        let [stream, attempts, ..] = self.inbox_keys(&delivery.namespace);
+        let extended: i64 = EXTEND_TAKEN_SCRIPT
+            .key(stream)
+            .key(attempts)
+            .arg(GROUP)
+            .arg(&delivery.receipt.entry)
+            .arg(&delivery.receipt.token)
+            .invoke_async(&mut connection)
+            .await?;
+        if extended == 1 {
+            Ok(())
+        } else {
+            Err(DedupError::DeliveryLost)
+        }
+    }
+
     async fn nack(
         &self,
         delivery: &Delivery,
@@ -329,7 +409,7 @@ impl Inbox for RedisStore {
             .arg(GROUP)
             .arg(&delivery.receipt.entry)
             .arg(&delivery.receipt.token)
-            .arg(now_millis().saturating_add(millis(retry_in)))
+            .arg(millis(retry_in))
             .arg(self.options.max_attempts())
             .invoke_async(&mut connection)
             .await?;
@@ -408,6 +488,21 @@ impl LeaseStore for RedisStore {
             .invoke_async(&mut connection)
             .await?;
         if done == 1 {
+            Ok(())
+        } else {
+            Err(DedupError::LeaseLost)
+        }
+    }
+
+    async fn extend(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
+        let mut connection = self.connection.clone();
+        let extended: i64 = EXTEND_LEASE_SCRIPT
+            .key(self.claim_key(lease.namespace(), lease.id()))
+            .arg(lease.token())
+            .arg(millis(lease_for).max(1))
+            .invoke_async(&mut connection)
+            .await?;
+        if extended == 1 {
             Ok(())
         } else {
             Err(DedupError::LeaseLost)

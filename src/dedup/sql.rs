@@ -1,7 +1,9 @@
 //! SQL shared by the SQLite and Postgres stores: table names and statements.
 //!
-//! Times are milliseconds since the Unix epoch in `BIGINT` columns, taken
-//! from the application's clock, so both databases store the same values.
+//! Times are milliseconds since the Unix epoch in `BIGINT` columns, read
+//! from the database's own clock inside each statement (the dialect's
+//! `now`), so that every client of a shared store decides expiry on one
+//! clock whatever its own says. Statements take durations, never times.
 //! A claim row whose `lease_token` is NULL is done; otherwise a lease holds
 //! it until `lease_until`.
 
@@ -34,63 +36,86 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), DedupError> {
     }
 }
 
+/// The time now on SQLite's clock (the host's), in ms since the epoch.
+pub(crate) const SQLITE_NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
+/// The time now on the Postgres server's clock, in ms since the epoch.
+/// `clock_timestamp()`, not `now()`: a transaction's start time would make a
+/// long transaction decide expiry in the past.
+pub(crate) const POSTGRES_NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
 /// The statements both SQL stores run, for one table prefix.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
-    /// $1 namespace, $2 id, $3 now, $4 retention cutoff. Claims as done.
+    /// $1 namespace, $2 id, $3 retention ms. Claims as done.
     pub(crate) claim_done: SqlStr,
-    /// $1 namespace, $2 id, $3 now, $4 retention cutoff, $5 token, $6 until.
+    /// $1 namespace, $2 id, $3 retention ms, $4 token, $5 lease ms.
     pub(crate) claim_lease: SqlStr,
-    /// $1 namespace, $2 id.
+    /// $1 namespace, $2 id. The token and the lease's ms left.
     pub(crate) read_claim: SqlStr,
-    /// $1 namespace, $2 id, $3 token, $4 now.
+    /// $1 namespace, $2 id, $3 token.
     pub(crate) complete: SqlStr,
     /// $1 namespace, $2 id, $3 token.
     pub(crate) release: SqlStr,
+    /// $1 namespace, $2 id, $3 token, $4 lease ms.
+    pub(crate) extend_lease: SqlStr,
     /// $1 entry, $2 token.
     pub(crate) ack: SqlStr,
-    /// $1 entry, $2 token, $3 max attempts, $4 available at. Returns dead.
+    /// $1 entry, $2 token, $3 visibility ms.
+    pub(crate) extend_taken: SqlStr,
+    /// $1 entry, $2 token, $3 max attempts, $4 retry in ms. Returns dead.
     pub(crate) nack: SqlStr,
     /// $1 namespace, $2 limit.
     pub(crate) dead_letters: SqlStr,
-    /// $1 cutoff.
+    /// $1 older than ms.
     pub(crate) purge_claims: SqlStr,
 }
 
 impl Statements {
-    pub(crate) fn new(claims: &str, inbox: &str) -> Self {
+    /// `now` is the dialect's clock expression ([`SQLITE_NOW`],
+    /// [`POSTGRES_NOW`]).
+    pub(crate) fn new(claims: &str, inbox: &str, now: &str) -> Self {
         Self {
             claim_done: statement(format!(
-                "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, $3) \
+                "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, {now}) \
                  ON CONFLICT (namespace, event_id) DO UPDATE \
                  SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
-                 WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < $4"
+                 WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - $3"
             )),
             claim_lease: statement(format!(
                 "INSERT INTO {claims} (namespace, event_id, claimed_at, lease_token, lease_until) \
-                 VALUES ($1, $2, $3, $5, $6) \
+                 VALUES ($1, $2, {now}, $4, {now} + $5) \
                  ON CONFLICT (namespace, event_id) DO UPDATE \
                  SET claimed_at = excluded.claimed_at, lease_token = excluded.lease_token, \
                      lease_until = excluded.lease_until \
-                 WHERE ({claims}.lease_token IS NOT NULL AND {claims}.lease_until <= $3) \
-                    OR ({claims}.lease_token IS NULL AND {claims}.claimed_at < $4)"
+                 WHERE ({claims}.lease_token IS NOT NULL AND {claims}.lease_until <= {now}) \
+                    OR ({claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - $3)"
             )),
             read_claim: statement(format!(
-                "SELECT lease_token, lease_until FROM {claims} WHERE namespace = $1 AND event_id = $2"
+                "SELECT lease_token, lease_until - {now} AS left_ms FROM {claims} \
+                 WHERE namespace = $1 AND event_id = $2"
             )),
             complete: statement(format!(
-                "UPDATE {claims} SET lease_token = NULL, lease_until = NULL, claimed_at = $4 \
+                "UPDATE {claims} SET lease_token = NULL, lease_until = NULL, claimed_at = {now} \
                  WHERE namespace = $1 AND event_id = $2 AND lease_token = $3"
             )),
             release: statement(format!(
                 "DELETE FROM {claims} WHERE namespace = $1 AND event_id = $2 AND lease_token = $3"
             )),
+            extend_lease: statement(format!(
+                "UPDATE {claims} SET lease_until = {now} + $4 \
+                 WHERE namespace = $1 AND event_id = $2 AND lease_token = $3"
+            )),
             ack: statement(format!(
                 "DELETE FROM {inbox} WHERE entry = $1 AND taken_token = $2 AND NOT dead"
             )),
+            extend_taken: statement(format!(
+                "UPDATE {inbox} SET taken_until = {now} + $3 \
+                 WHERE entry = $1 AND taken_token = $2 AND NOT dead"
+            )),
             nack: statement(format!(
                 "UPDATE {inbox} SET taken_token = NULL, taken_until = NULL, \
-                 dead = (attempts >= $3), available_at = $4 \
+                 dead = (attempts >= $3), available_at = {now} + $4 \
                  WHERE entry = $1 AND taken_token = $2 AND NOT dead RETURNING dead"
             )),
             dead_letters: statement(format!(
@@ -98,13 +123,13 @@ impl Statements {
                  WHERE namespace = $1 AND dead ORDER BY entry LIMIT $2"
             )),
             purge_claims: statement(format!(
-                "DELETE FROM {claims} WHERE lease_token IS NULL AND claimed_at < $1"
+                "DELETE FROM {claims} WHERE lease_token IS NULL AND claimed_at < {now} - $1"
             )),
         }
     }
 }
 
-/// The condition for an inbox row a worker may take at time `$2`.
+/// The condition for an inbox row a worker may take at time `now`.
 pub(crate) fn ready_condition(namespace: &str, now: &str) -> String {
     format!(
         "namespace = {namespace} AND NOT dead AND available_at <= {now} \
@@ -142,12 +167,10 @@ macro_rules! sql_store_common {
                 id: &str,
             ) -> Result<$crate::dedup::Acceptance, $crate::dedup::DedupError> {
                 $crate::dedup::check_key(namespace, id)?;
-                let now = $crate::dedup::now_millis();
                 let inserted = sqlx::query(self.statements.claim_done.clone())
                     .bind(namespace)
                     .bind(id)
-                    .bind(now)
-                    .bind(self.retention_cutoff(now))
+                    .bind(self.retention_ms())
                     .execute(connection)
                     .await?
                     .rows_affected();
@@ -164,17 +187,37 @@ macro_rules! sql_store_common {
                 &self,
                 older_than: std::time::Duration,
             ) -> Result<u64, $crate::dedup::DedupError> {
-                let cutoff =
-                    $crate::dedup::now_millis().saturating_sub($crate::dedup::millis(older_than));
                 let result = sqlx::query(self.statements.purge_claims.clone())
-                    .bind(cutoff)
+                    .bind($crate::dedup::millis(older_than))
                     .execute(&self.pool)
                     .await?;
                 Ok(result.rows_affected())
             }
 
-            fn retention_cutoff(&self, now: i64) -> i64 {
-                now.saturating_sub($crate::dedup::millis(self.options.retention()))
+            fn retention_ms(&self) -> i64 {
+                $crate::dedup::millis(self.options.retention())
+            }
+
+            fn visibility_ms(&self) -> i64 {
+                $crate::dedup::millis(self.options.visibility_timeout())
+            }
+
+            async fn extend_row(
+                &self,
+                delivery: &$crate::dedup::Delivery,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                let updated = sqlx::query(self.statements.extend_taken.clone())
+                    .bind(Self::entry_of(delivery)?)
+                    .bind(&delivery.receipt.token)
+                    .bind(self.visibility_ms())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                if updated == 1 {
+                    Ok(())
+                } else {
+                    Err($crate::dedup::DedupError::DeliveryLost)
+                }
             }
 
             fn delivery(
@@ -252,9 +295,7 @@ macro_rules! sql_store_common {
                     .bind(Self::entry_of(delivery)?)
                     .bind(&delivery.receipt.token)
                     .bind(i64::from(self.options.max_attempts()))
-                    .bind(
-                        $crate::dedup::now_millis().saturating_add($crate::dedup::millis(retry_in)),
-                    )
+                    .bind($crate::dedup::millis(retry_in))
                     .fetch_optional(&self.pool)
                     .await?;
                 match dead {
@@ -288,21 +329,19 @@ macro_rules! sql_store_common {
                 id: &str,
                 lease_for: std::time::Duration,
             ) -> Result<$crate::dedup::Claim, $crate::dedup::DedupError> {
-                use $crate::dedup::{Claim, Lease, millis, new_token, now_millis};
+                use $crate::dedup::{Claim, Lease, millis, new_token};
                 $crate::dedup::check_key(namespace, id)?;
                 let mut connection = self.pool.acquire().await?;
                 // A claim released between the insert and the read is gone:
                 // try again, a few times.
                 for _ in 0..3 {
-                    let now = now_millis();
                     let token = new_token();
                     let inserted = sqlx::query(self.statements.claim_lease.clone())
                         .bind(namespace)
                         .bind(id)
-                        .bind(now)
-                        .bind(self.retention_cutoff(now))
+                        .bind(self.retention_ms())
                         .bind(&token)
-                        .bind(now.saturating_add(millis(lease_for)))
+                        .bind(millis(lease_for))
                         .execute(&mut *connection)
                         .await?
                         .rows_affected();
@@ -317,8 +356,8 @@ macro_rules! sql_store_common {
                             .await?;
                     match existing {
                         Some((None, _)) => return Ok(Claim::Done),
-                        Some((Some(_), until)) => {
-                            let left = until.unwrap_or(now).saturating_sub(now).max(0);
+                        Some((Some(_), left)) => {
+                            let left = left.unwrap_or(0).max(0);
                             return Ok(Claim::InProgress {
                                 retry_after: std::time::Duration::from_millis(left.unsigned_abs()),
                             });
@@ -339,7 +378,26 @@ macro_rules! sql_store_common {
                     .bind(lease.namespace())
                     .bind(lease.id())
                     .bind(lease.token())
-                    .bind($crate::dedup::now_millis())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                if updated == 1 {
+                    Ok(())
+                } else {
+                    Err($crate::dedup::DedupError::LeaseLost)
+                }
+            }
+
+            async fn extend(
+                &self,
+                lease: &$crate::dedup::Lease,
+                lease_for: std::time::Duration,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                let updated = sqlx::query(self.statements.extend_lease.clone())
+                    .bind(lease.namespace())
+                    .bind(lease.id())
+                    .bind(lease.token())
+                    .bind($crate::dedup::millis(lease_for))
                     .execute(&self.pool)
                     .await?
                     .rows_affected();

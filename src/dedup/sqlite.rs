@@ -11,11 +11,12 @@ use sqlx::sqlite::{
 use sqlx::{AssertSqlSafe, SqlStr};
 
 use super::sql::{
-    Statements, check_prefix, ready_condition, sql_store_common, statement, take_assignments,
+    SQLITE_NOW, Statements, check_prefix, ready_condition, sql_store_common, statement,
+    take_assignments,
 };
 use super::{
     Acceptance, DedupError, Delivery, Inbox, IncomingEvent, NackOutcome, StoreOptions, check_key,
-    check_namespace, millis, new_token, now_millis,
+    check_namespace, new_token,
 };
 
 /// Claims and inbox in one SQLite file: the default store, for a single
@@ -102,15 +103,15 @@ impl SqliteStore {
         let inbox = format!("{prefix}_inbox");
         let take = statement(format!(
             "UPDATE {inbox} SET {} WHERE entry IN \
-             (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $3) \
+             (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2) \
              RETURNING entry, event_id, body, signed_at, attempts, dead",
-            take_assignments("$4", "$5", "$6"),
-            ready_condition("$1", "$2"),
+            take_assignments("$3", "$4", &format!("{SQLITE_NOW} + $5")),
+            ready_condition("$1", SQLITE_NOW),
         ));
-        let statements = Statements::new(&claims, &inbox);
+        let statements = Statements::new(&claims, &inbox, SQLITE_NOW);
         let accept = statement(format!(
             "{}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
-             SELECT $1, $2, $5, $6, $3, $3 WHERE changes() = 1",
+             SELECT $1, $2, $4, $5, {SQLITE_NOW}, {SQLITE_NOW} WHERE changes() = 1",
             statements.claim_done.as_str()
         ));
         Ok(Self {
@@ -190,15 +191,13 @@ sql_store_common!(SqliteStore, SqliteConnection, sqlx::sqlite::SqliteRow);
 impl Inbox for SqliteStore {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
-        let now = now_millis();
         let mut tx = self.pool.begin().await?;
         // Both inserts in one call: the second runs only if the first
         // inserted a row (`changes()`), saving a round trip to the worker.
         let inserted = sqlx::query(self.accept.clone())
             .bind(event.namespace)
             .bind(event.id)
-            .bind(now)
-            .bind(self.retention_cutoff(now))
+            .bind(self.retention_ms())
             .bind(event.body)
             .bind(event.signed_at)
             .execute(&mut *tx)
@@ -219,15 +218,13 @@ impl Inbox for SqliteStore {
         max: usize,
     ) -> Result<Vec<Delivery>, DedupError> {
         check_namespace(namespace)?;
-        let now = now_millis();
         let token = new_token();
         let rows = sqlx::query(self.take.clone())
             .bind(namespace)
-            .bind(now)
             .bind(i64::try_from(max).unwrap_or(i64::MAX))
             .bind(i64::from(self.options.max_attempts()))
             .bind(&token)
-            .bind(now.saturating_add(millis(self.options.visibility_timeout())))
+            .bind(self.visibility_ms())
             .fetch_all(&self.pool)
             .await?;
         Self::taken(namespace, &rows, &token)
@@ -235,6 +232,10 @@ impl Inbox for SqliteStore {
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
         self.ack_row(delivery).await
+    }
+
+    async fn extend(&self, delivery: &Delivery) -> Result<(), DedupError> {
+        self.extend_row(delivery).await
     }
 
     async fn nack(
