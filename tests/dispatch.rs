@@ -148,6 +148,7 @@ fn dispatcher<S: DeliveryStore>(store: S, receiver: &Receiver) -> Dispatcher<S, 
     Dispatcher::new(store, receiver.clone())
         .with_poll_interval(Duration::from_millis(20))
         .with_lease(Duration::from_secs(5))
+        .expect("lease")
 }
 
 async fn add(dispatcher: &Dispatcher<impl DeliveryStore, Receiver>, policy: Policy) {
@@ -360,7 +361,9 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
                 .unwrap();
             runtime.block_on(async {
                 // Attempts may run 1.5 s, so the crash surely cuts them off.
-                let first = dispatcher(backend.open().await, &receiver).with_lease(CRASH_LEASE);
+                let first = dispatcher(backend.open().await, &receiver)
+                    .with_lease(CRASH_LEASE)
+                    .expect("lease");
                 add(&first, crash_policy()).await;
                 for id in &ids {
                     first.send(ENDPOINT, id, id.as_bytes()).await.expect("send");
@@ -388,7 +391,9 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
         );
         receiver.set_delay(Duration::ZERO);
         let store = backend.open().await;
-        let second = dispatcher(store.clone(), &receiver).with_lease(CRASH_LEASE);
+        let second = dispatcher(store.clone(), &receiver)
+            .with_lease(CRASH_LEASE)
+            .expect("lease");
         add(&second, crash_policy()).await;
         let running = second.start();
         wait_until("every delivery is delivered", || {
@@ -422,8 +427,12 @@ async fn two_dispatchers_share_a_store(backend: impl Backend) {
     // a busy machine.
     let lease = Duration::from_secs(10);
     let (a, b) = (
-        dispatcher(backend.open().await, &receiver).with_lease(lease),
-        dispatcher(backend.open().await, &receiver).with_lease(lease),
+        dispatcher(backend.open().await, &receiver)
+            .with_lease(lease)
+            .expect("lease"),
+        dispatcher(backend.open().await, &receiver)
+            .with_lease(lease)
+            .expect("lease"),
     );
     for dispatcher in [&a, &b] {
         add(dispatcher, every(Duration::from_millis(50), 3)).await;
@@ -898,6 +907,34 @@ async fn unknown_endpoints_and_bad_ids_are_refused() {
     );
 }
 
+/// `with_lease` after `add_endpoint` checks the endpoints already added.
+#[tokio::test]
+async fn with_lease_after_add_endpoint_refuses_a_lease_too_short() {
+    let receiver = Receiver::answering(200);
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver.clone());
+    // 400 ms attempts, under the default 2 minute lease.
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    let error = dispatcher
+        .with_lease(Duration::from_millis(400))
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DispatchError::LeaseTooShort { lease, attempt_timeout }
+                if lease == Duration::from_millis(400)
+                    && attempt_timeout == Duration::from_millis(400)
+        ),
+        "{error}"
+    );
+
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    let dispatcher = dispatcher
+        .with_lease(Duration::from_millis(401))
+        .expect("longer than every attempt");
+    assert!(format!("{dispatcher:?}").contains("401ms"));
+}
+
 #[test]
 fn the_presets_are_complete_configurations() {
     const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -1005,7 +1042,9 @@ async fn outage_loses_no_delivery<S: DeliveryStore + Clone>(
 ) {
     let receiver = Receiver::answering(200);
     receiver.set_delay(Duration::from_millis(20));
-    let dispatcher = dispatcher(store.clone(), &receiver).with_lease(Duration::from_secs(1));
+    let dispatcher = dispatcher(store.clone(), &receiver)
+        .with_lease(Duration::from_secs(1))
+        .expect("lease");
     add(
         &dispatcher,
         every(Duration::from_millis(50), 1000).with_concurrency(4),

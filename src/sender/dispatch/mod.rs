@@ -240,7 +240,7 @@ pub enum DispatchError {
     /// lease, so a slow attempt could be taken and sent again by another
     /// dispatcher while it is still running.
     #[error(
-        "the attempt timeout ({attempt_timeout:?}) must be shorter than the dispatcher's lease ({lease:?}): raise it with Dispatcher::with_lease"
+        "the attempt timeout ({attempt_timeout:?}) must be shorter than the dispatcher's lease ({lease:?}): shorten the policy's attempt timeout or lengthen the lease with Dispatcher::with_lease"
     )]
     LeaseTooShort {
         /// The dispatcher's lease.
@@ -415,15 +415,34 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     }
 
     /// How long an attempt holds its delivery before another dispatcher
-    /// may take it (after a crash). Keep it above every policy's attempt
-    /// timeout. Defaults to 2 minutes.
+    /// may take it (after a crash). Defaults to 2 minutes.
+    ///
+    /// It must be longer than the attempt timeout of every endpoint's
+    /// policy, or a slow attempt could be taken and sent again by another
+    /// dispatcher while it is still running: [`add_endpoint`](Self::add_endpoint)
+    /// refuses an endpoint that breaks this, and so does this method for
+    /// the endpoints added before it, with
+    /// [`DispatchError::LeaseTooShort`].
     ///
     /// # Panics
     ///
     /// If the dispatcher has been cloned or started.
-    #[must_use]
-    pub fn with_lease(self, lease: Duration) -> Self {
-        self.configure(|inner| inner.lease = lease)
+    pub fn with_lease(self, lease: Duration) -> Result<Self, DispatchError> {
+        let slowest = self
+            .inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|route| route.policy.attempt_timeout())
+            .max();
+        if let Some(attempt_timeout) = slowest.filter(|timeout| *timeout >= lease) {
+            return Err(DispatchError::LeaseTooShort {
+                lease,
+                attempt_timeout,
+            });
+        }
+        Ok(self.configure(|inner| inner.lease = lease))
     }
 
     /// Calls `hook` when an endpoint is disabled (410, or no success for
