@@ -853,6 +853,77 @@ async fn an_open_breaker_sends_nothing_until_its_cool_down_ends() {
     assert_eq!(receiver.answered().len(), 4);
 }
 
+/// A transport whose `panic_on`th request (counting from 1) panics; the
+/// others go to the receiver.
+struct PanicsOnce {
+    receiver: Receiver,
+    calls: AtomicUsize,
+    panic_on: usize,
+}
+
+impl Transport for PanicsOnce {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Response, String> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        assert_ne!(call, self.panic_on, "a transport bug, on purpose");
+        self.receiver.post(url, headers, body).await
+    }
+}
+
+/// The half-open breaker's one probe panics in the transport: the probe
+/// counts as failed, and after another cool-down a new probe goes out.
+/// (Before, the probe never came back and the breaker stayed half-open,
+/// sending nothing, for good.)
+#[tokio::test]
+async fn a_probe_that_panics_does_not_hold_the_breaker_half_open() {
+    let receiver = Receiver::answering(500);
+    let transport = PanicsOnce {
+        receiver: receiver.clone(),
+        calls: AtomicUsize::new(0),
+        panic_on: 2,
+    };
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), transport)
+        .with_poll_interval(Duration::from_millis(20))
+        .with_lease(Duration::from_secs(5))
+        .unwrap();
+    dispatcher
+        .add_endpoint(
+            ENDPOINT,
+            "https://receiver.example/hooks",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+            every(Duration::from_millis(10), 1000)
+                .with_concurrency(1)
+                .with_breaker(
+                    Breaker::new()
+                        .with_failure_threshold(1)
+                        .with_cool_down(Duration::from_millis(100))
+                        .with_probes(1),
+                ),
+        )
+        .await
+        .unwrap();
+    for id in ["msg_1", "msg_2"] {
+        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    let running = dispatcher.start();
+    wait_until("the first failure", || async {
+        receiver.answered().len() == 1
+    })
+    .await;
+    receiver.set_status(200);
+    // Call 2 is the probe after the cool-down, and panics; msg_2 goes out
+    // with the next probe, while msg_1 waits for its lease to end.
+    wait_until("a later probe is delivered", || async {
+        !receiver.successes().is_empty()
+    })
+    .await;
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn sending_an_event_twice_stores_one_delivery() {
     let receiver = Receiver::answering(200);

@@ -679,18 +679,22 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
     }
 
     async fn attempt(&self, route: &Route, taken: Taken, _permit: OwnedSemaphorePermit) {
-        if let Err(wait) = route.endpoint.try_breaker() {
-            let due = later(route.policy.now(), wait);
-            if let Err(error) = self.store.put_back(&taken, due).await {
-                tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
+        let pass = match route.endpoint.try_breaker() {
+            Ok(pass) => pass,
+            Err(wait) => {
+                let due = later(route.policy.now(), wait);
+                if let Err(error) = self.store.put_back(&taken, due).await {
+                    tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
+                }
+                return;
             }
-            return;
-        }
+        };
         let now = route.policy.now();
         let held = now.duration_since(taken.due_at).unwrap_or_default();
         let tried = attempt_once(
             &self.transport,
             &route.endpoint,
+            pass,
             &route.policy,
             (&taken.id, &taken.body),
             taken.attempts + 1,
