@@ -318,6 +318,11 @@ impl Policy {
 
     /// How many deliveries a [`Dispatcher`](super::Dispatcher) runs at once
     /// per endpoint. Defaults to 10; at least 1.
+    ///
+    /// The limit is per dispatcher (per process), not per store: each of
+    /// `k` dispatchers sharing a store runs up to this many, so an
+    /// endpoint may see up to `k` times as many requests at once. Divide
+    /// the endpoint's budget by the number of dispatchers.
     #[must_use]
     pub fn with_concurrency(mut self, deliveries: usize) -> Self {
         self.concurrency = deliveries.max(1);
