@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Breaker, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
-    Jitter, MemoryDeliveries, Policy, PostgresDeliveries, RedisDeliveries, Response, Schedule,
-    SqliteDeliveries, Transport,
+    EndpointHealth, HealthChange, Jitter, MemoryDeliveries, Policy, PostgresDeliveries,
+    RedisDeliveries, Response, Schedule, SqliteDeliveries, Transport,
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
@@ -31,6 +31,8 @@ struct ReceiverState {
     verifier: Verifier,
     status: Mutex<u16>,
     delay: Mutex<Duration>,
+    /// Status and delay for particular ids, over the two above.
+    per_id: Mutex<HashMap<String, (u16, Duration)>>,
     /// (id, status answered) for every answered attempt.
     answered: Mutex<Vec<(String, u16)>>,
     started: AtomicUsize,
@@ -49,6 +51,7 @@ impl Receiver {
                     .expect("verifier"),
                 status: Mutex::new(status),
                 delay: Mutex::new(Duration::ZERO),
+                per_id: Mutex::new(HashMap::new()),
                 answered: Mutex::new(Vec::new()),
                 started: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
@@ -63,6 +66,15 @@ impl Receiver {
 
     fn set_delay(&self, delay: Duration) {
         *self.state.delay.lock().unwrap() = delay;
+    }
+
+    /// Answers `status` after `delay` to event `id`.
+    fn answer_id(&self, id: &str, status: u16, delay: Duration) {
+        self.state
+            .per_id
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), (status, delay));
     }
 
     fn answered(&self) -> Vec<(String, u16)> {
@@ -119,9 +131,10 @@ impl Transport for Receiver {
         let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         let _in_flight = InFlight(&state.in_flight);
         state.peak.fetch_max(now, Ordering::SeqCst);
-        let delay = *state.delay.lock().unwrap();
+        let special = state.per_id.lock().unwrap().get(&id).copied();
+        let delay = special.map_or_else(|| *state.delay.lock().unwrap(), |(_, delay)| delay);
         tokio::time::sleep(delay).await;
-        let status = *state.status.lock().unwrap();
+        let status = special.map_or_else(|| *state.status.lock().unwrap(), |(status, _)| status);
         state.answered.lock().unwrap().push((id, status));
         Ok(Response {
             status,
@@ -148,6 +161,7 @@ fn dispatcher<S: DeliveryStore>(store: S, receiver: &Receiver) -> Dispatcher<S, 
     Dispatcher::new(store, receiver.clone())
         .with_poll_interval(Duration::from_millis(20))
         .with_lease(Duration::from_secs(5))
+        .expect("lease")
 }
 
 async fn add(dispatcher: &Dispatcher<impl DeliveryStore, Receiver>, policy: Policy) {
@@ -360,7 +374,9 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
                 .unwrap();
             runtime.block_on(async {
                 // Attempts may run 1.5 s, so the crash surely cuts them off.
-                let first = dispatcher(backend.open().await, &receiver).with_lease(CRASH_LEASE);
+                let first = dispatcher(backend.open().await, &receiver)
+                    .with_lease(CRASH_LEASE)
+                    .expect("lease");
                 add(&first, crash_policy()).await;
                 for id in &ids {
                     first.send(ENDPOINT, id, id.as_bytes()).await.expect("send");
@@ -388,7 +404,9 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
         );
         receiver.set_delay(Duration::ZERO);
         let store = backend.open().await;
-        let second = dispatcher(store.clone(), &receiver).with_lease(CRASH_LEASE);
+        let second = dispatcher(store.clone(), &receiver)
+            .with_lease(CRASH_LEASE)
+            .expect("lease");
         add(&second, crash_policy()).await;
         let running = second.start();
         wait_until("every delivery is delivered", || {
@@ -422,8 +440,12 @@ async fn two_dispatchers_share_a_store(backend: impl Backend) {
     // a busy machine.
     let lease = Duration::from_secs(10);
     let (a, b) = (
-        dispatcher(backend.open().await, &receiver).with_lease(lease),
-        dispatcher(backend.open().await, &receiver).with_lease(lease),
+        dispatcher(backend.open().await, &receiver)
+            .with_lease(lease)
+            .expect("lease"),
+        dispatcher(backend.open().await, &receiver)
+            .with_lease(lease)
+            .expect("lease"),
     );
     for dispatcher in [&a, &b] {
         add(dispatcher, every(Duration::from_millis(50), 3)).await;
@@ -644,6 +666,299 @@ async fn purge_keeps_pending_and_dead(backend: impl Backend) {
     assert!(again.attempts.is_empty());
 }
 
+/// The store merges health changes: a failure keeps the earliest
+/// failing time, a disable sticks through failures and successes until
+/// enabled, the first reason stays, and a no-success disable needs a
+/// failing time old enough.
+async fn health_merges_in_the_store(backend: impl Backend) {
+    let store = backend.open().await;
+    let at = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs);
+    let failed = |secs| HealthChange::Failed { at: at(secs) };
+    let day = Duration::from_secs(24 * 3600);
+    assert_eq!(
+        store.health(ENDPOINT).await.unwrap(),
+        EndpointHealth::default()
+    );
+
+    let merged = store.merge_health(ENDPOINT, failed(20)).await.unwrap();
+    assert_eq!(merged.failing_since, Some(at(20)));
+    let merged = store.merge_health(ENDPOINT, failed(10)).await.unwrap();
+    assert_eq!(merged.failing_since, Some(at(10)), "the earlier failure");
+    let merged = store.merge_health(ENDPOINT, failed(30)).await.unwrap();
+    assert_eq!(merged.failing_since, Some(at(10)), "still the earliest");
+    assert_eq!(merged.disabled, None);
+
+    let no_success = DisableReason::NoSuccessFor(day);
+    assert!(
+        !store
+            .disable(ENDPOINT, no_success, at(10) + day - Duration::from_secs(1))
+            .await
+            .unwrap(),
+        "not failing for a day yet"
+    );
+    assert!(
+        store
+            .disable(ENDPOINT, no_success, at(10) + day)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .disable(ENDPOINT, DisableReason::Gone, at(40))
+            .await
+            .unwrap(),
+        "already disabled: the first reason stays"
+    );
+
+    let merged = store.merge_health(ENDPOINT, failed(5)).await.unwrap();
+    assert_eq!(
+        merged.disabled,
+        Some(no_success),
+        "a failure keeps a disable"
+    );
+    assert_eq!(merged.failing_since, Some(at(5)));
+    let merged = store
+        .merge_health(ENDPOINT, HealthChange::Succeeded)
+        .await
+        .unwrap();
+    assert_eq!(
+        merged,
+        EndpointHealth {
+            failing_since: None,
+            disabled: Some(no_success)
+        },
+        "a success clears the failing time, not the disable"
+    );
+    assert_eq!(store.health(ENDPOINT).await.unwrap(), merged);
+
+    store.enable(ENDPOINT).await.unwrap();
+    assert_eq!(
+        store.health(ENDPOINT).await.unwrap(),
+        EndpointHealth::default()
+    );
+    assert!(
+        !store
+            .disable(ENDPOINT, no_success, at(100) + day)
+            .await
+            .unwrap(),
+        "never failed since enabled"
+    );
+    assert!(
+        store
+            .disable("other", DisableReason::Gone, at(1))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.health("other").await.unwrap().disabled,
+        Some(DisableReason::Gone)
+    );
+    assert_eq!(store.health(ENDPOINT).await.unwrap().disabled, None);
+}
+
+/// Dispatcher B's attempt fails after dispatcher A disabled the endpoint
+/// on a 410: the disable stays, in the store and for a new dispatcher.
+async fn a_late_failure_keeps_a_disable(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    receiver.answer_id("msg_slow", 500, Duration::from_millis(600));
+    receiver.answer_id("msg_gone", 410, Duration::ZERO);
+    let policy = || {
+        every(Duration::from_secs(60), 5)
+            .with_concurrency(1)
+            .with_attempt_timeout(Duration::from_secs(2))
+    };
+    let (a, b) = (
+        dispatcher(backend.open().await, &receiver),
+        dispatcher(backend.open().await, &receiver),
+    );
+    add(&a, policy()).await;
+    add(&b, policy()).await;
+    b.send(ENDPOINT, "msg_slow", b"{}").await.unwrap();
+    let running_b = b.start();
+    wait_until("B's attempt is under way", || {
+        let in_flight = receiver.in_flight();
+        async move { in_flight == 1 }
+    })
+    .await;
+    // B is busy with its one slot: A takes msg_gone.
+    a.send(ENDPOINT, "msg_gone", b"{}").await.unwrap();
+    let running_a = a.start();
+    wait_until("A disabled the endpoint", || async {
+        a.disabled(ENDPOINT).unwrap() == Some(DisableReason::Gone)
+    })
+    .await;
+    wait_until("B's attempt failed", || async {
+        receiver.answered().iter().any(|(id, _)| id == "msg_slow")
+    })
+    .await;
+    running_a.stop().await;
+    running_b.stop().await;
+
+    let store = backend.open().await;
+    let saved = store.health(ENDPOINT).await.unwrap();
+    assert_eq!(saved.disabled, Some(DisableReason::Gone), "{saved:?}");
+    assert!(saved.failing_since.is_some(), "B's failure was merged");
+    assert_eq!(b.disabled(ENDPOINT).unwrap(), Some(DisableReason::Gone));
+    let c = dispatcher(store, &receiver);
+    add(&c, policy()).await;
+    assert_eq!(c.disabled(ENDPOINT).unwrap(), Some(DisableReason::Gone));
+}
+
+/// One dispatcher disables the endpoint on a 410: the other stops sending
+/// to it within a poll, both see it disabled, and the owner is told once.
+async fn a_disable_stops_every_dispatcher(backend: impl Backend) {
+    let receiver = Receiver::answering(410);
+    let told: Arc<Mutex<Vec<Disabled>>> = Arc::default();
+    let make = async || {
+        let told = told.clone();
+        dispatcher(backend.open().await, &receiver)
+            .on_disable(move |disabled| told.lock().unwrap().push(disabled.clone()))
+    };
+    let (a, b) = (make().await, make().await);
+    add(&a, every(Duration::from_millis(20), 5)).await;
+    add(&b, every(Duration::from_millis(20), 5)).await;
+    let (running_a, running_b) = (a.start(), b.start());
+    a.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let store = backend.open().await;
+    wait_until("disabled in the store", || async {
+        store.health(ENDPOINT).await.unwrap().disabled.is_some()
+    })
+    .await;
+    wait_until("both dispatchers see it", || async {
+        a.disabled(ENDPOINT).unwrap().is_some() && b.disabled(ENDPOINT).unwrap().is_some()
+    })
+    .await;
+    for id in ["msg_2", "msg_3", "msg_4"] {
+        a.send(ENDPOINT, id, b"{}").await.unwrap();
+        b.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running_a.stop().await;
+    running_b.stop().await;
+    assert_eq!(receiver.answered(), [("msg_1".to_owned(), 410)]);
+    let told = told.lock().unwrap();
+    assert_eq!(told.len(), 1, "told once: {told:?}");
+    assert_eq!(told[0].reason, DisableReason::Gone);
+}
+
+/// An enable through one dispatcher reaches another on the same store
+/// within a poll: it sends the deliveries it held back.
+async fn an_enable_reaches_every_dispatcher(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    let store = backend.open().await;
+    assert!(
+        store
+            .disable(ENDPOINT, DisableReason::Gone, SystemTime::now())
+            .await
+            .unwrap()
+    );
+    let (admin, worker) = (
+        dispatcher(backend.open().await, &receiver),
+        dispatcher(backend.open().await, &receiver),
+    );
+    add(&admin, every(Duration::from_millis(20), 5)).await;
+    add(&worker, every(Duration::from_millis(20), 5)).await;
+    worker.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = worker.start();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(receiver.answered().is_empty(), "disabled: nothing sent");
+    admin.enable(ENDPOINT).await.unwrap();
+    wait_until("the worker delivers", || async {
+        receiver.successes().len() == 1
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(worker.disabled(ENDPOINT).unwrap(), None);
+    assert_eq!(
+        store.health(ENDPOINT).await.unwrap(),
+        EndpointHealth::default()
+    );
+}
+
+/// A transport that counts one dispatcher's requests in flight and passes
+/// them on to the shared receiver.
+#[derive(Clone)]
+struct Counted {
+    receiver: Receiver,
+    in_flight: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+impl Counted {
+    fn new(receiver: &Receiver) -> Self {
+        Self {
+            receiver: receiver.clone(),
+            in_flight: Arc::default(),
+            peak: Arc::default(),
+        }
+    }
+}
+
+impl Transport for Counted {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Response, String> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let _in_flight = InFlight(&self.in_flight);
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        self.receiver.post(url, headers, body).await
+    }
+}
+
+/// The concurrency limit is per dispatcher: two on one store with a limit
+/// of 3 each have up to 6 requests in flight at the receiver, and never
+/// more than 3 each.
+async fn the_concurrency_limit_is_per_dispatcher(backend: impl Backend) {
+    const LIMIT: usize = 3;
+    let receiver = Receiver::answering(200);
+    receiver.set_delay(Duration::from_millis(100));
+    let (to_a, to_b) = (Counted::new(&receiver), Counted::new(&receiver));
+    let make = |store, transport| {
+        Dispatcher::new(store, transport).with_poll_interval(Duration::from_millis(20))
+    };
+    let (a, b) = (
+        make(backend.open().await, to_a.clone()),
+        make(backend.open().await, to_b.clone()),
+    );
+    let policy = || every(Duration::from_millis(50), 3).with_concurrency(LIMIT);
+    for dispatcher in [&a, &b] {
+        dispatcher
+            .add_endpoint(
+                ENDPOINT,
+                "https://receiver.example/hooks",
+                Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+                policy(),
+            )
+            .await
+            .unwrap();
+    }
+    let ids = ids(36);
+    for id in &ids {
+        a.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    let (running_a, running_b) = (a.start(), b.start());
+    let store = backend.open().await;
+    wait_until("all delivered", || {
+        all_in(&store, &ids, DeliveryState::Delivered)
+    })
+    .await;
+    running_a.stop().await;
+    running_b.stop().await;
+    let (peak_a, peak_b) = (
+        to_a.peak.load(Ordering::SeqCst),
+        to_b.peak.load(Ordering::SeqCst),
+    );
+    assert!(peak_a <= LIMIT && peak_b <= LIMIT, "{peak_a} and {peak_b}");
+    assert!(
+        receiver.peak() > LIMIT && receiver.peak() <= 2 * LIMIT,
+        "both dispatchers at once: {}",
+        receiver.peak()
+    );
+}
+
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -682,6 +997,31 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn failing_time_carries_over_a_restart_to_auto_disable() {
                 failing_time_carries_over_a_restart($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn health_merges_keep_a_disable_and_the_earliest_failure() {
+                health_merges_in_the_store($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn health_a_failure_saved_after_a_disable_keeps_it() {
+                a_late_failure_keeps_a_disable($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn health_a_disable_stops_every_dispatcher_and_is_told_once() {
+                a_disable_stops_every_dispatcher($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn health_an_enable_reaches_every_dispatcher() {
+                an_enable_reaches_every_dispatcher($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn the_concurrency_limit_is_per_dispatcher_not_per_store() {
+                the_concurrency_limit_is_per_dispatcher($backend).await;
             }
         }
     };
@@ -844,6 +1184,77 @@ async fn an_open_breaker_sends_nothing_until_its_cool_down_ends() {
     assert_eq!(receiver.answered().len(), 4);
 }
 
+/// A transport whose `panic_on`th request (counting from 1) panics; the
+/// others go to the receiver.
+struct PanicsOnce {
+    receiver: Receiver,
+    calls: AtomicUsize,
+    panic_on: usize,
+}
+
+impl Transport for PanicsOnce {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Response, String> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        assert_ne!(call, self.panic_on, "a transport bug, on purpose");
+        self.receiver.post(url, headers, body).await
+    }
+}
+
+/// The half-open breaker's one probe panics in the transport: the probe
+/// counts as failed, and after another cool-down a new probe goes out.
+/// (Before, the probe never came back and the breaker stayed half-open,
+/// sending nothing, for good.)
+#[tokio::test]
+async fn a_probe_that_panics_does_not_hold_the_breaker_half_open() {
+    let receiver = Receiver::answering(500);
+    let transport = PanicsOnce {
+        receiver: receiver.clone(),
+        calls: AtomicUsize::new(0),
+        panic_on: 2,
+    };
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), transport)
+        .with_poll_interval(Duration::from_millis(20))
+        .with_lease(Duration::from_secs(5))
+        .unwrap();
+    dispatcher
+        .add_endpoint(
+            ENDPOINT,
+            "https://receiver.example/hooks",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+            every(Duration::from_millis(10), 1000)
+                .with_concurrency(1)
+                .with_breaker(
+                    Breaker::new()
+                        .with_failure_threshold(1)
+                        .with_cool_down(Duration::from_millis(100))
+                        .with_probes(1),
+                ),
+        )
+        .await
+        .unwrap();
+    for id in ["msg_1", "msg_2"] {
+        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    let running = dispatcher.start();
+    wait_until("the first failure", || async {
+        receiver.answered().len() == 1
+    })
+    .await;
+    receiver.set_status(200);
+    // Call 2 is the probe after the cool-down, and panics; msg_2 goes out
+    // with the next probe, while msg_1 waits for its lease to end.
+    wait_until("a later probe is delivered", || async {
+        !receiver.successes().is_empty()
+    })
+    .await;
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn sending_an_event_twice_stores_one_delivery() {
     let receiver = Receiver::answering(200);
@@ -896,6 +1307,34 @@ async fn unknown_endpoints_and_bad_ids_are_refused() {
         matches!(error, DispatchError::LeaseTooShort { .. }),
         "{error}"
     );
+}
+
+/// `with_lease` after `add_endpoint` checks the endpoints already added.
+#[tokio::test]
+async fn with_lease_after_add_endpoint_refuses_a_lease_too_short() {
+    let receiver = Receiver::answering(200);
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver.clone());
+    // 400 ms attempts, under the default 2 minute lease.
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    let error = dispatcher
+        .with_lease(Duration::from_millis(400))
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DispatchError::LeaseTooShort { lease, attempt_timeout }
+                if lease == Duration::from_millis(400)
+                    && attempt_timeout == Duration::from_millis(400)
+        ),
+        "{error}"
+    );
+
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    let dispatcher = dispatcher
+        .with_lease(Duration::from_millis(401))
+        .expect("longer than every attempt");
+    assert!(format!("{dispatcher:?}").contains("401ms"));
 }
 
 #[test]
@@ -1005,7 +1444,9 @@ async fn outage_loses_no_delivery<S: DeliveryStore + Clone>(
 ) {
     let receiver = Receiver::answering(200);
     receiver.set_delay(Duration::from_millis(20));
-    let dispatcher = dispatcher(store.clone(), &receiver).with_lease(Duration::from_secs(1));
+    let dispatcher = dispatcher(store.clone(), &receiver)
+        .with_lease(Duration::from_secs(1))
+        .expect("lease");
     add(
         &dispatcher,
         every(Duration::from_millis(50), 1000).with_concurrency(4),
@@ -1124,12 +1565,23 @@ impl DeliveryStore for CountingTakes {
     ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
         self.inner.health(endpoint).await
     }
-    async fn set_health(
+    async fn merge_health(
         &self,
         endpoint: &str,
-        health: hooklatch::sender::EndpointHealth,
-    ) -> Result<(), hooklatch::dedup::DedupError> {
-        self.inner.set_health(endpoint, health).await
+        change: HealthChange,
+    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
+        self.inner.merge_health(endpoint, change).await
+    }
+    async fn disable(
+        &self,
+        endpoint: &str,
+        reason: DisableReason,
+        now: SystemTime,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.disable(endpoint, reason, now).await
+    }
+    async fn enable(&self, endpoint: &str) -> Result<(), hooklatch::dedup::DedupError> {
+        self.inner.enable(endpoint).await
     }
 }
 

@@ -143,6 +143,22 @@ impl Breaker {
         };
     }
 
+    /// Gives back a pass that sent nothing (the attempt could not even be
+    /// signed): no verdict on the endpoint. A half-open breaker's probe is
+    /// free again; a closed breaker's count is unchanged.
+    pub fn release(&mut self) {
+        if let State::HalfOpen {
+            in_flight,
+            successes,
+        } = self.state
+        {
+            self.state = State::HalfOpen {
+                in_flight: in_flight.saturating_sub(1),
+                successes,
+            };
+        }
+    }
+
     /// Records a failed attempt.
     pub fn on_failure(&mut self, now: Instant) {
         let open = State::Open {
@@ -203,6 +219,25 @@ mod tests {
                 .try_acquire(probe_time + Duration::from_secs(29))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_released_probe_frees_its_slot_without_a_verdict() {
+        let now = Instant::now();
+        let mut breaker = Breaker::new().with_failure_threshold(1).with_probes(1);
+        breaker.on_failure(now);
+        let later = now + Duration::from_secs(30);
+        breaker.try_acquire(later).unwrap();
+        assert!(breaker.try_acquire(later).is_err(), "the one probe is out");
+        breaker.release();
+        assert_eq!(breaker.state(later), BreakerState::HalfOpen);
+        breaker.try_acquire(later).expect("the probe is free again");
+        breaker.on_success(later);
+        assert_eq!(breaker.state(later), BreakerState::Closed);
+
+        // Closed: a release changes nothing.
+        breaker.release();
+        assert_eq!(breaker.state(later), BreakerState::Closed);
     }
 
     #[test]

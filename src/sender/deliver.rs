@@ -69,11 +69,15 @@ impl Endpoint {
         &self.url
     }
 
-    /// Whether the breaker lets an attempt through now, or how long until
-    /// it might.
-    pub(crate) fn try_breaker(&self) -> Result<(), Duration> {
+    /// A pass through the breaker for one attempt now, or how long until
+    /// it might let one through.
+    pub(crate) fn try_breaker(&self) -> Result<Pass<'_>, Duration> {
         self.breaker()
-            .try_acquire(tokio::time::Instant::now().into_std())
+            .try_acquire(tokio::time::Instant::now().into_std())?;
+        Ok(Pass {
+            endpoint: self,
+            resolved: false,
+        })
     }
 
     /// Whether the breaker is open (sending nothing) now.
@@ -86,6 +90,49 @@ impl Endpoint {
         self.breaker
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// One attempt's pass through its endpoint's breaker: the attempt gives
+/// the breaker its verdict through it. A pass dropped without one (the
+/// attempt panicked or was cancelled) counts as a failure, so a half-open
+/// breaker's probe always comes back, whatever ends the attempt.
+pub(crate) struct Pass<'a> {
+    endpoint: &'a Endpoint,
+    resolved: bool,
+}
+
+impl Pass<'_> {
+    /// The attempt succeeded.
+    fn succeeded(mut self) {
+        self.resolved = true;
+        self.endpoint
+            .breaker()
+            .on_success(tokio::time::Instant::now().into_std());
+    }
+
+    /// The attempt failed (an error status, a transport error, a timeout).
+    fn failed(mut self) {
+        self.resolved = true;
+        self.endpoint
+            .breaker()
+            .on_failure(tokio::time::Instant::now().into_std());
+    }
+
+    /// Nothing was sent (the attempt could not be signed): no verdict.
+    fn release(mut self) {
+        self.resolved = true;
+        self.endpoint.breaker().release();
+    }
+}
+
+impl Drop for Pass<'_> {
+    fn drop(&mut self) {
+        if !self.resolved {
+            self.endpoint
+                .breaker()
+                .on_failure(tokio::time::Instant::now().into_std());
+        }
     }
 }
 
@@ -271,6 +318,11 @@ impl Policy {
 
     /// How many deliveries a [`Dispatcher`](super::Dispatcher) runs at once
     /// per endpoint. Defaults to 10; at least 1.
+    ///
+    /// The limit is per dispatcher (per process), not per store: each of
+    /// `k` dispatchers sharing a store runs up to this many, so an
+    /// endpoint may see up to `k` times as many requests at once. Divide
+    /// the endpoint's budget by the number of dispatchers.
     #[must_use]
     pub fn with_concurrency(mut self, deliveries: usize) -> Self {
         self.concurrency = deliveries.max(1);
@@ -386,11 +438,12 @@ pub(crate) struct Tried {
     pub(crate) outcome: Outcome,
 }
 
-/// Signs and sends one attempt and tells the breaker how it went. The
-/// caller has already waited and passed the breaker.
+/// Signs and sends one attempt and tells the breaker how it went through
+/// `pass`. The caller has already waited and passed the breaker.
 pub(crate) async fn attempt_once<T: Transport + ?Sized>(
     transport: &T,
     endpoint: &Endpoint,
+    pass: Pass<'_>,
     policy: &Policy,
     delivery: (&str, &[u8]),
     number: u32,
@@ -414,8 +467,10 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
                 )),
             }
         }
-        // An id the scheme cannot carry will never be deliverable.
+        // An id the scheme cannot carry will never be deliverable; it says
+        // nothing about the endpoint.
         Err(error) => {
+            pass.release();
             return Tried {
                 attempt: Attempt {
                     number,
@@ -441,14 +496,10 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
         ),
         Err(_) => classify(None, None, sent_at, &policy.give_up_on),
     };
-    {
-        let now = tokio::time::Instant::now().into_std();
-        let mut breaker = endpoint.breaker();
-        if outcome == Outcome::Delivered {
-            breaker.on_success(now);
-        } else {
-            breaker.on_failure(now);
-        }
+    if outcome == Outcome::Delivered {
+        pass.succeeded();
+    } else {
+        pass.failed();
     }
     Tried {
         attempt: Attempt {
@@ -501,10 +552,11 @@ pub async fn deliver_observed<T: Transport>(
     let mut number = 1;
     loop {
         tokio::time::sleep(waited).await;
-        let held = wait_for_breaker(endpoint).await;
+        let (pass, held) = wait_for_breaker(endpoint).await;
         let tried = attempt_once(
             transport,
             endpoint,
+            pass,
             policy,
             (id, body),
             number,
@@ -527,16 +579,163 @@ pub async fn deliver_observed<T: Transport>(
     }
 }
 
-/// Waits until the endpoint's breaker lets an attempt through; returns how
-/// long that took.
-async fn wait_for_breaker(endpoint: &Endpoint) -> Duration {
+/// Waits until the endpoint's breaker lets an attempt through; returns the
+/// pass and how long that took.
+async fn wait_for_breaker(endpoint: &Endpoint) -> (Pass<'_>, Duration) {
     let started = tokio::time::Instant::now();
     loop {
         // tokio's clock, so that a paused test clock drives the breaker too.
         let verdict = endpoint.try_breaker();
         match verdict {
-            Ok(()) => return started.elapsed(),
+            Ok(pass) => return (pass, started.elapsed()),
             Err(wait) => tokio::time::sleep(wait).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::sender::Jitter;
+    use crate::verify::Scheme;
+
+    /// How a test transport ends an attempt.
+    #[derive(Clone, Copy)]
+    enum Ending {
+        Answer(u16),
+        TransportError,
+        Hang,
+        Panic,
+    }
+
+    struct Ends(Ending);
+
+    impl Transport for Ends {
+        async fn post(
+            &self,
+            _: &str,
+            _: &[(String, String)],
+            _: &[u8],
+        ) -> Result<Response, String> {
+            match self.0 {
+                Ending::Answer(status) => Ok(Response {
+                    status,
+                    retry_after: None,
+                    body: Vec::new(),
+                }),
+                Ending::TransportError => Err("connection refused".to_owned()),
+                Ending::Hang => {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    Err("unreachable".to_owned())
+                }
+                Ending::Panic => panic!("a transport bug"),
+            }
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy::new(Schedule::Table {
+            delays: vec![Duration::ZERO],
+            jitter: Jitter::None,
+        })
+        .with_attempt_timeout(Duration::from_millis(20))
+    }
+
+    /// An endpoint whose breaker is half-open with one probe: it opened
+    /// after one failure and its cool-down is over at once.
+    fn half_open() -> Endpoint {
+        let signer = Signer::new(
+            Scheme::standard_webhooks(),
+            ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+        )
+        .unwrap();
+        let endpoint = Endpoint::new("https://receiver.example", signer).with_breaker(
+            Breaker::new()
+                .with_failure_threshold(1)
+                .with_cool_down(Duration::ZERO)
+                .with_probes(1),
+        );
+        endpoint.try_breaker().unwrap().failed();
+        endpoint
+    }
+
+    /// Sends the half-open breaker's one probe as event `id` over
+    /// `transport` (in its own task, which may panic), and says whether a
+    /// probe is free again afterwards.
+    async fn probe_comes_back(ending: Ending, id: &str) -> bool {
+        let endpoint = Arc::new(half_open());
+        let pass = endpoint.try_breaker().expect("the probe");
+        assert!(endpoint.try_breaker().is_err(), "one probe at a time");
+        pass.release();
+        let probing = Arc::clone(&endpoint);
+        let id = id.to_owned();
+        let ended = tokio::spawn(async move {
+            let pass = probing.try_breaker().expect("the probe");
+            let policy = policy();
+            attempt_once(
+                &Ends(ending),
+                &probing,
+                pass,
+                &policy,
+                (&id, b"{}"),
+                1,
+                (Duration::ZERO, WaitReason::Schedule, Duration::ZERO),
+            )
+            .await
+        })
+        .await;
+        assert_eq!(ended.is_err(), matches!(ending, Ending::Panic));
+        endpoint.try_breaker().is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_probe_that_cannot_be_signed_is_given_back() {
+        assert!(probe_comes_back(Ending::Answer(200), "two words").await);
+    }
+
+    #[tokio::test]
+    async fn a_probe_whose_transport_panics_counts_as_failed() {
+        assert!(probe_comes_back(Ending::Panic, "msg_1").await);
+    }
+
+    #[tokio::test]
+    async fn a_probe_that_times_out_counts_as_failed() {
+        assert!(probe_comes_back(Ending::Hang, "msg_1").await);
+    }
+
+    #[tokio::test]
+    async fn a_probe_without_an_answer_counts_as_failed() {
+        assert!(probe_comes_back(Ending::TransportError, "msg_1").await);
+    }
+
+    #[tokio::test]
+    async fn a_probe_answered_with_an_error_status_counts_as_failed() {
+        assert!(probe_comes_back(Ending::Answer(500), "msg_1").await);
+    }
+
+    #[tokio::test]
+    async fn a_successful_probe_closes_the_breaker() {
+        let endpoint = half_open();
+        let pass = endpoint.try_breaker().unwrap();
+        let policy = policy();
+        attempt_once(
+            &Ends(Ending::Answer(204)),
+            &endpoint,
+            pass,
+            &policy,
+            ("msg_1", b"{}"),
+            1,
+            (Duration::ZERO, WaitReason::Schedule, Duration::ZERO),
+        )
+        .await;
+        assert!(!endpoint.breaker_open());
+        assert_eq!(
+            endpoint
+                .breaker()
+                .state(tokio::time::Instant::now().into_std()),
+            super::super::breaker::BreakerState::Closed
+        );
     }
 }

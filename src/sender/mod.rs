@@ -9,8 +9,8 @@
 //! timestamp), waits from the schedule, `Retry-After` and the breaker, and a
 //! record of every attempt. A [`Dispatcher`] runs deliveries in the
 //! background from a [`DeliveryStore`] (SQLite, Postgres or Redis, so a
-//! restart loses nothing), with a concurrency limit per endpoint and
-//! auto-disable.
+//! restart loses nothing), with a concurrency limit per endpoint (in each
+//! dispatcher) and auto-disable (shared by every dispatcher on the store).
 
 mod breaker;
 mod deliver;
@@ -35,7 +35,7 @@ pub use dispatch::RedisDeliveries;
 pub use dispatch::SqliteDeliveries;
 pub use dispatch::{
     DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
-    EndpointHealth, MemoryDeliveries, Running, Step, StoredDelivery, Taken,
+    EndpointHealth, HealthChange, MemoryDeliveries, Running, Step, StoredDelivery, Taken,
 };
 pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url};
 #[cfg(feature = "sender-http")]

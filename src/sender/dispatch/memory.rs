@@ -4,7 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use super::{DeliveryState, DeliveryStore, EndpointHealth, Step, StoredDelivery, Taken};
+use super::{
+    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, Step,
+    StoredDelivery, Taken,
+};
 use crate::dedup::{DedupError, check_key, new_token};
 use crate::sender::{Attempt, WaitReason};
 
@@ -252,8 +255,48 @@ impl DeliveryStore for MemoryDeliveries {
         Ok(self.with(|deliveries| deliveries.health.get(endpoint).copied().unwrap_or_default()))
     }
 
-    async fn set_health(&self, endpoint: &str, health: EndpointHealth) -> Result<(), DedupError> {
-        self.with(|deliveries| deliveries.health.insert(endpoint.to_owned(), health));
+    async fn merge_health(
+        &self,
+        endpoint: &str,
+        change: HealthChange,
+    ) -> Result<EndpointHealth, DedupError> {
+        Ok(self.with(|deliveries| {
+            let health = deliveries.health.entry(endpoint.to_owned()).or_default();
+            health.failing_since = match change {
+                HealthChange::Succeeded => None,
+                HealthChange::Failed { at } => {
+                    Some(health.failing_since.map_or(at, |since| since.min(at)))
+                }
+            };
+            *health
+        }))
+    }
+
+    async fn disable(
+        &self,
+        endpoint: &str,
+        reason: DisableReason,
+        now: SystemTime,
+    ) -> Result<bool, DedupError> {
+        Ok(self.with(|deliveries| {
+            let health = deliveries.health.entry(endpoint.to_owned()).or_default();
+            let due = match reason {
+                DisableReason::Gone => true,
+                DisableReason::NoSuccessFor(after) => health
+                    .failing_since
+                    .zip(now.checked_sub(after))
+                    .is_some_and(|(since, latest)| since <= latest),
+            };
+            if health.disabled.is_some() || !due {
+                return false;
+            }
+            health.disabled = Some(reason);
+            true
+        }))
+    }
+
+    async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
+        self.with(|deliveries| deliveries.health.remove(endpoint));
         Ok(())
     }
 }

@@ -120,15 +120,29 @@ pub struct StoredDelivery {
     pub attempts: Vec<Attempt>,
 }
 
-/// What a dispatcher knows of an endpoint's health, kept in the store so
-/// that a restart neither forgets how long it has been failing nor
-/// re-enables an endpoint that was disabled.
+/// An endpoint's health, shared through the store by every dispatcher on
+/// it, so that a restart neither forgets how long it has been failing nor
+/// re-enables an endpoint that was disabled, and a disable or an
+/// [enable](Dispatcher::enable) by one dispatcher reaches all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EndpointHealth {
     /// When its first failure since the last success was.
     pub failing_since: Option<SystemTime>,
     /// Why it is disabled, if it is.
     pub disabled: Option<DisableReason>,
+}
+
+/// What an attempt shows of an endpoint's health, for
+/// [`DeliveryStore::merge_health`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthChange {
+    /// A 2xx answer: the endpoint is no longer failing.
+    Succeeded,
+    /// A failed attempt sent at `at`.
+    Failed {
+        /// When the attempt was sent.
+        at: SystemTime,
+    },
 }
 
 /// Where a [`Dispatcher`] keeps deliveries: [`MemoryDeliveries`] for tests;
@@ -215,18 +229,39 @@ pub trait DeliveryStore: Send + Sync + 'static {
         finished_before: SystemTime,
     ) -> impl Future<Output = Result<u64, DedupError>> + Send;
 
-    /// The endpoint's health as last saved; the default if never saved.
+    /// The endpoint's health as saved; the default if never saved.
     fn health(
         &self,
         endpoint: &str,
     ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
 
-    /// Saves the endpoint's health.
-    fn set_health(
+    /// Merges `change` into the endpoint's saved health in one atomic step
+    /// and returns the health after it. A failure keeps the earlier of the
+    /// saved `failing_since` and its own time; a success clears
+    /// `failing_since`. Neither touches a disable: only
+    /// [`enable`](Self::enable) ends one.
+    fn merge_health(
         &self,
         endpoint: &str,
-        health: EndpointHealth,
-    ) -> impl Future<Output = Result<(), DedupError>> + Send;
+        change: HealthChange,
+    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
+
+    /// Disables the endpoint for `reason`, in one atomic step, unless it is
+    /// disabled already (the first reason stays). For
+    /// [`NoSuccessFor(after)`](DisableReason::NoSuccessFor) it disables
+    /// only while the saved `failing_since` is at or before `now - after`,
+    /// so a success or an enable saved in the meantime wins. Returns true
+    /// if this call disabled it.
+    fn disable(
+        &self,
+        endpoint: &str,
+        reason: DisableReason,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// Enables the endpoint and forgets its failures: its saved health
+    /// becomes the default.
+    fn enable(&self, endpoint: &str) -> impl Future<Output = Result<(), DedupError>> + Send;
 }
 
 /// Why a dispatcher call failed.
@@ -240,7 +275,7 @@ pub enum DispatchError {
     /// lease, so a slow attempt could be taken and sent again by another
     /// dispatcher while it is still running.
     #[error(
-        "the attempt timeout ({attempt_timeout:?}) must be shorter than the dispatcher's lease ({lease:?}): raise it with Dispatcher::with_lease"
+        "the attempt timeout ({attempt_timeout:?}) must be shorter than the dispatcher's lease ({lease:?}): shorten the policy's attempt timeout or lengthen the lease with Dispatcher::with_lease"
     )]
     LeaseTooShort {
         /// The dispatcher's lease.
@@ -286,9 +321,24 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 ///
 /// Per endpoint it keeps a circuit breaker, a concurrency limit, and
 /// auto-disable after the policy's time without success (or on 410), with
-/// a callback so the owner is told. Health is saved in the store: a new
-/// dispatcher keeps a disabled endpoint disabled and goes on counting how
-/// long a failing one has failed.
+/// a callback so the owner is told.
+///
+/// Several dispatchers (in one process or many) may share a store. What
+/// they share and what each keeps for itself:
+///
+/// - **Health is shared, in the store.** Each attempt's result is merged
+///   into it atomically ([`DeliveryStore::merge_health`]): a disable
+///   sticks until [`enable`](Self::enable), whichever dispatcher saves a
+///   failure after it; the time an endpoint started failing is the
+///   earliest any dispatcher saw. Every dispatcher reads the endpoint's
+///   health from the store on each poll before it takes deliveries, so a
+///   disable or an enable by one reaches the others within a poll
+///   interval (an attempt already under way finishes). The owner is told
+///   of a disable once, by the dispatcher that made it.
+/// - **The breaker and the concurrency limit are per dispatcher.** Each
+///   counts only its own attempts: two dispatchers with
+///   [`with_concurrency(n)`](Policy::with_concurrency) may have up to
+///   `2 * n` requests in flight to one endpoint, never more than `n` each.
 ///
 /// ```
 /// use std::time::Duration;
@@ -347,15 +397,29 @@ struct Route {
     endpoint: Endpoint,
     policy: Policy,
     limit: Arc<Semaphore>,
-    health: Mutex<EndpointHealth>,
-    /// Held while health is saved, so saves land in the order they were
-    /// decided.
-    saving: tokio::sync::Mutex<()>,
+    /// The endpoint's health as this dispatcher last saw it in the store.
+    health: Mutex<Seen>,
+}
+
+/// A copy of an endpoint's saved health, and how many times an attempt or
+/// an enable has set it: a poll's read that started before such a write
+/// does not overwrite it with an older value.
+#[derive(Default)]
+struct Seen {
+    health: EndpointHealth,
+    writes: u64,
 }
 
 impl Route {
-    fn health(&self) -> std::sync::MutexGuard<'_, EndpointHealth> {
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.health.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `health`, just read from or written to the store.
+    fn set_health(&self, health: EndpointHealth) {
+        let mut seen = self.seen();
+        seen.health = health;
+        seen.writes += 1;
     }
 }
 
@@ -415,15 +479,34 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     }
 
     /// How long an attempt holds its delivery before another dispatcher
-    /// may take it (after a crash). Keep it above every policy's attempt
-    /// timeout. Defaults to 2 minutes.
+    /// may take it (after a crash). Defaults to 2 minutes.
+    ///
+    /// It must be longer than the attempt timeout of every endpoint's
+    /// policy, or a slow attempt could be taken and sent again by another
+    /// dispatcher while it is still running: [`add_endpoint`](Self::add_endpoint)
+    /// refuses an endpoint that breaks this, and so does this method for
+    /// the endpoints added before it, with
+    /// [`DispatchError::LeaseTooShort`].
     ///
     /// # Panics
     ///
     /// If the dispatcher has been cloned or started.
-    #[must_use]
-    pub fn with_lease(self, lease: Duration) -> Self {
-        self.configure(|inner| inner.lease = lease)
+    pub fn with_lease(self, lease: Duration) -> Result<Self, DispatchError> {
+        let slowest = self
+            .inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|route| route.policy.attempt_timeout())
+            .max();
+        if let Some(attempt_timeout) = slowest.filter(|timeout| *timeout >= lease) {
+            return Err(DispatchError::LeaseTooShort {
+                lease,
+                attempt_timeout,
+            });
+        }
+        Ok(self.configure(|inner| inner.lease = lease))
     }
 
     /// Calls `hook` when an endpoint is disabled (410, or no success for
@@ -462,8 +545,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
             endpoint: Endpoint::new(url, signer).with_breaker(policy.breaker().clone()),
             limit: Arc::new(Semaphore::new(policy.concurrency())),
             policy,
-            health: Mutex::new(health),
-            saving: tokio::sync::Mutex::new(()),
+            health: Mutex::new(Seen { health, writes: 0 }),
         };
         self.inner
             .routes
@@ -541,21 +623,20 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         Ok(self.inner.store.purge(before).await?)
     }
 
-    /// Why the endpoint is disabled, if it is.
+    /// Why the endpoint is disabled, if it is, as this dispatcher last saw
+    /// in the store (when it was added, after each of its attempts, and on
+    /// each poll while it has a free slot for the endpoint).
     pub fn disabled(&self, endpoint: &str) -> Result<Option<DisableReason>, DispatchError> {
-        Ok(self.route(endpoint)?.health().disabled)
+        Ok(self.route(endpoint)?.seen().health.disabled)
     }
 
-    /// Enables a disabled endpoint, in the store too; its pending
-    /// deliveries go out again.
+    /// Enables a disabled endpoint and forgets its failures, in the store:
+    /// every dispatcher on the store sees it on its next poll, and the
+    /// endpoint's pending deliveries go out again.
     pub async fn enable(&self, endpoint: &str) -> Result<(), DispatchError> {
         let route = self.route(endpoint)?;
-        let _saving = route.saving.lock().await;
-        self.inner
-            .store
-            .set_health(endpoint, EndpointHealth::default())
-            .await?;
-        *route.health() = EndpointHealth::default();
+        self.inner.store.enable(endpoint).await?;
+        route.set_health(EndpointHealth::default());
         self.inner.wake.notify_one();
         Ok(())
     }
@@ -627,14 +708,15 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         while in_flight.join_next().await.is_some() {}
     }
 
-    /// Leases as many of the route's due deliveries as it has free slots,
-    /// and starts an attempt for each.
+    /// Reads the route's health from the store (another dispatcher may
+    /// have disabled or enabled it), then leases as many of its due
+    /// deliveries as it has free slots, and starts an attempt for each.
     async fn take_for(self: &Arc<Self>, route: &Arc<Route>, in_flight: &mut JoinSet<()>) {
-        if route.health().disabled.is_some() || route.endpoint.breaker_open() {
+        let free = route.limit.available_permits();
+        if free == 0 || route.endpoint.breaker_open() {
             return;
         }
-        let free = route.limit.available_permits();
-        if free == 0 {
+        if !self.refresh_health(route).await {
             return;
         }
         let now = route.policy.now();
@@ -659,19 +741,44 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         }
     }
 
-    async fn attempt(&self, route: &Route, taken: Taken, _permit: OwnedSemaphorePermit) {
-        if let Err(wait) = route.endpoint.try_breaker() {
-            let due = later(route.policy.now(), wait);
-            if let Err(error) = self.store.put_back(&taken, due).await {
-                tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
+    /// Reads the route's health from the store into the route, and says
+    /// whether the endpoint is enabled. If the store cannot be read, the
+    /// health last seen stands.
+    async fn refresh_health(&self, route: &Route) -> bool {
+        let writes = route.seen().writes;
+        match self.store.health(&route.name).await {
+            Ok(health) => {
+                let mut seen = route.seen();
+                // An attempt or an enable wrote a newer value meanwhile.
+                if seen.writes == writes {
+                    seen.health = health;
+                }
+                seen.health.disabled.is_none()
             }
-            return;
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot read the endpoint's health");
+                route.seen().health.disabled.is_none()
+            }
         }
+    }
+
+    async fn attempt(&self, route: &Route, taken: Taken, _permit: OwnedSemaphorePermit) {
+        let pass = match route.endpoint.try_breaker() {
+            Ok(pass) => pass,
+            Err(wait) => {
+                let due = later(route.policy.now(), wait);
+                if let Err(error) = self.store.put_back(&taken, due).await {
+                    tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
+                }
+                return;
+            }
+        };
         let now = route.policy.now();
         let held = now.duration_since(taken.due_at).unwrap_or_default();
         let tried = attempt_once(
             &self.transport,
             &route.endpoint,
+            pass,
             &route.policy,
             (&taken.id, &taken.body),
             taken.attempts + 1,
@@ -704,47 +811,78 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         self.wake.notify_one();
     }
 
-    /// Updates the endpoint's health after an attempt, saves it when it
-    /// changed, and tells the owner when the endpoint is disabled.
+    /// Merges what the attempt showed into the endpoint's health in the
+    /// store, disables the endpoint when the attempt calls for it, and
+    /// tells the owner if this dispatcher is the one that disabled it.
     async fn track_health(&self, route: &Route, sent_at: SystemTime, outcome: Outcome) {
-        let _saving = route.saving.lock().await;
-        let (before, after, disabled) = {
-            let mut health = route.health();
-            let before = *health;
-            if health.disabled.is_some() {
+        let reason = match outcome {
+            Outcome::Delivered => {
+                self.merge_health(route, HealthChange::Succeeded).await;
+                None
+            }
+            Outcome::Gone => Some(DisableReason::Gone),
+            Outcome::GiveUp | Outcome::Retry { .. } => {
+                let merged = self
+                    .merge_health(route, HealthChange::Failed { at: sent_at })
+                    .await;
+                merged
+                    .filter(|health| health.disabled.is_none())
+                    .and_then(|health| health.failing_since)
+                    .zip(route.policy.disable_after())
+                    .filter(|(since, after)| {
+                        sent_at.duration_since(*since).unwrap_or_default() >= *after
+                    })
+                    .map(|(_, after)| DisableReason::NoSuccessFor(after))
+            }
+        };
+        let Some(reason) = reason else {
+            return;
+        };
+        let disabled_now = match self.store.disable(&route.name, reason, sent_at).await {
+            Ok(disabled_now) => disabled_now,
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot save the endpoint's disable");
                 return;
             }
-            let reason = match outcome {
-                Outcome::Delivered => {
-                    health.failing_since = None;
-                    None
-                }
-                Outcome::Gone => Some(DisableReason::Gone),
-                Outcome::GiveUp | Outcome::Retry { .. } => {
-                    let since = *health.failing_since.get_or_insert(sent_at);
-                    route.policy.disable_after().and_then(|after| {
-                        let failing = sent_at.duration_since(since).unwrap_or_default();
-                        (failing >= after).then_some(DisableReason::NoSuccessFor(after))
-                    })
-                }
-            };
-            health.disabled = reason;
-            let disabled = reason.map(|reason| Disabled {
-                endpoint: route.name.clone(),
-                reason,
-                failing_since: health.failing_since,
-            });
-            (before, *health, disabled)
         };
-        if after != before
-            && let Err(error) = self.store.set_health(&route.name, after).await
-        {
-            tracing::warn!(endpoint = %route.name, %error, "cannot save the endpoint's health");
+        let health = match self.store.health(&route.name).await {
+            Ok(health) => health,
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot read the endpoint's health");
+                EndpointHealth {
+                    disabled: disabled_now.then_some(reason),
+                    ..route.seen().health
+                }
+            }
+        };
+        route.set_health(health);
+        if !disabled_now {
+            // Disabled already (whoever did it told the owner), or a
+            // success or an enable came first.
+            return;
         }
-        if let Some(disabled) = disabled {
-            tracing::warn!(endpoint = %disabled.endpoint, reason = ?disabled.reason, "endpoint disabled");
-            if let Some(hook) = &self.on_disable {
-                hook(&disabled);
+        let disabled = Disabled {
+            endpoint: route.name.clone(),
+            reason,
+            failing_since: health.failing_since,
+        };
+        tracing::warn!(endpoint = %disabled.endpoint, reason = ?disabled.reason, "endpoint disabled");
+        if let Some(hook) = &self.on_disable {
+            hook(&disabled);
+        }
+    }
+
+    /// Merges `change` into the endpoint's saved health and keeps the
+    /// result; `None` if the store failed.
+    async fn merge_health(&self, route: &Route, change: HealthChange) -> Option<EndpointHealth> {
+        match self.store.merge_health(&route.name, change).await {
+            Ok(health) => {
+                route.set_health(health);
+                Some(health)
+            }
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot save the endpoint's health");
+                None
             }
         }
     }

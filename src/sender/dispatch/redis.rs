@@ -11,7 +11,10 @@ use super::codes::{
     count, duration_ms, from_millis, health_fields, health_from_fields, reason_code,
     reason_from_code, to_millis,
 };
-use super::{DeliveryState, DeliveryStore, EndpointHealth, Step, StoredDelivery, Taken};
+use super::{
+    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, Step,
+    StoredDelivery, Taken,
+};
 use crate::dedup::{
     DedupError, check_key, check_namespace, millis, new_token, now_millis, redis_connection,
 };
@@ -115,12 +118,49 @@ end
 return #ids
 ";
 
+/// Merges an attempt into the endpoint's health (KEYS[1]): ARGV[1] is the
+/// failed attempt's time, or empty for a success, which clears
+/// failing_since. A failure keeps the earlier time. Returns the health.
+const MERGE_HEALTH: &str = r"
+local h = KEYS[1]
+if ARGV[1] == '' then
+  redis.call('HDEL', h, 'failing_since')
+else
+  local since = tonumber(redis.call('HGET', h, 'failing_since') or '')
+  if since == nil or tonumber(ARGV[1]) < since then
+    redis.call('HSET', h, 'failing_since', ARGV[1])
+  end
+end
+return redis.call('HMGET', h, 'failing_since', 'disabled', 'disabled_after_ms')
+";
+
+/// Disables the endpoint (KEYS[1]) with code ARGV[1] and limit ARGV[2]
+/// unless it is disabled already; with ARGV[3] (the latest failing_since
+/// that qualifies) only while it has failed that long.
+const DISABLE: &str = r"
+local h = KEYS[1]
+if redis.call('HEXISTS', h, 'disabled') == 1 then return 0 end
+if ARGV[3] ~= '' then
+  local since = tonumber(redis.call('HGET', h, 'failing_since') or '')
+  if since == nil or since > tonumber(ARGV[3]) then return 0 end
+end
+redis.call('HSET', h, 'disabled', ARGV[1])
+if ARGV[2] == '' then
+  redis.call('HDEL', h, 'disabled_after_ms')
+else
+  redis.call('HSET', h, 'disabled_after_ms', ARGV[2])
+end
+return 1
+";
+
 static ENQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE));
 static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
 static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FINISH));
 static PUT_BACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PUT_BACK));
 static REPLAY_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REPLAY));
 static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PURGE));
+static MERGE_HEALTH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MERGE_HEALTH));
+static DISABLE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DISABLE));
 
 /// Deliveries and their attempts in Redis, shared by any number of
 /// dispatchers: each step is one Lua script, so a delivery is leased by
@@ -185,6 +225,11 @@ impl RedisDeliveries {
     /// The start of every key of `endpoint`.
     fn base(&self, endpoint: &str) -> String {
         format!("{}:{{{endpoint}}}:out:", self.prefix)
+    }
+
+    /// The hash holding the endpoint's health.
+    fn health_key(&self, endpoint: &str) -> String {
+        format!("{}health", self.base(endpoint))
     }
 
     fn endpoints_key(&self) -> String {
@@ -414,9 +459,7 @@ impl DeliveryStore for RedisDeliveries {
 
     async fn health(&self, endpoint: &str) -> Result<EndpointHealth, DedupError> {
         let mut connection = self.connection.clone();
-        let fields: HashMap<String, i64> = connection
-            .hgetall(format!("{}health", self.base(endpoint)))
-            .await?;
+        let fields: HashMap<String, i64> = connection.hgetall(self.health_key(endpoint)).await?;
         Ok(health_from_fields(
             fields.get("failing_since").copied(),
             fields.get("disabled").copied(),
@@ -424,22 +467,56 @@ impl DeliveryStore for RedisDeliveries {
         ))
     }
 
-    async fn set_health(&self, endpoint: &str, health: EndpointHealth) -> Result<(), DedupError> {
-        let key = format!("{}health", self.base(endpoint));
-        let (failing_since, disabled, after) = health_fields(health);
-        let mut pipe = redis::pipe();
-        pipe.atomic().del(&key).ignore();
-        for (name, value) in [
-            ("failing_since", failing_since),
-            ("disabled", disabled),
-            ("disabled_after_ms", after),
-        ] {
-            if let Some(value) = value {
-                pipe.hset(&key, name, value).ignore();
-            }
-        }
+    async fn merge_health(
+        &self,
+        endpoint: &str,
+        change: HealthChange,
+    ) -> Result<EndpointHealth, DedupError> {
+        let failed_at = match change {
+            HealthChange::Succeeded => String::new(),
+            HealthChange::Failed { at } => to_millis(at).to_string(),
+        };
         let mut connection = self.connection.clone();
-        let () = pipe.query_async(&mut connection).await?;
+        let (failing_since, disabled, after): (Option<i64>, Option<i64>, Option<i64>) =
+            MERGE_HEALTH_SCRIPT
+                .key(self.health_key(endpoint))
+                .arg(failed_at)
+                .invoke_async(&mut connection)
+                .await?;
+        Ok(health_from_fields(failing_since, disabled, after))
+    }
+
+    async fn disable(
+        &self,
+        endpoint: &str,
+        reason: DisableReason,
+        now: SystemTime,
+    ) -> Result<bool, DedupError> {
+        let (_, disabled, after) = health_fields(EndpointHealth {
+            failing_since: None,
+            disabled: Some(reason),
+        });
+        let latest = match reason {
+            DisableReason::Gone => String::new(),
+            DisableReason::NoSuccessFor(wait) => match now.checked_sub(wait) {
+                Some(latest) => to_millis(latest).to_string(),
+                None => return Ok(false),
+            },
+        };
+        let mut connection = self.connection.clone();
+        let disabled_now: i64 = DISABLE_SCRIPT
+            .key(self.health_key(endpoint))
+            .arg(disabled.unwrap_or_default())
+            .arg(after.map(|after| after.to_string()).unwrap_or_default())
+            .arg(latest)
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(disabled_now == 1)
+    }
+
+    async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
+        let mut connection = self.connection.clone();
+        let () = connection.del(self.health_key(endpoint)).await?;
         Ok(())
     }
 }

@@ -104,8 +104,15 @@ pub(crate) struct Statements {
     pub(crate) purge_deliveries: SqlStr,
     /// $1 endpoint.
     pub(crate) read_health: SqlStr,
-    /// $1 endpoint, $2 failing since, $3 disabled, $4 disabled after.
-    pub(crate) write_health: SqlStr,
+    /// $1 endpoint, $2 failed at (NULL for a success).
+    pub(crate) merge_health: SqlStr,
+    /// $1 endpoint, $2 disabled code: unless disabled already.
+    pub(crate) disable: SqlStr,
+    /// $1 endpoint, $2 disabled code, $3 disabled after, $4 latest failing
+    /// since: unless disabled already, and only while failing that long.
+    pub(crate) disable_stale: SqlStr,
+    /// $1 endpoint.
+    pub(crate) enable: SqlStr,
 }
 
 impl Statements {
@@ -169,11 +176,28 @@ impl Statements {
                 "SELECT failing_since, disabled, disabled_after_ms FROM {endpoints} \
                  WHERE endpoint = $1"
             )),
-            write_health: statement(format!(
-                "INSERT INTO {endpoints} (endpoint, failing_since, disabled, disabled_after_ms) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (endpoint) DO UPDATE \
-                 SET failing_since = excluded.failing_since, disabled = excluded.disabled, \
-                 disabled_after_ms = excluded.disabled_after_ms"
+            // A success clears failing_since; a failure keeps the earlier
+            // time. The disable columns are left as they are.
+            merge_health: statement(format!(
+                "INSERT INTO {endpoints} (endpoint, failing_since) VALUES ($1, $2) \
+                 ON CONFLICT (endpoint) DO UPDATE SET failing_since = CASE \
+                 WHEN excluded.failing_since IS NULL OR {endpoints}.failing_since IS NULL \
+                 OR excluded.failing_since < {endpoints}.failing_since \
+                 THEN excluded.failing_since ELSE {endpoints}.failing_since END \
+                 RETURNING failing_since, disabled, disabled_after_ms"
+            )),
+            disable: statement(format!(
+                "INSERT INTO {endpoints} (endpoint, disabled) VALUES ($1, $2) \
+                 ON CONFLICT (endpoint) DO UPDATE SET disabled = excluded.disabled, \
+                 disabled_after_ms = NULL WHERE {endpoints}.disabled IS NULL"
+            )),
+            disable_stale: statement(format!(
+                "UPDATE {endpoints} SET disabled = $2, disabled_after_ms = $3 \
+                 WHERE endpoint = $1 AND disabled IS NULL AND failing_since <= $4"
+            )),
+            enable: statement(format!(
+                "UPDATE {endpoints} SET failing_since = NULL, disabled = NULL, \
+                 disabled_after_ms = NULL WHERE endpoint = $1"
             )),
         }
     }
@@ -454,18 +478,64 @@ macro_rules! sql_delivery_store {
                 })
             }
 
-            async fn set_health(
+            async fn merge_health(
                 &self,
                 endpoint: &str,
-                health: $crate::sender::EndpointHealth,
-            ) -> Result<(), $crate::dedup::DedupError> {
-                let (failing_since, disabled, after) =
-                    $crate::sender::dispatch::codes::health_fields(health);
-                sqlx::query(self.statements.write_health.clone())
+                change: $crate::sender::HealthChange,
+            ) -> Result<$crate::sender::EndpointHealth, $crate::dedup::DedupError> {
+                use sqlx::Row as _;
+                let failed_at = match change {
+                    $crate::sender::HealthChange::Succeeded => None,
+                    $crate::sender::HealthChange::Failed { at } => {
+                        Some($crate::sender::dispatch::codes::to_millis(at))
+                    }
+                };
+                let row = sqlx::query(self.statements.merge_health.clone())
                     .bind(endpoint)
-                    .bind(failing_since)
-                    .bind(disabled)
-                    .bind(after)
+                    .bind(failed_at)
+                    .fetch_one(&self.pool)
+                    .await?;
+                Ok($crate::sender::dispatch::codes::health_from_fields(
+                    row.try_get("failing_since")?,
+                    row.try_get("disabled")?,
+                    row.try_get("disabled_after_ms")?,
+                ))
+            }
+
+            async fn disable(
+                &self,
+                endpoint: &str,
+                reason: $crate::sender::DisableReason,
+                now: std::time::SystemTime,
+            ) -> Result<bool, $crate::dedup::DedupError> {
+                use $crate::sender::dispatch::codes::{health_fields, to_millis};
+                let (_, disabled, after) = health_fields($crate::sender::EndpointHealth {
+                    failing_since: None,
+                    disabled: Some(reason),
+                });
+                let query = match reason {
+                    $crate::sender::DisableReason::Gone => {
+                        sqlx::query(self.statements.disable.clone())
+                            .bind(endpoint)
+                            .bind(disabled)
+                    }
+                    $crate::sender::DisableReason::NoSuccessFor(wait) => {
+                        let Some(latest) = now.checked_sub(wait) else {
+                            return Ok(false);
+                        };
+                        sqlx::query(self.statements.disable_stale.clone())
+                            .bind(endpoint)
+                            .bind(disabled)
+                            .bind(after)
+                            .bind(to_millis(latest))
+                    }
+                };
+                Ok(query.execute(&self.pool).await?.rows_affected() == 1)
+            }
+
+            async fn enable(&self, endpoint: &str) -> Result<(), $crate::dedup::DedupError> {
+                sqlx::query(self.statements.enable.clone())
+                    .bind(endpoint)
                     .execute(&self.pool)
                     .await?;
                 Ok(())
