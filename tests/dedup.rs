@@ -24,6 +24,8 @@ struct Fixture<S> {
 trait Backend {
     type Store: Inbox + LeaseStore + Clone + Send + Sync + 'static;
     async fn fixture(options: StoreOptions) -> Fixture<Self::Store>;
+    /// Two clients of one store, each with its own options (and clock).
+    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<Self::Store>, Self::Store);
 }
 
 struct Memory;
@@ -35,6 +37,12 @@ impl Backend for Memory {
             namespace: support::unique("ns"),
             _guards: Vec::new(),
         }
+    }
+
+    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<MemoryStore>, MemoryStore) {
+        let f = Self::fixture(a).await;
+        let other = f.store.clone().with_options(b);
+        (f, other)
     }
 }
 
@@ -53,6 +61,25 @@ impl Backend for Sqlite {
             _guards: vec![Box::new(dir)],
         }
     }
+
+    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<SqliteStore>, SqliteStore) {
+        let dir = support::TempDir::new("sqlite");
+        let path = dir.path().join("inbox.db");
+        let first = SqliteStore::open(&path)
+            .await
+            .expect("open")
+            .with_options(a);
+        let second = SqliteStore::open(&path)
+            .await
+            .expect("open")
+            .with_options(b);
+        let f = Fixture {
+            store: first,
+            namespace: support::unique("ns"),
+            _guards: vec![Box::new(dir)],
+        };
+        (f, second)
+    }
 }
 
 struct Postgres;
@@ -70,6 +97,18 @@ impl Backend for Postgres {
             _guards: vec![Box::new(server)],
         }
     }
+
+    async fn two_clients(
+        a: StoreOptions,
+        b: StoreOptions,
+    ) -> (Fixture<PostgresStore>, PostgresStore) {
+        let f = Self::fixture(a).await;
+        let second = PostgresStore::connect(&support::postgres().url())
+            .await
+            .expect("connect to postgres")
+            .with_options(b);
+        (f, second)
+    }
 }
 
 struct Redis;
@@ -86,6 +125,25 @@ impl Backend for Redis {
             namespace: support::unique("ns"),
             _guards: vec![Box::new(server)],
         }
+    }
+
+    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<RedisStore>, RedisStore) {
+        let server = support::redis();
+        let url = server.url();
+        let first = RedisStore::connect(&url)
+            .await
+            .expect("connect")
+            .with_options(a);
+        let second = RedisStore::connect(&url)
+            .await
+            .expect("connect")
+            .with_options(b);
+        let f = Fixture {
+            store: first,
+            namespace: support::unique("ns"),
+            _guards: vec![Box::new(server)],
+        };
+        (f, second)
     }
 }
 
@@ -467,6 +525,198 @@ async fn claims_expire_after_the_retention<B: Backend>() {
     assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
 }
 
+/// A client clock `offset` away from the real one.
+fn skewed(offset: Duration, ahead: bool) -> StoreOptions {
+    StoreOptions::default()
+        .with_visibility_timeout(Duration::from_secs(2))
+        .with_clock(move || {
+            let now = std::time::SystemTime::now();
+            if ahead { now + offset } else { now - offset }
+        })
+}
+
+/// Two clients whose clocks are two hours apart, far more than any lease:
+/// they still agree when a lease or a visibility timeout ends, because
+/// shared stores decide on the server's clock.
+async fn clients_with_clocks_hours_apart_agree_when_leases_end<B: Backend>() {
+    let hour = Duration::from_secs(3600);
+    let (f, ahead) = B::two_clients(skewed(hour, false), skewed(hour, true)).await;
+    let behind = &f.store;
+    let ns = &f.namespace;
+    let lease = match behind
+        .claim(ns, "evt", Duration::from_secs(2))
+        .await
+        .unwrap()
+    {
+        Claim::Fresh(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    match ahead
+        .claim(ns, "evt", Duration::from_secs(2))
+        .await
+        .unwrap()
+    {
+        Claim::InProgress { retry_after } => assert!(retry_after <= Duration::from_secs(2)),
+        other => panic!("the lease is still held: {other:?}"),
+    }
+    let taken_early = match behind
+        .claim(ns, "other", Duration::from_secs(30))
+        .await
+        .unwrap()
+    {
+        Claim::Fresh(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(
+        ahead
+            .claim(ns, "other", Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Claim::InProgress { .. }
+    ));
+    ahead
+        .complete(&taken_early)
+        .await
+        .expect("a lease is the holder's, whoever completes");
+    assert_eq!(
+        behind
+            .claim(ns, "other", Duration::from_secs(1))
+            .await
+            .unwrap(),
+        Claim::Done
+    );
+
+    assert_eq!(
+        behind.accept(&event(ns, "queued")).await.unwrap(),
+        Acceptance::Accepted
+    );
+    assert_eq!(
+        ahead.accept(&event(ns, "queued")).await.unwrap(),
+        Acceptance::Duplicate
+    );
+    let taken = behind.take(ns, "w1", 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert!(
+        ahead.take(ns, "w2", 10).await.unwrap().is_empty(),
+        "still invisible"
+    );
+
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    assert!(
+        matches!(
+            ahead
+                .claim(ns, "evt", Duration::from_secs(5))
+                .await
+                .unwrap(),
+            Claim::Fresh(_)
+        ),
+        "the lease ended on the store's clock"
+    );
+    assert_eq!(
+        behind.complete(&lease).await.unwrap_err().to_string(),
+        DedupError::LeaseLost.to_string()
+    );
+    let again = ahead.take(ns, "w2", 10).await.unwrap();
+    assert_eq!(again.len(), 1, "visible again after the timeout");
+    assert!(
+        behind.ack(&taken[0]).await.is_err(),
+        "the first taker lost it"
+    );
+    ahead.ack(&again[0]).await.unwrap();
+
+    // A retry delay is counted on the store's clock too.
+    assert_eq!(
+        behind.accept(&event(ns, "retried")).await.unwrap(),
+        Acceptance::Accepted
+    );
+    let taken = behind.take(ns, "w1", 10).await.unwrap();
+    assert_eq!(
+        behind
+            .nack(&taken[0], Duration::from_millis(1500))
+            .await
+            .unwrap(),
+        NackOutcome::WillRetry
+    );
+    assert!(
+        ahead.take(ns, "w2", 10).await.unwrap().is_empty(),
+        "not due yet"
+    );
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert_eq!(ahead.take(ns, "w2", 10).await.unwrap().len(), 1, "due now");
+}
+
+/// `extend` keeps a lease or a taken event beyond its first term, and only
+/// for its holder.
+async fn heartbeats_extend_leases_and_taken_events_for_their_holder_only<B: Backend>() {
+    let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(1200));
+    let f = B::fixture(options).await;
+    let ns = &f.namespace;
+    let Claim::Fresh(lease) = f
+        .store
+        .claim(ns, "evt", Duration::from_millis(1200))
+        .await
+        .unwrap()
+    else {
+        panic!("fresh");
+    };
+    assert_eq!(
+        f.store.accept(&event(ns, "queued")).await.unwrap(),
+        Acceptance::Accepted
+    );
+    let taken = f.store.take(ns, "w1", 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        f.store
+            .extend_lease(&lease, Duration::from_millis(1200))
+            .await
+            .expect("extend the lease");
+        f.store
+            .extend_visibility(&taken[0])
+            .await
+            .expect("extend the taken event");
+    }
+    // 1.8 s in: past the first term of both, still held.
+    assert!(matches!(
+        f.store
+            .claim(ns, "evt", Duration::from_secs(1))
+            .await
+            .unwrap(),
+        Claim::InProgress { .. }
+    ));
+    assert!(f.store.take(ns, "w2", 10).await.unwrap().is_empty());
+    // Without heartbeats both lapse; then another holder takes them and
+    // the first holder's heartbeats are refused.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let Claim::Fresh(second) = f
+        .store
+        .claim(ns, "evt", Duration::from_secs(5))
+        .await
+        .unwrap()
+    else {
+        panic!("the lease lapsed");
+    };
+    assert!(matches!(
+        f.store.extend_lease(&lease, Duration::from_secs(5)).await,
+        Err(DedupError::LeaseLost)
+    ));
+    let retaken = f.store.take(ns, "w2", 10).await.unwrap();
+    assert_eq!(retaken.len(), 1);
+    assert!(matches!(
+        f.store.extend_visibility(&taken[0]).await,
+        Err(DedupError::DeliveryLost)
+    ));
+    f.store
+        .extend_visibility(&retaken[0])
+        .await
+        .expect("the new taker's heartbeat");
+    f.store.complete(&second).await.unwrap();
+    assert!(matches!(
+        f.store.extend_lease(&second, Duration::from_secs(5)).await,
+        Err(DedupError::LeaseLost)
+    ));
+}
+
 macro_rules! acceptance_suite {
     ($module:ident, $backend:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -497,9 +747,86 @@ macro_rules! for_every_store {
                 expired_lease_is_reclaimed_and_the_old_holder_loses_it,
                 concurrent_claims_give_one_fresh_lease,
                 claims_expire_after_the_retention,
+                heartbeats_extend_leases_and_taken_events_for_their_holder_only,
             );
         )*
     };
 }
 
 for_every_store!(memory => Memory, sqlite => Sqlite, postgres => Postgres, redis => Redis);
+
+// The shared stores: MemoryStore lives in one process and keeps time by its
+// own (injectable) clock, so it is left out here.
+acceptance_suite!(sqlite_clock, Sqlite: clients_with_clocks_hours_apart_agree_when_leases_end);
+acceptance_suite!(postgres_clock, Postgres: clients_with_clocks_hours_apart_agree_when_leases_end);
+acceptance_suite!(redis_clock, Redis: clients_with_clocks_hours_apart_agree_when_leases_end);
+
+/// MemoryStore keeps time by the clock it is given: a lease ends when that
+/// clock says so, with no waiting.
+#[tokio::test]
+async fn memory_store_keeps_time_by_its_clock() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let offset = Arc::new(AtomicU64::new(0));
+    let clock_offset = Arc::clone(&offset);
+    let store = MemoryStore::new().with_options(StoreOptions::default().with_clock(move || {
+        std::time::SystemTime::now() + Duration::from_secs(clock_offset.load(Ordering::SeqCst))
+    }));
+    assert!(matches!(
+        store
+            .claim("ns", "evt", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Claim::Fresh(_)
+    ));
+    assert!(matches!(
+        store
+            .claim("ns", "evt", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Claim::InProgress { .. }
+    ));
+    offset.store(61, Ordering::SeqCst);
+    assert!(matches!(
+        store
+            .claim("ns", "evt", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Claim::Fresh(_)
+    ));
+}
+
+/// Under an evicting `maxmemory-policy`, claims (the only keys with a time
+/// to live) go first and a retry is accepted again: `connect` refuses such
+/// a server and names the fix; the insecure constructor connects anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_refuses_a_server_that_may_evict_keys() {
+    let server = support::Redis::start();
+    let url = server.url();
+    RedisStore::connect(&url)
+        .await
+        .expect("noeviction is accepted");
+    let client = ::redis::Client::open(url.as_str()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    for policy in ["volatile-lru", "allkeys-lfu"] {
+        let _: () = ::redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg(policy)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        let error = RedisStore::connect(&url).await.unwrap_err();
+        assert!(
+            matches!(&error, DedupError::EvictionPolicy(p) if p == policy),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("maxmemory-policy noeviction"),
+            "{error}"
+        );
+        RedisStore::insecure_connect_allowing_eviction(&url)
+            .await
+            .expect("opted out");
+    }
+}

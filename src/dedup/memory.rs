@@ -218,7 +218,7 @@ impl Inbox for MemoryStore {
         })
     }
 
-    async fn extend(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &Delivery) -> Result<(), DedupError> {
         let until = self
             .options
             .now_millis()
@@ -322,7 +322,7 @@ impl LeaseStore for MemoryStore {
         }
     }
 
-    async fn extend(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
+    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
         let until = self.options.now_millis().saturating_add(millis(lease_for));
         let mut state = self.lock();
         let key = (lease.namespace().to_owned(), lease.id().to_owned());

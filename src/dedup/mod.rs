@@ -323,7 +323,10 @@ pub trait Inbox: Send + Sync {
     ///
     /// Fails with [`DedupError::DeliveryLost`] if the event was taken by
     /// another worker meanwhile (the token no longer matches).
-    fn extend(&self, delivery: &Delivery) -> impl Future<Output = Result<(), DedupError>> + Send;
+    fn extend_visibility(
+        &self,
+        delivery: &Delivery,
+    ) -> impl Future<Output = Result<(), DedupError>> + Send;
 
     /// Gives a taken event back, to be delivered again after `retry_in`,
     /// or dead-lettered if this was its last allowed attempt.
@@ -365,7 +368,7 @@ pub trait LeaseStore: Send + Sync {
     ///
     /// Fails with [`DedupError::LeaseLost`] if another delivery took the id
     /// meanwhile (the token no longer matches) or it was completed.
-    fn extend(
+    fn extend_lease(
         &self,
         lease: &Lease,
         lease_for: Duration,

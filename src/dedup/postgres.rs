@@ -240,7 +240,7 @@ impl Inbox for PostgresStore {
         self.ack_row(delivery).await
     }
 
-    async fn extend(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &Delivery) -> Result<(), DedupError> {
         self.extend_row(delivery).await
     }
 

@@ -377,7 +377,7 @@ impl Inbox for RedisStore {
         }
     }
 
-    async fn extend(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &Delivery) -> Result<(), DedupError> {
         let mut connection = self.connection.clone();
         let [stream, attempts, ..] = self.inbox_keys(&delivery.namespace);
         let extended: i64 = EXTEND_TAKEN_SCRIPT
@@ -494,7 +494,7 @@ impl LeaseStore for RedisStore {
         }
     }
 
-    async fn extend(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
+    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
         let mut connection = self.connection.clone();
         let extended: i64 = EXTEND_LEASE_SCRIPT
             .key(self.claim_key(lease.namespace(), lease.id()))

@@ -388,7 +388,7 @@ macro_rules! sql_store_common {
                 }
             }
 
-            async fn extend(
+            async fn extend_lease(
                 &self,
                 lease: &$crate::dedup::Lease,
                 lease_for: std::time::Duration,

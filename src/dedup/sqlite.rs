@@ -234,7 +234,7 @@ impl Inbox for SqliteStore {
         self.ack_row(delivery).await
     }
 
-    async fn extend(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &Delivery) -> Result<(), DedupError> {
         self.extend_row(delivery).await
     }
 
