@@ -41,6 +41,11 @@ pub(crate) trait DynLease: Send + Sync {
     ) -> BoxFuture<'a, Result<Claim, DedupError>>;
     fn complete<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>>;
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>>;
+    fn extend_lease<'a>(
+        &'a self,
+        lease: &'a Lease,
+        lease_for: Duration,
+    ) -> BoxFuture<'a, Result<(), DedupError>>;
 }
 
 impl<S: LeaseStore> DynLease for S {
@@ -59,6 +64,14 @@ impl<S: LeaseStore> DynLease for S {
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>> {
         Box::pin(LeaseStore::release(self, lease))
+    }
+
+    fn extend_lease<'a>(
+        &'a self,
+        lease: &'a Lease,
+        lease_for: Duration,
+    ) -> BoxFuture<'a, Result<(), DedupError>> {
+        Box::pin(LeaseStore::extend_lease(self, lease, lease_for))
     }
 }
 

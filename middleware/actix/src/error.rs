@@ -57,12 +57,7 @@ impl ResponseError for WebhookError {
         let Self::Rejected(rejection) = self else {
             return response.body("duplicate");
         };
-        let retry_after = match rejection {
-            Rejection::InProgress { retry_after } => Some(retry_after.as_secs().max(1)),
-            Rejection::StoreUnavailable(_) => Some(5),
-            _ => None,
-        };
-        if let Some(seconds) = retry_after {
+        if let Some(seconds) = rejection.retry_after_secs() {
             response.insert_header(("retry-after", seconds.to_string()));
         }
         response.body(rejection.body_text())

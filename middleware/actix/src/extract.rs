@@ -199,16 +199,41 @@ impl LeasedWebhook {
             None => Ok(()),
         }
     }
+
+    /// A heartbeat for a handler that needs longer: the lease now ends
+    /// `lease_for` from now, on the store's clock. Fails with
+    /// [`DedupError::LeaseLost`] if another delivery took the event.
+    pub async fn extend(&self, lease_for: std::time::Duration) -> Result<(), DedupError> {
+        match &self.held {
+            Some((store, lease)) => store.extend_lease(lease, lease_for).await,
+            None => Err(DedupError::LeaseLost),
+        }
+    }
 }
 
 impl Drop for LeasedWebhook {
+    /// Releases the lease in a task on the current tokio runtime, whatever
+    /// task or thread drops it (actix's own `spawn` would need its local
+    /// set, and panics outside it). With no runtime at hand the lease is
+    /// left to expire. Never panics.
     fn drop(&mut self) {
-        if let Some((store, lease)) = self.held.take() {
-            actix_web::rt::spawn(async move {
-                if let Err(error) = store.release(&lease).await {
-                    tracing::error!(id = lease.id(), %error, "could not release the lease; it will expire");
-                }
-            });
+        let Some((store, lease)) = self.held.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(error) = store.release(&lease).await {
+                        tracing::error!(id = lease.id(), %error, "could not release the lease; it will expire");
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::warn!(
+                    id = lease.id(),
+                    "lease dropped outside a tokio runtime; it will expire"
+                );
+            }
         }
     }
 }

@@ -513,3 +513,74 @@ async fn stripe_events_are_claimed_by_the_body_id_by_default() {
     }
     assert_eq!(support::drain(&store, "stripe").await, ["evt_1"]);
 }
+
+/// A `LeasedWebhook` may be moved into a `tokio::spawn`ed task or another
+/// thread and dropped there: that never panics, and on a runtime the lease
+/// is released so the sender's retry runs the handler again.
+#[actix_web::test]
+async fn a_leased_webhook_dropped_in_any_task_or_thread_never_panics() {
+    fn routes(config: &mut web::ServiceConfig) {
+        config.route(
+            "/webhooks",
+            web::post().to(|webhook: LeasedWebhook| async move {
+                match webhook.event.body.as_ref() {
+                    b"\"spawned\"" => {
+                        let dropped = tokio::spawn(async move { drop(webhook) }).await;
+                        assert!(
+                            dropped.is_ok(),
+                            "dropped in a spawned task without panicking"
+                        );
+                        HttpResponse::InternalServerError().body("released")
+                    }
+                    b"\"thread\"" => {
+                        let dropped = std::thread::spawn(move || drop(webhook)).join();
+                        assert!(
+                            dropped.is_ok(),
+                            "dropped on a plain thread without panicking"
+                        );
+                        HttpResponse::InternalServerError().body("left to expire")
+                    }
+                    _ => {
+                        webhook.extend(Duration::from_secs(30)).await.unwrap();
+                        webhook.complete().await.unwrap();
+                        HttpResponse::Ok().body("handled")
+                    }
+                }
+            }),
+        );
+    }
+    let store = MemoryStore::new();
+    let config = WebhookConfig::new(verifier())
+        .with_lease(store.clone(), "actix-drop", Duration::from_millis(800))
+        .unwrap();
+    let url = serve(config, routes);
+    let client = reqwest::Client::new();
+
+    let body = br#""spawned""#.to_vec();
+    let headers = sign("msg_spawned", &body);
+    assert_eq!(post(&client, &url, &headers, body.clone()).await.0, 500);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        matches!(
+            store
+                .claim("actix-drop", "msg_spawned", Duration::from_secs(1))
+                .await
+                .unwrap(),
+            hooklatch::dedup::Claim::Fresh(_)
+        ),
+        "released at once, long before the lease would end"
+    );
+
+    let body = br#""thread""#.to_vec();
+    let headers = sign("msg_thread", &body);
+    assert_eq!(post(&client, &url, &headers, body.clone()).await.0, 500);
+    assert_eq!(
+        post(&client, &url, &headers, body.clone()).await.0,
+        409,
+        "no runtime on that thread: the lease stands until it ends"
+    );
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let body = br#""done""#.to_vec();
+    let headers = sign("msg_thread", &body);
+    assert_eq!(post(&client, &url, &headers, body).await.0, 200);
+}

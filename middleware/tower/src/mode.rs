@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hooklatch::dedup::{Acceptance, Claim, Inbox, IncomingEvent, LeaseStore};
+use hooklatch::dedup::{Acceptance, Claim, DedupError, Inbox, IncomingEvent, Lease, LeaseStore};
 use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
@@ -54,6 +54,12 @@ pub struct InboxMode<S> {
 /// completed when it answers 2xx and released otherwise (or on a panic).
 /// A duplicate while it runs gets 409 with `Retry-After`; one after it
 /// succeeded gets 200 without calling it.
+///
+/// The lease is the handler's deadline: past it the handler is stopped, the
+/// lease released and the sender answered 503 with `Retry-After`, so no
+/// second delivery can start while the first still runs. The handler runs
+/// in a task of its own, so a client that disconnects does not cancel it,
+/// and its lease is settled either way. `complete` is tried three times.
 #[derive(Debug, Clone)]
 pub struct LeaseMode<S> {
     pub(crate) store: S,
@@ -133,7 +139,7 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         &self,
         event: VerifiedEvent,
         request: Request<ReqBody>,
-        mut inner: S,
+        inner: S,
     ) -> Result<Response<ResBody>, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
@@ -155,22 +161,67 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
             Err(error) => return Ok(Rejection::from_store(error).into_response()),
         };
         tracing::debug!(namespace = %self.namespace, id = key, "webhook claimed");
-        let outcome = CatchUnwind(Box::pin(inner.call(request))).await;
-        let succeeded = matches!(&outcome, Ok(Ok(response)) if response.status().is_success());
-        let settled = if succeeded {
-            self.store.complete(&lease).await
-        } else {
-            self.store.release(&lease).await
-        };
-        if let Err(error) = settled {
-            // The handler's answer stands; the lease will expire by itself.
-            tracing::error!(namespace = %self.namespace, id = key, %error, "could not settle the lease");
-        }
-        match outcome {
-            Ok(result) => result,
-            Err(_panic) => {
+        // The handler and the settling of its lease run in a task of their
+        // own: a client that hangs up drops this future, not the task, so
+        // the lease is always completed or released.
+        let store = self.store.clone();
+        let lease_for = self.lease_for;
+        let handled = tokio::spawn(async move {
+            let mut inner = inner;
+            let outcome =
+                tokio::time::timeout(lease_for, CatchUnwind(Box::pin(inner.call(request)))).await;
+            let succeeded =
+                matches!(&outcome, Ok(Ok(Ok(response))) if response.status().is_success());
+            settle(&store, &lease, succeeded).await;
+            outcome
+        });
+        match handled.await {
+            Ok(Ok(Ok(result))) => result,
+            Ok(Ok(Err(_panic))) => {
                 tracing::error!(namespace = %self.namespace, id = key, "webhook handler panicked");
                 Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "handler failed"))
+            }
+            Ok(Err(_elapsed)) => Ok(Rejection::HandlerTimedOut {
+                lease: self.lease_for,
+            }
+            .into_response()),
+            Err(error) => {
+                tracing::error!(namespace = %self.namespace, id = key, %error, "webhook handler task failed");
+                Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "handler failed"))
+            }
+        }
+    }
+}
+
+/// How many times `complete` is tried before the lease is left to expire.
+const COMPLETE_TRIES: u32 = 3;
+
+/// Completes the lease after a 2xx (retrying a failing store a few times,
+/// 100 ms then 400 ms apart) or releases it after anything else. What
+/// cannot be settled is logged; the lease then expires by itself.
+async fn settle<St: LeaseStore>(store: &St, lease: &Lease, succeeded: bool) {
+    let (namespace, id) = (lease.namespace(), lease.id());
+    if !succeeded {
+        if let Err(error) = store.release(lease).await {
+            tracing::warn!(namespace, id, %error, "could not release the lease; it will expire");
+        }
+        return;
+    }
+    let mut wait = Duration::from_millis(100);
+    for attempt in 1..=COMPLETE_TRIES {
+        match store.complete(lease).await {
+            Ok(()) => return,
+            Err(error @ DedupError::LeaseLost) => {
+                tracing::error!(namespace, id, %error, "handled, but another delivery holds the event now");
+                return;
+            }
+            Err(error) if attempt == COMPLETE_TRIES => {
+                tracing::error!(namespace, id, %error, "handled, but could not record it; a retry after the lease may run it again");
+            }
+            Err(error) => {
+                tracing::warn!(namespace, id, %error, attempt, "could not complete the lease; trying again");
+                tokio::time::sleep(wait).await;
+                wait *= 4;
             }
         }
     }

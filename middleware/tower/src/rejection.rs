@@ -44,6 +44,12 @@ pub enum Rejection {
     /// The claim store failed or is unreachable: nothing was kept, the
     /// sender should retry (503).
     StoreUnavailable(String),
+    /// The handler did not answer within the lease; it was stopped and the
+    /// lease released, so the sender's retry runs it again (503).
+    HandlerTimedOut {
+        /// The lease, which is the handler's deadline.
+        lease: Duration,
+    },
     /// The body is not the JSON the handler expects (422; extractors only).
     InvalidJson(String),
     /// An extractor found neither the layer's verified event nor a
@@ -67,7 +73,9 @@ impl Rejection {
             | Self::InvalidEventId(_) => StatusCode::BAD_REQUEST,
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::InProgress { .. } => StatusCode::CONFLICT,
-            Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreUnavailable(_) | Self::HandlerTimedOut { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::InvalidJson(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::NotConfigured => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -85,6 +93,7 @@ impl Rejection {
             Self::MissingEventId | Self::InvalidEventId(_) => "webhook has no usable event id",
             Self::InProgress { .. } => "webhook is being processed; retry later",
             Self::StoreUnavailable(_) => "temporarily unable to accept webhooks; retry later",
+            Self::HandlerTimedOut { .. } => "webhook handler took too long; retry later",
             Self::InvalidJson(_) => "webhook body is not the expected JSON",
             Self::NotConfigured => "webhook receiver is not configured",
         }
@@ -105,10 +114,26 @@ impl Rejection {
                 format!("in progress elsewhere; lease ends in {retry_after:?}")
             }
             Self::StoreUnavailable(reason) => format!("claim store failed: {reason}"),
+            Self::HandlerTimedOut { lease } => {
+                format!("handler still running when its {lease:?} lease ended; stopped")
+            }
             Self::InvalidJson(reason) => format!("invalid JSON: {reason}"),
             Self::NotConfigured => {
                 "no hooklatch layer ran and no Verifier is in the request extensions".to_owned()
             }
+        }
+    }
+
+    /// The `Retry-After` to send, in whole seconds, where waiting helps:
+    /// until the other delivery's lease ends (409), or a few seconds after
+    /// a store failure or a handler that ran out of time (503).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::InProgress { retry_after } => Some(retry_after.as_secs().max(1)),
+            Self::StoreUnavailable(_) | Self::HandlerTimedOut { .. } => {
+                Some(STORE_RETRY_AFTER_SECS)
+            }
+            _ => None,
         }
     }
 
@@ -132,12 +157,7 @@ impl Rejection {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        let retry_after = match &self {
-            Self::InProgress { retry_after } => Some(retry_after.as_secs().max(1)),
-            Self::StoreUnavailable(_) => Some(STORE_RETRY_AFTER_SECS),
-            _ => None,
-        };
-        if let Some(seconds) = retry_after {
+        if let Some(seconds) = self.retry_after_secs() {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));

@@ -386,6 +386,173 @@ async fn redis_lease_mode_retries_after_failure_and_panic() {
         .await;
 }
 
+/// The lease is the handler's deadline: a handler still running when it
+/// ends is stopped and answered 503 with `Retry-After`, and its lease is
+/// released so the sender's retry runs at once. A client that hangs up
+/// mid-handler does not cancel it: its lease is still completed.
+async fn lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does<
+    S: LeaseStore + Clone + 'static,
+>(
+    store: S,
+) {
+    let namespace = support::unique("deadline");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let (handler_runs, handler_finished) = (runs.clone(), finished.clone());
+    let handler = move |body: String| {
+        let (runs, finished) = (handler_runs.clone(), handler_finished.clone());
+        async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            // The first run of "slow" outlives its lease; "hangup" takes a
+            // while, during which its client gives up.
+            let wait = match (body.as_str(), runs.load(Ordering::SeqCst)) {
+                ("\"slow\"", 1) => Duration::from_secs(5),
+                ("\"hangup\"", _) => Duration::from_millis(700),
+                _ => Duration::ZERO,
+            };
+            tokio::time::sleep(wait).await;
+            finished.fetch_add(1, Ordering::SeqCst);
+            (StatusCode::OK, "handled")
+        }
+    };
+    let app = Router::new().route("/webhooks", post(handler)).layer(
+        WebhookLayer::new(verifier())
+            .with_lease(store.clone(), &namespace, Duration::from_millis(800))
+            .unwrap(),
+    );
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+
+    let slow = br#""slow""#.to_vec();
+    let headers = pairs(&sign("msg_slow", &slow));
+    let started = std::time::Instant::now();
+    let response = {
+        let mut request = client.post(&url).body(slow.clone());
+        for (name, value) in &headers {
+            request = request.header(name, value);
+        }
+        request.send().await.unwrap()
+    };
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers()["retry-after"], "5");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "stopped at the deadline"
+    );
+    assert_eq!(
+        post_signed(&client, &url, &headers, slow.clone()).await.0,
+        StatusCode::OK,
+        "the lease was released: the retry runs"
+    );
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        1,
+        "the stopped run never finished"
+    );
+
+    let hangup = br#""hangup""#.to_vec();
+    let headers = pairs(&sign("msg_hangup", &hangup));
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(150))
+        .build()
+        .unwrap();
+    let mut request = impatient.post(&url).body(hangup.clone());
+    for (name, value) in &headers {
+        request = request.header(name, value);
+    }
+    assert!(request.send().await.is_err(), "the client hung up");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        store
+            .claim(&namespace, "msg_hangup", Duration::from_secs(1))
+            .await
+            .unwrap(),
+        hooklatch::dedup::Claim::Done,
+        "completed though its client was gone"
+    );
+    assert_eq!(finished.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does() {
+    lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(MemoryStore::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does() {
+    let dir = support::TempDir::new("tower-deadline");
+    let store = SqliteStore::open(dir.path().join("lease.db"))
+        .await
+        .unwrap();
+    lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does() {
+    let server = support::postgres();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does() {
+    let server = support::redis();
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(store).await;
+}
+
+/// `complete` is tried again when the store fails: the Postgres server is
+/// stopped while the handler runs and started again within the retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lease_mode_completes_after_the_store_comes_back() {
+    let server = support::Postgres::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let namespace = support::unique("comeback");
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::new(tokio::sync::Notify::new());
+    let (handler_stop, handler_stopped) = (stop.clone(), stopped.clone());
+    let handler = move || {
+        let (stop, stopped) = (handler_stop.clone(), handler_stopped.clone());
+        async move {
+            stop.notify_one();
+            stopped.notified().await;
+            (StatusCode::OK, "handled")
+        }
+    };
+    let app = Router::new().route("/webhooks", post(handler)).layer(
+        WebhookLayer::new(verifier())
+            .with_lease(store.clone(), &namespace, Duration::from_secs(30))
+            .unwrap(),
+    );
+    let url = serve(app).await;
+    let body = b"{}".to_vec();
+    let headers = pairs(&sign("msg_comeback", &body));
+    let client = reqwest::Client::new();
+    let request = tokio::spawn({
+        let (client, url, headers) = (client.clone(), url.clone(), headers.clone());
+        async move { post_signed(&client, &url, &headers, body).await.0 }
+    });
+    stop.notified().await;
+    server.stop_immediately();
+    let restart = tokio::task::spawn_blocking(move || {
+        std::thread::sleep(Duration::from_millis(150));
+        server.start_again();
+        server
+    });
+    stopped.notify_one();
+    assert_eq!(request.await.unwrap(), StatusCode::OK);
+    let server = restart.await.unwrap();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    assert_eq!(
+        store
+            .claim(&namespace, "msg_comeback", Duration::from_secs(1))
+            .await
+            .unwrap(),
+        hooklatch::dedup::Claim::Done,
+        "completed on a later try"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_delivery_gets_409_while_the_first_runs() {
     let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
