@@ -828,5 +828,14 @@ async fn redis_refuses_a_server_that_may_evict_keys() {
         RedisStore::insecure_connect_allowing_eviction(&url)
             .await
             .expect("opted out");
+        // The outbox and the sequence positions are refused the same way.
+        assert!(matches!(
+            hooklatch::sender::RedisDeliveries::connect(&url).await,
+            Err(DedupError::EvictionPolicy(_))
+        ));
+        assert!(matches!(
+            hooklatch::sequence::RedisSequences::connect(&url).await,
+            Err(hooklatch::sequence::SequenceError::EvictionPolicy(_))
+        ));
     }
 }

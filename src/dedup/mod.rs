@@ -76,7 +76,7 @@ pub(crate) use postgres::postgres_pool;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
 #[cfg(feature = "redis")]
-pub(crate) use redis::redis_connection;
+pub(crate) use redis::{check_eviction_policy, evicting_policy, redis_connection};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 #[cfg(all(feature = "sqlite", feature = "sender"))]
@@ -423,7 +423,9 @@ pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
     })
 }
 
-/// Now on the system clock, in milliseconds since the Unix epoch.
+/// Now on the system clock, in milliseconds since the Unix epoch (the
+/// outboxes' time).
+#[cfg(feature = "sender")]
 pub(crate) fn now_millis() -> i64 {
     unix_millis(SystemTime::now())
 }

@@ -201,6 +201,17 @@ impl std::fmt::Debug for RedisStore {
 pub(crate) async fn check_eviction_policy(
     connection: &mut ConnectionManager,
 ) -> Result<(), DedupError> {
+    match evicting_policy(connection).await? {
+        None => Ok(()),
+        Some(policy) => Err(DedupError::EvictionPolicy(policy)),
+    }
+}
+
+/// The server's `maxmemory-policy` when it may evict keys; `None` for
+/// `noeviction`.
+pub(crate) async fn evicting_policy(
+    connection: &mut ConnectionManager,
+) -> redis::RedisResult<Option<String>> {
     let info: String = redis::cmd("INFO")
         .arg("memory")
         .query_async(connection)
@@ -210,11 +221,7 @@ pub(crate) async fn check_eviction_policy(
         .find_map(|line| line.strip_prefix("maxmemory_policy:"))
         .map(str::trim)
         .unwrap_or("noeviction");
-    if policy == "noeviction" {
-        Ok(())
-    } else {
-        Err(DedupError::EvictionPolicy(policy.to_owned()))
-    }
+    Ok((policy != "noeviction").then(|| policy.to_owned()))
 }
 
 /// A connection to `url` that reconnects by itself and fails a call after

@@ -17,6 +17,12 @@ pub enum SequenceError {
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     #[error("sql store: {0}")]
     Sql(#[from] sqlx::Error),
+    /// The Redis server may evict keys (`maxmemory-policy` is not
+    /// `noeviction`), which would drop positions.
+    #[error(
+        "redis maxmemory-policy is `{0}`: evicted positions let events apply twice; set `maxmemory-policy noeviction`"
+    )]
+    EvictionPolicy(String),
     /// The Redis server failed or could not be reached.
     #[cfg(feature = "redis")]
     #[error("redis store: {0}")]

@@ -43,9 +43,17 @@ impl RedisSequences {
     /// Connects to `url`, such as `redis://127.0.0.1:6379`. The connection
     /// reconnects by itself; while the server is unreachable, every call
     /// fails (after at most 5 seconds).
+    ///
+    /// Refuses a server whose `maxmemory-policy` is not `noeviction`
+    /// ([`SequenceError::EvictionPolicy`]): an evicted position would let
+    /// applied events apply again.
     pub async fn connect(url: &str) -> Result<Self, SequenceError> {
+        let mut connection = crate::dedup::redis_connection(url).await?;
+        if let Some(policy) = crate::dedup::evicting_policy(&mut connection).await? {
+            return Err(SequenceError::EvictionPolicy(policy));
+        }
         Ok(Self {
-            connection: crate::dedup::redis_connection(url).await?,
+            connection,
             prefix: "hooklatch".to_owned(),
         })
     }

@@ -207,9 +207,15 @@ impl RedisDeliveries {
     /// Connects to `url` (such as `redis://127.0.0.1:6379`). The connection
     /// reconnects by itself; while the server is unreachable, every call
     /// fails (after at most 5 seconds).
+    ///
+    /// Refuses a server whose `maxmemory-policy` is not `noeviction`
+    /// ([`DedupError::EvictionPolicy`]): an evicted delivery would be lost
+    /// without a trace.
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
+        let mut connection = redis_connection(url).await?;
+        crate::dedup::check_eviction_policy(&mut connection).await?;
         Ok(Self {
-            connection: redis_connection(url).await?,
+            connection,
             prefix: "hooklatch".to_owned(),
         })
     }
