@@ -425,7 +425,10 @@ pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
 
 /// Now on the system clock, in milliseconds since the Unix epoch (the
 /// outboxes' time).
-#[cfg(feature = "sender")]
+#[cfg(all(
+    feature = "sender",
+    any(feature = "sqlite", feature = "postgres", feature = "redis")
+))]
 pub(crate) fn now_millis() -> i64 {
     unix_millis(SystemTime::now())
 }
