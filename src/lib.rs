@@ -5,4 +5,5 @@ pub mod dedup;
 #[cfg(feature = "sender")]
 pub mod sender;
 pub mod sequence;
+mod store;
 pub mod verify;

@@ -51,9 +51,10 @@
 //! ```
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use crate::store;
+pub(crate) use crate::store::{millis, new_token};
 use crate::verify::{Clock, SystemClock};
 
 mod error;
@@ -71,19 +72,15 @@ pub use error::DedupError;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
-#[cfg(all(feature = "postgres", feature = "sender"))]
-pub(crate) use postgres::postgres_pool;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
-#[cfg(feature = "redis")]
-pub(crate) use redis::{check_eviction_policy, evicting_policy, redis_connection};
+#[cfg(all(feature = "redis", feature = "sender"))]
+pub(crate) use redis::check_eviction_policy;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
-#[cfg(all(feature = "sqlite", feature = "sender"))]
-pub(crate) use sqlite::open_sqlite_pool;
 
 /// The longest namespace accepted, in bytes.
-pub const MAX_NAMESPACE_LEN: usize = 64;
+pub const MAX_NAMESPACE_LEN: usize = store::MAX_NAMESPACE_LEN;
 
 /// The longest event id accepted, in bytes (the same as the verifier's).
 pub const MAX_EVENT_ID_LEN: usize = crate::verify::MAX_ID_LEN;
@@ -272,7 +269,7 @@ impl StoreOptions {
 
     /// Now, in ms since the epoch, on the configured clock.
     pub(crate) fn now_millis(&self) -> i64 {
-        unix_millis(self.clock.now())
+        store::unix_millis(self.clock.now())
     }
 
     /// The retention.
@@ -378,19 +375,13 @@ pub trait LeaseStore: Send + Sync {
 /// Checks a namespace and an event id before they reach a store.
 pub(crate) fn check_key(namespace: &str, id: &str) -> Result<(), DedupError> {
     check_namespace(namespace)?;
-    let reason = if id.is_empty() {
-        "is empty"
-    } else if id.len() > MAX_EVENT_ID_LEN {
-        "is longer than 256 bytes"
-    } else if !id.bytes().all(|b| b.is_ascii_graphic()) {
-        "has characters outside visible ASCII"
-    } else {
-        return Ok(());
-    };
-    Err(DedupError::InvalidKey {
-        what: "event id",
-        reason,
-    })
+    match store::key_problem(id) {
+        None => Ok(()),
+        Some(reason) => Err(DedupError::InvalidKey {
+            what: "event id",
+            reason,
+        }),
+    }
 }
 
 /// Checks that `namespace` can be stored: 1 to 64 characters of
@@ -405,57 +396,13 @@ pub fn validate_namespace(namespace: &str) -> Result<(), DedupError> {
 }
 
 pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
-    let reason = if namespace.is_empty() {
-        "is empty"
-    } else if namespace.len() > MAX_NAMESPACE_LEN {
-        "is longer than 64 bytes"
-    } else if !namespace
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
-    {
-        "may hold only A-Z a-z 0-9 _ - . :"
-    } else {
-        return Ok(());
-    };
-    Err(DedupError::InvalidKey {
-        what: "namespace",
-        reason,
-    })
-}
-
-/// Now on the system clock, in milliseconds since the Unix epoch (the
-/// outboxes' time).
-#[cfg(all(
-    feature = "sender",
-    any(feature = "sqlite", feature = "postgres", feature = "redis")
-))]
-pub(crate) fn now_millis() -> i64 {
-    unix_millis(SystemTime::now())
-}
-
-/// Milliseconds since the Unix epoch, as stores record time.
-pub(crate) fn unix_millis(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-pub(crate) fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// A token unique to this process and call: process id, time and a counter.
-/// Tokens tell holders apart; they are not secrets.
-pub(crate) fn new_token() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{:x}-{:x}-{:x}",
-        std::process::id(),
-        nanos,
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    match store::namespace_problem(namespace) {
+        None => Ok(()),
+        Some(reason) => Err(DedupError::InvalidKey {
+            what: "namespace",
+            reason,
+        }),
+    }
 }
 
 impl Lease {
@@ -491,11 +438,5 @@ mod tests {
         ] {
             assert!(check_key(namespace, id).is_err(), "{namespace:?} {id:?}");
         }
-    }
-
-    #[test]
-    fn tokens_are_unique() {
-        let tokens: std::collections::HashSet<_> = (0..1000).map(|_| new_token()).collect();
-        assert_eq!(tokens.len(), 1000);
     }
 }

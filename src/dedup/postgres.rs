@@ -2,16 +2,15 @@
 
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
-use sqlx::{AssertSqlSafe, SqlStr};
+use sqlx::SqlStr;
+use sqlx::postgres::{PgConnection, PgPool};
 
-use super::sql::{
-    POSTGRES_NOW, Statements, check_prefix, ready_condition, statement, take_assignments,
-};
+use super::sql::{Statements, check_prefix, ready_condition, schema, statement, take_assignments};
 use super::{
     Acceptance, DedupError, Delivery, Inbox, IncomingEvent, NackOutcome, StoreOptions, check_key,
     check_namespace, new_token,
 };
+use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
 /// database.
@@ -78,16 +77,6 @@ pub struct PostgresStore {
     take: SqlStr,
 }
 
-/// A pool of up to 16 connections to `url`, waiting at most 5 seconds
-/// for one.
-pub(crate) async fn postgres_pool(url: &str) -> Result<PgPool, DedupError> {
-    Ok(PgPoolOptions::new()
-        .max_connections(16)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect(url)
-        .await?)
-}
-
 impl PostgresStore {
     /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate).
@@ -105,7 +94,7 @@ impl PostgresStore {
         check_prefix(prefix)?;
         let claims = format!("{prefix}_claims");
         let inbox = format!("{prefix}_inbox");
-        let statements = Statements::new(&claims, &inbox, POSTGRES_NOW);
+        let statements = Statements::new(&claims, &inbox, POSTGRES.now);
         let accept = statement(format!(
             "WITH claim AS ({} RETURNING namespace, event_id, claimed_at) \
              INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
@@ -113,12 +102,12 @@ impl PostgresStore {
             statements.claim_done.as_str()
         ));
         let take = statement(format!(
-            "WITH ready AS (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2 \
-             FOR UPDATE SKIP LOCKED) \
+            "WITH ready AS (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2{}) \
              UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry \
              RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead",
-            ready_condition("$1", POSTGRES_NOW),
-            take_assignments("$3", "$4", &format!("{POSTGRES_NOW} + $5")),
+            ready_condition("$1", POSTGRES.now),
+            POSTGRES.lock_rows,
+            take_assignments("$3", "$4", &format!("{} + $5", POSTGRES.now)),
         ));
         Ok(Self {
             pool,
@@ -143,56 +132,12 @@ impl PostgresStore {
         &self.pool
     }
 
-    /// Creates the tables and indexes if they do not exist. Safe to run from
-    /// several processes at once, and while others serve traffic: when the
-    /// schema is complete it only reads the catalog; otherwise a
-    /// transaction-scoped advisory lock serializes the creators.
+    /// Creates or upgrades the tables and indexes. Safe to run from several
+    /// processes at once, and while others serve traffic: when the recorded
+    /// schema version is current it only reads; otherwise a
+    /// transaction-scoped advisory lock serializes the migrators.
     pub async fn migrate(&self) -> Result<(), DedupError> {
-        let (claims, inbox) = (&self.claims, &self.inbox);
-        // Even `CREATE INDEX IF NOT EXISTS` locks its table, which can
-        // deadlock with live traffic: touch nothing when all is there.
-        let present: bool = sqlx::query_scalar(
-            "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL \
-             AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL",
-        )
-        .bind(claims)
-        .bind(format!("{claims}_claimed_at"))
-        .bind(inbox)
-        .bind(format!("{inbox}_ready"))
-        .fetch_one(&self.pool)
-        .await?;
-        if present {
-            return Ok(());
-        }
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(format!("hooklatch-migrate-{claims}"))
-            .execute(&mut *tx)
-            .await?;
-        for statement in [
-            format!(
-                "CREATE TABLE IF NOT EXISTS {claims} (\
-                 namespace TEXT NOT NULL, event_id TEXT NOT NULL, claimed_at BIGINT NOT NULL, \
-                 lease_token TEXT, lease_until BIGINT, PRIMARY KEY (namespace, event_id))"
-            ),
-            format!("CREATE INDEX IF NOT EXISTS {claims}_claimed_at ON {claims} (claimed_at)"),
-            format!(
-                "CREATE TABLE IF NOT EXISTS {inbox} (\
-                 entry BIGSERIAL PRIMARY KEY, namespace TEXT NOT NULL, event_id TEXT NOT NULL, \
-                 body BYTEA NOT NULL, signed_at BIGINT, received_at BIGINT NOT NULL, \
-                 attempts BIGINT NOT NULL DEFAULT 0, available_at BIGINT NOT NULL, \
-                 taken_token TEXT, taken_until BIGINT, dead BOOLEAN NOT NULL DEFAULT FALSE)"
-            ),
-            format!(
-                "CREATE INDEX IF NOT EXISTS {inbox}_ready ON {inbox} (namespace, dead, available_at, entry)"
-            ),
-        ] {
-            sqlx::query(AssertSqlSafe(statement))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        Ok(migrate_postgres(&self.pool, &schema(&self.claims, &self.inbox, &POSTGRES)).await?)
     }
 }
 

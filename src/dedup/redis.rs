@@ -3,7 +3,9 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
+
+use crate::store::redis::connect as redis_connection;
 use redis::{AsyncCommands as _, Script};
 
 use super::{
@@ -195,44 +197,14 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
-/// Fails unless the server's `maxmemory-policy` is `noeviction`. Read from
-/// `INFO memory`, which servers that rename or disable `CONFIG` still
-/// answer.
+/// Fails unless the server's `maxmemory-policy` is `noeviction`.
 pub(crate) async fn check_eviction_policy(
     connection: &mut ConnectionManager,
 ) -> Result<(), DedupError> {
-    match evicting_policy(connection).await? {
+    match crate::store::redis::evicting_policy(connection).await? {
         None => Ok(()),
         Some(policy) => Err(DedupError::EvictionPolicy(policy)),
     }
-}
-
-/// The server's `maxmemory-policy` when it may evict keys; `None` for
-/// `noeviction`.
-pub(crate) async fn evicting_policy(
-    connection: &mut ConnectionManager,
-) -> redis::RedisResult<Option<String>> {
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(connection)
-        .await?;
-    let policy = info
-        .lines()
-        .find_map(|line| line.strip_prefix("maxmemory_policy:"))
-        .map(str::trim)
-        .unwrap_or("noeviction");
-    Ok((policy != "noeviction").then(|| policy.to_owned()))
-}
-
-/// A connection to `url` that reconnects by itself and fails a call after
-/// at most 5 seconds while the server is unreachable.
-pub(crate) async fn redis_connection(url: &str) -> redis::RedisResult<ConnectionManager> {
-    let client = redis::Client::open(url)?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(5)))
-        .set_number_of_retries(1);
-    ConnectionManager::new_with_config(client, config).await
 }
 
 impl RedisStore {

@@ -7,42 +7,56 @@
 //! A claim row whose `lease_token` is NULL is done; otherwise a lease holds
 //! it until `lease_until`.
 
-use std::sync::Arc;
+use sqlx::SqlStr;
 
-use sqlx::{AssertSqlSafe, SqlSafeStr as _, SqlStr};
+pub(crate) use crate::store::sql::statement;
+use crate::store::sql::{Dialect, Schema};
 
 use super::DedupError;
-
-/// A statement whose only dynamic parts are table names that passed
-/// [`check_prefix`]. Shared, so each query clones a reference count.
-pub(crate) fn statement(text: String) -> SqlStr {
-    AssertSqlSafe(Arc::<str>::from(text)).into_sql_str()
-}
-
-/// The longest table prefix accepted.
-const MAX_PREFIX_LEN: usize = 48;
 
 /// Checks a table prefix: it is pasted into SQL, so only a plain lowercase
 /// identifier is allowed.
 pub(crate) fn check_prefix(prefix: &str) -> Result<(), DedupError> {
-    let mut bytes = prefix.bytes();
-    let valid = prefix.len() <= MAX_PREFIX_LEN
-        && bytes.next().is_some_and(|b| b.is_ascii_lowercase())
-        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if valid {
+    if crate::store::sql::valid_prefix(prefix) {
         Ok(())
     } else {
         Err(DedupError::InvalidTableName(prefix.to_owned()))
     }
 }
 
-/// The time now on SQLite's clock (the host's), in ms since the epoch.
-pub(crate) const SQLITE_NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
-
-/// The time now on the Postgres server's clock, in ms since the epoch.
-/// `clock_timestamp()`, not `now()`: a transaction's start time would make a
-/// long transaction decide expiry in the past.
-pub(crate) const POSTGRES_NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+/// The claims and inbox tables and their indexes (version 1).
+pub(crate) fn schema(claims: &str, inbox: &str, dialect: &Dialect) -> Schema {
+    let Dialect {
+        int,
+        bytes,
+        boolean,
+        false_value,
+        serial_key,
+        ..
+    } = dialect;
+    Schema {
+        component: format!("claims:{claims}"),
+        version: 1,
+        statements: vec![
+            format!(
+                "CREATE TABLE IF NOT EXISTS {claims} (\
+                 namespace TEXT NOT NULL, event_id TEXT NOT NULL, claimed_at {int} NOT NULL, \
+                 lease_token TEXT, lease_until {int}, PRIMARY KEY (namespace, event_id))"
+            ),
+            format!("CREATE INDEX IF NOT EXISTS {claims}_claimed_at ON {claims} (claimed_at)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {inbox} (\
+                 entry {serial_key}, namespace TEXT NOT NULL, event_id TEXT NOT NULL, \
+                 body {bytes} NOT NULL, signed_at {int}, received_at {int} NOT NULL, \
+                 attempts {int} NOT NULL DEFAULT 0, available_at {int} NOT NULL, \
+                 taken_token TEXT, taken_until {int}, dead {boolean} NOT NULL DEFAULT {false_value})"
+            ),
+            format!(
+                "CREATE INDEX IF NOT EXISTS {inbox}_ready ON {inbox} (namespace, dead, available_at, entry)"
+            ),
+        ],
+    }
+}
 
 /// The statements both SQL stores run, for one table prefix.
 #[derive(Debug, Clone)]
@@ -72,8 +86,7 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    /// `now` is the dialect's clock expression ([`SQLITE_NOW`],
-    /// [`POSTGRES_NOW`]).
+    /// `now` is the dialect's clock expression (`Dialect::now`).
     pub(crate) fn new(claims: &str, inbox: &str, now: &str) -> Self {
         Self {
             claim_done: statement(format!(
@@ -430,26 +443,3 @@ macro_rules! sql_store_common {
 }
 
 pub(crate) use sql_store_common;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefixes_must_be_plain_identifiers() {
-        for good in ["hooklatch", "a", "tenant_7_inbox"] {
-            assert!(check_prefix(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            "7up",
-            "Hooklatch",
-            "x; DROP TABLE users",
-            "a-b",
-            "\"quoted\"",
-            &"a".repeat(49),
-        ] {
-            assert!(check_prefix(bad).is_err(), "{bad}");
-        }
-    }
-}

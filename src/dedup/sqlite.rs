@@ -4,20 +4,18 @@ use std::path::Path;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
-};
-use sqlx::{AssertSqlSafe, SqlStr};
+use sqlx::SqlStr;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
 use super::sql::{
-    SQLITE_NOW, Statements, check_prefix, ready_condition, sql_store_common, statement,
+    Statements, check_prefix, ready_condition, schema, sql_store_common, statement,
     take_assignments,
 };
 use super::{
     Acceptance, DedupError, Delivery, Inbox, IncomingEvent, NackOutcome, StoreOptions, check_key,
     check_namespace, new_token,
 };
+use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
 /// receiver process (or several on one host sharing the file).
@@ -88,7 +86,7 @@ impl SqliteStore {
     }
 
     async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
-        let pool = open_sqlite_pool(options).await?;
+        let pool = sqlite_pool(options).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
         Ok(store)
@@ -103,16 +101,18 @@ impl SqliteStore {
         let inbox = format!("{prefix}_inbox");
         let take = statement(format!(
             "UPDATE {inbox} SET {} WHERE entry IN \
-             (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2) \
+             (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2{}) \
              RETURNING entry, event_id, body, signed_at, attempts, dead",
-            take_assignments("$3", "$4", &format!("{SQLITE_NOW} + $5")),
-            ready_condition("$1", SQLITE_NOW),
+            take_assignments("$3", "$4", &format!("{} + $5", SQLITE.now)),
+            ready_condition("$1", SQLITE.now),
+            SQLITE.lock_rows,
         ));
-        let statements = Statements::new(&claims, &inbox, SQLITE_NOW);
+        let statements = Statements::new(&claims, &inbox, SQLITE.now);
         let accept = statement(format!(
             "{}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
-             SELECT $1, $2, $4, $5, {SQLITE_NOW}, {SQLITE_NOW} WHERE changes() = 1",
-            statements.claim_done.as_str()
+             SELECT $1, $2, $4, $5, {now}, {now} WHERE changes() = 1",
+            statements.claim_done.as_str(),
+            now = SQLITE.now
         ));
         Ok(Self {
             statements,
@@ -137,53 +137,12 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// Creates the tables and indexes if they do not exist, in one
-    /// transaction: a second process running it at once waits for the first.
+    /// Creates or upgrades the tables and indexes, in one immediate
+    /// transaction: a second process running it at once waits for the
+    /// first, then finds the schema current.
     pub async fn migrate(&self) -> Result<(), DedupError> {
-        let (claims, inbox) = (&self.claims, &self.inbox);
-        let mut tx = self.pool.begin().await?;
-        for statement in [
-            format!(
-                "CREATE TABLE IF NOT EXISTS {claims} (\
-                 namespace TEXT NOT NULL, event_id TEXT NOT NULL, claimed_at INTEGER NOT NULL, \
-                 lease_token TEXT, lease_until INTEGER, PRIMARY KEY (namespace, event_id))"
-            ),
-            format!("CREATE INDEX IF NOT EXISTS {claims}_claimed_at ON {claims} (claimed_at)"),
-            format!(
-                "CREATE TABLE IF NOT EXISTS {inbox} (\
-                 entry INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, \
-                 event_id TEXT NOT NULL, body BLOB NOT NULL, signed_at INTEGER, \
-                 received_at INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, \
-                 available_at INTEGER NOT NULL, taken_token TEXT, taken_until INTEGER, \
-                 dead INTEGER NOT NULL DEFAULT 0)"
-            ),
-            format!(
-                "CREATE INDEX IF NOT EXISTS {inbox}_ready ON {inbox} (namespace, dead, available_at, entry)"
-            ),
-        ] {
-            sqlx::query(AssertSqlSafe(statement))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        Ok(migrate_sqlite(&self.pool, &schema(&self.claims, &self.inbox, &SQLITE)).await?)
     }
-}
-
-/// A pool on a file made durable: WAL, `synchronous=FULL`, created if
-/// missing, waiting up to 10 s for a lock.
-pub(crate) async fn open_sqlite_pool(
-    options: SqliteConnectOptions,
-) -> Result<SqlitePool, DedupError> {
-    let options = options
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(Duration::from_secs(10));
-    Ok(SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options)
-        .await?)
 }
 
 sql_store_common!(SqliteStore, SqliteConnection, sqlx::sqlite::SqliteRow);

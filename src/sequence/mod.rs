@@ -187,16 +187,26 @@ pub(crate) fn check(resource: &str, sequence: u64) -> Result<(), SequenceError> 
     if sequence > MAX_SEQUENCE {
         return Err(SequenceError::OutOfRange(sequence));
     }
-    let reason = if resource.is_empty() {
-        "is empty"
-    } else if resource.len() > MAX_RESOURCE_LEN {
-        "is longer than 256 bytes"
-    } else if !resource.bytes().all(|b| b.is_ascii_graphic()) {
-        "has characters outside visible ASCII"
-    } else {
-        return Ok(());
-    };
-    Err(SequenceError::InvalidResource(reason))
+    match crate::store::key_problem(resource) {
+        None => Ok(()),
+        Some(reason) => Err(SequenceError::InvalidResource(reason)),
+    }
+}
+
+/// The positions table (version 1).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn schema(
+    table: &str,
+    dialect: &crate::store::sql::Dialect,
+) -> crate::store::sql::Schema {
+    crate::store::sql::Schema {
+        component: format!("sequences:{table}"),
+        version: 1,
+        statements: vec![format!(
+            "CREATE TABLE IF NOT EXISTS {table} (resource TEXT PRIMARY KEY, position {} NOT NULL)",
+            dialect.int
+        )],
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,10 @@
 //! [`PostgresSequences`]: positions in a Postgres table.
 
+use sqlx::SqlStr;
 use sqlx::postgres::{PgConnection, PgPool};
-use sqlx::{AssertSqlSafe, SqlStr};
 
 use super::{SequenceError, SequenceStore};
-use crate::dedup::sql::{check_prefix, statement};
+use crate::store::sql::{POSTGRES, migrate_postgres, statement, valid_prefix};
 
 /// Positions in the Postgres table `{prefix}_sequences (resource TEXT
 /// PRIMARY KEY, position BIGINT NOT NULL)`.
@@ -39,7 +39,9 @@ impl PostgresSequences {
     /// Positions in `{prefix}_sequences` on `pool`. Call
     /// [`migrate`](Self::migrate) before use.
     pub fn new(pool: PgPool, prefix: &str) -> Result<Self, SequenceError> {
-        check_prefix(prefix).map_err(|_| SequenceError::InvalidTableName(prefix.to_owned()))?;
+        if !valid_prefix(prefix) {
+            return Err(SequenceError::InvalidTableName(prefix.to_owned()));
+        }
         let table = format!("{prefix}_sequences");
         Ok(Self {
             position: statement(format!("SELECT position FROM {table} WHERE resource = $1")),
@@ -56,26 +58,7 @@ impl PostgresSequences {
     /// Creates the table if it does not exist; safe from several processes
     /// at once.
     pub async fn migrate(&self) -> Result<(), SequenceError> {
-        let present: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-            .bind(&self.table)
-            .fetch_one(&self.pool)
-            .await?;
-        if present {
-            return Ok(());
-        }
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(format!("hooklatch-migrate-{}", self.table))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(AssertSqlSafe(format!(
-            "CREATE TABLE IF NOT EXISTS {} (resource TEXT PRIMARY KEY, position BIGINT NOT NULL)",
-            self.table
-        )))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        Ok(migrate_postgres(&self.pool, &super::schema(&self.table, &POSTGRES)).await?)
     }
 
     /// [`advance`](SequenceStore::advance) inside the caller's transaction.

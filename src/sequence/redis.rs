@@ -48,8 +48,8 @@ impl RedisSequences {
     /// ([`SequenceError::EvictionPolicy`]): an evicted position would let
     /// applied events apply again.
     pub async fn connect(url: &str) -> Result<Self, SequenceError> {
-        let mut connection = crate::dedup::redis_connection(url).await?;
-        if let Some(policy) = crate::dedup::evicting_policy(&mut connection).await? {
+        let mut connection = crate::store::redis::connect(url).await?;
+        if let Some(policy) = crate::store::redis::evicting_policy(&mut connection).await? {
             return Err(SequenceError::EvictionPolicy(policy));
         }
         Ok(Self {

@@ -1,10 +1,10 @@
 //! [`SqliteSequences`]: positions in a SQLite table.
 
+use sqlx::SqlStr;
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
-use sqlx::{AssertSqlSafe, SqlStr};
 
 use super::{SequenceError, SequenceStore};
-use crate::dedup::sql::{check_prefix, statement};
+use crate::store::sql::{SQLITE, migrate_sqlite, statement, valid_prefix};
 
 /// Positions in the SQLite table `{prefix}_sequences (resource TEXT
 /// PRIMARY KEY, position INTEGER NOT NULL)`.
@@ -24,7 +24,9 @@ impl SqliteSequences {
     /// Positions in `{prefix}_sequences` on `pool`. Call
     /// [`migrate`](Self::migrate) before use.
     pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, SequenceError> {
-        check_prefix(prefix).map_err(|_| SequenceError::InvalidTableName(prefix.to_owned()))?;
+        if !valid_prefix(prefix) {
+            return Err(SequenceError::InvalidTableName(prefix.to_owned()));
+        }
         let table = format!("{prefix}_sequences");
         Ok(Self {
             position: statement(format!("SELECT position FROM {table} WHERE resource = $1")),
@@ -38,15 +40,9 @@ impl SqliteSequences {
         })
     }
 
-    /// Creates the table if it does not exist.
+    /// Creates or upgrades the table, in one immediate transaction.
     pub async fn migrate(&self) -> Result<(), SequenceError> {
-        sqlx::query(AssertSqlSafe(format!(
-            "CREATE TABLE IF NOT EXISTS {} (resource TEXT PRIMARY KEY, position INTEGER NOT NULL)",
-            self.table
-        )))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        Ok(migrate_sqlite(&self.pool, &super::schema(&self.table, &SQLITE)).await?)
     }
 
     /// [`advance`](SequenceStore::advance) inside the caller's transaction.

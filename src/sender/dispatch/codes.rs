@@ -67,7 +67,7 @@ pub(crate) fn health_fields(health: EndpointHealth) -> (Option<i64>, Option<i64>
     let (disabled, after) = match health.disabled {
         None => (None, None),
         Some(DisableReason::Gone) => (Some(1), None),
-        Some(DisableReason::NoSuccessFor(after)) => (Some(2), Some(crate::dedup::millis(after))),
+        Some(DisableReason::NoSuccessFor(after)) => (Some(2), Some(crate::store::millis(after))),
     };
     (health.failing_since.map(to_millis), disabled, after)
 }

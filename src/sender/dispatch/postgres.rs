@@ -1,9 +1,8 @@
 //! [`PostgresDeliveries`]: deliveries in Postgres.
 
-use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgPool;
 
-use super::sql::{POSTGRES, Statements, schema, sql_delivery_store, tables};
+use super::sql::{POSTGRES, Statements, schema, sql_delivery_store};
 use crate::dedup::DedupError;
 use crate::dedup::sql::check_prefix;
 
@@ -35,7 +34,7 @@ impl PostgresDeliveries {
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate)
     /// for the prefix `hooklatch`.
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
-        let pool = crate::dedup::postgres_pool(url).await?;
+        let pool = crate::store::sql::postgres_pool(url).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
         Ok(store)
@@ -53,36 +52,12 @@ impl PostgresDeliveries {
         })
     }
 
-    /// Creates the tables and index if they do not exist. Concurrent
-    /// callers take turns on an advisory lock; when everything is there it
-    /// only reads the catalog, so it is safe to run on every start.
+    /// Creates or upgrades the tables and index. Concurrent callers take
+    /// turns on an advisory lock; when the recorded version is current it
+    /// only reads, so it is safe to run on every start.
     pub async fn migrate(&self) -> Result<(), DedupError> {
-        let (deliveries, attempts, endpoints) = tables(&self.prefix);
-        let present: bool = sqlx::query_scalar(
-            "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL \
-             AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL",
-        )
-        .bind(&deliveries)
-        .bind(format!("{deliveries}_due"))
-        .bind(&attempts)
-        .bind(&endpoints)
-        .fetch_one(&self.pool)
-        .await?;
-        if present {
-            return Ok(());
-        }
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(format!("hooklatch-migrate-{deliveries}"))
-            .execute(&mut *tx)
-            .await?;
-        for statement in schema(&self.prefix, &POSTGRES) {
-            sqlx::query(AssertSqlSafe(statement))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let schema = schema(&self.prefix, &POSTGRES);
+        Ok(crate::store::sql::migrate_postgres(&self.pool, &schema).await?)
     }
 
     /// The connection pool.

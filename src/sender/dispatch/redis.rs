@@ -15,10 +15,10 @@ use super::{
     DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, Step,
     StoredDelivery, Taken,
 };
-use crate::dedup::{
-    DedupError, check_key, check_namespace, millis, new_token, now_millis, redis_connection,
-};
+use crate::dedup::{DedupError, check_key, check_namespace};
 use crate::sender::Attempt;
+use crate::store::redis::connect as redis_connection;
+use crate::store::{millis, new_token, now_millis};
 
 /// Stores a new delivery unless the endpoint has one with this id.
 const ENQUEUE: &str = r"

@@ -7,32 +7,13 @@
 
 use sqlx::SqlStr;
 
-use crate::dedup::sql::statement;
-
-/// How one database spells what differs.
-pub(crate) struct Dialect {
-    /// The integer column type.
-    pub(crate) int: &'static str,
-    /// The byte string column type.
-    pub(crate) bytes: &'static str,
-    /// Appended to the subquery that picks due rows.
-    pub(crate) lock_due: &'static str,
-}
-
-#[cfg(feature = "sqlite")]
-pub(crate) const SQLITE: Dialect = Dialect {
-    int: "INTEGER",
-    bytes: "BLOB",
-    lock_due: "",
-};
+use crate::store::sql::statement;
 
 #[cfg(feature = "postgres")]
-pub(crate) const POSTGRES: Dialect = Dialect {
-    int: "BIGINT",
-    bytes: "BYTEA",
-    // Concurrent dispatchers each take different rows instead of waiting.
-    lock_due: " FOR UPDATE SKIP LOCKED",
-};
+pub(crate) use crate::store::sql::POSTGRES;
+#[cfg(feature = "sqlite")]
+pub(crate) use crate::store::sql::SQLITE;
+use crate::store::sql::{Dialect, Schema};
 
 /// The tables a prefix names: deliveries, attempts, endpoints.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
@@ -44,11 +25,11 @@ pub(crate) fn tables(prefix: &str) -> (String, String, String) {
     )
 }
 
-/// The statements that create the tables and index.
-pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Vec<String> {
+/// The outbox's tables and index (version 1).
+pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
     let (deliveries, attempts, endpoints) = tables(prefix);
     let Dialect { int, bytes, .. } = dialect;
-    vec![
+    let statements = vec![
         format!(
             "CREATE TABLE IF NOT EXISTS {deliveries} (\
              endpoint TEXT NOT NULL, event_id TEXT NOT NULL, body {bytes} NOT NULL, \
@@ -73,7 +54,12 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Vec<String> {
              endpoint TEXT PRIMARY KEY, failing_since {int}, disabled {int}, \
              disabled_after_ms {int})"
         ),
-    ]
+    ];
+    Schema {
+        component: format!("outbox:{prefix}"),
+        version: 1,
+        statements,
+    }
 }
 
 /// The statements both SQL delivery stores run.
@@ -118,7 +104,7 @@ pub(crate) struct Statements {
 impl Statements {
     pub(crate) fn new(prefix: &str, dialect: &Dialect) -> Self {
         let (deliveries, attempts, endpoints) = tables(prefix);
-        let lock = dialect.lock_due;
+        let lock = dialect.lock_rows;
         let leased = "endpoint = $1 AND event_id = $2 AND lease_token = $3";
         Self {
             enqueue: statement(format!(
@@ -222,7 +208,7 @@ macro_rules! sql_delivery_store {
                     .bind(id)
                     .bind(body)
                     .bind($crate::sender::dispatch::codes::to_millis(due))
-                    .bind($crate::dedup::now_millis())
+                    .bind($crate::store::now_millis())
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
@@ -237,14 +223,14 @@ macro_rules! sql_delivery_store {
                 lease: std::time::Duration,
             ) -> Result<Vec<$crate::sender::Taken>, $crate::dedup::DedupError> {
                 use sqlx::Row as _;
-                let token = $crate::dedup::new_token();
+                let token = $crate::store::new_token();
                 let now_ms = $crate::sender::dispatch::codes::to_millis(now);
                 let rows = sqlx::query(self.statements.take.clone())
                     .bind(endpoint)
                     .bind(now_ms)
                     .bind(i64::try_from(limit).unwrap_or(i64::MAX))
                     .bind(&token)
-                    .bind(now_ms.saturating_add($crate::dedup::millis(lease)))
+                    .bind(now_ms.saturating_add($crate::store::millis(lease)))
                     .fetch_all(&self.pool)
                     .await?;
                 let mut taken = rows
@@ -286,7 +272,7 @@ macro_rules! sql_delivery_store {
                     $crate::sender::Step::Retry { due, wait, reason } => (
                         $crate::sender::DeliveryState::Pending,
                         to_millis(due),
-                        $crate::dedup::millis(wait),
+                        $crate::store::millis(wait),
                         reason_code(reason),
                         None,
                     ),
@@ -295,7 +281,7 @@ macro_rules! sql_delivery_store {
                         to_millis(taken.due_at),
                         0,
                         0,
-                        Some($crate::dedup::now_millis()),
+                        Some($crate::store::now_millis()),
                     ),
                 };
                 let mut tx = self.pool.begin().await?;
@@ -324,9 +310,9 @@ macro_rules! sql_delivery_store {
                     .bind(&taken.id)
                     .bind(i64::from(attempt.number))
                     .bind(to_millis(attempt.sent_at))
-                    .bind($crate::dedup::millis(attempt.waited))
+                    .bind($crate::store::millis(attempt.waited))
                     .bind(reason_code(attempt.reason))
-                    .bind($crate::dedup::millis(attempt.held))
+                    .bind($crate::store::millis(attempt.held))
                     .bind(status)
                     .bind(error)
                     .bind(i64::try_from(attempt.duration.as_micros()).unwrap_or(i64::MAX))

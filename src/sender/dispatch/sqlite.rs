@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use sqlx::AssertSqlSafe;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 
 use super::sql::{SQLITE, Statements, schema, sql_delivery_store};
@@ -46,7 +45,7 @@ impl SqliteDeliveries {
     /// with `synchronous=FULL`, and runs [`migrate`](Self::migrate).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
         let pool =
-            crate::dedup::open_sqlite_pool(SqliteConnectOptions::new().filename(path)).await?;
+            crate::store::sql::sqlite_pool(SqliteConnectOptions::new().filename(path)).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
         Ok(store)
@@ -64,17 +63,11 @@ impl SqliteDeliveries {
         })
     }
 
-    /// Creates the tables and index if they do not exist, in one
+    /// Creates or upgrades the tables and index, in one immediate
     /// transaction.
     pub async fn migrate(&self) -> Result<(), DedupError> {
-        let mut tx = self.pool.begin().await?;
-        for statement in schema(&self.prefix, &SQLITE) {
-            sqlx::query(AssertSqlSafe(statement))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let schema = schema(&self.prefix, &SQLITE);
+        Ok(crate::store::sql::migrate_sqlite(&self.pool, &schema).await?)
     }
 
     /// The connection pool.

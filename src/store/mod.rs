@@ -1,0 +1,111 @@
+//! The toolbox every store shares: time and tokens, key checks, one SQL
+//! dialect with a versioned, locked migration, and one Redis connection
+//! builder. Crate-private; each concern's stores (claims and inbox in
+//! `dedup`, positions in `sequence`, the outbox in `sender`) are built from
+//! it.
+
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod sql;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The longest namespace accepted, in bytes.
+pub(crate) const MAX_NAMESPACE_LEN: usize = 64;
+
+/// Milliseconds since the Unix epoch, as stores record time; 0 before it.
+pub(crate) fn unix_millis(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Now on this host's clock, in milliseconds since the Unix epoch. Stores
+/// that decide expiry use the server's clock instead.
+#[cfg(all(
+    feature = "sender",
+    any(feature = "sqlite", feature = "postgres", feature = "redis")
+))]
+pub(crate) fn now_millis() -> i64 {
+    unix_millis(SystemTime::now())
+}
+
+/// A duration in whole milliseconds, saturating.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A token unique to this process and call: process id, time and a counter.
+/// Tokens tell holders apart; they are not secrets.
+pub(crate) fn new_token() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{:x}-{:x}-{:x}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// What is wrong with a key (an event id, a resource): it must be 1 to 256
+/// bytes of visible ASCII. `None` when it is fine.
+pub(crate) fn key_problem(key: &str) -> Option<&'static str> {
+    if key.is_empty() {
+        Some("is empty")
+    } else if key.len() > crate::verify::MAX_ID_LEN {
+        Some("is longer than 256 bytes")
+    } else if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        Some("has characters outside visible ASCII")
+    } else {
+        None
+    }
+}
+
+/// What is wrong with a namespace (or key prefix): it must be 1 to 64
+/// characters of `A-Z a-z 0-9 _ - . :`. `None` when it is fine.
+pub(crate) fn namespace_problem(namespace: &str) -> Option<&'static str> {
+    if namespace.is_empty() {
+        Some("is empty")
+    } else if namespace.len() > MAX_NAMESPACE_LEN {
+        Some("is longer than 64 bytes")
+    } else if !namespace
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+    {
+        Some("may hold only A-Z a-z 0-9 _ - . :")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_namespaces_are_checked() {
+        assert_eq!(key_problem("evt_1"), None);
+        assert_eq!(key_problem(""), Some("is empty"));
+        assert_eq!(
+            key_problem("a b"),
+            Some("has characters outside visible ASCII")
+        );
+        assert_eq!(
+            key_problem(&"i".repeat(257)),
+            Some("is longer than 256 bytes")
+        );
+        assert_eq!(namespace_problem("tenant-7:github"), None);
+        assert!(namespace_problem("two words").is_some());
+        assert!(namespace_problem(&"n".repeat(65)).is_some());
+    }
+
+    #[test]
+    fn tokens_are_unique() {
+        let tokens: std::collections::HashSet<_> = (0..1000).map(|_| new_token()).collect();
+        assert_eq!(tokens.len(), 1000);
+    }
+}

@@ -1,0 +1,225 @@
+//! SQL shared by every SQLite and Postgres store: the dialects, statement
+//! text, table-prefix checks, connection pools, and one migration that is
+//! versioned and safe to run from many processes at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{AssertSqlSafe, SqlSafeStr as _, SqlStr};
+
+/// What differs between the two databases in the statements we write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dialect {
+    /// The integer column type.
+    pub(crate) int: &'static str,
+    /// The byte string column type.
+    pub(crate) bytes: &'static str,
+    /// The boolean column type and its false.
+    pub(crate) boolean: &'static str,
+    pub(crate) false_value: &'static str,
+    /// An integer primary key the database numbers.
+    pub(crate) serial_key: &'static str,
+    /// Appended to a subquery that picks rows to work on.
+    pub(crate) lock_rows: &'static str,
+    /// The time now on the database's clock, in ms since the epoch, so that
+    /// every client of a shared store decides expiry on one clock.
+    pub(crate) now: &'static str,
+}
+
+#[cfg(feature = "sqlite")]
+pub(crate) const SQLITE: Dialect = Dialect {
+    int: "INTEGER",
+    bytes: "BLOB",
+    boolean: "INTEGER",
+    false_value: "0",
+    serial_key: "INTEGER PRIMARY KEY AUTOINCREMENT",
+    lock_rows: "",
+    // The host's clock: one host uses a SQLite file.
+    now: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+};
+
+#[cfg(feature = "postgres")]
+pub(crate) const POSTGRES: Dialect = Dialect {
+    int: "BIGINT",
+    bytes: "BYTEA",
+    boolean: "BOOLEAN",
+    false_value: "FALSE",
+    serial_key: "BIGSERIAL PRIMARY KEY",
+    // Concurrent workers each take different rows instead of waiting.
+    lock_rows: " FOR UPDATE SKIP LOCKED",
+    // `clock_timestamp()`, not `now()`: a transaction's start time would
+    // make a long transaction decide expiry in the past.
+    now: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+};
+
+/// A statement whose only dynamic parts are table names that passed
+/// [`valid_prefix`]. Shared, so each query clones a reference count.
+pub(crate) fn statement(text: String) -> SqlStr {
+    AssertSqlSafe(Arc::<str>::from(text)).into_sql_str()
+}
+
+/// The longest table prefix accepted.
+const MAX_PREFIX_LEN: usize = 48;
+
+/// Whether a table prefix can be pasted into SQL: 1 to 48 of `a-z 0-9 _`,
+/// starting with a letter.
+pub(crate) fn valid_prefix(prefix: &str) -> bool {
+    let mut bytes = prefix.bytes();
+    prefix.len() <= MAX_PREFIX_LEN
+        && bytes.next().is_some_and(|b| b.is_ascii_lowercase())
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// One store's tables: its name in the version table, its version, and the
+/// statements that create it from nothing or from any earlier version
+/// (`IF NOT EXISTS`, so a database made before versions were recorded is
+/// brought up to date too).
+pub(crate) struct Schema {
+    pub(crate) component: String,
+    pub(crate) version: i64,
+    pub(crate) statements: Vec<String>,
+}
+
+/// Where each store's schema version is recorded.
+const VERSIONS: &str = "hooklatch_schema_versions";
+
+fn create_versions(dialect: &Dialect) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {VERSIONS} (component TEXT PRIMARY KEY, version {} NOT NULL)",
+        dialect.int
+    )
+}
+
+const READ_VERSION: &str = "SELECT version FROM hooklatch_schema_versions WHERE component = $1";
+const WRITE_VERSION: &str = "INSERT INTO hooklatch_schema_versions (component, version) VALUES ($1, $2) \
+     ON CONFLICT (component) DO UPDATE SET version = excluded.version";
+
+/// A pool of up to 16 connections to `url`, waiting at most 5 seconds for
+/// one.
+#[cfg(feature = "postgres")]
+pub(crate) async fn postgres_pool(url: &str) -> Result<sqlx::PgPool, sqlx::Error> {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(url)
+        .await
+}
+
+/// Brings `schema` up to date. When it is current this only reads (even
+/// `CREATE INDEX IF NOT EXISTS` locks its table, which can deadlock with
+/// live traffic); otherwise a transaction-scoped advisory lock serializes
+/// the processes migrating at once, and the version is read again under it.
+#[cfg(feature = "postgres")]
+pub(crate) async fn migrate_postgres(
+    pool: &sqlx::PgPool,
+    schema: &Schema,
+) -> Result<(), sqlx::Error> {
+    let recorded: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(VERSIONS)
+        .fetch_one(pool)
+        .await?;
+    if recorded {
+        let version: Option<i64> = sqlx::query_scalar(READ_VERSION)
+            .bind(&schema.component)
+            .fetch_optional(pool)
+            .await?;
+        if version.is_some_and(|v| v >= schema.version) {
+            return Ok(());
+        }
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('hooklatch-migrate'))")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(AssertSqlSafe(create_versions(&POSTGRES)))
+        .execute(&mut *tx)
+        .await?;
+    let version: Option<i64> = sqlx::query_scalar(READ_VERSION)
+        .bind(&schema.component)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if version.is_none_or(|v| v < schema.version) {
+        for statement in &schema.statements {
+            sqlx::query(AssertSqlSafe(statement.clone()))
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(WRITE_VERSION)
+            .bind(&schema.component)
+            .bind(schema.version)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await
+}
+
+/// A pool on a file made durable: WAL, `synchronous=FULL`, created if
+/// missing, waiting up to 10 s for a lock.
+#[cfg(feature = "sqlite")]
+pub(crate) async fn sqlite_pool(
+    options: sqlx::sqlite::SqliteConnectOptions,
+) -> Result<sqlx::SqlitePool, sqlx::Error> {
+    use sqlx::sqlite::{SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+    let options = options
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(Duration::from_secs(10));
+    SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+}
+
+/// Brings `schema` up to date in one immediate transaction: a second
+/// process migrating at once waits for the first, then finds it current.
+#[cfg(feature = "sqlite")]
+pub(crate) async fn migrate_sqlite(
+    pool: &sqlx::SqlitePool,
+    schema: &Schema,
+) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::query(AssertSqlSafe(create_versions(&SQLITE)))
+        .execute(&mut *tx)
+        .await?;
+    let version: Option<i64> = sqlx::query_scalar(READ_VERSION)
+        .bind(&schema.component)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if version.is_none_or(|v| v < schema.version) {
+        for statement in &schema.statements {
+            sqlx::query(AssertSqlSafe(statement.clone()))
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(WRITE_VERSION)
+            .bind(&schema.component)
+            .bind(schema.version)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_must_be_plain_identifiers() {
+        for good in ["hooklatch", "a", "tenant_7_inbox"] {
+            assert!(valid_prefix(good), "{good}");
+        }
+        for bad in [
+            "",
+            "7up",
+            "Hooklatch",
+            "x; DROP TABLE users",
+            "a-b",
+            "\"quoted\"",
+            &"a".repeat(49),
+        ] {
+            assert!(!valid_prefix(bad), "{bad}");
+        }
+    }
+}
