@@ -2,6 +2,8 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod dedup;
+#[cfg(feature = "http")]
+pub mod receive;
 #[cfg(feature = "sender")]
 pub mod sender;
 pub mod sequence;

@@ -6,29 +6,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{HttpRequest, web};
-use hooklatch::dedup::{
-    Acceptance, Claim, DedupError, Inbox, IncomingEvent, Lease, LeaseStore, validate_namespace,
-};
+use hooklatch::dedup::{Acceptance, DedupError, Inbox, Lease, LeaseStore, validate_namespace};
+use hooklatch::receive::{self, Claimed, Rejection, VerifiedEvent};
 use hooklatch::verify::EventKey;
 use hooklatch::verify::Verifier;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The stores behind one object-safe interface, so one config type serves
-/// every store.
+/// every store. Each step is the core's (`hooklatch::receive`), as in the
+/// tower layer.
 pub(crate) trait DynInbox: Send + Sync {
     fn accept<'a>(
         &'a self,
-        event: IncomingEvent<'a>,
-    ) -> BoxFuture<'a, Result<Acceptance, DedupError>>;
+        namespace: &'a str,
+        event: &'a VerifiedEvent,
+    ) -> BoxFuture<'a, Result<Acceptance, Rejection>>;
 }
 
 impl<S: Inbox> DynInbox for S {
     fn accept<'a>(
         &'a self,
-        event: IncomingEvent<'a>,
-    ) -> BoxFuture<'a, Result<Acceptance, DedupError>> {
-        Box::pin(async move { Inbox::accept(self, &event).await })
+        namespace: &'a str,
+        event: &'a VerifiedEvent,
+    ) -> BoxFuture<'a, Result<Acceptance, Rejection>> {
+        Box::pin(receive::accept(self, namespace, event))
     }
 }
 
@@ -36,9 +38,9 @@ pub(crate) trait DynLease: Send + Sync {
     fn claim<'a>(
         &'a self,
         namespace: &'a str,
-        id: &'a str,
+        event: &'a VerifiedEvent,
         lease_for: Duration,
-    ) -> BoxFuture<'a, Result<Claim, DedupError>>;
+    ) -> BoxFuture<'a, Result<Claimed, Rejection>>;
     fn complete<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>>;
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>>;
     fn extend_lease<'a>(
@@ -52,10 +54,10 @@ impl<S: LeaseStore> DynLease for S {
     fn claim<'a>(
         &'a self,
         namespace: &'a str,
-        id: &'a str,
+        event: &'a VerifiedEvent,
         lease_for: Duration,
-    ) -> BoxFuture<'a, Result<Claim, DedupError>> {
-        Box::pin(LeaseStore::claim(self, namespace, id, lease_for))
+    ) -> BoxFuture<'a, Result<Claimed, Rejection>> {
+        Box::pin(receive::claim(self, namespace, event, lease_for))
     }
 
     fn complete<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>> {
@@ -121,7 +123,7 @@ impl WebhookConfig {
     pub fn new(verifier: Verifier) -> Self {
         Self {
             body_limit: verifier.max_body_len(),
-            body_timeout: hooklatch_tower::DEFAULT_BODY_TIMEOUT,
+            body_timeout: receive::DEFAULT_BODY_TIMEOUT,
             verifier,
             key: EventKey::default(),
             inbox: None,

@@ -2,7 +2,7 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use hooklatch_tower::Rejection;
+use hooklatch::receive::Rejection;
 
 /// Why an extractor stopped a request before the handler ran.
 #[derive(Debug)]

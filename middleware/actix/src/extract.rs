@@ -6,11 +6,9 @@ use std::sync::Arc;
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
-use bytes::BytesMut;
-use futures_util::StreamExt as _;
 use futures_util::future::LocalBoxFuture;
-use hooklatch::dedup::{Acceptance, Claim, DedupError, IncomingEvent, Lease};
-use hooklatch_tower::{Rejection, VerifiedEvent};
+use hooklatch::dedup::{Acceptance, DedupError, Lease};
+use hooklatch::receive::{Claimed, Rejection, VerifiedEvent, check_declared_length, read_limited};
 use serde::de::DeserializeOwned;
 
 use crate::config::{DynLease, WebhookConfig};
@@ -20,7 +18,7 @@ use crate::headers::ActixHeaders;
 /// Reads the body through the limit and verifies it.
 async fn verify(
     request: &HttpRequest,
-    mut payload: Payload,
+    payload: Payload,
 ) -> Result<(WebhookConfig, VerifiedEvent), WebhookError> {
     let config = WebhookConfig::from_request(request)
         .cloned()
@@ -31,24 +29,8 @@ async fn verify(
         .get(actix_web::http::header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(Rejection::BodyTooLarge { limit }.into());
-    }
-    let read = async {
-        let mut body = BytesMut::new();
-        while let Some(chunk) = payload.next().await {
-            let chunk = chunk.map_err(|_| Rejection::BodyUnreadable)?;
-            if body.len() + chunk.len() > limit {
-                return Err(Rejection::BodyTooLarge { limit });
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body.freeze())
-    };
-    let timeout = config.body_timeout;
-    let body = actix_web::rt::time::timeout(timeout, read)
-        .await
-        .map_err(|_| Rejection::BodyTimeout { timeout })??;
+    check_declared_length(declared, limit)?;
+    let body = read_limited(payload, limit, config.body_timeout).await?;
     let headers = ActixHeaders(request.headers());
     let verified = config
         .verifier
@@ -143,14 +125,7 @@ impl FromRequest for InboxWebhook {
         Box::pin(async move {
             let (config, event) = verify(&request, payload).await?;
             let (store, namespace) = config.inbox.as_ref().ok_or(Rejection::NotConfigured)?;
-            let key = event.key.as_str();
-            let incoming =
-                IncomingEvent::new(namespace, key, &event.body).with_signed_at(event.timestamp);
-            let acceptance = store
-                .accept(incoming)
-                .await
-                .map_err(|error| WebhookError::rejected(Rejection::from_store(error)))?;
-            tracing::debug!(%namespace, id = key, ?acceptance, "webhook received");
+            let acceptance = store.accept(namespace, &event).await?;
             Ok(Self { event, acceptance })
         })
     }
@@ -248,17 +223,12 @@ impl FromRequest for LeasedWebhook {
             let (config, event) = verify(&request, payload).await?;
             let (store, namespace, lease_for) =
                 config.lease.clone().ok_or(Rejection::NotConfigured)?;
-            let key = event.key.as_str();
-            match store.claim(&namespace, key, lease_for).await {
-                Ok(Claim::Fresh(lease)) => Ok(Self {
+            match store.claim(&namespace, &event, lease_for).await? {
+                Claimed::Fresh(lease) => Ok(Self {
                     event,
                     held: Some((store, lease)),
                 }),
-                Ok(Claim::Done) => Err(WebhookError::AlreadyHandled),
-                Ok(Claim::InProgress { retry_after }) => {
-                    Err(Rejection::InProgress { retry_after }.into())
-                }
-                Err(error) => Err(Rejection::from_store(error).into()),
+                Claimed::Done => Err(WebhookError::AlreadyHandled),
             }
         })
     }

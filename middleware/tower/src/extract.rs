@@ -4,9 +4,10 @@ use axum::extract::{FromRequest, Request};
 use hooklatch::verify::{EventKey, Verifier};
 use serde::de::DeserializeOwned;
 
-use crate::body::{check_declared_length, read_limited};
-use crate::event::VerifiedEvent;
-use crate::rejection::Rejection;
+use hooklatch::receive::{
+    DEFAULT_BODY_TIMEOUT, Rejection, VerifiedEvent, check_declared_length, content_length,
+    read_limited,
+};
 
 /// A verified webhook with its JSON body deserialized into `T`.
 ///
@@ -59,8 +60,8 @@ impl<S: Send + Sync> FromRequest<S> for RawWebhook {
             .ok_or(Rejection::NotConfigured)?;
         let limit = verifier.max_body_len();
         let (parts, body) = request.into_parts();
-        check_declared_length(&parts.headers, limit)?;
-        let bytes = read_limited(body, limit, crate::body::DEFAULT_BODY_TIMEOUT).await?;
+        check_declared_length(content_length(&parts.headers), limit)?;
+        let bytes = read_limited(body.into_data_stream(), limit, DEFAULT_BODY_TIMEOUT).await?;
         let verified = verifier
             .verify(&parts.headers, &bytes)
             .map_err(Rejection::Unverified)?;

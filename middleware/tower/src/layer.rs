@@ -61,7 +61,7 @@ impl WebhookLayer {
         Self {
             config: Arc::new(Config {
                 body_limit: verifier.max_body_len(),
-                body_timeout: crate::body::DEFAULT_BODY_TIMEOUT,
+                body_timeout: hooklatch::receive::DEFAULT_BODY_TIMEOUT,
                 verifier,
                 mode: VerifyOnly,
                 key: EventKey::default(),

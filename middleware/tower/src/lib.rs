@@ -51,23 +51,20 @@
 //! # }
 //! ```
 
-mod body;
-mod event;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
 mod layer;
 mod mode;
-mod rejection;
 mod service;
 
-pub use body::DEFAULT_BODY_TIMEOUT;
-pub use event::VerifiedEvent;
 #[cfg(feature = "axum")]
 pub use extract::{RawWebhook, Webhook};
 pub use future::ResponseFuture;
+/// The core crate, so that one dependency line is enough.
+pub use hooklatch;
+pub use hooklatch::receive::{DEFAULT_BODY_TIMEOUT, Rejection, VerifiedEvent};
 pub use hooklatch::verify::EventKey;
 pub use layer::WebhookLayer;
 pub use mode::{InboxMode, LeaseMode, Mode, VerifyOnly};
-pub use rejection::Rejection;
 pub use service::WebhookService;

@@ -8,12 +8,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hooklatch::dedup::{Acceptance, Claim, DedupError, Inbox, IncomingEvent, Lease, LeaseStore};
+use hooklatch::dedup::{Acceptance, Inbox, LeaseStore};
+use hooklatch::receive::{Claimed, Rejection, VerifiedEvent, accept, claim, settle};
 use http::{Request, Response, StatusCode};
 use tower_service::Service;
-
-use crate::event::VerifiedEvent;
-use crate::rejection::Rejection;
 
 mod sealed {
     pub trait Sealed {}
@@ -121,15 +119,11 @@ impl<St: Inbox + Clone + 'static> Mode for InboxMode<St> {
         ReqBody: Send + 'static,
         ResBody: From<&'static str> + Send + 'static,
     {
-        let key = event.key.as_str();
-        let incoming =
-            IncomingEvent::new(&self.namespace, key, &event.body).with_signed_at(event.timestamp);
-        let (status, text) = match self.store.accept(&incoming).await {
+        let (status, text) = match accept(&self.store, &self.namespace, &event).await {
             Ok(Acceptance::Accepted) => (StatusCode::ACCEPTED, "accepted"),
             Ok(Acceptance::Duplicate) => (StatusCode::OK, "duplicate"),
-            Err(error) => return Ok(Rejection::from_store(error).into_response()),
+            Err(rejection) => return Ok(rejection.into_response()),
         };
-        tracing::debug!(namespace = %self.namespace, id = key, "webhook {text}");
         Ok(about(event, status, text))
     }
 }
@@ -148,19 +142,12 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         ReqBody: Send + 'static,
         ResBody: From<&'static str> + Send + 'static,
     {
-        let key = event.key.as_str();
-        let lease = match self.store.claim(&self.namespace, key, self.lease_for).await {
-            Ok(Claim::Fresh(lease)) => lease,
-            Ok(Claim::Done) => {
-                tracing::debug!(namespace = %self.namespace, id = key, "webhook duplicate");
-                return Ok(about(event, StatusCode::OK, "duplicate"));
-            }
-            Ok(Claim::InProgress { retry_after }) => {
-                return Ok(Rejection::InProgress { retry_after }.into_response());
-            }
-            Err(error) => return Ok(Rejection::from_store(error).into_response()),
+        let lease = match claim(&self.store, &self.namespace, &event, self.lease_for).await {
+            Ok(Claimed::Fresh(lease)) => lease,
+            Ok(Claimed::Done) => return Ok(about(event, StatusCode::OK, "duplicate")),
+            Err(rejection) => return Ok(rejection.into_response()),
         };
-        tracing::debug!(namespace = %self.namespace, id = key, "webhook claimed");
+        let key = event.key.as_str();
         // The handler and the settling of its lease run in a task of their
         // own: a client that hangs up drops this future, not the task, so
         // the lease is always completed or released.
@@ -188,40 +175,6 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
             Err(error) => {
                 tracing::error!(namespace = %self.namespace, id = key, %error, "webhook handler task failed");
                 Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "handler failed"))
-            }
-        }
-    }
-}
-
-/// How many times `complete` is tried before the lease is left to expire.
-const COMPLETE_TRIES: u32 = 3;
-
-/// Completes the lease after a 2xx (retrying a failing store a few times,
-/// 100 ms then 400 ms apart) or releases it after anything else. What
-/// cannot be settled is logged; the lease then expires by itself.
-async fn settle<St: LeaseStore>(store: &St, lease: &Lease, succeeded: bool) {
-    let (namespace, id) = (lease.namespace(), lease.id());
-    if !succeeded {
-        if let Err(error) = store.release(lease).await {
-            tracing::warn!(namespace, id, %error, "could not release the lease; it will expire");
-        }
-        return;
-    }
-    let mut wait = Duration::from_millis(100);
-    for attempt in 1..=COMPLETE_TRIES {
-        match store.complete(lease).await {
-            Ok(()) => return,
-            Err(error @ DedupError::LeaseLost) => {
-                tracing::error!(namespace, id, %error, "handled, but another delivery holds the event now");
-                return;
-            }
-            Err(error) if attempt == COMPLETE_TRIES => {
-                tracing::error!(namespace, id, %error, "handled, but could not record it; a retry after the lease may run it again");
-            }
-            Err(error) => {
-                tracing::warn!(namespace, id, %error, attempt, "could not complete the lease; trying again");
-                tokio::time::sleep(wait).await;
-                wait *= 4;
             }
         }
     }

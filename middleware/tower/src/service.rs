@@ -9,12 +9,14 @@ use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use crate::body::{check_declared_length, read_limited};
-use crate::event::VerifiedEvent;
+use hooklatch::receive::{
+    Rejection, VerifiedEvent, check_declared_length, content_length, read_limited,
+};
+use http_body_util::BodyExt as _;
+
 use crate::future::ResponseFuture;
 use crate::layer::Config;
 use crate::mode::Mode;
-use crate::rejection::Rejection;
 
 /// The service [`WebhookLayer`](crate::WebhookLayer) wraps around yours.
 #[derive(Debug)]
@@ -59,7 +61,7 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let limit = self.config.body_limit;
-        if let Err(rejection) = check_declared_length(request.headers(), limit) {
+        if let Err(rejection) = check_declared_length(content_length(request.headers()), limit) {
             return ResponseFuture::rejected(rejection.into_response());
         }
         // The service that was polled ready is the one to call: keep it and
@@ -69,7 +71,8 @@ where
         let config = Arc::clone(&self.config);
         ResponseFuture::running(Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let bytes = match read_limited(body, limit, config.body_timeout).await {
+            let chunks = body.into_data_stream();
+            let bytes = match read_limited(chunks, limit, config.body_timeout).await {
                 Ok(bytes) => bytes,
                 Err(rejection) => return Ok(rejection.into_response()),
             };

@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
-use hooklatch::dedup::DedupError;
-use hooklatch::verify::VerifyError;
 use http::{HeaderValue, Response, StatusCode, header};
 
-/// Why the layer or an extractor refused a request.
+use crate::dedup::DedupError;
+use crate::verify::VerifyError;
+
+/// Why a receiver refused a request, the same for every framework.
 ///
 /// Each has an HTTP status and a short, generic body text. The precise
 /// reason ([`reason`](Self::reason)) is logged with `tracing` at `warn` and
@@ -176,8 +177,8 @@ impl std::fmt::Display for Rejection {
 impl std::error::Error for Rejection {}
 
 #[cfg(feature = "axum")]
-impl axum::response::IntoResponse for Rejection {
-    fn into_response(self) -> axum::response::Response {
+impl axum_core::response::IntoResponse for Rejection {
+    fn into_response(self) -> axum_core::response::Response {
         Rejection::into_response(self)
     }
 }

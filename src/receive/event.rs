@@ -1,12 +1,12 @@
 //! [`VerifiedEvent`]: what the layer hands on, with the key it is claimed by.
 
 use bytes::Bytes;
-use hooklatch::verify::{EventKey, KeyError, Verified, Verifier};
 
-use crate::rejection::Rejection;
+use super::Rejection;
+use crate::verify::{EventKey, KeyError, Verified, Verifier};
 
-/// A request that passed verification, put into the request extensions by
-/// the layer (and read by the extractors).
+/// A request that passed verification, as every framework adapter hands it
+/// on (the tower layer puts it into the request extensions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VerifiedEvent {

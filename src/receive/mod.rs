@@ -1,0 +1,26 @@
+//! The receiving side's glue, the same for every framework: the verified
+//! event and the key it is claimed by, the rejections and their HTTP
+//! answers, the bounded and timed body read, and the accept and claim steps.
+//! `hooklatch-tower` (axum and any tower stack) and `hooklatch-actix` are
+//! thin adapters over it.
+//!
+//! A receiver, whatever its framework, does this:
+//!
+//! 1. refuse a declared Content-Length over the limit
+//!    ([`check_declared_length`], 413), then read the body through the
+//!    limit and a deadline ([`read_limited`], 413 / 408);
+//! 2. verify it ([`Verifier`](crate::verify::Verifier), 400) and build the
+//!    [`VerifiedEvent`] with its claim key ([`EventKey`](crate::verify::EventKey));
+//! 3. [`accept`] it into an inbox (202 new, 200 duplicate, 503 store down),
+//!    or [`claim`] it (409 while another delivery holds it, 200 when done),
+//!    run the handler, and [`settle`] the lease.
+
+mod body;
+mod event;
+mod rejection;
+mod steps;
+
+pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, content_length, read_limited};
+pub use event::VerifiedEvent;
+pub use rejection::Rejection;
+pub use steps::{COMPLETE_TRIES, Claimed, accept, claim, settle};

@@ -1,0 +1,92 @@
+//! What a receiver does with a verified event, whatever the framework:
+//! accept it into an inbox, or claim it under a lease and settle the lease.
+
+use std::time::Duration;
+
+use super::{Rejection, VerifiedEvent};
+use crate::dedup::{Acceptance, Claim, DedupError, Inbox, IncomingEvent, Lease, LeaseStore};
+
+/// Claims and enqueues `event` in one atomic step. `Accepted` is answered
+/// 202 and `Duplicate` 200; the error is the answer for a store failure
+/// (503) or a key the store cannot take (400).
+pub async fn accept<S: Inbox + ?Sized>(
+    store: &S,
+    namespace: &str,
+    event: &VerifiedEvent,
+) -> Result<Acceptance, Rejection> {
+    let incoming =
+        IncomingEvent::new(namespace, &event.key, &event.body).with_signed_at(event.timestamp);
+    let acceptance = store
+        .accept(&incoming)
+        .await
+        .map_err(Rejection::from_store)?;
+    tracing::debug!(namespace, id = %event.key, ?acceptance, "webhook received");
+    Ok(acceptance)
+}
+
+/// What [`claim`] found: a lease to run the handler under, or an event that
+/// was handled already (answer 200 without running it).
+#[derive(Debug)]
+pub enum Claimed {
+    /// Run the handler, then [`settle`] the lease.
+    Fresh(Lease),
+    /// Handled before: answer 200.
+    Done,
+}
+
+/// Claims `event` for `lease_for`. Another delivery holding it is the
+/// rejection [`Rejection::InProgress`] (409 with `Retry-After`: a 2xx would
+/// tell the sender the event was handled while it may still fail).
+pub async fn claim<S: LeaseStore + ?Sized>(
+    store: &S,
+    namespace: &str,
+    event: &VerifiedEvent,
+    lease_for: Duration,
+) -> Result<Claimed, Rejection> {
+    let claimed = store
+        .claim(namespace, &event.key, lease_for)
+        .await
+        .map_err(Rejection::from_store)?;
+    tracing::debug!(namespace, id = %event.key, ?claimed, "webhook claim");
+    match claimed {
+        Claim::Fresh(lease) => Ok(Claimed::Fresh(lease)),
+        Claim::Done => Ok(Claimed::Done),
+        Claim::InProgress { retry_after } => Err(Rejection::InProgress { retry_after }),
+    }
+}
+
+/// How many times [`settle`] tries `complete` before the lease is left to
+/// expire.
+pub const COMPLETE_TRIES: u32 = 3;
+
+/// Completes the lease after the handler succeeded (retrying a failing
+/// store, 100 ms then 400 ms apart) or releases it after anything else, so
+/// the sender's retry runs the handler again. What cannot be settled is
+/// logged; the lease then expires by itself.
+pub async fn settle<S: LeaseStore + ?Sized>(store: &S, lease: &Lease, succeeded: bool) {
+    let (namespace, id) = (lease.namespace(), lease.id());
+    if !succeeded {
+        if let Err(error) = store.release(lease).await {
+            tracing::warn!(namespace, id, %error, "could not release the lease; it will expire");
+        }
+        return;
+    }
+    let mut wait = Duration::from_millis(100);
+    for attempt in 1..=COMPLETE_TRIES {
+        match store.complete(lease).await {
+            Ok(()) => return,
+            Err(error @ DedupError::LeaseLost) => {
+                tracing::error!(namespace, id, %error, "handled, but another delivery holds the event now");
+                return;
+            }
+            Err(error) if attempt == COMPLETE_TRIES => {
+                tracing::error!(namespace, id, %error, "handled, but could not record it; a retry after the lease may run it again");
+            }
+            Err(error) => {
+                tracing::warn!(namespace, id, %error, attempt, "could not complete the lease; trying again");
+                tokio::time::sleep(wait).await;
+                wait *= 4;
+            }
+        }
+    }
+}
