@@ -16,137 +16,36 @@ use super::{
 /// Claims the id and appends the event to the inbox stream, or does
 /// nothing if the id is claimed. If the append fails, the claim is deleted
 /// again before the script ends, so nothing is kept.
-const ACCEPT: &str = r"
-if not redis.call('SET', KEYS[1], 'done', 'NX', 'PX', ARGV[1]) then return 0 end
-local added = redis.pcall('XADD', KEYS[2], '*',
-  'id', ARGV[2], 'body', ARGV[3], 'signed_at', ARGV[4], 'attempts', '0')
-if type(added) == 'table' and added.err then
-  redis.call('DEL', KEYS[1])
-  return added
-end
-return 1
-";
+const ACCEPT: &str = include_str!("lua/accept.lua");
 
 /// Moves due retries back onto the stream, reclaims entries whose worker
 /// died, reads new ones, and dead-letters any past its last attempt.
 /// Returns `{entry, id, body, signed_at, attempt}` for each delivery.
-const TAKE: &str = r"
-local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local group, consumer = ARGV[1], ARGV[2]
-local count, visibility, max = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-for _, packed in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, count)) do
-  local e = cmsgpack.unpack(packed)
-  redis.call('ZREM', delayed, packed)
-  redis.call('XADD', stream, '*', 'id', e[1], 'body', e[2], 'signed_at', e[3], 'attempts', e[4])
-end
-local out = {}
-local function deliver(entry)
-  local eid, list = entry[1], entry[2]
-  if not list then return end
-  local f = {}
-  for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
-  local n = tonumber(f['attempts']) + redis.call('HINCRBY', attempts, eid, 1)
-  if n > max then
-    redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'],
-      'signed_at', f['signed_at'], 'attempts', tostring(n - 1))
-    redis.call('XACK', stream, group, eid)
-    redis.call('XDEL', stream, eid)
-    redis.call('HDEL', attempts, eid)
-  else
-    out[#out + 1] = {eid, f['id'], f['body'], f['signed_at'], tostring(n),
-      redis.call('HGET', attempts, eid)}
-  end
-end
-local reclaimed = redis.call('XAUTOCLAIM', stream, group, consumer, visibility, '0-0', 'COUNT', count)
-for _, entry in ipairs(reclaimed[2]) do deliver(entry) end
-if #out < count then
-  local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
-    'COUNT', count - #out, 'STREAMS', stream, '>')
-  if fresh then
-    for _, entry in ipairs(fresh[1][2]) do deliver(entry) end
-  end
-end
-return out
-";
+const TAKE: &str = include_str!("lua/take.lua");
 
 /// Acks an entry if this delivery still holds it (its token is the
 /// entry's delivery count, which a reclaim by another worker increases).
-const ACK: &str = r"
-if redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[3] then return 0 end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-redis.call('HDEL', KEYS[2], ARGV[2])
-return 1
-";
+const ACK: &str = include_str!("lua/ack.lua");
 
 /// Gives an entry back: to the delayed set for `retry_in` ms on the
 /// server's clock, or to the dead letters after its last attempt. -1: no
 /// longer held; 0: will retry; 1: dead-lettered.
-const NACK: &str = r"
-local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local group, eid, token, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[5])
-local time = redis.call('TIME')
-local retry_at = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[4])
-if redis.call('HGET', attempts, eid) ~= token then return -1 end
-local entries = redis.call('XRANGE', stream, eid, eid)
-redis.call('XACK', stream, group, eid)
-redis.call('XDEL', stream, eid)
-redis.call('HDEL', attempts, eid)
-if #entries == 0 then return -1 end
-local list, f = entries[1][2], {}
-for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
-local n = tostring(tonumber(f['attempts']) + tonumber(token))
-if tonumber(n) >= max then
-  redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'], 'signed_at', f['signed_at'], 'attempts', n)
-  return 1
-end
-redis.call('ZADD', delayed, retry_at, cmsgpack.pack({f['id'], f['body'], f['signed_at'], n}))
-return 0
-";
+const NACK: &str = include_str!("lua/nack.lua");
 
 /// 1: fresh lease; 2: done; 3: in progress, with the lease's remaining ms.
-const CLAIM: &str = r"
-local value = redis.call('GET', KEYS[1])
-if not value then
-  redis.call('SET', KEYS[1], 'lease:' .. ARGV[1], 'PX', ARGV[2])
-  return {1, 0}
-end
-if value == 'done' then return {2, 0} end
-return {3, redis.call('PTTL', KEYS[1])}
-";
+const CLAIM: &str = include_str!("lua/claim.lua");
 
-const COMPLETE: &str = r"
-if redis.call('GET', KEYS[1]) ~= 'lease:' .. ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
-return 1
-";
+const COMPLETE: &str = include_str!("lua/complete.lua");
 
 /// A heartbeat for a taken entry this delivery still holds: its idle time,
 /// which `XAUTOCLAIM` measures against the visibility timeout, starts
 /// again from zero (`JUSTID` leaves the delivery count alone).
-const EXTEND_TAKEN: &str = r"
-if redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[3] then return 0 end
-local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-if #pending == 0 then return 0 end
-redis.call('XCLAIM', KEYS[1], ARGV[1], pending[1][2], 0, ARGV[2], 'JUSTID')
-return 1
-";
+const EXTEND_TAKEN: &str = include_str!("lua/extend_taken.lua");
 
 /// A heartbeat for a lease this delivery still holds.
-const EXTEND_LEASE: &str = r"
-if redis.call('GET', KEYS[1]) ~= 'lease:' .. ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
-";
+const EXTEND_LEASE: &str = include_str!("lua/extend_lease.lua");
 
-const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) ~= 'lease:' .. ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
-return 1
-";
+const RELEASE: &str = include_str!("lua/release.lua");
 
 static ACCEPT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACCEPT));
 static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));

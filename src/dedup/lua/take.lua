@@ -1,0 +1,42 @@
+-- Moves due retries back onto the stream, reclaims entries whose worker
+-- died, reads new ones, and dead-letters any past its last attempt.
+-- Returns `{entry, id, body, signed_at, attempt}` for each delivery.
+local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local group, consumer = ARGV[1], ARGV[2]
+local count, visibility, max = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+for _, packed in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, count)) do
+  local e = cmsgpack.unpack(packed)
+  redis.call('ZREM', delayed, packed)
+  redis.call('XADD', stream, '*', 'id', e[1], 'body', e[2], 'signed_at', e[3], 'attempts', e[4])
+end
+local out = {}
+local function deliver(entry)
+  local eid, list = entry[1], entry[2]
+  if not list then return end
+  local f = {}
+  for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
+  local n = tonumber(f['attempts']) + redis.call('HINCRBY', attempts, eid, 1)
+  if n > max then
+    redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'],
+      'signed_at', f['signed_at'], 'attempts', tostring(n - 1))
+    redis.call('XACK', stream, group, eid)
+    redis.call('XDEL', stream, eid)
+    redis.call('HDEL', attempts, eid)
+  else
+    out[#out + 1] = {eid, f['id'], f['body'], f['signed_at'], tostring(n),
+      redis.call('HGET', attempts, eid)}
+  end
+end
+local reclaimed = redis.call('XAUTOCLAIM', stream, group, consumer, visibility, '0-0', 'COUNT', count)
+for _, entry in ipairs(reclaimed[2]) do deliver(entry) end
+if #out < count then
+  local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
+    'COUNT', count - #out, 'STREAMS', stream, '>')
+  if fresh then
+    for _, entry in ipairs(fresh[1][2]) do deliver(entry) end
+  end
+end
+return out
