@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    Acceptance, Claim, DedupError, Delivery, Inbox, IncomingEvent, Lease, LeaseStore, NackOutcome,
-    Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
+    Acceptance, Claim, DedupError, Inbox, InboxEntry, IncomingEvent, Lease, LeaseStore,
+    NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
 };
 
 /// Claims and inbox in process memory, behind one mutex.
@@ -87,8 +87,8 @@ impl MemoryStore {
             && claim.claimed_at < now.saturating_sub(millis(self.options.retention()))
     }
 
-    fn delivery(namespace: &str, entry: u64, row: &Row, token: String) -> Delivery {
-        Delivery {
+    fn delivery(namespace: &str, entry: u64, row: &Row, token: String) -> InboxEntry {
+        InboxEntry {
             namespace: namespace.to_owned(),
             id: row.id.clone(),
             body: row.body.clone(),
@@ -105,7 +105,7 @@ impl MemoryStore {
     /// still holds it.
     fn with_taken_row<T>(
         &self,
-        delivery: &Delivery,
+        delivery: &InboxEntry,
         change: impl FnOnce(&mut BTreeMap<u64, Row>, u64) -> T,
     ) -> Result<T, DedupError> {
         let entry: u64 = delivery
@@ -176,7 +176,7 @@ impl Inbox for MemoryStore {
         namespace: &str,
         _consumer: &str,
         max: usize,
-    ) -> Result<Vec<Delivery>, DedupError> {
+    ) -> Result<Vec<InboxEntry>, DedupError> {
         check_namespace(namespace)?;
         let now = self.options.now_millis();
         let visible_until = now.saturating_add(millis(self.options.visibility_timeout()));
@@ -212,13 +212,13 @@ impl Inbox for MemoryStore {
         Ok(taken)
     }
 
-    async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         self.with_taken_row(delivery, |rows, entry| {
             rows.remove(&entry);
         })
     }
 
-    async fn extend_visibility(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         let until = self
             .options
             .now_millis()
@@ -232,7 +232,7 @@ impl Inbox for MemoryStore {
 
     async fn nack(
         &self,
-        delivery: &Delivery,
+        delivery: &InboxEntry,
         retry_in: Duration,
     ) -> Result<NackOutcome, DedupError> {
         let max_attempts = self.options.max_attempts();
@@ -251,7 +251,11 @@ impl Inbox for MemoryStore {
         })
     }
 
-    async fn dead_letters(&self, namespace: &str, max: usize) -> Result<Vec<Delivery>, DedupError> {
+    async fn dead_letters(
+        &self,
+        namespace: &str,
+        max: usize,
+    ) -> Result<Vec<InboxEntry>, DedupError> {
         check_namespace(namespace)?;
         let state = self.lock();
         Ok(state

@@ -87,6 +87,7 @@ pub const MAX_EVENT_ID_LEN: usize = crate::verify::MAX_ID_LEN;
 
 /// An event to accept into the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IncomingEvent<'a> {
     /// Where the event comes from, such as `stripe` or a tenant id: ids are
     /// unique within a namespace. 1 to 64 characters of `A-Z a-z 0-9 _ - . :`.
@@ -128,9 +129,11 @@ pub enum Acceptance {
     Duplicate,
 }
 
-/// An event taken from the inbox by a worker.
+/// An event taken from the inbox by a worker. (A sender's outbox holds
+/// deliveries; this is the receiving side's entry.)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
+#[non_exhaustive]
+pub struct InboxEntry {
     /// The event's namespace.
     pub namespace: String,
     /// The event id.
@@ -155,6 +158,7 @@ pub(crate) struct Receipt {
 
 /// What [`Inbox::nack`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NackOutcome {
     /// The event will be delivered again after the delay.
     WillRetry,
@@ -307,13 +311,13 @@ pub trait Inbox: Send + Sync {
         namespace: &str,
         consumer: &str,
         max: usize,
-    ) -> impl Future<Output = Result<Vec<Delivery>, DedupError>> + Send;
+    ) -> impl Future<Output = Result<Vec<InboxEntry>, DedupError>> + Send;
 
     /// Marks a taken event done; it is never delivered again.
     ///
     /// Fails with [`DedupError::DeliveryLost`] if the visibility timeout
     /// passed and the event was taken by another worker.
-    fn ack(&self, delivery: &Delivery) -> impl Future<Output = Result<(), DedupError>> + Send;
+    fn ack(&self, delivery: &InboxEntry) -> impl Future<Output = Result<(), DedupError>> + Send;
 
     /// A heartbeat for a worker that needs longer: hides the taken event
     /// for another visibility timeout from now, on the store's clock.
@@ -322,14 +326,14 @@ pub trait Inbox: Send + Sync {
     /// another worker meanwhile (the token no longer matches).
     fn extend_visibility(
         &self,
-        delivery: &Delivery,
+        delivery: &InboxEntry,
     ) -> impl Future<Output = Result<(), DedupError>> + Send;
 
     /// Gives a taken event back, to be delivered again after `retry_in`,
     /// or dead-lettered if this was its last allowed attempt.
     fn nack(
         &self,
-        delivery: &Delivery,
+        delivery: &InboxEntry,
         retry_in: Duration,
     ) -> impl Future<Output = Result<NackOutcome, DedupError>> + Send;
 
@@ -338,7 +342,7 @@ pub trait Inbox: Send + Sync {
         &self,
         namespace: &str,
         max: usize,
-    ) -> impl Future<Output = Result<Vec<Delivery>, DedupError>> + Send;
+    ) -> impl Future<Output = Result<Vec<InboxEntry>, DedupError>> + Send;
 }
 
 /// Claims for handlers that run inline, while the sender waits.

@@ -7,7 +7,7 @@ use sqlx::postgres::{PgConnection, PgPool};
 
 use super::sql::{Statements, check_prefix, ready_condition, schema, statement, take_assignments};
 use super::{
-    Acceptance, DedupError, Delivery, Inbox, IncomingEvent, NackOutcome, StoreOptions, check_key,
+    Acceptance, DedupError, Inbox, InboxEntry, IncomingEvent, NackOutcome, StoreOptions, check_key,
     check_namespace, new_token,
 };
 use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
@@ -167,7 +167,7 @@ impl Inbox for PostgresStore {
         namespace: &str,
         _consumer: &str,
         max: usize,
-    ) -> Result<Vec<Delivery>, DedupError> {
+    ) -> Result<Vec<InboxEntry>, DedupError> {
         check_namespace(namespace)?;
         let token = new_token();
         let rows = sqlx::query(self.take.clone())
@@ -181,23 +181,27 @@ impl Inbox for PostgresStore {
         Self::taken(namespace, &rows, &token)
     }
 
-    async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         self.ack_row(delivery).await
     }
 
-    async fn extend_visibility(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         self.extend_row(delivery).await
     }
 
     async fn nack(
         &self,
-        delivery: &Delivery,
+        delivery: &InboxEntry,
         retry_in: Duration,
     ) -> Result<NackOutcome, DedupError> {
         self.nack_row(delivery, retry_in).await
     }
 
-    async fn dead_letters(&self, namespace: &str, max: usize) -> Result<Vec<Delivery>, DedupError> {
+    async fn dead_letters(
+        &self,
+        namespace: &str,
+        max: usize,
+    ) -> Result<Vec<InboxEntry>, DedupError> {
         self.dead_rows(namespace, max).await
     }
 }

@@ -9,8 +9,8 @@ use crate::store::redis::connect as redis_connection;
 use redis::{AsyncCommands as _, Script};
 
 use super::{
-    Acceptance, Claim, DedupError, Delivery, Inbox, IncomingEvent, Lease, LeaseStore, NackOutcome,
-    Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
+    Acceptance, Claim, DedupError, Inbox, InboxEntry, IncomingEvent, Lease, LeaseStore,
+    NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
 };
 
 /// Claims the id and appends the event to the inbox stream, or does
@@ -173,9 +173,9 @@ impl RedisStore {
         Ok(connection.xlen(self.key(namespace, "inbox")).await?)
     }
 
-    fn delivery(namespace: &str, row: TakenRow) -> Delivery {
+    fn delivery(namespace: &str, row: TakenRow) -> InboxEntry {
         let (entry, id, body, signed_at, attempt, token) = row;
-        Delivery {
+        InboxEntry {
             namespace: namespace.to_owned(),
             id,
             body,
@@ -213,7 +213,7 @@ impl Inbox for RedisStore {
         namespace: &str,
         consumer: &str,
         max: usize,
-    ) -> Result<Vec<Delivery>, DedupError> {
+    ) -> Result<Vec<InboxEntry>, DedupError> {
         check_namespace(namespace)?;
         if max == 0 {
             return Ok(Vec::new());
@@ -237,7 +237,7 @@ impl Inbox for RedisStore {
             .collect())
     }
 
-    async fn ack(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         let mut connection = self.connection.clone();
         let [stream, attempts, ..] = self.inbox_keys(&delivery.namespace);
         let acked: i64 = ACK_SCRIPT
@@ -255,7 +255,7 @@ impl Inbox for RedisStore {
         }
     }
 
-    async fn extend_visibility(&self, delivery: &Delivery) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         let mut connection = self.connection.clone();
         let [stream, attempts, ..] = self.inbox_keys(&delivery.namespace);
         let extended: i64 = EXTEND_TAKEN_SCRIPT
@@ -275,7 +275,7 @@ impl Inbox for RedisStore {
 
     async fn nack(
         &self,
-        delivery: &Delivery,
+        delivery: &InboxEntry,
         retry_in: Duration,
     ) -> Result<NackOutcome, DedupError> {
         let mut connection = self.connection.clone();
@@ -298,7 +298,11 @@ impl Inbox for RedisStore {
         }
     }
 
-    async fn dead_letters(&self, namespace: &str, max: usize) -> Result<Vec<Delivery>, DedupError> {
+    async fn dead_letters(
+        &self,
+        namespace: &str,
+        max: usize,
+    ) -> Result<Vec<InboxEntry>, DedupError> {
         check_namespace(namespace)?;
         let mut connection = self.connection.clone();
         let reply: redis::streams::StreamRangeReply = connection
@@ -316,7 +320,7 @@ impl Inbox for RedisStore {
                         .unwrap_or_default()
                 };
                 let text = |name: &str| String::from_utf8(field(name)).unwrap_or_default();
-                Delivery {
+                InboxEntry {
                     namespace: namespace.to_owned(),
                     id: text("id"),
                     body: field("body"),

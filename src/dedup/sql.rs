@@ -217,7 +217,7 @@ macro_rules! sql_store_common {
 
             async fn extend_row(
                 &self,
-                delivery: &$crate::dedup::Delivery,
+                delivery: &$crate::dedup::InboxEntry,
             ) -> Result<(), $crate::dedup::DedupError> {
                 let updated = sqlx::query(self.statements.extend_taken.clone())
                     .bind(Self::entry_of(delivery)?)
@@ -237,11 +237,11 @@ macro_rules! sql_store_common {
                 namespace: &str,
                 row: &$row,
                 token: &str,
-            ) -> Result<$crate::dedup::Delivery, $crate::dedup::DedupError> {
+            ) -> Result<$crate::dedup::InboxEntry, $crate::dedup::DedupError> {
                 use sqlx::Row as _;
                 let entry: i64 = row.try_get("entry")?;
                 let attempts: i64 = row.try_get("attempts")?;
-                Ok($crate::dedup::Delivery {
+                Ok($crate::dedup::InboxEntry {
                     namespace: namespace.to_owned(),
                     id: row.try_get("event_id")?,
                     body: row.try_get("body")?,
@@ -260,7 +260,7 @@ macro_rules! sql_store_common {
                 namespace: &str,
                 rows: &[$row],
                 token: &str,
-            ) -> Result<Vec<$crate::dedup::Delivery>, $crate::dedup::DedupError> {
+            ) -> Result<Vec<$crate::dedup::InboxEntry>, $crate::dedup::DedupError> {
                 use sqlx::Row as _;
                 let mut deliveries = Vec::with_capacity(rows.len());
                 for row in rows {
@@ -273,7 +273,7 @@ macro_rules! sql_store_common {
             }
 
             fn entry_of(
-                delivery: &$crate::dedup::Delivery,
+                delivery: &$crate::dedup::InboxEntry,
             ) -> Result<i64, $crate::dedup::DedupError> {
                 delivery
                     .receipt
@@ -284,7 +284,7 @@ macro_rules! sql_store_common {
 
             async fn ack_row(
                 &self,
-                delivery: &$crate::dedup::Delivery,
+                delivery: &$crate::dedup::InboxEntry,
             ) -> Result<(), $crate::dedup::DedupError> {
                 let deleted = sqlx::query(self.statements.ack.clone())
                     .bind(Self::entry_of(delivery)?)
@@ -301,7 +301,7 @@ macro_rules! sql_store_common {
 
             async fn nack_row(
                 &self,
-                delivery: &$crate::dedup::Delivery,
+                delivery: &$crate::dedup::InboxEntry,
                 retry_in: std::time::Duration,
             ) -> Result<$crate::dedup::NackOutcome, $crate::dedup::DedupError> {
                 let dead: Option<bool> = sqlx::query_scalar(self.statements.nack.clone())
@@ -322,7 +322,7 @@ macro_rules! sql_store_common {
                 &self,
                 namespace: &str,
                 max: usize,
-            ) -> Result<Vec<$crate::dedup::Delivery>, $crate::dedup::DedupError> {
+            ) -> Result<Vec<$crate::dedup::InboxEntry>, $crate::dedup::DedupError> {
                 $crate::dedup::check_namespace(namespace)?;
                 let rows = sqlx::query(self.statements.dead_letters.clone())
                     .bind(namespace)
