@@ -1,0 +1,452 @@
+//! One HTTP receiver contract, stamped out for each framework adapter
+//! (axum through `hooklatch-tower`, actix-web through `hooklatch-actix`) and
+//! each claim store (memory, SQLite, real Postgres, real Redis): a real
+//! server on 127.0.0.1:0 and a real HTTP client.
+
+mod support;
+
+use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use hooklatch::dedup::{Inbox, LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::verify::{Scheme, Signer, Verifier};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const WRONG_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+const LIMIT: usize = 4096;
+
+type HeaderPairs = Vec<(String, String)>;
+
+fn verifier() -> Verifier {
+    Verifier::builder(Scheme::standard_webhooks())
+        .with_secret(SECRET)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+fn sign_with(secret: &str, id: &str, at: SystemTime, body: &[u8]) -> HeaderPairs {
+    Signer::new(Scheme::standard_webhooks(), [secret])
+        .unwrap()
+        .sign(id, at, body)
+        .unwrap()
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+fn sign(id: &str, body: &[u8]) -> HeaderPairs {
+    sign_with(SECRET, id, SystemTime::now(), body)
+}
+
+/// Posts and returns the status and body text; `None` when the server
+/// closed the connection without answering (a handler panic may).
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &HeaderPairs,
+    body: Vec<u8>,
+) -> Option<(u16, String)> {
+    let mut request = client.post(url).body(body);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.ok()?;
+    let status = response.status().as_u16();
+    Some((status, response.text().await.unwrap_or_default()))
+}
+
+/// The lease contract's handler: fails the first time, panics the second,
+/// then succeeds; `runs` counts how often it ran.
+#[derive(Clone, Default)]
+struct Script {
+    runs: Arc<AtomicUsize>,
+}
+
+enum Turn {
+    Fail,
+    Panic,
+    Succeed,
+}
+
+impl Script {
+    fn next(&self) -> Turn {
+        match self.runs.fetch_add(1, Ordering::SeqCst) {
+            0 => Turn::Fail,
+            1 => Turn::Panic,
+            _ => Turn::Succeed,
+        }
+    }
+}
+
+/// A framework adapter serving the receiver.
+trait Framework {
+    /// Inbox mode: 202 new, 200 duplicate.
+    fn serve_inbox<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> String;
+    /// Lease mode, running `script` as the handler.
+    fn serve_lease<S: LeaseStore + Clone + 'static>(
+        store: S,
+        namespace: &str,
+        script: Script,
+    ) -> String;
+}
+
+struct Axum;
+impl Framework for Axum {
+    fn serve_inbox<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> String {
+        use axum::{Router, routing::post};
+        use hooklatch_tower::WebhookLayer;
+        let app = Router::new()
+            .route("/webhooks", post(|| async { "never called" }))
+            .layer(
+                WebhookLayer::new(verifier())
+                    .with_body_limit(LIMIT)
+                    .with_inbox(store, namespace)
+                    .unwrap(),
+            );
+        serve_axum(app)
+    }
+
+    fn serve_lease<S: LeaseStore + Clone + 'static>(
+        store: S,
+        namespace: &str,
+        script: Script,
+    ) -> String {
+        use axum::{Router, http::StatusCode, routing::post};
+        use hooklatch_tower::WebhookLayer;
+        let handler = move || {
+            let script = script.clone();
+            async move {
+                match script.next() {
+                    Turn::Fail => (StatusCode::INTERNAL_SERVER_ERROR, "failed"),
+                    Turn::Panic => panic!("handler bug"),
+                    Turn::Succeed => (StatusCode::OK, "handled"),
+                }
+            }
+        };
+        let app = Router::new().route("/webhooks", post(handler)).layer(
+            WebhookLayer::new(verifier())
+                .with_lease(store, namespace, Duration::from_secs(30))
+                .unwrap(),
+        );
+        serve_axum(app)
+    }
+}
+
+/// Runs `app` on its own thread and runtime, like the actix servers.
+fn serve_axum(app: axum::Router) -> String {
+    let (address, ready) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            address.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    format!("http://{}/webhooks", ready.recv().unwrap())
+}
+
+struct Actix;
+impl Framework for Actix {
+    fn serve_inbox<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> String {
+        use hooklatch_actix::{InboxWebhook, WebhookConfig};
+        let config = WebhookConfig::new(verifier())
+            .with_body_limit(LIMIT)
+            .with_inbox(store, namespace)
+            .unwrap();
+        serve_actix(move || {
+            actix_web::App::new().app_data(config.clone()).route(
+                "/webhooks",
+                actix_web::web::post().to(|webhook: InboxWebhook| async move { webhook }),
+            )
+        })
+    }
+
+    fn serve_lease<S: LeaseStore + Clone + 'static>(
+        store: S,
+        namespace: &str,
+        script: Script,
+    ) -> String {
+        use actix_web::HttpResponse;
+        use hooklatch_actix::{LeasedWebhook, WebhookConfig};
+        let config = WebhookConfig::new(verifier())
+            .with_lease(store, namespace, Duration::from_secs(30))
+            .unwrap();
+        serve_actix(move || {
+            let script = script.clone();
+            actix_web::App::new().app_data(config.clone()).route(
+                "/webhooks",
+                actix_web::web::post().to(move |webhook: LeasedWebhook| {
+                    let script = script.clone();
+                    async move {
+                        match script.next() {
+                            Turn::Fail => HttpResponse::InternalServerError().body("failed"),
+                            Turn::Panic => panic!("handler bug"),
+                            Turn::Succeed => {
+                                webhook.complete().await.unwrap();
+                                HttpResponse::Ok().body("handled")
+                            }
+                        }
+                    }
+                }),
+            )
+        })
+    }
+}
+
+/// Runs an actix app on its own thread and actix system.
+fn serve_actix<F, T>(app: F) -> String
+where
+    F: Fn() -> actix_web::App<T> + Send + Clone + 'static,
+    T: actix_web::dev::ServiceFactory<
+            actix_web::dev::ServiceRequest,
+            Config = (),
+            Response = actix_web::dev::ServiceResponse,
+            Error = actix_web::Error,
+            InitError = (),
+        > + 'static,
+{
+    let (address, ready) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let server = actix_web::HttpServer::new(app)
+                .workers(2)
+                .bind("127.0.0.1:0")
+                .unwrap();
+            address.send(server.addrs()[0]).unwrap();
+            server.run().await.unwrap();
+        });
+    });
+    format!("http://{}/webhooks", ready.recv().unwrap())
+}
+
+/// A claim store for one test, and what must live as long as it.
+trait Store {
+    type Store: Inbox + LeaseStore + Clone + 'static;
+    async fn open() -> (Self::Store, Vec<Box<dyn Any + Send>>);
+}
+
+struct Memory;
+impl Store for Memory {
+    type Store = MemoryStore;
+    async fn open() -> (MemoryStore, Vec<Box<dyn Any + Send>>) {
+        (MemoryStore::new(), Vec::new())
+    }
+}
+
+struct Sqlite;
+impl Store for Sqlite {
+    type Store = SqliteStore;
+    async fn open() -> (SqliteStore, Vec<Box<dyn Any + Send>>) {
+        let dir = support::TempDir::new("receiver");
+        let store = SqliteStore::open(dir.path().join("claims.db"))
+            .await
+            .unwrap();
+        (store, vec![Box::new(dir)])
+    }
+}
+
+struct Postgres;
+impl Store for Postgres {
+    type Store = PostgresStore;
+    async fn open() -> (PostgresStore, Vec<Box<dyn Any + Send>>) {
+        let server = support::postgres();
+        let store = PostgresStore::connect(&server.url()).await.unwrap();
+        (store, vec![Box::new(server)])
+    }
+}
+
+struct Redis;
+impl Store for Redis {
+    type Store = RedisStore;
+    async fn open() -> (RedisStore, Vec<Box<dyn Any + Send>>) {
+        let server = support::redis();
+        let store = RedisStore::connect(&server.url()).await.unwrap();
+        (store, vec![Box::new(server)])
+    }
+}
+
+/// Valid -> 202 and one entry; again -> 200; 64 at once -> all 2xx and
+/// still one entry; every kind of bad request -> 400 or 413, with the
+/// generic text only, and nothing enqueued.
+async fn inbox_accepts_once_and_refuses_bad_requests<F: Framework, B: Store>() {
+    let (store, _guards) = B::open().await;
+    let namespace = support::unique("ns");
+    let url = F::serve_inbox(store.clone(), &namespace);
+    let client = reqwest::Client::new();
+    let body = br#"{"type":"invoice.paid"}"#.to_vec();
+    let signed = sign("msg_1", &body);
+    let answer = |headers: HeaderPairs, body: Vec<u8>| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            post(&client, &url, &headers, body)
+                .await
+                .expect("an answer")
+        }
+    };
+    assert_eq!(
+        answer(signed.clone(), body.clone()).await,
+        (202, "accepted".into())
+    );
+    assert_eq!(
+        answer(signed.clone(), body.clone()).await,
+        (200, "duplicate".into())
+    );
+
+    let racing = sign("msg_64", &body);
+    let tasks: Vec<_> = (0..64)
+        .map(|_| tokio::spawn(answer(racing.clone(), body.clone())))
+        .collect();
+    let mut accepted = 0;
+    for task in tasks {
+        let (status, _) = task.await.unwrap();
+        assert!((200..300).contains(&status), "{status}");
+        accepted += usize::from(status == 202);
+    }
+    assert_eq!(accepted, 1, "64 concurrent deliveries, one acceptance");
+
+    let now = SystemTime::now();
+    let mut tampered = body.clone();
+    tampered[3] ^= 1;
+    let replacing = |name: &str, value: Option<&str>| -> HeaderPairs {
+        signed
+            .iter()
+            .filter_map(|(key, old)| match (key == name, value) {
+                (true, None) => None,
+                (true, Some(value)) => Some((key.clone(), value.to_owned())),
+                (false, _) => Some((key.clone(), old.clone())),
+            })
+            .collect()
+    };
+    let bad_requests: Vec<(&str, HeaderPairs, Vec<u8>)> = vec![
+        (
+            "bad signature",
+            replacing(
+                "webhook-signature",
+                Some("v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+            ),
+            body.clone(),
+        ),
+        (
+            "wrong secret",
+            sign_with(WRONG_SECRET, "msg_2", now, &body),
+            body.clone(),
+        ),
+        (
+            "stale",
+            sign_with(SECRET, "msg_3", now - Duration::from_secs(600), &body),
+            body.clone(),
+        ),
+        (
+            "future",
+            sign_with(SECRET, "msg_4", now + Duration::from_secs(600), &body),
+            body.clone(),
+        ),
+        (
+            "missing signature",
+            replacing("webhook-signature", None),
+            body.clone(),
+        ),
+        ("missing id", replacing("webhook-id", None), body.clone()),
+        (
+            "malformed timestamp",
+            replacing("webhook-timestamp", Some("soon")),
+            body.clone(),
+        ),
+        (
+            "id too long",
+            replacing("webhook-id", Some(&"i".repeat(300))),
+            body.clone(),
+        ),
+        ("body changed by one byte", signed.clone(), tampered),
+    ];
+    for (what, headers, body) in bad_requests {
+        assert_eq!(
+            answer(headers, body).await,
+            (400, "webhook verification failed".into()),
+            "{what}: 400 with the generic text only"
+        );
+    }
+    let oversized = vec![b'x'; LIMIT + 1];
+    let (status, _) = answer(sign("msg_big", &oversized), oversized).await;
+    assert_eq!(status, 413);
+
+    let mut ids = support::drain(&store, &namespace).await;
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["msg_1", "msg_64"],
+        "only the valid events were enqueued"
+    );
+}
+
+/// A handler that fails, then panics, then succeeds: each retry runs it
+/// again, and once it succeeded a duplicate is answered 200 without it.
+async fn lease_retries_after_failure_and_panic<F: Framework, B: Store>() {
+    let (store, _guards) = B::open().await;
+    let script = Script::default();
+    let url = F::serve_lease(store, &support::unique("lease"), script.clone());
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let headers = sign("msg_lease", &body);
+    // Deliver as a sender would: a 409 means come back shortly (a lease
+    // may be released just after the answer went out).
+    let deliver = || async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match post(&client, &url, &headers, body.clone()).await {
+                Some((409, _)) => {
+                    assert!(std::time::Instant::now() < deadline, "never released");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => return other.map(|(status, _)| status),
+            }
+        }
+    };
+    assert_eq!(deliver().await, Some(500));
+    let panicked = deliver().await;
+    assert!(matches!(panicked, None | Some(500)), "{panicked:?}");
+    assert_eq!(deliver().await, Some(200));
+    assert_eq!(deliver().await, Some(200), "a duplicate after completion");
+    assert_eq!(
+        script.runs.load(Ordering::SeqCst),
+        3,
+        "done: the fourth is not run"
+    );
+}
+
+macro_rules! contract {
+    ($($module:ident => $framework:ident, $store:ident;)*) => {
+        $(
+            mod $module {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn inbox_accepts_once_and_refuses_bad_requests() {
+                    super::inbox_accepts_once_and_refuses_bad_requests::<super::$framework, super::$store>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn lease_retries_after_failure_and_panic() {
+                    super::lease_retries_after_failure_and_panic::<super::$framework, super::$store>().await;
+                }
+            }
+        )*
+    };
+}
+
+contract! {
+    axum_memory => Axum, Memory;
+    axum_sqlite => Axum, Sqlite;
+    axum_postgres => Axum, Postgres;
+    axum_redis => Axum, Redis;
+    actix_memory => Actix, Memory;
+    actix_sqlite => Actix, Sqlite;
+    actix_postgres => Actix, Postgres;
+    actix_redis => Actix, Redis;
+}
