@@ -1,4 +1,4 @@
-//! Edge cases of verification, one behaviour a test.
+//! Verification, one rule a test: headers, timestamps, encodings, secrets and the errors that name each failure.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
