@@ -1,5 +1,7 @@
 //! [`DedupError`]: why a store could not answer.
 
+pub use crate::store::StoreError;
+
 /// Why a store operation failed. After an error from
 /// [`Inbox::accept`](super::Inbox::accept) nothing was kept: answer 5xx so
 /// the sender retries.
@@ -26,10 +28,9 @@ pub enum DedupError {
     /// this delivery cannot ack or nack it.
     #[error("delivery lost: its visibility timeout passed and another worker took the event")]
     DeliveryLost,
-    /// The SQL database failed or could not be reached.
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    #[error("sql store: {0}")]
-    Sql(#[from] sqlx::Error),
+    /// The database failed or could not be reached; nothing was kept.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// The Redis server may evict keys (`maxmemory-policy` is not
     /// `noeviction`), which would drop claims or accepted events.
     #[error(
@@ -38,10 +39,20 @@ pub enum DedupError {
          `RedisStore::insecure_connect_allowing_eviction`"
     )]
     EvictionPolicy(String),
-    /// The Redis server failed or could not be reached.
-    #[cfg(feature = "redis")]
-    #[error("redis store: {0}")]
-    Redis(#[from] redis::RedisError),
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+impl From<sqlx::Error> for DedupError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Store(error.into())
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<redis::RedisError> for DedupError {
+    fn from(error: redis::RedisError) -> Self {
+        Self::Store(error.into())
+    }
 }
 
 impl DedupError {

@@ -68,7 +68,7 @@ pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
-pub use error::DedupError;
+pub use error::{DedupError, StoreError};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;

@@ -13,18 +13,27 @@ pub enum SequenceError {
     /// A table prefix is not a plain identifier.
     #[error("invalid table name `{0}`: use 1 to 48 of a-z, 0-9 and _, starting with a letter")]
     InvalidTableName(String),
-    /// The SQL database failed or could not be reached.
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    #[error("sql store: {0}")]
-    Sql(#[from] sqlx::Error),
+    /// The database failed or could not be reached.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     /// The Redis server may evict keys (`maxmemory-policy` is not
     /// `noeviction`), which would drop positions.
     #[error(
         "redis maxmemory-policy is `{0}`: evicted positions let events apply twice; set `maxmemory-policy noeviction`"
     )]
     EvictionPolicy(String),
-    /// The Redis server failed or could not be reached.
-    #[cfg(feature = "redis")]
-    #[error("redis store: {0}")]
-    Redis(#[from] redis::RedisError),
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+impl From<sqlx::Error> for SequenceError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Store(error.into())
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<redis::RedisError> for SequenceError {
+    fn from(error: redis::RedisError) -> Self {
+        Self::Store(error.into())
+    }
 }

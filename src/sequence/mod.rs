@@ -47,6 +47,7 @@ mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+pub use crate::store::StoreError;
 pub use buffer::{DEFAULT_MAX_AHEAD, DEFAULT_MAX_HELD, Held, Overdue, ReorderBuffer};
 pub use error::SequenceError;
 pub use memory::MemorySequences;

@@ -12,6 +12,44 @@ pub(crate) mod sql;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The database behind a store failed or could not be reached. Opaque, so
+/// that no driver's types are part of this crate's API: `source()` is the
+/// driver's own error, and [`backend`](Self::backend) names the database.
+#[derive(Debug, thiserror::Error)]
+#[error("{backend} store: {source}")]
+pub struct StoreError {
+    backend: &'static str,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl StoreError {
+    /// `sql` or `redis`.
+    pub fn backend(&self) -> &'static str {
+        self.backend
+    }
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        Self {
+            backend: "sql",
+            source: Box::new(error),
+        }
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<::redis::RedisError> for StoreError {
+    fn from(error: ::redis::RedisError) -> Self {
+        Self {
+            backend: "redis",
+            source: Box::new(error),
+        }
+    }
+}
+
 /// The longest namespace accepted, in bytes.
 pub(crate) const MAX_NAMESPACE_LEN: usize = 64;
 
