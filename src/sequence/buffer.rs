@@ -57,6 +57,7 @@ pub enum Held<T> {
 /// missing events are presumed lost. Refetch the resource, commit its
 /// position, and drop the held events at or below it.
 #[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Overdue<T> {
     /// The resource to refetch.
     pub resource: String,
