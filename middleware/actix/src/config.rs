@@ -103,6 +103,7 @@ pub struct WebhookConfig {
     pub(crate) key: EventKey,
     pub(crate) inbox: Option<(Arc<dyn DynInbox>, String)>,
     pub(crate) lease: Option<(Arc<dyn DynLease>, String, Duration)>,
+    pub(crate) respond: Option<crate::error::RespondFn>,
 }
 
 impl std::fmt::Debug for WebhookConfig {
@@ -128,6 +129,7 @@ impl WebhookConfig {
             key: EventKey::default(),
             inbox: None,
             lease: None,
+            respond: None,
         }
     }
 
@@ -143,6 +145,31 @@ impl WebhookConfig {
     #[must_use]
     pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
         self.body_timeout = timeout;
+        self
+    }
+
+    /// Answers rejections with `respond`'s response wherever it returns one
+    /// (a JSON problem document, say); `None` keeps the plain-text default.
+    ///
+    /// ```
+    /// use actix_web::HttpResponse;
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_actix::WebhookConfig;
+    ///
+    /// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
+    /// let config = WebhookConfig::new(verifier).with_rejection_response(|rejection| {
+    ///     let status = actix_web::http::StatusCode::from_u16(rejection.status().as_u16()).ok()?;
+    ///     Some(HttpResponse::build(status).json(serde_json::json!({ "error": rejection.body_text() })))
+    /// });
+    /// # let _ = config;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_rejection_response(
+        mut self,
+        respond: impl Fn(&Rejection) -> Option<actix_web::HttpResponse> + Send + Sync + 'static,
+    ) -> Self {
+        self.respond = Some(Arc::new(respond));
         self
     }
 

@@ -1,62 +1,110 @@
 //! [`WebhookError`]: how the extractors answer when they stop a request.
 
+use std::sync::Arc;
+
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use hooklatch::receive::Rejection;
 
-/// Why an extractor stopped a request before the handler ran.
+/// An application's own answer to a rejection, set with
+/// [`WebhookConfig::with_rejection_response`](crate::WebhookConfig::with_rejection_response).
+pub(crate) type RespondFn = Arc<dyn Fn(&Rejection) -> Option<HttpResponse> + Send + Sync>;
+
+/// Why an extractor stopped a request before the handler ran: a
+/// [`Rejection`] (400, 409, 413, 422, 500 or 503, see its `status`), or an
+/// event handled before, which [`LeasedWebhook`](crate::LeasedWebhook)
+/// answers 200 without running the handler.
+pub struct WebhookError {
+    kind: Kind,
+    respond: Option<RespondFn>,
+}
+
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum WebhookError {
-    /// The request was refused; see [`Rejection`] for the status of each
-    /// cause (400, 409, 413, 422, 500, 503).
+enum Kind {
     Rejected(Rejection),
-    /// [`LeasedWebhook`](crate::LeasedWebhook) only: the event was handled
-    /// before, so the handler is skipped and the sender told 200.
     AlreadyHandled,
 }
 
+impl std::fmt::Debug for WebhookError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookError")
+            .field("kind", &self.kind)
+            .field("custom_response", &self.respond.is_some())
+            .finish()
+    }
+}
+
 impl WebhookError {
-    pub(crate) fn rejected(rejection: Rejection) -> Self {
-        tracing::warn!(
-            status = %rejection.status(),
-            reason = %rejection.reason(),
-            "webhook rejected"
-        );
-        Self::Rejected(rejection)
+    /// The rejection, unless the event was handled before.
+    pub fn rejection(&self) -> Option<&Rejection> {
+        match &self.kind {
+            Kind::Rejected(rejection) => Some(rejection),
+            Kind::AlreadyHandled => None,
+        }
+    }
+
+    /// Whether the event was handled before (answered 200).
+    pub fn is_already_handled(&self) -> bool {
+        matches!(self.kind, Kind::AlreadyHandled)
+    }
+
+    pub(crate) fn already_handled() -> Self {
+        Self {
+            kind: Kind::AlreadyHandled,
+            respond: None,
+        }
+    }
+
+    /// Answers with the application's response, where it gives one.
+    pub(crate) fn answered_by(mut self, respond: Option<RespondFn>) -> Self {
+        self.respond = respond;
+        self
     }
 }
 
 impl From<Rejection> for WebhookError {
     fn from(rejection: Rejection) -> Self {
-        Self::rejected(rejection)
+        tracing::warn!(
+            status = %rejection.status(),
+            reason = %rejection.reason(),
+            "webhook rejected"
+        );
+        Self {
+            kind: Kind::Rejected(rejection),
+            respond: None,
+        }
     }
 }
 
 impl std::fmt::Display for WebhookError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Rejected(rejection) => write!(f, "webhook rejected: {rejection}"),
-            Self::AlreadyHandled => f.write_str("webhook already handled"),
+        match &self.kind {
+            Kind::Rejected(rejection) => write!(f, "webhook rejected: {rejection}"),
+            Kind::AlreadyHandled => f.write_str("webhook already handled"),
         }
     }
 }
 
 impl ResponseError for WebhookError {
     fn status_code(&self) -> StatusCode {
-        match self {
-            Self::Rejected(rejection) => StatusCode::from_u16(rejection.status().as_u16())
+        match &self.kind {
+            Kind::Rejected(rejection) => StatusCode::from_u16(rejection.status().as_u16())
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            Self::AlreadyHandled => StatusCode::OK,
+            Kind::AlreadyHandled => StatusCode::OK,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
+        let Kind::Rejected(rejection) = &self.kind else {
+            return HttpResponse::Ok()
+                .content_type("text/plain; charset=utf-8")
+                .body("duplicate");
+        };
+        if let Some(response) = self.respond.as_ref().and_then(|respond| respond(rejection)) {
+            return response;
+        }
         let mut response = HttpResponse::build(self.status_code());
         response.content_type("text/plain; charset=utf-8");
-        let Self::Rejected(rejection) = self else {
-            return response.body("duplicate");
-        };
         if let Some(seconds) = rejection.retry_after_secs() {
             response.insert_header(("retry-after", seconds.to_string()));
         }

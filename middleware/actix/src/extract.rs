@@ -1,6 +1,7 @@
 //! The extractors: [`Webhook<T>`], [`RawWebhook`], [`InboxWebhook`] and
 //! [`LeasedWebhook`].
 
+use std::future::Future;
 use std::sync::Arc;
 
 use actix_web::dev::Payload;
@@ -15,14 +16,32 @@ use crate::config::{DynLease, WebhookConfig};
 use crate::error::WebhookError;
 use crate::headers::ActixHeaders;
 
+/// Finds the request's config and runs `step` with it; an error the step
+/// returns is answered the config's way.
+async fn configured<T, F, Fut>(
+    request: HttpRequest,
+    payload: Payload,
+    step: F,
+) -> Result<T, WebhookError>
+where
+    F: FnOnce(HttpRequest, Payload, WebhookConfig) -> Fut,
+    Fut: Future<Output = Result<T, WebhookError>>,
+{
+    let config = WebhookConfig::from_request(&request)
+        .cloned()
+        .ok_or(Rejection::NotConfigured)?;
+    let respond = config.respond.clone();
+    step(request, payload, config)
+        .await
+        .map_err(|error| error.answered_by(respond))
+}
+
 /// Reads the body through the limit and verifies it.
 async fn verify(
     request: &HttpRequest,
     payload: Payload,
-) -> Result<(WebhookConfig, VerifiedEvent), WebhookError> {
-    let config = WebhookConfig::from_request(request)
-        .cloned()
-        .ok_or(Rejection::NotConfigured)?;
+    config: &WebhookConfig,
+) -> Result<VerifiedEvent, WebhookError> {
     let limit = config.body_limit;
     let declared = request
         .headers()
@@ -36,8 +55,12 @@ async fn verify(
         .verifier
         .verify(&headers, &body)
         .map_err(Rejection::Unverified)?;
-    let event = VerifiedEvent::new(&config.key, &config.verifier, &verified, body.clone())?;
-    Ok((config, event))
+    Ok(VerifiedEvent::new(
+        &config.key,
+        &config.verifier,
+        &verified,
+        body.clone(),
+    )?)
 }
 
 /// A verified webhook as received: id, timestamp, scheme and raw body.
@@ -50,7 +73,13 @@ impl FromRequest for RawWebhook {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let (request, payload) = (request.clone(), payload.take());
-        Box::pin(async move { Ok(Self(verify(&request, payload).await?.1)) })
+        Box::pin(configured(
+            request,
+            payload,
+            |request, payload, config| async move {
+                Ok(Self(verify(&request, payload, &config).await?))
+            },
+        ))
     }
 }
 
@@ -85,12 +114,16 @@ impl<T: DeserializeOwned + 'static> FromRequest for Webhook<T> {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let (request, payload) = (request.clone(), payload.take());
-        Box::pin(async move {
-            let (_, event) = verify(&request, payload).await?;
-            serde_json::from_slice(&event.body)
-                .map(Webhook)
-                .map_err(|error| Rejection::InvalidJson(error.to_string()).into())
-        })
+        Box::pin(configured(
+            request,
+            payload,
+            |request, payload, config| async move {
+                let event = verify(&request, payload, &config).await?;
+                serde_json::from_slice(&event.body)
+                    .map(Webhook)
+                    .map_err(|error| Rejection::InvalidJson(error.to_string()).into())
+            },
+        ))
     }
 }
 
@@ -122,12 +155,16 @@ impl FromRequest for InboxWebhook {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let (request, payload) = (request.clone(), payload.take());
-        Box::pin(async move {
-            let (config, event) = verify(&request, payload).await?;
-            let (store, namespace) = config.inbox.as_ref().ok_or(Rejection::NotConfigured)?;
-            let acceptance = store.accept(namespace, &event).await?;
-            Ok(Self { event, acceptance })
-        })
+        Box::pin(configured(
+            request,
+            payload,
+            |request, payload, config| async move {
+                let event = verify(&request, payload, &config).await?;
+                let (store, namespace) = config.inbox.as_ref().ok_or(Rejection::NotConfigured)?;
+                let acceptance = store.accept(namespace, &event).await?;
+                Ok(Self { event, acceptance })
+            },
+        ))
     }
 }
 
@@ -219,17 +256,21 @@ impl FromRequest for LeasedWebhook {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let (request, payload) = (request.clone(), payload.take());
-        Box::pin(async move {
-            let (config, event) = verify(&request, payload).await?;
-            let (store, namespace, lease_for) =
-                config.lease.clone().ok_or(Rejection::NotConfigured)?;
-            match store.claim(&namespace, &event, lease_for).await? {
-                Claimed::Fresh(lease) => Ok(Self {
-                    event,
-                    held: Some((store, lease)),
-                }),
-                Claimed::Done => Err(WebhookError::AlreadyHandled),
-            }
-        })
+        Box::pin(configured(
+            request,
+            payload,
+            |request, payload, config| async move {
+                let event = verify(&request, payload, &config).await?;
+                let (store, namespace, lease_for) =
+                    config.lease.clone().ok_or(Rejection::NotConfigured)?;
+                match store.claim(&namespace, &event, lease_for).await? {
+                    Claimed::Fresh(lease) => Ok(Self {
+                        event,
+                        held: Some((store, lease)),
+                    }),
+                    Claimed::Done => Err(WebhookError::already_handled()),
+                }
+            },
+        ))
     }
 }

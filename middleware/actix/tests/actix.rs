@@ -381,3 +381,53 @@ async fn a_leased_webhook_dropped_in_any_task_or_thread_never_panics() {
     let headers = sign("msg_thread", &body);
     assert_eq!(post(&client, &url, &headers, body).await.0, 200);
 }
+
+/// `with_rejection_response` answers rejections the application's way
+/// wherever the hook returns a response; `None` keeps the default.
+#[actix_web::test]
+async fn rejections_are_answered_by_the_applications_hook_where_it_gives_one() {
+    let config = WebhookConfig::new(verifier())
+        .with_body_limit(64)
+        .with_rejection_response(|rejection| {
+            if rejection.status().as_u16() == 413 {
+                return None;
+            }
+            let status = actix_web::http::StatusCode::from_u16(rejection.status().as_u16()).ok()?;
+            Some(
+                HttpResponse::build(status)
+                    .content_type("application/problem+json")
+                    .body(format!(r#"{{"title":"{}"}}"#, rejection.body_text())),
+            )
+        });
+    let url = serve(config, |routes| {
+        routes.route(
+            "/webhooks",
+            web::post().to(|RawWebhook(event): RawWebhook| async move { event.key }),
+        );
+    });
+    let client = reqwest::Client::new();
+    let body = b"{}".to_vec();
+    let mut headers = sign("msg_hook", &body);
+    for (name, value) in &mut headers {
+        if name == "webhook-signature" {
+            *value = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into();
+        }
+    }
+    let mut request = client.post(&url).body(body);
+    for (name, value) in &headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert_eq!(
+        response.text().await.unwrap(),
+        r#"{"title":"webhook verification failed"}"#
+    );
+    let oversized = vec![b'x'; 65];
+    let (status, text) = post(&client, &url, &sign("msg_big", &oversized), oversized).await;
+    assert_eq!((status, text.as_str()), (413, "payload too large"));
+}

@@ -8,6 +8,7 @@ use hooklatch::verify::Verifier;
 use tower_layer::Layer;
 
 use crate::mode::{InboxMode, LeaseMode, VerifyOnly};
+use crate::response::Answers;
 use crate::service::WebhookService;
 use hooklatch::verify::EventKey;
 
@@ -51,6 +52,7 @@ pub(crate) struct Config<M> {
     pub(crate) body_limit: usize,
     pub(crate) body_timeout: Duration,
     pub(crate) key: EventKey,
+    pub(crate) answers: Answers,
 }
 
 impl WebhookLayer {
@@ -65,6 +67,7 @@ impl WebhookLayer {
                 verifier,
                 mode: VerifyOnly,
                 key: EventKey::default(),
+                answers: Answers::default(),
             }),
         }
     }
@@ -78,6 +81,7 @@ impl<M: Clone> WebhookLayer<M> {
             body_limit: shared.body_limit,
             body_timeout: shared.body_timeout,
             key: shared.key.clone(),
+            answers: shared.answers.clone(),
         });
         WebhookLayer {
             config: Arc::new(change(config)),
@@ -105,6 +109,37 @@ impl<M: Clone> WebhookLayer<M> {
         })
     }
 
+    /// Answers rejections with `respond`'s response wherever it returns one
+    /// (a JSON problem document, say); `None` keeps the plain-text default.
+    /// The [`Rejection`](crate::Rejection) is still logged and put into the
+    /// response's extensions.
+    ///
+    /// ```
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_tower::WebhookLayer;
+    ///
+    /// let verifier = Verifier::builder(Scheme::standard_webhooks())
+    ///     .with_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?
+    ///     .build()?;
+    /// let layer = WebhookLayer::new(verifier).with_rejection_response(|rejection| {
+    ///     let body = format!(r#"{{"error":"{}"}}"#, rejection.body_text());
+    ///     http::Response::builder()
+    ///         .status(rejection.status())
+    ///         .header("content-type", "application/json")
+    ///         .body(body)
+    ///         .ok()
+    /// });
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_rejection_response(
+        self,
+        respond: impl Fn(&crate::Rejection) -> Option<http::Response<String>> + Send + Sync + 'static,
+    ) -> Self {
+        let answers = Answers::with_hook(respond);
+        self.map(|config| Config { answers, ..config })
+    }
+
     /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the
     /// scheme's signed id, Stripe's body `id`, or else a digest of what the
     /// signature covers.
@@ -130,6 +165,7 @@ impl<M: Clone> WebhookLayer<M> {
             body_limit: config.body_limit,
             body_timeout: config.body_timeout,
             key: config.key,
+            answers: config.answers,
         }))
     }
 
@@ -153,6 +189,7 @@ impl<M: Clone> WebhookLayer<M> {
             body_limit: config.body_limit,
             body_timeout: config.body_timeout,
             key: config.key,
+            answers: config.answers,
         }))
     }
 }

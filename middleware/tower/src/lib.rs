@@ -56,6 +56,7 @@ mod extract;
 mod future;
 mod layer;
 mod mode;
+mod response;
 mod service;
 
 #[cfg(feature = "axum")]
@@ -67,4 +68,6 @@ pub use hooklatch::receive::{DEFAULT_BODY_TIMEOUT, Rejection, VerifiedEvent};
 pub use hooklatch::verify::EventKey;
 pub use layer::WebhookLayer;
 pub use mode::{InboxMode, LeaseMode, Mode, VerifyOnly};
+#[doc(hidden)]
+pub use response::Answers;
 pub use service::WebhookService;

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use hooklatch::dedup::{Acceptance, Inbox, LeaseStore};
 use hooklatch::receive::{Claimed, Rejection, VerifiedEvent, accept, claim, settle};
+
+use crate::response::Answers;
 use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
@@ -27,13 +29,14 @@ pub trait Mode: sealed::Sealed + Clone + Send + Sync + 'static {
         event: VerifiedEvent,
         request: Request<ReqBody>,
         inner: S,
+        answers: &Answers,
     ) -> impl Future<Output = Result<Response<ResBody>, S::Error>> + Send
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
         S::Future: Send,
         S::Error: Send,
         ReqBody: Send + 'static,
-        ResBody: From<&'static str> + Send + 'static;
+        ResBody: From<&'static str> + From<String> + Send + 'static;
 }
 
 /// Verify, then pass the request on to the inner service.
@@ -93,13 +96,14 @@ impl Mode for VerifyOnly {
         _event: VerifiedEvent,
         request: Request<ReqBody>,
         mut inner: S,
+        _answers: &Answers,
     ) -> Result<Response<ResBody>, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
         S::Future: Send,
         S::Error: Send,
         ReqBody: Send + 'static,
-        ResBody: From<&'static str> + Send + 'static,
+        ResBody: From<&'static str> + From<String> + Send + 'static,
     {
         inner.call(request).await
     }
@@ -111,18 +115,19 @@ impl<St: Inbox + Clone + 'static> Mode for InboxMode<St> {
         event: VerifiedEvent,
         _request: Request<ReqBody>,
         _inner: S,
+        answers: &Answers,
     ) -> Result<Response<ResBody>, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
         S::Future: Send,
         S::Error: Send,
         ReqBody: Send + 'static,
-        ResBody: From<&'static str> + Send + 'static,
+        ResBody: From<&'static str> + From<String> + Send + 'static,
     {
         let (status, text) = match accept(&self.store, &self.namespace, &event).await {
             Ok(Acceptance::Accepted) => (StatusCode::ACCEPTED, "accepted"),
             Ok(Acceptance::Duplicate) => (StatusCode::OK, "duplicate"),
-            Err(rejection) => return Ok(rejection.into_response()),
+            Err(rejection) => return Ok(answers.reject(rejection)),
         };
         Ok(about(event, status, text))
     }
@@ -134,18 +139,19 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         event: VerifiedEvent,
         request: Request<ReqBody>,
         inner: S,
+        answers: &Answers,
     ) -> Result<Response<ResBody>, S::Error>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
         S::Future: Send,
         S::Error: Send,
         ReqBody: Send + 'static,
-        ResBody: From<&'static str> + Send + 'static,
+        ResBody: From<&'static str> + From<String> + Send + 'static,
     {
         let lease = match claim(&self.store, &self.namespace, &event, self.lease_for).await {
             Ok(Claimed::Fresh(lease)) => lease,
             Ok(Claimed::Done) => return Ok(about(event, StatusCode::OK, "duplicate")),
-            Err(rejection) => return Ok(rejection.into_response()),
+            Err(rejection) => return Ok(answers.reject(rejection)),
         };
         let key = event.key.as_str();
         // The handler and the settling of its lease run in a task of their
@@ -168,10 +174,9 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
                 tracing::error!(namespace = %self.namespace, id = key, "webhook handler panicked");
                 Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "handler failed"))
             }
-            Ok(Err(_elapsed)) => Ok(Rejection::HandlerTimedOut {
+            Ok(Err(_elapsed)) => Ok(answers.reject(Rejection::HandlerTimedOut {
                 lease: self.lease_for,
-            }
-            .into_response()),
+            })),
             Err(error) => {
                 tracing::error!(namespace = %self.namespace, id = key, %error, "webhook handler task failed");
                 Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "handler failed"))

@@ -49,7 +49,7 @@ where
     ReqBody: Body + From<Bytes> + Send + 'static,
     ReqBody::Data: Send,
     ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    ResBody: From<&'static str> + Send + 'static,
+    ResBody: From<&'static str> + From<String> + Send + 'static,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
@@ -62,7 +62,7 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let limit = self.config.body_limit;
         if let Err(rejection) = check_declared_length(content_length(request.headers()), limit) {
-            return ResponseFuture::rejected(rejection.into_response());
+            return ResponseFuture::rejected(self.config.answers.reject(rejection));
         }
         // The service that was polled ready is the one to call: keep it and
         // leave a fresh clone behind.
@@ -74,7 +74,7 @@ where
             let chunks = body.into_data_stream();
             let bytes = match read_limited(chunks, limit, config.body_timeout).await {
                 Ok(bytes) => bytes,
-                Err(rejection) => return Ok(rejection.into_response()),
+                Err(rejection) => return Ok(config.answers.reject(rejection)),
             };
             let event = match config.verifier.verify(&parts.headers, &bytes) {
                 Ok(verified) => {
@@ -84,11 +84,14 @@ where
             };
             let event = match event {
                 Ok(event) => event,
-                Err(rejection) => return Ok(rejection.into_response()),
+                Err(rejection) => return Ok(config.answers.reject(rejection)),
             };
             let mut request = Request::from_parts(parts, ReqBody::from(bytes));
             request.extensions_mut().insert(event.clone());
-            config.mode.run(event, request, inner).await
+            config
+                .mode
+                .run(event, request, inner, &config.answers)
+                .await
         }))
     }
 }

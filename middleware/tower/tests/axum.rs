@@ -695,3 +695,67 @@ async fn slow_loris_body_is_cut_off_at_the_timeout() {
     );
     trickle.abort();
 }
+
+/// `with_rejection_response` answers rejections the application's way (a
+/// JSON document here) wherever the hook returns a response, and keeps the
+/// plain-text default where it returns `None`; the rejection is in the
+/// extensions either way.
+#[tokio::test]
+async fn rejections_are_answered_by_the_applications_hook_where_it_gives_one() {
+    let layer = WebhookLayer::new(verifier())
+        .with_body_limit(64)
+        .with_rejection_response(|rejection| {
+            if matches!(rejection, Rejection::BodyTooLarge { .. }) {
+                return None;
+            }
+            http::Response::builder()
+                .status(rejection.status())
+                .header("content-type", "application/problem+json")
+                .body(format!(r#"{{"title":"{}"}}"#, rejection.body_text()))
+                .ok()
+        });
+    let service = ServiceBuilder::new()
+        .layer(layer)
+        .service_fn(|_: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(Body::from("handled")))
+        });
+    let body = b"{}".to_vec();
+    let mut request = Request::post("/");
+    for (name, value) in pairs(&sign("msg_hook", &body)) {
+        let value = if name == "webhook-signature" {
+            "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned()
+        } else {
+            value
+        };
+        request = request.header(name, value);
+    }
+    let response = service
+        .clone()
+        .oneshot(request.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert!(matches!(
+        response.extensions().get::<Rejection>(),
+        Some(Rejection::Unverified(_))
+    ));
+    let text = axum::body::to_bytes(response.into_body(), 1024)
+        .await
+        .unwrap();
+    assert_eq!(text, r#"{"title":"webhook verification failed"}"#);
+
+    let too_large = Request::post("/")
+        .header("content-length", "65")
+        .body(Body::from(vec![b'x'; 65]))
+        .unwrap();
+    let response = service.oneshot(too_large).await.unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/plain; charset=utf-8"
+    );
+}

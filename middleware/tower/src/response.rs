@@ -1,0 +1,51 @@
+//! How the layer answers a rejection: the core's plain-text answer, or the
+//! application's own through [`WebhookLayer::with_rejection_response`](crate::WebhookLayer::with_rejection_response).
+
+use std::fmt;
+use std::sync::Arc;
+
+use hooklatch::receive::Rejection;
+use http::Response;
+
+type Hook = dyn Fn(&Rejection) -> Option<Response<String>> + Send + Sync;
+
+/// The rejection answerer a layer was configured with. Part of the sealed
+/// [`Mode`](crate::Mode) trait's signature; not for use outside this crate.
+#[doc(hidden)]
+#[derive(Clone, Default)]
+pub struct Answers {
+    hook: Option<Arc<Hook>>,
+}
+
+impl fmt::Debug for Answers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Answers")
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
+}
+
+impl Answers {
+    pub(crate) fn with_hook(
+        hook: impl Fn(&Rejection) -> Option<Response<String>> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            hook: Some(Arc::new(hook)),
+        }
+    }
+
+    /// The answer to `rejection`: the hook's where it gives one, with the
+    /// rejection in the extensions as always, else the core's.
+    pub(crate) fn reject<B: From<&'static str> + From<String>>(
+        &self,
+        rejection: Rejection,
+    ) -> Response<B> {
+        if let Some(response) = self.hook.as_ref().and_then(|hook| hook(&rejection)) {
+            tracing::warn!(status = %rejection.status(), reason = %rejection.reason(), "webhook rejected");
+            let mut response = response.map(B::from);
+            response.extensions_mut().insert(rejection);
+            return response;
+        }
+        rejection.into_response()
+    }
+}
