@@ -839,3 +839,90 @@ async fn redis_refuses_a_server_that_may_evict_keys() {
         ));
     }
 }
+
+/// `migrate` records each store's schema version: eight processes' worth
+/// of concurrent migrations of a new prefix all succeed and record it once,
+/// and a database whose tables were made before versions were recorded is
+/// brought up to date without losing its rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_migrations_are_versioned_and_run_once_at_a_time() {
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let prefix = format!(
+        "mig_{}",
+        support::unique("p")
+            .replace(['-', ':', '.'], "_")
+            .to_lowercase()
+    );
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (pool, prefix) = (pool.clone(), prefix.clone());
+            tokio::spawn(async move { PostgresStore::new(pool, &prefix).unwrap().migrate().await })
+        })
+        .collect();
+    for task in tasks {
+        task.await
+            .unwrap()
+            .expect("every concurrent migration succeeds");
+    }
+    let version: i64 =
+        sqlx::query_scalar("SELECT version FROM hooklatch_schema_versions WHERE component = $1")
+            .bind(format!("claims:{prefix}_claims"))
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(version, 1);
+
+    // Tables made by an earlier release, with a row, and no version.
+    let old = format!("{prefix}_old");
+    let store = PostgresStore::new(pool.clone(), &old).unwrap();
+    store.migrate().await.unwrap();
+    assert_eq!(
+        store.accept(&event("ns", "kept")).await.unwrap(),
+        Acceptance::Accepted
+    );
+    sqlx::query("DELETE FROM hooklatch_schema_versions WHERE component = $1")
+        .bind(format!("claims:{old}_claims"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    store
+        .migrate()
+        .await
+        .expect("an unversioned schema is brought up to date");
+    assert_eq!(
+        store.accept(&event("ns", "kept")).await.unwrap(),
+        Acceptance::Duplicate,
+        "its rows are kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_migrations_are_versioned_and_run_once_at_a_time() {
+    let dir = support::TempDir::new("sqlite-migrate");
+    let path = dir.path().join("inbox.db");
+    let stores: Vec<SqliteStore> = {
+        let mut opened = Vec::new();
+        for _ in 0..4 {
+            opened.push(SqliteStore::open(&path).await.expect("open and migrate"));
+        }
+        opened
+    };
+    let tasks: Vec<_> = stores
+        .into_iter()
+        .map(|store| tokio::spawn(async move { store.migrate().await }))
+        .collect();
+    for task in tasks {
+        task.await
+            .unwrap()
+            .expect("every concurrent migration succeeds");
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let version: i64 = sqlx::query_scalar(
+        "SELECT version FROM hooklatch_schema_versions WHERE component = 'claims:hooklatch_claims'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(version, 1);
+}

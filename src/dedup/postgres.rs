@@ -1,21 +1,16 @@
 //! [`PostgresStore`]: claims and inbox in Postgres.
 
-use std::time::Duration;
-
 use sqlx::SqlStr;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::sql::{Statements, check_prefix, ready_condition, schema, statement, take_assignments};
-use super::{
-    Acceptance, DedupError, Inbox, InboxEntry, IncomingEvent, NackOutcome, StoreOptions, check_key,
-    check_namespace, new_token,
-};
+use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key};
 use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
 /// database.
 ///
-/// [`accept`](Inbox::accept) is one statement: a data-modifying CTE inserts
+/// [`accept`](super::Inbox::accept) is one statement: a data-modifying CTE inserts
 /// the claim (`ON CONFLICT DO NOTHING`) and, only if that inserted a row,
 /// the inbox row. Workers take events with `FOR UPDATE SKIP LOCKED`.
 /// [`claim_in`](Self::claim_in) claims inside your own transaction instead.
@@ -143,8 +138,9 @@ impl PostgresStore {
 
 super::sql::sql_store_common!(PostgresStore, PgConnection, sqlx::postgres::PgRow);
 
-impl Inbox for PostgresStore {
-    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+impl PostgresStore {
+    /// The atomic claim-and-enqueue step of [`Inbox::accept`](super::Inbox::accept).
+    async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
         let inserted = sqlx::query(self.accept.clone())
             .bind(event.namespace)
@@ -160,48 +156,5 @@ impl Inbox for PostgresStore {
         } else {
             Acceptance::Duplicate
         })
-    }
-
-    async fn take(
-        &self,
-        namespace: &str,
-        _consumer: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
-        check_namespace(namespace)?;
-        let token = new_token();
-        let rows = sqlx::query(self.take.clone())
-            .bind(namespace)
-            .bind(i64::try_from(max).unwrap_or(i64::MAX))
-            .bind(i64::from(self.options.max_attempts()))
-            .bind(&token)
-            .bind(self.visibility_ms())
-            .fetch_all(&self.pool)
-            .await?;
-        Self::taken(namespace, &rows, &token)
-    }
-
-    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.ack_row(delivery).await
-    }
-
-    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.extend_row(delivery).await
-    }
-
-    async fn nack(
-        &self,
-        delivery: &InboxEntry,
-        retry_in: Duration,
-    ) -> Result<NackOutcome, DedupError> {
-        self.nack_row(delivery, retry_in).await
-    }
-
-    async fn dead_letters(
-        &self,
-        namespace: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
-        self.dead_rows(namespace, max).await
     }
 }

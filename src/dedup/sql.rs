@@ -162,10 +162,12 @@ pub(crate) fn take_assignments(max: &str, token: &str, until: &str) -> String {
 }
 
 /// The parts of the SQLite and Postgres stores that differ only in the
-/// database type: claiming in the caller's transaction, purging, acking,
-/// nacking, dead letters and the whole [`LeaseStore`](super::LeaseStore).
+/// database type: claiming in the caller's transaction, purging, the whole
+/// [`Inbox`](super::Inbox) but its atomic accept step (each store's
+/// `accept_event`), and the whole [`LeaseStore`](super::LeaseStore).
 ///
-/// `$store` must have the fields `pool`, `options` and `statements`.
+/// `$store` must have the fields `pool`, `options`, `statements` and
+/// `take`.
 macro_rules! sql_store_common {
     ($store:ty, $connection:ty, $row:ty) => {
         impl $store {
@@ -332,6 +334,64 @@ macro_rules! sql_store_common {
                 rows.iter()
                     .map(|row| Self::delivery(namespace, row, ""))
                     .collect()
+            }
+        }
+
+        impl $crate::dedup::Inbox for $store {
+            async fn accept(
+                &self,
+                event: &$crate::dedup::IncomingEvent<'_>,
+            ) -> Result<$crate::dedup::Acceptance, $crate::dedup::DedupError> {
+                self.accept_event(event).await
+            }
+
+            async fn take(
+                &self,
+                namespace: &str,
+                _consumer: &str,
+                max: usize,
+            ) -> Result<Vec<$crate::dedup::InboxEntry>, $crate::dedup::DedupError> {
+                $crate::dedup::check_namespace(namespace)?;
+                let token = $crate::store::new_token();
+                let rows = sqlx::query(self.take.clone())
+                    .bind(namespace)
+                    .bind(i64::try_from(max).unwrap_or(i64::MAX))
+                    .bind(i64::from(self.options.max_attempts()))
+                    .bind(&token)
+                    .bind(self.visibility_ms())
+                    .fetch_all(&self.pool)
+                    .await?;
+                Self::taken(namespace, &rows, &token)
+            }
+
+            async fn ack(
+                &self,
+                delivery: &$crate::dedup::InboxEntry,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                self.ack_row(delivery).await
+            }
+
+            async fn extend_visibility(
+                &self,
+                delivery: &$crate::dedup::InboxEntry,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                self.extend_row(delivery).await
+            }
+
+            async fn nack(
+                &self,
+                delivery: &$crate::dedup::InboxEntry,
+                retry_in: std::time::Duration,
+            ) -> Result<$crate::dedup::NackOutcome, $crate::dedup::DedupError> {
+                self.nack_row(delivery, retry_in).await
+            }
+
+            async fn dead_letters(
+                &self,
+                namespace: &str,
+                max: usize,
+            ) -> Result<Vec<$crate::dedup::InboxEntry>, $crate::dedup::DedupError> {
+                self.dead_rows(namespace, max).await
             }
         }
 

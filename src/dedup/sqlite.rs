@@ -2,7 +2,6 @@
 
 use std::path::Path;
 use std::str::FromStr as _;
-use std::time::Duration;
 
 use sqlx::SqlStr;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
@@ -11,16 +10,13 @@ use super::sql::{
     Statements, check_prefix, ready_condition, schema, sql_store_common, statement,
     take_assignments,
 };
-use super::{
-    Acceptance, DedupError, Inbox, InboxEntry, IncomingEvent, NackOutcome, StoreOptions, check_key,
-    check_namespace, new_token,
-};
+use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
 /// receiver process (or several on one host sharing the file).
 ///
-/// [`accept`](Inbox::accept) is one transaction that inserts the claim
+/// [`accept`](super::Inbox::accept) is one transaction that inserts the claim
 /// (`ON CONFLICT DO NOTHING`) and, only if that inserted a row
 /// (`changes() = 1`), the inbox row. The file uses WAL with `synchronous=FULL`, so an accepted event has
 /// reached the disk before `accept` returns.
@@ -147,8 +143,9 @@ impl SqliteStore {
 
 sql_store_common!(SqliteStore, SqliteConnection, sqlx::sqlite::SqliteRow);
 
-impl Inbox for SqliteStore {
-    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+impl SqliteStore {
+    /// The atomic claim-and-enqueue step of [`Inbox::accept`](super::Inbox::accept).
+    async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
         let mut tx = self.pool.begin().await?;
         // Both inserts in one call: the second runs only if the first
@@ -168,48 +165,5 @@ impl Inbox for SqliteStore {
         }
         tx.commit().await?;
         Ok(Acceptance::Accepted)
-    }
-
-    async fn take(
-        &self,
-        namespace: &str,
-        _consumer: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
-        check_namespace(namespace)?;
-        let token = new_token();
-        let rows = sqlx::query(self.take.clone())
-            .bind(namespace)
-            .bind(i64::try_from(max).unwrap_or(i64::MAX))
-            .bind(i64::from(self.options.max_attempts()))
-            .bind(&token)
-            .bind(self.visibility_ms())
-            .fetch_all(&self.pool)
-            .await?;
-        Self::taken(namespace, &rows, &token)
-    }
-
-    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.ack_row(delivery).await
-    }
-
-    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.extend_row(delivery).await
-    }
-
-    async fn nack(
-        &self,
-        delivery: &InboxEntry,
-        retry_in: Duration,
-    ) -> Result<NackOutcome, DedupError> {
-        self.nack_row(delivery, retry_in).await
-    }
-
-    async fn dead_letters(
-        &self,
-        namespace: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
-        self.dead_rows(namespace, max).await
     }
 }

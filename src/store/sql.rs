@@ -94,6 +94,35 @@ const READ_VERSION: &str = "SELECT version FROM hooklatch_schema_versions WHERE 
 const WRITE_VERSION: &str = "INSERT INTO hooklatch_schema_versions (component, version) VALUES ($1, $2) \
      ON CONFLICT (component) DO UPDATE SET version = excluded.version";
 
+/// Inside a migration's transaction `$tx`: creates the version table if
+/// missing, reads `$schema`'s recorded version, and when it is behind runs
+/// the schema's statements and records the new version; then commits. A
+/// macro because the two databases' transactions are different types.
+macro_rules! bring_up_to_date {
+    ($tx:ident, $schema:expr, $dialect:expr) => {{
+        sqlx::query(AssertSqlSafe(create_versions(&$dialect)))
+            .execute(&mut *$tx)
+            .await?;
+        let version: Option<i64> = sqlx::query_scalar(READ_VERSION)
+            .bind(&$schema.component)
+            .fetch_optional(&mut *$tx)
+            .await?;
+        if version.is_none_or(|v| v < $schema.version) {
+            for statement in &$schema.statements {
+                sqlx::query(AssertSqlSafe(statement.clone()))
+                    .execute(&mut *$tx)
+                    .await?;
+            }
+            sqlx::query(WRITE_VERSION)
+                .bind(&$schema.component)
+                .bind($schema.version)
+                .execute(&mut *$tx)
+                .await?;
+        }
+        $tx.commit().await
+    }};
+}
+
 /// A pool of up to 16 connections to `url`, waiting at most 5 seconds for
 /// one.
 #[cfg(feature = "postgres")]
@@ -131,26 +160,7 @@ pub(crate) async fn migrate_postgres(
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('hooklatch-migrate'))")
         .execute(&mut *tx)
         .await?;
-    sqlx::query(AssertSqlSafe(create_versions(&POSTGRES)))
-        .execute(&mut *tx)
-        .await?;
-    let version: Option<i64> = sqlx::query_scalar(READ_VERSION)
-        .bind(&schema.component)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if version.is_none_or(|v| v < schema.version) {
-        for statement in &schema.statements {
-            sqlx::query(AssertSqlSafe(statement.clone()))
-                .execute(&mut *tx)
-                .await?;
-        }
-        sqlx::query(WRITE_VERSION)
-            .bind(&schema.component)
-            .bind(schema.version)
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await
+    bring_up_to_date!(tx, schema, POSTGRES)
 }
 
 /// A pool on a file made durable: WAL, `synchronous=FULL`, created if
@@ -179,26 +189,7 @@ pub(crate) async fn migrate_sqlite(
     schema: &Schema,
 ) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    sqlx::query(AssertSqlSafe(create_versions(&SQLITE)))
-        .execute(&mut *tx)
-        .await?;
-    let version: Option<i64> = sqlx::query_scalar(READ_VERSION)
-        .bind(&schema.component)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if version.is_none_or(|v| v < schema.version) {
-        for statement in &schema.statements {
-            sqlx::query(AssertSqlSafe(statement.clone()))
-                .execute(&mut *tx)
-                .await?;
-        }
-        sqlx::query(WRITE_VERSION)
-            .bind(&schema.component)
-            .bind(schema.version)
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await
+    bring_up_to_date!(tx, schema, SQLITE)
 }
 
 #[cfg(test)]
