@@ -16,24 +16,30 @@ use crate::config::{DynLease, WebhookConfig};
 use crate::error::WebhookError;
 use crate::headers::ActixHeaders;
 
-/// Finds the request's config and runs `step` with it; an error the step
-/// returns is answered the config's way.
-async fn configured<T, F, Fut>(
-    request: HttpRequest,
-    payload: Payload,
+/// Finds the request's config, reads and verifies the request, and runs
+/// `step` with the config and the event; an error on the way is answered
+/// the config's way. Every extractor is this with its own step.
+fn verified<T, F, Fut>(
+    request: &HttpRequest,
+    payload: &mut Payload,
     step: F,
-) -> Result<T, WebhookError>
+) -> LocalBoxFuture<'static, Result<T, WebhookError>>
 where
-    F: FnOnce(HttpRequest, Payload, WebhookConfig) -> Fut,
+    F: FnOnce(WebhookConfig, VerifiedEvent) -> Fut + 'static,
     Fut: Future<Output = Result<T, WebhookError>>,
 {
-    let config = WebhookConfig::from_request(&request)
-        .cloned()
-        .ok_or(Rejection::NotConfigured)?;
-    let respond = config.respond.clone();
-    step(request, payload, config)
-        .await
-        .map_err(|error| error.answered_by(respond))
+    let (request, payload) = (request.clone(), payload.take());
+    Box::pin(async move {
+        let config = WebhookConfig::from_request(&request)
+            .cloned()
+            .ok_or(Rejection::NotConfigured)?;
+        let respond = config.respond.clone();
+        let run = async {
+            let event = verify(&request, payload, &config).await?;
+            step(config, event).await
+        };
+        run.await.map_err(|error| error.answered_by(respond))
+    })
 }
 
 /// Reads the body through the limit and verifies it.
@@ -72,14 +78,7 @@ impl FromRequest for RawWebhook {
     type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let (request, payload) = (request.clone(), payload.take());
-        Box::pin(configured(
-            request,
-            payload,
-            |request, payload, config| async move {
-                Ok(Self(verify(&request, payload, &config).await?))
-            },
-        ))
+        verified(request, payload, |_, event| async move { Ok(Self(event)) })
     }
 }
 
@@ -113,17 +112,11 @@ impl<T: DeserializeOwned + 'static> FromRequest for Webhook<T> {
     type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let (request, payload) = (request.clone(), payload.take());
-        Box::pin(configured(
-            request,
-            payload,
-            |request, payload, config| async move {
-                let event = verify(&request, payload, &config).await?;
-                serde_json::from_slice(&event.body)
-                    .map(Webhook)
-                    .map_err(|error| Rejection::InvalidJson(error.to_string()).into())
-            },
-        ))
+        verified(request, payload, |_, event| async move {
+            serde_json::from_slice(&event.body)
+                .map(Webhook)
+                .map_err(|error| Rejection::InvalidJson(error.to_string()).into())
+        })
     }
 }
 
@@ -154,17 +147,11 @@ impl FromRequest for InboxWebhook {
     type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let (request, payload) = (request.clone(), payload.take());
-        Box::pin(configured(
-            request,
-            payload,
-            |request, payload, config| async move {
-                let event = verify(&request, payload, &config).await?;
-                let (store, namespace) = config.inbox.as_ref().ok_or(Rejection::NotConfigured)?;
-                let acceptance = store.accept(namespace, &event).await?;
-                Ok(Self { event, acceptance })
-            },
-        ))
+        verified(request, payload, |config, event| async move {
+            let (store, namespace) = config.inbox.as_ref().ok_or(Rejection::NotConfigured)?;
+            let acceptance = store.accept(namespace, &event).await?;
+            Ok(Self { event, acceptance })
+        })
     }
 }
 
@@ -255,22 +242,16 @@ impl FromRequest for LeasedWebhook {
     type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let (request, payload) = (request.clone(), payload.take());
-        Box::pin(configured(
-            request,
-            payload,
-            |request, payload, config| async move {
-                let event = verify(&request, payload, &config).await?;
-                let (store, namespace, lease_for) =
-                    config.lease.clone().ok_or(Rejection::NotConfigured)?;
-                match store.claim(&namespace, &event, lease_for).await? {
-                    Claimed::Fresh(lease) => Ok(Self {
-                        event,
-                        held: Some((store, lease)),
-                    }),
-                    Claimed::Done => Err(WebhookError::already_handled()),
-                }
-            },
-        ))
+        verified(request, payload, |config, event| async move {
+            let (store, namespace, lease_for) =
+                config.lease.clone().ok_or(Rejection::NotConfigured)?;
+            match store.claim(&namespace, &event, lease_for).await? {
+                Claimed::Fresh(lease) => Ok(Self {
+                    event,
+                    held: Some((store, lease)),
+                }),
+                Claimed::Done => Err(WebhookError::already_handled()),
+            }
+        })
     }
 }

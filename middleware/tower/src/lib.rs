@@ -67,6 +67,8 @@ pub use hooklatch;
 pub use hooklatch::receive::{DEFAULT_BODY_TIMEOUT, Rejection, VerifiedEvent};
 pub use hooklatch::verify::EventKey;
 pub use layer::WebhookLayer;
+#[doc(hidden)]
+pub use mode::{AnswerBody, Inner};
 pub use mode::{InboxMode, LeaseMode, Mode, VerifyOnly};
 #[doc(hidden)]
 pub use response::Answers;

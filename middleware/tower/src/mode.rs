@@ -19,6 +19,28 @@ mod sealed {
     pub trait Sealed {}
 }
 
+/// The inner services a mode can run: they answer `Response<ResBody>` and
+/// are sendable, with sendable futures and errors.
+#[doc(hidden)]
+pub trait Inner<ReqBody, ResBody>:
+    Service<Request<ReqBody>, Response = Response<ResBody>, Future: Send, Error: Send> + Send + 'static
+{
+}
+
+impl<T, ReqBody, ResBody> Inner<ReqBody, ResBody> for T
+where
+    T: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
+    T::Future: Send,
+    T::Error: Send,
+{
+}
+
+/// Response bodies the layer can write its own answers in.
+#[doc(hidden)]
+pub trait AnswerBody: From<&'static str> + From<String> + Send + 'static {}
+
+impl<B: From<&'static str> + From<String> + Send + 'static> AnswerBody for B {}
+
 /// How a [`WebhookLayer`](crate::WebhookLayer) handles a verified request:
 /// [`VerifyOnly`], [`InboxMode`] or [`LeaseMode`].
 pub trait Mode: sealed::Sealed + Clone + Send + Sync + 'static {
@@ -32,11 +54,9 @@ pub trait Mode: sealed::Sealed + Clone + Send + Sync + 'static {
         answers: &Answers,
     ) -> impl Future<Output = Result<Response<ResBody>, S::Error>> + Send
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
-        S::Future: Send,
-        S::Error: Send,
+        S: Inner<ReqBody, ResBody>,
         ReqBody: Send + 'static,
-        ResBody: From<&'static str> + From<String> + Send + 'static;
+        ResBody: AnswerBody;
 }
 
 /// Verify, then pass the request on to the inner service.
@@ -99,11 +119,9 @@ impl Mode for VerifyOnly {
         _answers: &Answers,
     ) -> Result<Response<ResBody>, S::Error>
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
-        S::Future: Send,
-        S::Error: Send,
+        S: Inner<ReqBody, ResBody>,
         ReqBody: Send + 'static,
-        ResBody: From<&'static str> + From<String> + Send + 'static,
+        ResBody: AnswerBody,
     {
         inner.call(request).await
     }
@@ -118,11 +136,9 @@ impl<St: Inbox + Clone + 'static> Mode for InboxMode<St> {
         answers: &Answers,
     ) -> Result<Response<ResBody>, S::Error>
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
-        S::Future: Send,
-        S::Error: Send,
+        S: Inner<ReqBody, ResBody>,
         ReqBody: Send + 'static,
-        ResBody: From<&'static str> + From<String> + Send + 'static,
+        ResBody: AnswerBody,
     {
         let (status, text) = match accept(&self.store, &self.namespace, &event).await {
             Ok(Acceptance::Accepted) => (StatusCode::ACCEPTED, "accepted"),
@@ -142,11 +158,9 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         answers: &Answers,
     ) -> Result<Response<ResBody>, S::Error>
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
-        S::Future: Send,
-        S::Error: Send,
+        S: Inner<ReqBody, ResBody>,
         ReqBody: Send + 'static,
-        ResBody: From<&'static str> + From<String> + Send + 'static,
+        ResBody: AnswerBody,
     {
         let lease = match claim(&self.store, &self.namespace, &event, self.lease_for).await {
             Ok(Claimed::Fresh(lease)) => lease,
