@@ -399,6 +399,13 @@ pub fn validate_namespace(namespace: &str) -> Result<(), DedupError> {
     check_namespace(namespace)
 }
 
+/// `Ok` when a fenced statement changed exactly one row; `lost` when the
+/// token no longer matched (another holder took it over).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn exactly_one(rows: u64, lost: DedupError) -> Result<(), DedupError> {
+    if rows == 1 { Ok(()) } else { Err(lost) }
+}
+
 pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
     match store::namespace_problem(namespace) {
         None => Ok(()),

@@ -238,39 +238,11 @@ impl Inbox for RedisStore {
     }
 
     async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        let mut connection = self.connection.clone();
-        let [stream, attempts, ..] = self.inbox_keys(&delivery.namespace);
-        let acked: i64 = ACK_SCRIPT
-            .key(stream)
-            .key(attempts)
-            .arg(GROUP)
-            .arg(&delivery.receipt.entry)
-            .arg(&delivery.receipt.token)
-            .invoke_async(&mut connection)
-            .await?;
-        if acked == 1 {
-            Ok(())
-        } else {
-            Err(DedupError::DeliveryLost)
-        }
+        self.on_taken(&ACK_SCRIPT, delivery).await
     }
 
     async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        let mut connection = self.connection.clone();
-        let [stream, attempts, ..] = self.inbox_keys(&delivery.namespace);
-        let extended: i64 = EXTEND_TAKEN_SCRIPT
-            .key(stream)
-            .key(attempts)
-            .arg(GROUP)
-            .arg(&delivery.receipt.entry)
-            .arg(&delivery.receipt.token)
-            .invoke_async(&mut connection)
-            .await?;
-        if extended == 1 {
-            Ok(())
-        } else {
-            Err(DedupError::DeliveryLost)
-        }
+        self.on_taken(&EXTEND_TAKEN_SCRIPT, delivery).await
     }
 
     async fn nack(
@@ -362,43 +334,60 @@ impl LeaseStore for RedisStore {
     }
 
     async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
-        let mut connection = self.connection.clone();
-        let done: i64 = COMPLETE_SCRIPT
-            .key(self.claim_key(lease.namespace(), lease.id()))
-            .arg(lease.token())
-            .arg(millis(self.options.retention()))
-            .invoke_async(&mut connection)
-            .await?;
-        if done == 1 {
-            Ok(())
-        } else {
-            Err(DedupError::LeaseLost)
-        }
+        let retention = millis(self.options.retention());
+        self.on_lease(&COMPLETE_SCRIPT, lease, Some(retention))
+            .await
     }
 
     async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
-        let mut connection = self.connection.clone();
-        let extended: i64 = EXTEND_LEASE_SCRIPT
-            .key(self.claim_key(lease.namespace(), lease.id()))
-            .arg(lease.token())
-            .arg(millis(lease_for).max(1))
-            .invoke_async(&mut connection)
-            .await?;
-        if extended == 1 {
-            Ok(())
-        } else {
-            Err(DedupError::LeaseLost)
-        }
+        let lease_ms = millis(lease_for).max(1);
+        self.on_lease(&EXTEND_LEASE_SCRIPT, lease, Some(lease_ms))
+            .await
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
+        self.on_lease(&RELEASE_SCRIPT, lease, None).await
+    }
+}
+
+impl RedisStore {
+    /// Runs a fenced script on a taken entry (`ack`, heartbeat): it answers
+    /// 1 when this delivery still holds the entry.
+    async fn on_taken(&self, script: &Script, delivery: &InboxEntry) -> Result<(), DedupError> {
         let mut connection = self.connection.clone();
-        let released: i64 = RELEASE_SCRIPT
-            .key(self.claim_key(lease.namespace(), lease.id()))
-            .arg(lease.token())
+        let [stream, attempts, ..] = self.inbox_keys(&delivery.namespace);
+        let held: i64 = script
+            .key(stream)
+            .key(attempts)
+            .arg(GROUP)
+            .arg(&delivery.receipt.entry)
+            .arg(&delivery.receipt.token)
             .invoke_async(&mut connection)
             .await?;
-        if released == 1 {
+        if held == 1 {
+            Ok(())
+        } else {
+            Err(DedupError::DeliveryLost)
+        }
+    }
+
+    /// Runs a fenced script on a lease (complete, heartbeat, release), with
+    /// an optional milliseconds argument: it answers 1 when the lease's token
+    /// still holds the claim.
+    async fn on_lease(
+        &self,
+        script: &Script,
+        lease: &Lease,
+        ms: Option<i64>,
+    ) -> Result<(), DedupError> {
+        let mut connection = self.connection.clone();
+        let mut invocation = script.key(self.claim_key(lease.namespace(), lease.id()));
+        invocation.arg(lease.token());
+        if let Some(ms) = ms {
+            invocation.arg(ms);
+        }
+        let held: i64 = invocation.invoke_async(&mut connection).await?;
+        if held == 1 {
             Ok(())
         } else {
             Err(DedupError::LeaseLost)

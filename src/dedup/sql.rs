@@ -228,11 +228,7 @@ macro_rules! sql_store_common {
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
-                if updated == 1 {
-                    Ok(())
-                } else {
-                    Err($crate::dedup::DedupError::DeliveryLost)
-                }
+                $crate::dedup::exactly_one(updated, $crate::dedup::DedupError::DeliveryLost)
             }
 
             fn delivery(
@@ -294,11 +290,7 @@ macro_rules! sql_store_common {
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
-                if deleted == 1 {
-                    Ok(())
-                } else {
-                    Err($crate::dedup::DedupError::DeliveryLost)
-                }
+                $crate::dedup::exactly_one(deleted, $crate::dedup::DedupError::DeliveryLost)
             }
 
             async fn nack_row(
@@ -454,11 +446,7 @@ macro_rules! sql_store_common {
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
-                if updated == 1 {
-                    Ok(())
-                } else {
-                    Err($crate::dedup::DedupError::LeaseLost)
-                }
+                $crate::dedup::exactly_one(updated, $crate::dedup::DedupError::LeaseLost)
             }
 
             async fn extend_lease(
@@ -474,11 +462,7 @@ macro_rules! sql_store_common {
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
-                if updated == 1 {
-                    Ok(())
-                } else {
-                    Err($crate::dedup::DedupError::LeaseLost)
-                }
+                $crate::dedup::exactly_one(updated, $crate::dedup::DedupError::LeaseLost)
             }
 
             async fn release(
@@ -492,11 +476,7 @@ macro_rules! sql_store_common {
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
-                if deleted == 1 {
-                    Ok(())
-                } else {
-                    Err($crate::dedup::DedupError::LeaseLost)
-                }
+                $crate::dedup::exactly_one(deleted, $crate::dedup::DedupError::LeaseLost)
             }
         }
     };
