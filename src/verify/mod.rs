@@ -58,6 +58,7 @@ mod key;
 mod keys;
 mod scheme;
 mod signer;
+mod template;
 mod verifier;
 
 pub use clock::{Clock, SystemClock};

@@ -11,6 +11,7 @@ use super::encoding::Encoding;
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::keys::{Algorithm, SecretFormat};
+use super::template::{Segment, Template};
 
 /// The most signatures one header may carry. Rotation needs two or three;
 /// the cap bounds the work an attacker can ask for.
@@ -55,7 +56,7 @@ pub struct Scheme {
     encoding: Encoding,
     id_header: Option<HeaderKey>,
     timestamp: TimestampSource,
-    template: Cow<'static, [Segment]>,
+    template: Template,
     /// The id header may be read though the template does not sign it:
     /// then it is metadata, never required (GitHub, Shopify, or opted in).
     unsigned_id: bool,
@@ -88,23 +89,6 @@ enum TimestampSource {
     Field,
 }
 
-/// One piece of the signed content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
-    Literal(Cow<'static, str>),
-    Id,
-    Timestamp,
-    Body,
-}
-
-const ID_DOT_TIMESTAMP_DOT_BODY: &[Segment] = &[
-    Segment::Id,
-    Segment::Literal(Cow::Borrowed(".")),
-    Segment::Timestamp,
-    Segment::Literal(Cow::Borrowed(".")),
-    Segment::Body,
-];
-
 /// The id, timestamp and signatures read from one request's headers.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Envelope<'h> {
@@ -133,7 +117,7 @@ impl Scheme {
             encoding: Encoding::Base64,
             id_header: Some(HeaderKey::from_static(id)),
             timestamp: TimestampSource::Header(HeaderKey::from_static(timestamp)),
-            template: Cow::Borrowed(ID_DOT_TIMESTAMP_DOT_BODY),
+            template: Template::ID_DOT_TIMESTAMP_DOT_BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -172,11 +156,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::Field,
-            template: Cow::Borrowed(&[
-                Segment::Timestamp,
-                Segment::Literal(Cow::Borrowed(".")),
-                Segment::Body,
-            ]),
+            template: Template::TIMESTAMP_DOT_BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
             body_id_field: Some(Cow::Borrowed("id")),
@@ -202,7 +182,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: Some(HeaderKey::from_static("x-github-delivery")),
             timestamp: TimestampSource::None,
-            template: Cow::Borrowed(&[Segment::Body]),
+            template: Template::BODY,
             unsigned_id: true,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -226,7 +206,7 @@ impl Scheme {
             encoding: Encoding::Base64,
             id_header: Some(HeaderKey::from_static("x-shopify-webhook-id")),
             timestamp: TimestampSource::None,
-            template: Cow::Borrowed(&[Segment::Body]),
+            template: Template::BODY,
             unsigned_id: true,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -249,12 +229,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::Header(HeaderKey::from_static("x-slack-request-timestamp")),
-            template: Cow::Borrowed(&[
-                Segment::Literal(Cow::Borrowed("v0:")),
-                Segment::Timestamp,
-                Segment::Literal(Cow::Borrowed(":")),
-                Segment::Body,
-            ]),
+            template: Template::SLACK,
             unsigned_id: false,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -279,7 +254,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::None,
-            template: Cow::Borrowed(&[Segment::Body]),
+            template: Template::BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -370,43 +345,7 @@ impl Scheme {
     /// and `{timestamp}` (each needs its header), other text verbatim.
     /// For example `{id}.{timestamp}.{body}` or `v0:{timestamp}:{body}`.
     pub fn with_template(mut self, template: &str) -> Result<Self, ConfigError> {
-        let mut segments = Vec::new();
-        let mut rest = template;
-        while !rest.is_empty() {
-            let (literal, after) = match rest.find('{') {
-                Some(at) => rest.split_at(at),
-                None => (rest, ""),
-            };
-            if literal.contains('}') {
-                return Err(ConfigError::InvalidTemplate("unmatched `}`"));
-            }
-            if !literal.is_empty() {
-                segments.push(Segment::Literal(Cow::Owned(literal.to_owned())));
-            }
-            if after.is_empty() {
-                break;
-            }
-            let close = after
-                .find('}')
-                .ok_or(ConfigError::InvalidTemplate("unclosed `{`"))?;
-            segments.push(match &after[1..close] {
-                "id" => Segment::Id,
-                "timestamp" => Segment::Timestamp,
-                "body" => Segment::Body,
-                _ => {
-                    return Err(ConfigError::InvalidTemplate(
-                        "placeholders are `{id}`, `{timestamp}` and `{body}`",
-                    ));
-                }
-            });
-            rest = &after[close + 1..];
-        }
-        if segments.iter().filter(|s| **s == Segment::Body).count() != 1 {
-            return Err(ConfigError::InvalidTemplate(
-                "`{body}` must appear exactly once",
-            ));
-        }
-        self.template = Cow::Owned(segments);
+        self.template = Template::parse(template)?;
         Ok(self)
     }
 
@@ -442,7 +381,7 @@ impl Scheme {
     }
 
     fn signs(&self, segment: &Segment) -> bool {
-        self.template.contains(segment)
+        self.template.signs(segment)
     }
 
     /// Checks that the template only uses what the scheme reads, and that
@@ -641,16 +580,9 @@ impl Scheme {
         id: Option<&[u8]>,
         timestamp: Option<&[u8]>,
         body: &[u8],
-        mut sink: impl FnMut(&[u8]),
+        sink: impl FnMut(&[u8]),
     ) {
-        for segment in self.template.iter() {
-            match segment {
-                Segment::Literal(text) => sink(text.as_bytes()),
-                Segment::Id => sink(id.unwrap_or_default()),
-                Segment::Timestamp => sink(timestamp.unwrap_or_default()),
-                Segment::Body => sink(body),
-            }
-        }
+        self.template.feed(id, timestamp, body, sink);
     }
 
     /// The headers that carry `signatures` (algorithm and raw bytes).
