@@ -51,12 +51,12 @@ pub const MAX_ID_LEN: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scheme {
     name: Cow<'static, str>,
-    signature_header: HeaderKey,
-    format: Format,
-    encoding: Encoding,
-    id_header: Option<HeaderKey>,
-    timestamp: TimestampSource,
-    template: Template,
+    pub(super) signature_header: HeaderKey,
+    pub(super) format: Format,
+    pub(super) encoding: Encoding,
+    pub(super) id_header: Option<HeaderKey>,
+    pub(super) timestamp: TimestampSource,
+    pub(super) template: Template,
     /// The id header may be read though the template does not sign it:
     /// then it is metadata, never required (GitHub, Shopify, or opted in).
     unsigned_id: bool,
@@ -70,7 +70,7 @@ pub struct Scheme {
 
 /// How signatures sit in the signature header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Format {
+pub(super) enum Format {
     /// Space-separated `version,signature` entries: `v1` is HMAC-SHA256,
     /// `v1a` ed25519 (Standard Webhooks, Svix).
     Versioned,
@@ -82,7 +82,8 @@ enum Format {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum TimestampSource {
+/// Where the timestamp is read from.
+pub(super) enum TimestampSource {
     None,
     Header(HeaderKey),
     /// The `t=` field of a [`Format::Fields`] signature header.
@@ -583,49 +584,6 @@ impl Scheme {
         sink: impl FnMut(&[u8]),
     ) {
         self.template.feed(id, timestamp, body, sink);
-    }
-
-    /// The headers that carry `signatures` (algorithm and raw bytes).
-    pub(crate) fn write_headers(
-        &self,
-        id: &str,
-        timestamp: &str,
-        signatures: &[(Algorithm, Vec<u8>)],
-    ) -> Vec<(Cow<'static, str>, String)> {
-        let mut headers = Vec::with_capacity(3);
-        if let Some(name) = &self.id_header {
-            headers.push((name.to_cow(), id.to_owned()));
-        }
-        if let TimestampSource::Header(name) = &self.timestamp {
-            headers.push((name.to_cow(), timestamp.to_owned()));
-        }
-        let value = match &self.format {
-            Format::Versioned => signatures
-                .iter()
-                .map(|(algorithm, bytes)| {
-                    let label = match algorithm {
-                        Algorithm::HmacSha256 => "v1",
-                        Algorithm::Ed25519 => "v1a",
-                    };
-                    format!("{label},{}", self.encoding.encode(bytes))
-                })
-                .collect::<Vec<_>>()
-                .join(" "),
-            Format::Fields => std::iter::once(format!("t={timestamp}"))
-                .chain(
-                    signatures
-                        .iter()
-                        .map(|(_, bytes)| format!("v1={}", self.encoding.encode(bytes))),
-                )
-                .collect::<Vec<_>>()
-                .join(","),
-            Format::Single { prefix } => signatures
-                .first()
-                .map(|(_, bytes)| format!("{prefix}{}", self.encoding.encode(bytes)))
-                .unwrap_or_default(),
-        };
-        headers.push((self.signature_header.to_cow(), value));
-        headers
     }
 
     pub(crate) fn encoding(&self) -> Encoding {
