@@ -8,10 +8,11 @@ use std::time::SystemTime;
 use hmac::Mac as _;
 
 use super::clock::unix_seconds;
+use super::envelope::{MAX_ID_LEN, MAX_SIGNATURES};
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::keys::{Algorithm, Key};
-use super::scheme::{Format, MAX_ID_LEN, MAX_SIGNATURES, Scheme, TimestampSource};
+use super::scheme::{Format, Scheme, TimestampSource};
 
 /// Signs webhooks for one scheme with one or more secrets.
 ///
