@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use sha2::{Digest as _, Sha256};
 
-use super::scheme::MAX_ID_LEN;
+use super::envelope::MAX_ID_LEN;
 use super::verifier::{Verified, Verifier};
 
 /// Where the claim key of a verified event comes from.

@@ -52,19 +52,25 @@
 
 mod clock;
 mod encoding;
+mod envelope;
 mod error;
 mod headers;
 mod key;
 mod keys;
 mod scheme;
 mod signer;
+mod template;
 mod verifier;
 
 pub use clock::{Clock, SystemClock};
 pub use encoding::Encoding;
+pub use envelope::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
 pub use error::{ConfigError, Malformed, VerifyError};
 pub use headers::{HeaderKey, HeaderLookup, Headers};
 pub use key::{EventKey, KeyError};
-pub use scheme::{MAX_ED25519_SIGNATURES, MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES, Scheme};
+pub use scheme::Scheme;
 pub use signer::{SignedHeaders, Signer};
-pub use verifier::{DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, Verified, Verifier, VerifierBuilder};
+pub use verifier::{
+    DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, MAX_ED25519_SIGNATURES, Verified, Verifier,
+    VerifierBuilder,
+};

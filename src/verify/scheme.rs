@@ -1,33 +1,18 @@
 //! Signature schemes as data: where the id, timestamp and signatures are,
 //! what bytes are signed, and how signatures are written.
 //!
-//! Every provider's scheme runs through the same parser and comparison
-//! loop, so each gets the same caps, constant-time comparison and error
-//! reporting.
+//! Every provider's scheme runs through the same header reader
+//! (`envelope.rs`) and comparison loop (`verifier.rs`), so each gets the
+//! same caps, constant-time comparison and error reporting. The signed
+//! content is a template (`template.rs`); `signer.rs` writes the headers.
 
 use std::borrow::Cow;
 
 use super::encoding::Encoding;
-use super::error::{ConfigError, Malformed, VerifyError};
-use super::headers::{HeaderKey, HeaderLookup, Headers};
-use super::keys::{Algorithm, SecretFormat};
-
-/// The most signatures one header may carry. Rotation needs two or three;
-/// the cap bounds the work an attacker can ask for.
-pub const MAX_SIGNATURES: usize = 16;
-
-/// The most `v1a` (ed25519) signatures of one header that are checked;
-/// later ones are ignored. Each check hashes the whole body with SHA-512
-/// and anyone can send junk ones, so this bounds the cost of a forged
-/// request at four body hashes per ed25519 key, next to one HMAC per
-/// secret for `v1`.
-pub const MAX_ED25519_SIGNATURES: usize = 4;
-
-/// The longest header value read, in bytes.
-pub const MAX_HEADER_LEN: usize = 4096;
-
-/// The longest event id accepted, in bytes.
-pub const MAX_ID_LEN: usize = 256;
+use super::error::ConfigError;
+use super::headers::HeaderKey;
+use super::keys::SecretFormat;
+use super::template::{Segment, Template};
 
 /// A webhook signature scheme: the headers it reads, the content it signs
 /// and how it writes signatures.
@@ -50,12 +35,12 @@ pub const MAX_ID_LEN: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scheme {
     name: Cow<'static, str>,
-    signature_header: HeaderKey,
-    format: Format,
-    encoding: Encoding,
-    id_header: Option<HeaderKey>,
-    timestamp: TimestampSource,
-    template: Cow<'static, [Segment]>,
+    pub(super) signature_header: HeaderKey,
+    pub(super) format: Format,
+    pub(super) encoding: Encoding,
+    pub(super) id_header: Option<HeaderKey>,
+    pub(super) timestamp: TimestampSource,
+    pub(super) template: Template,
     /// The id header may be read though the template does not sign it:
     /// then it is metadata, never required (GitHub, Shopify, or opted in).
     unsigned_id: bool,
@@ -69,7 +54,7 @@ pub struct Scheme {
 
 /// How signatures sit in the signature header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Format {
+pub(super) enum Format {
     /// Space-separated `version,signature` entries: `v1` is HMAC-SHA256,
     /// `v1a` ed25519 (Standard Webhooks, Svix).
     Versioned,
@@ -81,48 +66,13 @@ enum Format {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum TimestampSource {
+/// Where the timestamp is read from.
+pub(super) enum TimestampSource {
     None,
     Header(HeaderKey),
     /// The `t=` field of a [`Format::Fields`] signature header.
     Field,
 }
-
-/// One piece of the signed content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
-    Literal(Cow<'static, str>),
-    Id,
-    Timestamp,
-    Body,
-}
-
-const ID_DOT_TIMESTAMP_DOT_BODY: &[Segment] = &[
-    Segment::Id,
-    Segment::Literal(Cow::Borrowed(".")),
-    Segment::Timestamp,
-    Segment::Literal(Cow::Borrowed(".")),
-    Segment::Body,
-];
-
-/// The id, timestamp and signatures read from one request's headers.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Envelope<'h> {
-    pub(crate) id: Option<&'h str>,
-    pub(crate) timestamp: Option<Timestamp<'h>>,
-    signatures: &'h [u8],
-}
-
-/// A timestamp as sent (the signed text) and as a number.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Timestamp<'h> {
-    pub(crate) seconds: i64,
-    pub(crate) text: &'h [u8],
-}
-
-/// One signature found in a header: its algorithm (`None` for a version
-/// this library does not know) and its encoded text.
-pub(crate) type Candidate<'h> = (Option<Algorithm>, &'h [u8]);
 
 impl Scheme {
     fn versioned(name: &'static str, [id, timestamp, signature]: [&'static str; 3]) -> Self {
@@ -133,7 +83,7 @@ impl Scheme {
             encoding: Encoding::Base64,
             id_header: Some(HeaderKey::from_static(id)),
             timestamp: TimestampSource::Header(HeaderKey::from_static(timestamp)),
-            template: Cow::Borrowed(ID_DOT_TIMESTAMP_DOT_BODY),
+            template: Template::ID_DOT_TIMESTAMP_DOT_BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -172,11 +122,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::Field,
-            template: Cow::Borrowed(&[
-                Segment::Timestamp,
-                Segment::Literal(Cow::Borrowed(".")),
-                Segment::Body,
-            ]),
+            template: Template::TIMESTAMP_DOT_BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
             body_id_field: Some(Cow::Borrowed("id")),
@@ -202,7 +148,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: Some(HeaderKey::from_static("x-github-delivery")),
             timestamp: TimestampSource::None,
-            template: Cow::Borrowed(&[Segment::Body]),
+            template: Template::BODY,
             unsigned_id: true,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -226,7 +172,7 @@ impl Scheme {
             encoding: Encoding::Base64,
             id_header: Some(HeaderKey::from_static("x-shopify-webhook-id")),
             timestamp: TimestampSource::None,
-            template: Cow::Borrowed(&[Segment::Body]),
+            template: Template::BODY,
             unsigned_id: true,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -249,12 +195,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::Header(HeaderKey::from_static("x-slack-request-timestamp")),
-            template: Cow::Borrowed(&[
-                Segment::Literal(Cow::Borrowed("v0:")),
-                Segment::Timestamp,
-                Segment::Literal(Cow::Borrowed(":")),
-                Segment::Body,
-            ]),
+            template: Template::SLACK,
             unsigned_id: false,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -279,7 +220,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::None,
-            template: Cow::Borrowed(&[Segment::Body]),
+            template: Template::BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
             body_id_field: None,
@@ -370,43 +311,7 @@ impl Scheme {
     /// and `{timestamp}` (each needs its header), other text verbatim.
     /// For example `{id}.{timestamp}.{body}` or `v0:{timestamp}:{body}`.
     pub fn with_template(mut self, template: &str) -> Result<Self, ConfigError> {
-        let mut segments = Vec::new();
-        let mut rest = template;
-        while !rest.is_empty() {
-            let (literal, after) = match rest.find('{') {
-                Some(at) => rest.split_at(at),
-                None => (rest, ""),
-            };
-            if literal.contains('}') {
-                return Err(ConfigError::InvalidTemplate("unmatched `}`"));
-            }
-            if !literal.is_empty() {
-                segments.push(Segment::Literal(Cow::Owned(literal.to_owned())));
-            }
-            if after.is_empty() {
-                break;
-            }
-            let close = after
-                .find('}')
-                .ok_or(ConfigError::InvalidTemplate("unclosed `{`"))?;
-            segments.push(match &after[1..close] {
-                "id" => Segment::Id,
-                "timestamp" => Segment::Timestamp,
-                "body" => Segment::Body,
-                _ => {
-                    return Err(ConfigError::InvalidTemplate(
-                        "placeholders are `{id}`, `{timestamp}` and `{body}`",
-                    ));
-                }
-            });
-            rest = &after[close + 1..];
-        }
-        if segments.iter().filter(|s| **s == Segment::Body).count() != 1 {
-            return Err(ConfigError::InvalidTemplate(
-                "`{body}` must appear exactly once",
-            ));
-        }
-        self.template = Cow::Owned(segments);
+        self.template = Template::parse(template)?;
         Ok(self)
     }
 
@@ -442,7 +347,7 @@ impl Scheme {
     }
 
     fn signs(&self, segment: &Segment) -> bool {
-        self.template.contains(segment)
+        self.template.signs(segment)
     }
 
     /// Checks that the template only uses what the scheme reads, and that
@@ -477,227 +382,15 @@ impl Scheme {
         Ok(())
     }
 
-    /// The version label a verifier with these algorithms looks for.
-    pub(crate) fn expected_label(&self, hmac: bool, ed25519: bool) -> Cow<'static, str> {
-        match (&self.format, hmac, ed25519) {
-            (Format::Versioned, true, true) => Cow::Borrowed("v1` or `v1a"),
-            (Format::Versioned, false, true) => Cow::Borrowed("v1a"),
-            (Format::Versioned | Format::Fields, _, _) => Cow::Borrowed("v1"),
-            (Format::Single { prefix }, _, _) if prefix.is_empty() => {
-                Cow::Borrowed(self.encoding.name())
-            }
-            (Format::Single { prefix }, _, _) => Cow::Owned(format!("{prefix}...")),
-        }
-    }
-
-    /// Reads id, timestamp and signature header; checks their shape.
-    pub(crate) fn read<'h>(
-        &self,
-        headers: &'h (impl Headers + ?Sized),
-        accepts: impl Fn(Algorithm) -> bool,
-    ) -> Result<Envelope<'h>, VerifyError> {
-        // What the signature does not cover is never required: an unsigned
-        // id or timestamp is read only when present and well formed.
-        let id = match &self.id_header {
-            Some(name) if self.signs(&Segment::Id) => {
-                Some(read_id(name, required(headers, name)?)?)
-            }
-            Some(name) => optional(headers, name).and_then(|value| read_id(name, value).ok()),
-            None => None,
-        };
-        let signature_value = required(headers, &self.signature_header)?;
-        let (signatures, timestamp) = match &self.timestamp {
-            TimestampSource::None => (signature_value, None),
-            TimestampSource::Header(name) if self.signs(&Segment::Timestamp) => {
-                let text = required(headers, name)?;
-                (signature_value, Some(read_timestamp(name, text)?))
-            }
-            TimestampSource::Header(name) => {
-                let timestamp =
-                    optional(headers, name).and_then(|text| read_timestamp(name, text).ok());
-                (signature_value, timestamp)
-            }
-            TimestampSource::Field => {
-                let text = self.timestamp_field(signature_value)?;
-                let timestamp = read_timestamp(&self.signature_header, text)?;
-                (signature_value, Some(timestamp))
-            }
-        };
-        let signatures = match &self.format {
-            Format::Single { prefix } => match signatures.strip_prefix(prefix.as_bytes()) {
-                Some(rest) => rest,
-                None => return Err(self.no_supported_signature(1, &accepts)),
-            },
-            Format::Versioned | Format::Fields => signatures,
-        };
-        let envelope = Envelope {
-            id,
-            timestamp,
-            signatures,
-        };
-        self.check_signatures(&envelope, &accepts)?;
-        Ok(envelope)
-    }
-
-    fn no_supported_signature(
-        &self,
-        found: usize,
-        accepts: &impl Fn(Algorithm) -> bool,
-    ) -> VerifyError {
-        VerifyError::NoSupportedSignature {
-            name: self.signature_header.to_cow(),
-            expected: self
-                .expected_label(accepts(Algorithm::HmacSha256), accepts(Algorithm::Ed25519)),
-            found,
-        }
-    }
-
-    fn malformed(&self, reason: Malformed) -> VerifyError {
-        VerifyError::MalformedHeader {
-            name: self.signature_header.to_cow(),
-            reason,
-        }
-    }
-
-    /// Counts signatures, enforces the cap, and makes sure at least one
-    /// has a supported version. Decoding waits for the comparison.
-    fn check_signatures(
-        &self,
-        envelope: &Envelope<'_>,
-        accepts: &impl Fn(Algorithm) -> bool,
-    ) -> Result<(), VerifyError> {
-        let mut total = 0;
-        let mut supported = 0;
-        for candidate in self.candidates(envelope) {
-            let (algorithm, _) = candidate?;
-            total += 1;
-            if total > MAX_SIGNATURES {
-                return Err(self.malformed(Malformed::TooManySignatures {
-                    max: MAX_SIGNATURES,
-                }));
-            }
-            supported += usize::from(algorithm.is_some_and(accepts));
-        }
-        if supported == 0 {
-            return Err(self.no_supported_signature(total, accepts));
-        }
-        Ok(())
-    }
-
-    /// The error for a header none of whose supported signatures decodes.
-    pub(crate) fn bad_encoding(&self) -> VerifyError {
-        self.malformed(Malformed::BadEncoding(self.encoding.name()))
-    }
-
-    /// The signatures in the header, in order. Errors on an entry without
-    /// a version label.
-    pub(crate) fn candidates<'h>(
-        &self,
-        envelope: &Envelope<'h>,
-    ) -> impl Iterator<Item = Result<Candidate<'h>, VerifyError>> + use<'h, '_> {
-        let (separator, pair): (u8, u8) = match self.format {
-            Format::Versioned => (b' ', b','),
-            Format::Fields => (b',', b'='),
-            Format::Single { .. } => (0, 0),
-        };
-        let single = matches!(self.format, Format::Single { .. });
-        let entries = envelope
-            .signatures
-            .split(move |byte| !single && *byte == separator)
-            .map(<[u8]>::trim_ascii)
-            .filter(|entry| !entry.is_empty());
-        entries.filter_map(move |entry| {
-            if single {
-                return Some(Ok((Some(Algorithm::HmacSha256), entry)));
-            }
-            let Some(at) = entry.iter().position(|byte| *byte == pair) else {
-                return Some(Err(self.malformed(Malformed::MissingVersion)));
-            };
-            let (label, text) = (&entry[..at], &entry[at + 1..]);
-            match (&self.format, label) {
-                (Format::Fields, b"t") => None,
-                (_, b"v1") => Some(Ok((Some(Algorithm::HmacSha256), text))),
-                (Format::Versioned, b"v1a") => Some(Ok((Some(Algorithm::Ed25519), text))),
-                _ => Some(Ok((None, text))),
-            }
-        })
-    }
-
-    fn timestamp_field<'h>(&self, value: &'h [u8]) -> Result<&'h [u8], VerifyError> {
-        let mut found = None;
-        for field in value.split(|byte| *byte == b',') {
-            if let Some(text) = field.trim_ascii().strip_prefix(b"t=")
-                && found.replace(text).is_some()
-            {
-                return Err(self.malformed(Malformed::RepeatedField("t")));
-            }
-        }
-        found.ok_or_else(|| self.malformed(Malformed::MissingField("t")))
-    }
-
     /// Feeds the signed content, piece by piece, to `sink`.
     pub(crate) fn signed_content(
         &self,
         id: Option<&[u8]>,
         timestamp: Option<&[u8]>,
         body: &[u8],
-        mut sink: impl FnMut(&[u8]),
+        sink: impl FnMut(&[u8]),
     ) {
-        for segment in self.template.iter() {
-            match segment {
-                Segment::Literal(text) => sink(text.as_bytes()),
-                Segment::Id => sink(id.unwrap_or_default()),
-                Segment::Timestamp => sink(timestamp.unwrap_or_default()),
-                Segment::Body => sink(body),
-            }
-        }
-    }
-
-    /// The headers that carry `signatures` (algorithm and raw bytes).
-    pub(crate) fn write_headers(
-        &self,
-        id: &str,
-        timestamp: &str,
-        signatures: &[(Algorithm, Vec<u8>)],
-    ) -> Vec<(Cow<'static, str>, String)> {
-        let mut headers = Vec::with_capacity(3);
-        if let Some(name) = &self.id_header {
-            headers.push((name.to_cow(), id.to_owned()));
-        }
-        if let TimestampSource::Header(name) = &self.timestamp {
-            headers.push((name.to_cow(), timestamp.to_owned()));
-        }
-        let value = match &self.format {
-            Format::Versioned => signatures
-                .iter()
-                .map(|(algorithm, bytes)| {
-                    let label = match algorithm {
-                        Algorithm::HmacSha256 => "v1",
-                        Algorithm::Ed25519 => "v1a",
-                    };
-                    format!("{label},{}", self.encoding.encode(bytes))
-                })
-                .collect::<Vec<_>>()
-                .join(" "),
-            Format::Fields => std::iter::once(format!("t={timestamp}"))
-                .chain(
-                    signatures
-                        .iter()
-                        .map(|(_, bytes)| format!("v1={}", self.encoding.encode(bytes))),
-                )
-                .collect::<Vec<_>>()
-                .join(","),
-            Format::Single { prefix } => signatures
-                .first()
-                .map(|(_, bytes)| format!("{prefix}{}", self.encoding.encode(bytes)))
-                .unwrap_or_default(),
-        };
-        headers.push((self.signature_header.to_cow(), value));
-        headers
-    }
-
-    pub(crate) fn encoding(&self) -> Encoding {
-        self.encoding
+        self.template.feed(id, timestamp, body, sink);
     }
 
     /// The header the timestamp is read from.
@@ -719,241 +412,5 @@ impl Scheme {
     }
 }
 
-fn required<'h>(
-    headers: &'h (impl Headers + ?Sized),
-    name: &HeaderKey,
-) -> Result<&'h [u8], VerifyError> {
-    let malformed = |reason| VerifyError::MalformedHeader {
-        name: name.to_cow(),
-        reason,
-    };
-    match headers.lookup(name) {
-        HeaderLookup::Missing => Err(VerifyError::MissingHeader {
-            name: name.to_cow(),
-        }),
-        HeaderLookup::Repeated => Err(VerifyError::RepeatedHeader {
-            name: name.to_cow(),
-        }),
-        HeaderLookup::One(value) => {
-            if value.len() > MAX_HEADER_LEN {
-                Err(malformed(Malformed::TooLong {
-                    max: MAX_HEADER_LEN,
-                }))
-            } else if value.iter().all(u8::is_ascii_whitespace) {
-                Err(malformed(Malformed::Empty))
-            } else {
-                // Each reader checks its own characters strictly: ids are
-                // visible ASCII, timestamps digits, signatures their encoding.
-                Ok(value)
-            }
-        }
-    }
-}
-
-/// A header's value when it is present once, within the length cap and not
-/// blank; `None` otherwise.
-fn optional<'h>(headers: &'h (impl Headers + ?Sized), name: &HeaderKey) -> Option<&'h [u8]> {
-    match headers.lookup(name) {
-        HeaderLookup::One(value)
-            if value.len() <= MAX_HEADER_LEN && !value.iter().all(u8::is_ascii_whitespace) =>
-        {
-            Some(value)
-        }
-        _ => None,
-    }
-}
-
-fn read_id<'h>(name: &HeaderKey, value: &'h [u8]) -> Result<&'h str, VerifyError> {
-    let malformed = |reason| VerifyError::MalformedHeader {
-        name: name.to_cow(),
-        reason,
-    };
-    if value.len() > MAX_ID_LEN {
-        return Err(malformed(Malformed::TooLong { max: MAX_ID_LEN }));
-    }
-    if !value.iter().all(u8::is_ascii_graphic) {
-        return Err(malformed(Malformed::NotVisibleAscii));
-    }
-    // Visible ASCII is valid UTF-8.
-    std::str::from_utf8(value).map_err(|_| malformed(Malformed::NotVisibleAscii))
-}
-
-fn read_timestamp<'h>(name: &HeaderKey, text: &'h [u8]) -> Result<Timestamp<'h>, VerifyError> {
-    let malformed = |reason| VerifyError::MalformedHeader {
-        name: name.to_cow(),
-        reason,
-    };
-    let negative = text.starts_with(b"-");
-    let digits = if negative { &text[1..] } else { text };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(malformed(Malformed::TimestampNotInteger));
-    }
-    // Accumulate towards the sign, so that i64::MIN parses too.
-    let mut seconds: i64 = 0;
-    for digit in digits {
-        let digit = i64::from(digit - b'0');
-        seconds = seconds
-            .checked_mul(10)
-            .and_then(|s| {
-                if negative {
-                    s.checked_sub(digit)
-                } else {
-                    s.checked_add(digit)
-                }
-            })
-            .ok_or_else(|| malformed(Malformed::TimestampOutOfRange))?;
-    }
-    Ok(Timestamp { seconds, text })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ts(text: &str) -> Result<i64, VerifyError> {
-        read_timestamp(&HeaderKey::from_static("t"), text.as_bytes()).map(|t| t.seconds)
-    }
-
-    #[test]
-    fn timestamps_are_strict_decimal_integers() {
-        assert_eq!(ts("1614265330"), Ok(1614265330));
-        assert_eq!(ts("-1"), Ok(-1));
-        assert_eq!(ts("0"), Ok(0));
-        assert_eq!(ts("9223372036854775807"), Ok(i64::MAX));
-        for bad in ["1.5", " 123", "+5", "-", "", "0x10", "1e9"] {
-            assert!(
-                matches!(
-                    ts(bad),
-                    Err(VerifyError::MalformedHeader {
-                        reason: Malformed::TimestampNotInteger,
-                        ..
-                    })
-                ),
-                "{bad:?}"
-            );
-        }
-        assert_eq!(ts("-9223372036854775808"), Ok(i64::MIN));
-        for huge in [
-            "99999999999999999999",
-            "9223372036854775808",
-            "-9223372036854775809",
-        ] {
-            assert!(
-                matches!(
-                    ts(huge),
-                    Err(VerifyError::MalformedHeader {
-                        reason: Malformed::TimestampOutOfRange,
-                        ..
-                    })
-                ),
-                "{huge}"
-            );
-        }
-    }
-
-    #[test]
-    fn templates_are_parsed_and_checked() {
-        let scheme = Scheme::custom("x", "x-sig").unwrap();
-        assert!(scheme.clone().with_template("{body}").is_ok());
-        assert!(
-            scheme
-                .clone()
-                .with_template("v0:{timestamp}:{body}")
-                .is_ok()
-        );
-        for bad in [
-            "",
-            "{id}",
-            "{body}{body}",
-            "{body",
-            "{nope}{body}",
-            "}{body}",
-        ] {
-            assert!(scheme.clone().with_template(bad).is_err(), "{bad:?}");
-        }
-        let needs_id = scheme.clone().with_template("{id}.{body}").unwrap();
-        assert!(needs_id.validate().is_err());
-        assert!(needs_id.with_id_header("x-id").unwrap().validate().is_ok());
-    }
-
-    #[test]
-    fn ids_and_timestamps_read_must_be_signed_unless_opted_out() {
-        let unsigned_id = Scheme::custom("x", "x-sig")
-            .unwrap()
-            .with_id_header("x-id")
-            .unwrap();
-        assert_eq!(
-            unsigned_id.validate(),
-            Err(ConfigError::UnsignedHeader {
-                what: "id",
-                header: "x-id".into()
-            })
-        );
-        let opted = unsigned_id.clone().insecure_allow_unsigned_id();
-        assert!(opted.validate().is_ok());
-        assert!(!opted.signs_id());
-        let signed = unsigned_id.with_template("{id}.{body}").unwrap();
-        assert!(signed.validate().is_ok());
-        assert!(signed.signs_id());
-
-        let unsigned_timestamp = Scheme::custom("x", "x-sig")
-            .unwrap()
-            .with_timestamp_header("x-ts")
-            .unwrap();
-        assert!(matches!(
-            unsigned_timestamp.validate(),
-            Err(ConfigError::UnsignedHeader {
-                what: "timestamp",
-                ..
-            })
-        ));
-        let opted = unsigned_timestamp
-            .clone()
-            .insecure_allow_unsigned_timestamp();
-        assert!(opted.validate().is_ok());
-        assert!(
-            !opted.has_timestamp(),
-            "an unsigned timestamp stops no replay"
-        );
-        let signed = unsigned_timestamp
-            .with_template("{timestamp}.{body}")
-            .unwrap();
-        assert!(signed.has_timestamp());
-        // Stripe's `t=` field unsigned is refused the same way.
-        assert!(
-            Scheme::stripe()
-                .with_template("{body}")
-                .unwrap()
-                .validate()
-                .is_err()
-        );
-    }
-
-    #[test]
-    fn providers_say_what_they_sign() {
-        for (scheme, signs_id, has_timestamp) in [
-            (Scheme::standard_webhooks(), true, true),
-            (Scheme::svix(), true, true),
-            (Scheme::stripe(), false, true),
-            (Scheme::github(), false, false),
-            (Scheme::shopify(), false, false),
-            (Scheme::slack(), false, true),
-        ] {
-            assert!(scheme.validate().is_ok(), "{}", scheme.name());
-            assert_eq!(scheme.signs_id(), signs_id, "{}", scheme.name());
-            assert_eq!(scheme.has_timestamp(), has_timestamp, "{}", scheme.name());
-        }
-        assert_eq!(Scheme::stripe().body_id_field(), Some("id"));
-    }
-
-    #[test]
-    fn header_names_are_validated_and_lowercased() {
-        let scheme = Scheme::custom("x", "X-Acme-Signature").unwrap();
-        assert_eq!(scheme.signature_header(), "x-acme-signature");
-        assert_eq!(
-            Scheme::custom("x", "bad header").unwrap_err(),
-            ConfigError::InvalidHeaderName("bad header".into())
-        );
-        assert!(Scheme::custom("x", "").is_err());
-    }
-}
+mod tests;

@@ -8,10 +8,11 @@ use std::time::SystemTime;
 use hmac::Mac as _;
 
 use super::clock::unix_seconds;
+use super::envelope::{MAX_ID_LEN, MAX_SIGNATURES};
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::keys::{Algorithm, Key};
-use super::scheme::{MAX_ID_LEN, MAX_SIGNATURES, Scheme};
+use super::scheme::{Format, Scheme, TimestampSource};
 
 /// Signs webhooks for one scheme with one or more secrets.
 ///
@@ -151,9 +152,54 @@ impl Signer {
             })
             .collect();
         Ok(SignedHeaders {
-            headers: self.scheme.write_headers(id, &timestamp, &signatures),
+            headers: write_headers(&self.scheme, id, &timestamp, &signatures),
         })
     }
+}
+
+/// The headers that carry `signatures` (algorithm and raw bytes) in
+/// `scheme`'s format.
+fn write_headers(
+    scheme: &Scheme,
+    id: &str,
+    timestamp: &str,
+    signatures: &[(Algorithm, Vec<u8>)],
+) -> Vec<(Cow<'static, str>, String)> {
+    let mut headers = Vec::with_capacity(3);
+    if let Some(name) = &scheme.id_header {
+        headers.push((name.to_cow(), id.to_owned()));
+    }
+    if let TimestampSource::Header(name) = &scheme.timestamp {
+        headers.push((name.to_cow(), timestamp.to_owned()));
+    }
+    let encoding = scheme.encoding;
+    let value = match &scheme.format {
+        Format::Versioned => signatures
+            .iter()
+            .map(|(algorithm, bytes)| {
+                let label = match algorithm {
+                    Algorithm::HmacSha256 => "v1",
+                    Algorithm::Ed25519 => "v1a",
+                };
+                format!("{label},{}", encoding.encode(bytes))
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        Format::Fields => std::iter::once(format!("t={timestamp}"))
+            .chain(
+                signatures
+                    .iter()
+                    .map(|(_, bytes)| format!("v1={}", encoding.encode(bytes))),
+            )
+            .collect::<Vec<_>>()
+            .join(","),
+        Format::Single { prefix } => signatures
+            .first()
+            .map(|(_, bytes)| format!("{prefix}{}", encoding.encode(bytes)))
+            .unwrap_or_default(),
+    };
+    headers.push((scheme.signature_header.to_cow(), value));
+    headers
 }
 
 fn check_id(header: &str, id: &str) -> Result<(), VerifyError> {

@@ -9,16 +9,24 @@ use subtle::ConstantTimeEq as _;
 
 use super::clock::{Clock, SystemClock, unix_seconds};
 use super::encoding::MAX_SIGNATURE_BYTES;
+use super::envelope::{self, Envelope};
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::Headers;
 use super::keys::{Algorithm, Key, SecretFormat};
-use super::scheme::{Envelope, Scheme};
+use super::scheme::Scheme;
 
 /// The default tolerance for timestamps in the past and in the future.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 
 /// The default largest body a verifier accepts: 1 MiB.
 pub const DEFAULT_MAX_BODY_LEN: usize = 1024 * 1024;
+
+/// The most `v1a` (ed25519) signatures of one header that are checked;
+/// later ones are ignored. Each check hashes the whole body with SHA-512
+/// and anyone can send junk ones, so this bounds the cost of a forged
+/// request at four body hashes per ed25519 key, next to one HMAC per
+/// secret for `v1`.
+pub const MAX_ED25519_SIGNATURES: usize = 4;
 
 /// Checks webhook signatures for one scheme against one or more secrets.
 ///
@@ -176,7 +184,7 @@ impl Verifier {
                 limit: inner.max_body_len,
             });
         }
-        let envelope = inner.scheme.read(headers, |algorithm| match algorithm {
+        let envelope = Envelope::read(&inner.scheme, headers, |algorithm| match algorithm {
             Algorithm::HmacSha256 => inner.accepts_hmac,
             Algorithm::Ed25519 => inner.accepts_ed25519,
         })?;
@@ -195,7 +203,7 @@ impl Verifier {
                 key_index,
             }),
             None => Err(VerifyError::SignatureMismatch {
-                signatures: inner.count_supported(&envelope)?,
+                signatures: envelope.accepted(),
                 keys: inner.keys.len(),
                 hint: inner.hint,
             }),
@@ -232,9 +240,10 @@ impl Inner {
         })
     }
 
-    /// Tries every signature of a supported version against every key;
-    /// returns the index of the key that matched, or an error when no
-    /// signature of a supported version could even be decoded.
+    /// Tries every accepted signature against every key of its algorithm:
+    /// one HMAC per secret, at most [`MAX_ED25519_SIGNATURES`] ed25519
+    /// checks per public key. Returns the index of the key that matched,
+    /// or an error when no signature tried could even be decoded.
     fn find_match(
         &self,
         envelope: &Envelope<'_>,
@@ -253,12 +262,8 @@ impl Inner {
                     let mut mac = keyed.clone();
                     scheme.signed_content(id, timestamp, body, |piece| mac.update(piece));
                     let tag = mac.finalize().into_bytes();
-                    for candidate in scheme.candidates(envelope) {
-                        let (algorithm, text) = candidate?;
-                        if algorithm != Some(Algorithm::HmacSha256) {
-                            continue;
-                        }
-                        let Ok(decoded) = scheme.encoding().decode(text, &mut buffer) else {
+                    for text in envelope.signatures(Algorithm::HmacSha256) {
+                        let Ok(decoded) = scheme.encoding.decode(text, &mut buffer) else {
                             continue;
                         };
                         decoded_any = true;
@@ -281,17 +286,9 @@ impl Inner {
                         });
                         whole
                     });
-                    let mut tried = 0;
-                    for candidate in scheme.candidates(envelope) {
-                        let (algorithm, text) = candidate?;
-                        if algorithm != Some(Algorithm::Ed25519) {
-                            continue;
-                        }
-                        if tried == super::scheme::MAX_ED25519_SIGNATURES {
-                            break;
-                        }
-                        tried += 1;
-                        let Ok(decoded) = scheme.encoding().decode(text, &mut buffer) else {
+                    let texts = envelope.signatures(Algorithm::Ed25519);
+                    for text in texts.take(MAX_ED25519_SIGNATURES) {
+                        let Ok(decoded) = scheme.encoding.decode(text, &mut buffer) else {
                             continue;
                         };
                         decoded_any = true;
@@ -308,20 +305,8 @@ impl Inner {
         if decoded_any {
             Ok(None)
         } else {
-            Err(self.scheme.bad_encoding())
+            Err(envelope::bad_encoding(scheme))
         }
-    }
-
-    fn count_supported(&self, envelope: &Envelope<'_>) -> Result<usize, VerifyError> {
-        let mut count = 0;
-        for candidate in self.scheme.candidates(envelope) {
-            count += match candidate?.0 {
-                Some(Algorithm::HmacSha256) => usize::from(self.accepts_hmac),
-                Some(Algorithm::Ed25519) => usize::from(self.accepts_ed25519),
-                None => 0,
-            };
-        }
-        Ok(count)
     }
 }
 

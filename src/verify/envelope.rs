@@ -1,0 +1,372 @@
+//! Reading one request's headers: the id, the timestamp and the signatures,
+//! each read once. Every error about a header's presence or shape is made
+//! here; the [`Verifier`](super::Verifier) only does the cryptography.
+
+use super::error::{Malformed, VerifyError};
+use super::headers::{HeaderKey, HeaderLookup, Headers};
+use super::keys::Algorithm;
+use super::scheme::{Format, Scheme, TimestampSource};
+
+/// The most signatures one header may carry. Rotation needs two or three;
+/// the cap bounds the work an attacker can ask for.
+pub const MAX_SIGNATURES: usize = 16;
+
+/// The longest header value read, in bytes.
+pub const MAX_HEADER_LEN: usize = 4096;
+
+/// The longest event id accepted, in bytes.
+pub const MAX_ID_LEN: usize = 256;
+
+/// The id, timestamp and signatures read from one request's headers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Envelope<'h> {
+    pub(crate) id: Option<&'h str>,
+    pub(crate) timestamp: Option<Timestamp<'h>>,
+    /// The signatures of a version the verifier accepts, in header order;
+    /// the first `len` are filled.
+    candidates: [Candidate<'h>; MAX_SIGNATURES],
+    len: usize,
+}
+
+/// A timestamp as sent (the signed text) and as a number.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timestamp<'h> {
+    pub(crate) seconds: i64,
+    pub(crate) text: &'h [u8],
+}
+
+/// One signature: its algorithm and its text, not yet decoded (decoding
+/// waits for the comparison).
+#[derive(Debug, Clone, Copy)]
+struct Candidate<'h> {
+    algorithm: Algorithm,
+    text: &'h [u8],
+}
+
+impl<'h> Envelope<'h> {
+    /// Reads id, timestamp and signature header and checks their shape:
+    /// at most [`MAX_SIGNATURES`] signatures, each with a version label,
+    /// at least one of a version that `accepts`.
+    pub(crate) fn read(
+        scheme: &Scheme,
+        headers: &'h (impl Headers + ?Sized),
+        accepts: impl Fn(Algorithm) -> bool,
+    ) -> Result<Self, VerifyError> {
+        // What the signature does not cover is never required: an unsigned
+        // id or timestamp is read only when present and well formed.
+        let id = match &scheme.id_header {
+            Some(name) if scheme.signs_id() => Some(read_id(name, required(headers, name)?)?),
+            Some(name) => optional(headers, name).and_then(|value| read_id(name, value).ok()),
+            None => None,
+        };
+        let signatures = required(headers, &scheme.signature_header)?;
+        let timestamp = match &scheme.timestamp {
+            TimestampSource::None => None,
+            TimestampSource::Header(name) if scheme.has_timestamp() => {
+                Some(read_timestamp(name, required(headers, name)?)?)
+            }
+            TimestampSource::Header(name) => {
+                optional(headers, name).and_then(|text| read_timestamp(name, text).ok())
+            }
+            TimestampSource::Field => {
+                let text = timestamp_field(scheme, signatures)?;
+                Some(read_timestamp(&scheme.signature_header, text)?)
+            }
+        };
+        let mut envelope = Self {
+            id,
+            timestamp,
+            candidates: [Candidate {
+                algorithm: Algorithm::HmacSha256,
+                text: &[],
+            }; MAX_SIGNATURES],
+            len: 0,
+        };
+        let signatures = match &scheme.format {
+            Format::Single { prefix } => match signatures.strip_prefix(prefix.as_bytes()) {
+                Some(rest) => rest,
+                None => return Err(no_supported_signature(scheme, 1, &accepts)),
+            },
+            Format::Versioned | Format::Fields => signatures,
+        };
+        let mut total = 0;
+        for entry in entries(&scheme.format, signatures) {
+            let Entry::Signature(algorithm, text) =
+                classify(&scheme.format, entry).map_err(|reason| malformed(scheme, reason))?
+            else {
+                continue;
+            };
+            total += 1;
+            if total > MAX_SIGNATURES {
+                return Err(malformed(
+                    scheme,
+                    Malformed::TooManySignatures {
+                        max: MAX_SIGNATURES,
+                    },
+                ));
+            }
+            if let Some(algorithm) = algorithm.filter(|algorithm| accepts(*algorithm)) {
+                envelope.candidates[envelope.len] = Candidate { algorithm, text };
+                envelope.len += 1;
+            }
+        }
+        if envelope.len == 0 {
+            return Err(no_supported_signature(scheme, total, &accepts));
+        }
+        Ok(envelope)
+    }
+
+    /// The encoded signatures of `algorithm`, in header order.
+    pub(crate) fn signatures(&self, algorithm: Algorithm) -> impl Iterator<Item = &'h [u8]> + '_ {
+        self.candidates[..self.len]
+            .iter()
+            .filter(move |candidate| candidate.algorithm == algorithm)
+            .map(|candidate| candidate.text)
+    }
+
+    /// How many signatures of an accepted version the header carries.
+    pub(crate) fn accepted(&self) -> usize {
+        self.len
+    }
+}
+
+/// The error for a header none of whose accepted signatures decodes.
+pub(crate) fn bad_encoding(scheme: &Scheme) -> VerifyError {
+    malformed(scheme, Malformed::BadEncoding(scheme.encoding.name()))
+}
+
+fn malformed(scheme: &Scheme, reason: Malformed) -> VerifyError {
+    VerifyError::MalformedHeader {
+        name: scheme.signature_header.to_cow(),
+        reason,
+    }
+}
+
+fn no_supported_signature(
+    scheme: &Scheme,
+    found: usize,
+    accepts: &impl Fn(Algorithm) -> bool,
+) -> VerifyError {
+    let expected = match (
+        &scheme.format,
+        accepts(Algorithm::HmacSha256),
+        accepts(Algorithm::Ed25519),
+    ) {
+        (Format::Versioned, true, true) => "v1` or `v1a".into(),
+        (Format::Versioned, false, true) => "v1a".into(),
+        (Format::Versioned | Format::Fields, _, _) => "v1".into(),
+        (Format::Single { prefix }, _, _) if prefix.is_empty() => scheme.encoding.name().into(),
+        (Format::Single { prefix }, _, _) => format!("{prefix}...").into(),
+    };
+    VerifyError::NoSupportedSignature {
+        name: scheme.signature_header.to_cow(),
+        expected,
+        found,
+    }
+}
+
+/// The non-empty entries of a signature header, trimmed; a single-signature
+/// header is one entry.
+fn entries<'h>(format: &Format, signatures: &'h [u8]) -> impl Iterator<Item = &'h [u8]> {
+    let separator = match format {
+        Format::Versioned => Some(b' '),
+        Format::Fields => Some(b','),
+        Format::Single { .. } => None,
+    };
+    signatures
+        .split(move |byte| Some(*byte) == separator)
+        .map(<[u8]>::trim_ascii)
+        .filter(|entry| !entry.is_empty())
+}
+
+/// What one entry of a signature header holds.
+enum Entry<'h> {
+    /// A signature: its algorithm (`None` for a version this library does
+    /// not know) and its encoded text.
+    Signature(Option<Algorithm>, &'h [u8]),
+    /// No signature (Stripe's `t=` field).
+    Other,
+}
+
+/// Reads an entry's version label; errors when it has none.
+fn classify<'h>(format: &Format, entry: &'h [u8]) -> Result<Entry<'h>, Malformed> {
+    let pair = match format {
+        Format::Versioned => b',',
+        Format::Fields => b'=',
+        Format::Single { .. } => return Ok(Entry::Signature(Some(Algorithm::HmacSha256), entry)),
+    };
+    let at = entry
+        .iter()
+        .position(|byte| *byte == pair)
+        .ok_or(Malformed::MissingVersion)?;
+    let (label, text) = (&entry[..at], &entry[at + 1..]);
+    Ok(match (format, label) {
+        (Format::Fields, b"t") => Entry::Other,
+        (_, b"v1") => Entry::Signature(Some(Algorithm::HmacSha256), text),
+        (Format::Versioned, b"v1a") => Entry::Signature(Some(Algorithm::Ed25519), text),
+        _ => Entry::Signature(None, text),
+    })
+}
+
+/// The text of the one `t=` field of a Stripe-style header.
+fn timestamp_field<'h>(scheme: &Scheme, value: &'h [u8]) -> Result<&'h [u8], VerifyError> {
+    let mut found = None;
+    for field in value.split(|byte| *byte == b',') {
+        if let Some(text) = field.trim_ascii().strip_prefix(b"t=")
+            && found.replace(text).is_some()
+        {
+            return Err(malformed(scheme, Malformed::RepeatedField("t")));
+        }
+    }
+    found.ok_or_else(|| malformed(scheme, Malformed::MissingField("t")))
+}
+
+fn required<'h>(
+    headers: &'h (impl Headers + ?Sized),
+    name: &HeaderKey,
+) -> Result<&'h [u8], VerifyError> {
+    let malformed = |reason| VerifyError::MalformedHeader {
+        name: name.to_cow(),
+        reason,
+    };
+    match headers.lookup(name) {
+        HeaderLookup::Missing => Err(VerifyError::MissingHeader {
+            name: name.to_cow(),
+        }),
+        HeaderLookup::Repeated => Err(VerifyError::RepeatedHeader {
+            name: name.to_cow(),
+        }),
+        HeaderLookup::One(value) => {
+            if value.len() > MAX_HEADER_LEN {
+                Err(malformed(Malformed::TooLong {
+                    max: MAX_HEADER_LEN,
+                }))
+            } else if value.iter().all(u8::is_ascii_whitespace) {
+                Err(malformed(Malformed::Empty))
+            } else {
+                // Each reader checks its own characters strictly: ids are
+                // visible ASCII, timestamps digits, signatures their encoding.
+                Ok(value)
+            }
+        }
+    }
+}
+
+/// A header's value when it is present once, within the length cap and not
+/// blank; `None` otherwise.
+fn optional<'h>(headers: &'h (impl Headers + ?Sized), name: &HeaderKey) -> Option<&'h [u8]> {
+    match headers.lookup(name) {
+        HeaderLookup::One(value)
+            if value.len() <= MAX_HEADER_LEN && !value.iter().all(u8::is_ascii_whitespace) =>
+        {
+            Some(value)
+        }
+        _ => None,
+    }
+}
+
+fn read_id<'h>(name: &HeaderKey, value: &'h [u8]) -> Result<&'h str, VerifyError> {
+    let malformed = |reason| VerifyError::MalformedHeader {
+        name: name.to_cow(),
+        reason,
+    };
+    if value.len() > MAX_ID_LEN {
+        return Err(malformed(Malformed::TooLong { max: MAX_ID_LEN }));
+    }
+    if !value.iter().all(u8::is_ascii_graphic) {
+        return Err(malformed(Malformed::NotVisibleAscii));
+    }
+    // Visible ASCII is valid UTF-8.
+    std::str::from_utf8(value).map_err(|_| malformed(Malformed::NotVisibleAscii))
+}
+
+fn read_timestamp<'h>(name: &HeaderKey, text: &'h [u8]) -> Result<Timestamp<'h>, VerifyError> {
+    let malformed = |reason| VerifyError::MalformedHeader {
+        name: name.to_cow(),
+        reason,
+    };
+    let negative = text.starts_with(b"-");
+    let digits = if negative { &text[1..] } else { text };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(malformed(Malformed::TimestampNotInteger));
+    }
+    // Accumulate towards the sign, so that i64::MIN parses too.
+    let mut seconds: i64 = 0;
+    for digit in digits {
+        let digit = i64::from(digit - b'0');
+        seconds = seconds
+            .checked_mul(10)
+            .and_then(|s| {
+                if negative {
+                    s.checked_sub(digit)
+                } else {
+                    s.checked_add(digit)
+                }
+            })
+            .ok_or_else(|| malformed(Malformed::TimestampOutOfRange))?;
+    }
+    Ok(Timestamp { seconds, text })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(text: &str) -> Result<i64, VerifyError> {
+        read_timestamp(&HeaderKey::from_static("t"), text.as_bytes()).map(|t| t.seconds)
+    }
+
+    #[test]
+    fn timestamps_are_strict_decimal_integers() {
+        assert_eq!(ts("1614265330"), Ok(1614265330));
+        assert_eq!(ts("-1"), Ok(-1));
+        assert_eq!(ts("0"), Ok(0));
+        assert_eq!(ts("9223372036854775807"), Ok(i64::MAX));
+        for bad in ["1.5", " 123", "+5", "-", "", "0x10", "1e9"] {
+            assert!(
+                matches!(
+                    ts(bad),
+                    Err(VerifyError::MalformedHeader {
+                        reason: Malformed::TimestampNotInteger,
+                        ..
+                    })
+                ),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(ts("-9223372036854775808"), Ok(i64::MIN));
+        for huge in [
+            "99999999999999999999",
+            "9223372036854775808",
+            "-9223372036854775809",
+        ] {
+            assert!(
+                matches!(
+                    ts(huge),
+                    Err(VerifyError::MalformedHeader {
+                        reason: Malformed::TimestampOutOfRange,
+                        ..
+                    })
+                ),
+                "{huge}"
+            );
+        }
+    }
+
+    #[test]
+    fn keeps_only_accepted_signatures_in_header_order() {
+        let scheme = Scheme::standard_webhooks();
+        let headers = [
+            ("webhook-id", "msg_1"),
+            ("webhook-timestamp", "1"),
+            ("webhook-signature", " v1a,A  v2,B v1,C v1a,D "),
+        ];
+        let hmac_only = Envelope::read(&scheme, &headers, |a| a == Algorithm::HmacSha256).unwrap();
+        assert_eq!(hmac_only.accepted(), 1);
+        let both = Envelope::read(&scheme, &headers, |_| true).unwrap();
+        assert_eq!(both.accepted(), 3);
+        let texts = |algorithm| both.signatures(algorithm).collect::<Vec<_>>();
+        assert_eq!(texts(Algorithm::Ed25519), [b"A", b"D"]);
+        assert_eq!(texts(Algorithm::HmacSha256), [b"C"]);
+    }
+}
