@@ -115,18 +115,6 @@ impl PostgresStore {
         })
     }
 
-    /// Uses `options` for retention, visibility timeout and attempts.
-    #[must_use]
-    pub fn with_options(mut self, options: StoreOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// The connection pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
     /// Creates or upgrades the tables and indexes. Safe to run from several
     /// processes at once, and while others serve traffic: when the recorded
     /// schema version is current it only reads; otherwise a

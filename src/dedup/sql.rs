@@ -171,6 +171,18 @@ pub(crate) fn take_assignments(max: &str, token: &str, until: &str) -> String {
 macro_rules! sql_store_common {
     ($store:ty, $connection:ty, $row:ty) => {
         impl $store {
+            /// Uses `options` for retention, visibility timeout and attempts.
+            #[must_use]
+            pub fn with_options(mut self, options: $crate::dedup::StoreOptions) -> Self {
+                self.options = options;
+                self
+            }
+
+            /// The connection pool.
+            pub fn pool(&self) -> &sqlx::Pool<<$connection as sqlx::Connection>::Database> {
+                &self.pool
+            }
+
             /// Claims `id` in `namespace` inside the caller's transaction (or
             /// on a connection), without enqueueing: the caller enqueues into
             /// its own table in the same transaction, and both commit or

@@ -121,18 +121,6 @@ impl SqliteStore {
         })
     }
 
-    /// Uses `options` for retention, visibility timeout and attempts.
-    #[must_use]
-    pub fn with_options(mut self, options: StoreOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// The connection pool.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
     /// Creates or upgrades the tables and indexes, in one immediate
     /// transaction: a second process running it at once waits for the
     /// first, then finds the schema current.
