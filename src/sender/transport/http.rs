@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use super::deliver::{EXCERPT_LEN, Response, Transport};
-use super::guard::{AddressPolicy, check_address, check_url};
+use super::{EXCERPT_LEN, Response, Transport};
+use crate::sender::Policy;
+use crate::sender::guard::{AddressPolicy, check_address, check_url};
 
 /// The default time to establish a connection: 5 seconds.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -46,7 +47,7 @@ impl HttpTransport {
     /// A transport with `policy`'s connect and attempt timeouts.
     pub fn for_policy(
         addresses: AddressPolicy,
-        policy: &super::deliver::Policy,
+        policy: &Policy,
     ) -> Result<Self, TransportConfigError> {
         Self::builder(addresses)
             .with_connect_timeout(policy.connect_timeout())
@@ -256,7 +257,7 @@ struct GuardedResolver {
 #[error("every address of `{host}` is forbidden by the SSRF guard ({first})")]
 struct ForbiddenHost {
     host: String,
-    first: super::guard::Forbidden,
+    first: crate::sender::Forbidden,
 }
 
 impl Resolve for GuardedResolver {
