@@ -22,7 +22,8 @@ use criterion::Criterion;
 use futures_util::future::join_all;
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, Jitter, Policy, PostgresDeliveries,
-    RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport, WaitReason,
+    RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport, TransportError,
+    WaitReason,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;
@@ -41,7 +42,12 @@ struct Instant204 {
 }
 
 impl Transport for Instant204 {
-    async fn post(&self, _: &str, _: &[(String, String)], _: &[u8]) -> Result<Response, String> {
+    async fn post(
+        &self,
+        _: &str,
+        _: &[(String, String)],
+        _: &[u8],
+    ) -> Result<Response, TransportError> {
         let answered = self.answered.fetch_add(1, Ordering::SeqCst) + 1;
         if answered == self.target.load(Ordering::SeqCst) {
             self.done.notify_one();

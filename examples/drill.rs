@@ -67,7 +67,7 @@ impl Transport for Counting {
         url: &str,
         headers: &[(String, String)],
         body: &[u8],
-    ) -> Result<hooklatch::sender::Response, String> {
+    ) -> Result<hooklatch::sender::Response, hooklatch::sender::TransportError> {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
         let _done = Done(&self.in_flight);

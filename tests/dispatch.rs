@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use hooklatch::sender::{
     Breaker, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
     EndpointHealth, HealthChange, Jitter, MemoryDeliveries, Policy, PostgresDeliveries,
-    RedisDeliveries, Response, Schedule, SqliteDeliveries, Transport,
+    RedisDeliveries, Response, Schedule, SqliteDeliveries, Transport, TransportError,
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
@@ -120,7 +120,7 @@ impl Transport for Receiver {
         _url: &str,
         headers: &[(String, String)],
         body: &[u8],
-    ) -> Result<Response, String> {
+    ) -> Result<Response, TransportError> {
         let state = &self.state;
         let verified = state
             .verifier
@@ -900,7 +900,7 @@ impl Transport for Counted {
         url: &str,
         headers: &[(String, String)],
         body: &[u8],
-    ) -> Result<Response, String> {
+    ) -> Result<Response, TransportError> {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         let _in_flight = InFlight(&self.in_flight);
         self.peak.fetch_max(now, Ordering::SeqCst);
@@ -1198,7 +1198,7 @@ impl Transport for PanicsOnce {
         url: &str,
         headers: &[(String, String)],
         body: &[u8],
-    ) -> Result<Response, String> {
+    ) -> Result<Response, TransportError> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         assert_ne!(call, self.panic_on, "a transport bug, on purpose");
         self.receiver.post(url, headers, body).await

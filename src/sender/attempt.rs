@@ -2,10 +2,12 @@
 //! the delivery does next ([`Step`]), and the record kept of it
 //! ([`Attempt`]). No I/O and no clock: the caller passes the time.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::policy::Policy;
 use super::retry_after::parse_retry_after;
+use super::transport::TransportError;
 
 /// What to do after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +96,7 @@ pub struct Attempt {
     /// endpoint's concurrency limit, or a dispatcher's polling.
     pub held: Duration,
     /// The status, or why there was none.
-    pub result: Result<u16, String>,
+    pub result: Result<u16, AttemptError>,
     /// How long the attempt took.
     pub duration: Duration,
     /// The first [`EXCERPT_LEN`] bytes of the response body.
@@ -112,6 +114,59 @@ pub enum Final {
     /// delivery is dead and can be replayed.
     Dead,
 }
+
+/// Why an attempt has no status, as its record keeps it: the text an
+/// outbox stores, and the typed [`TransportError`] while the attempt is
+/// fresh (an attempt read back from an outbox has the text only). Two are
+/// equal when their texts are.
+#[derive(Debug, Clone)]
+pub struct AttemptError {
+    text: String,
+    transport: Option<Arc<TransportError>>,
+}
+
+impl AttemptError {
+    /// The transport's error, kept with its text.
+    pub(crate) fn transport(error: TransportError) -> Self {
+        Self {
+            text: error.report(),
+            transport: Some(Arc::new(error)),
+        }
+    }
+
+    /// An error known only by its text: read back from an outbox, or one
+    /// that happened before anything was sent.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            transport: None,
+        }
+    }
+
+    /// The text an outbox stores: the error's message and its sources'.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The transport's error, while the attempt is fresh.
+    pub fn transport_error(&self) -> Option<&TransportError> {
+        self.transport.as_deref()
+    }
+}
+
+impl std::fmt::Display for AttemptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq for AttemptError {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for AttemptError {}
 
 /// What a delivery does after an attempt: the one step a delivery takes,
 /// in [`deliver`](super::deliver) and in a

@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use super::attempt::{Attempt, Final, Outcome, Step, WaitReason, classify, first_wait, plan};
+use super::attempt::{
+    Attempt, AttemptError, Final, Outcome, Step, WaitReason, classify, first_wait, plan,
+};
 use super::endpoint::{Endpoint, Pass};
 use super::policy::Policy;
-use super::transport::{EXCERPT_LEN, Transport};
+use super::transport::{EXCERPT_LEN, Transport, TransportError};
 
 /// How an attempt went: its record and what its answer means.
 pub(crate) struct Tried {
@@ -37,10 +39,10 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
             let post = transport.post(endpoint.url(), &headers, body);
             match tokio::time::timeout(policy.attempt_timeout(), post).await {
                 Ok(answer) => answer,
-                Err(_) => Err(format!(
-                    "timed out after {} ms",
-                    policy.attempt_timeout().as_millis()
-                )),
+                Err(_) => Err(TransportError::Timeout {
+                    after: Some(policy.attempt_timeout()),
+                    source: None,
+                }),
             }
         }
         // An id the scheme cannot carry will never be deliverable; it says
@@ -54,7 +56,7 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
                     waited,
                     reason,
                     held,
-                    result: Err(format!("cannot sign: {error}")),
+                    result: Err(AttemptError::new(format!("cannot sign: {error}"))),
                     duration: Duration::ZERO,
                     excerpt: Vec::new(),
                 },
@@ -77,6 +79,13 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
     } else {
         pass.failed();
     }
+    let (result, excerpt) = match answer {
+        Ok(response) => (
+            Ok(response.status),
+            response.body.into_iter().take(EXCERPT_LEN).collect(),
+        ),
+        Err(error) => (Err(AttemptError::transport(error)), Vec::new()),
+    };
     Tried {
         attempt: Attempt {
             number,
@@ -84,11 +93,9 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
             waited,
             reason,
             held,
-            result: answer.as_ref().map(|r| r.status).map_err(Clone::clone),
+            result,
             duration,
-            excerpt: answer
-                .map(|r| r.body.into_iter().take(EXCERPT_LEN).collect())
-                .unwrap_or_default(),
+            excerpt,
         },
         outcome,
     }
@@ -207,17 +214,17 @@ mod tests {
             _: &str,
             _: &[(String, String)],
             _: &[u8],
-        ) -> Result<Response, String> {
+        ) -> Result<Response, TransportError> {
             match self.0 {
                 Ending::Answer(status) => Ok(Response {
                     status,
                     retry_after: None,
                     body: Vec::new(),
                 }),
-                Ending::TransportError => Err("connection refused".to_owned()),
+                Ending::TransportError => Err(TransportError::Connect("connection refused".into())),
                 Ending::Hang => {
                     tokio::time::sleep(Duration::from_secs(60)).await;
-                    Err("unreachable".to_owned())
+                    Err(TransportError::Other("unreachable".into()))
                 }
                 Ending::Panic => panic!("a transport bug"),
             }

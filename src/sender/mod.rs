@@ -24,7 +24,7 @@ mod retry_after;
 mod schedule;
 mod transport;
 
-pub use attempt::{Attempt, Final, Outcome, Step, WaitReason, classify, next_wait};
+pub use attempt::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, classify, next_wait};
 pub use breaker::{Breaker, BreakerState};
 pub use deliver::{DeliveryRecord, deliver, deliver_observed};
 pub use dispatcher::{Disabled, DispatchError, Dispatcher, Running};
@@ -43,9 +43,9 @@ pub use outbox::{
 pub use policy::Policy;
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 pub use schedule::{Jitter, Schedule};
+pub use transport::{BoxError, EXCERPT_LEN, Response, Transport, TransportError};
 #[cfg(feature = "sender-http")]
 pub use transport::{
     DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport, HttpTransportBuilder,
     TransportConfigError,
 };
-pub use transport::{EXCERPT_LEN, Response, Transport};

@@ -91,12 +91,19 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hooklatch::sender::{Dispatcher, MemoryDeliveries, Policy, Response, Schedule, Transport};
+/// use hooklatch::sender::{
+///     Dispatcher, MemoryDeliveries, Policy, Response, Schedule, Transport, TransportError,
+/// };
 /// use hooklatch::verify::{Scheme, Signer};
 ///
 /// struct AlwaysOk;
 /// impl Transport for AlwaysOk {
-///     async fn post(&self, _: &str, _: &[(String, String)], _: &[u8]) -> Result<Response, String> {
+///     async fn post(
+///         &self,
+///         _: &str,
+///         _: &[(String, String)],
+///         _: &[u8],
+///     ) -> Result<Response, TransportError> {
 ///         Ok(Response { status: 204, retry_after: None, body: Vec::new() })
 ///     }
 /// }

@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{DeliveryState, DisableReason, EndpointHealth};
-use crate::sender::{Step, WaitReason};
+use crate::sender::{AttemptError, Step, WaitReason};
 use crate::store::{millis, unix_millis};
 
 impl DeliveryState {
@@ -108,7 +108,7 @@ pub(crate) fn step_fields(step: Step) -> (DeliveryState, Option<i64>, i64, i64) 
 }
 
 /// An attempt's result as stored: the status, or the error's text.
-pub(crate) fn result_fields(result: &Result<u16, String>) -> (Option<i64>, Option<&str>) {
+pub(crate) fn result_fields(result: &Result<u16, AttemptError>) -> (Option<i64>, Option<&str>) {
     match result {
         Ok(status) => (Some(i64::from(*status)), None),
         Err(error) => (None, Some(error.as_str())),
@@ -119,10 +119,10 @@ pub(crate) fn result_fields(result: &Result<u16, String>) -> (Option<i64>, Optio
 pub(crate) fn result_from_fields(
     status: Option<i64>,
     error: Option<String>,
-) -> Result<u16, String> {
+) -> Result<u16, AttemptError> {
     match status {
         Some(status) => Ok(u16::try_from(status).unwrap_or(0)),
-        None => Err(error.unwrap_or_default()),
+        None => Err(AttemptError::new(error.unwrap_or_default())),
     }
 }
 

@@ -7,16 +7,9 @@
 
 use sqlx::SqlStr;
 
-use crate::store::sql::statement;
-
-#[cfg(feature = "postgres")]
-pub(crate) use crate::store::sql::POSTGRES;
-#[cfg(feature = "sqlite")]
-pub(crate) use crate::store::sql::SQLITE;
-use crate::store::sql::{Dialect, Schema};
+use crate::store::sql::{Dialect, Schema, statement};
 
 /// The tables a prefix names: deliveries, attempts, endpoints.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn tables(prefix: &str) -> (String, String, String) {
     (
         format!("{prefix}_deliveries"),
