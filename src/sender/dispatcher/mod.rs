@@ -7,7 +7,6 @@ mod health;
 mod run;
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -156,9 +155,6 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// store every second for due deliveries (at once after a
     /// [`send`](Self::send)) and leases each for 2 minutes.
     pub fn new(store: S, transport: T) -> Self {
-        let seed = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64 | 1);
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -168,7 +164,6 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
                 lease: Duration::from_secs(120),
                 wake: Notify::new(),
                 on_disable: None,
-                seed: AtomicU64::new(seed),
             }),
         }
     }
@@ -287,7 +282,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         check_key(endpoint, id)?;
         let due = later(
             route.policy.now(),
-            first_wait(&route.policy, self.inner.random()),
+            first_wait(&route.policy, fastrand::f64()),
         );
         let added = self.inner.store.enqueue(endpoint, id, body, due).await?;
         self.inner.wake.notify_one();

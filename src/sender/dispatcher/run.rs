@@ -3,7 +3,6 @@
 //! step after it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -27,7 +26,6 @@ pub(super) struct Inner<S, T> {
     pub(super) lease: Duration,
     pub(super) wake: Notify,
     pub(super) on_disable: Option<DisableHook>,
-    pub(super) seed: AtomicU64,
 }
 
 /// One endpoint under a dispatcher.
@@ -41,19 +39,6 @@ pub(super) struct Route {
 }
 
 impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
-    /// A jitter draw in `[0, 1)` (splitmix64; jitter needs spread, not
-    /// secrecy).
-    pub(super) fn random(&self) -> f64 {
-        let mut z = self
-            .seed
-            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-            .wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
-
     pub(super) async fn run(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {
         let mut in_flight = JoinSet::new();
         // Once the `Running` handle is dropped nothing can stop the loop,
@@ -140,7 +125,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             &route.policy,
             taken.tries + 1,
             tried.outcome,
-            self.random(),
+            fastrand::f64(),
             route.policy.now(),
         );
         match self.store.finish(&taken, &tried.attempt, step).await {
