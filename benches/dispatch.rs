@@ -23,7 +23,6 @@ use futures_util::future::join_all;
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, Jitter, Policy, PostgresDeliveries,
     RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport, TransportError,
-    WaitReason,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;
@@ -52,11 +51,7 @@ impl Transport for Instant204 {
         if answered == self.target.load(Ordering::SeqCst) {
             self.done.notify_one();
         }
-        Ok(Response {
-            status: 204,
-            retry_after: None,
-            body: Vec::new(),
-        })
+        Ok(Response::new(204))
     }
 }
 
@@ -128,16 +123,7 @@ async fn direct<S: DeliveryStore>(store: &S, round: usize, concurrent: bool) -> 
             return start.elapsed();
         }
         let finish_all = taken.iter().map(|taken| {
-            let attempt = Attempt {
-                number: 1,
-                sent_at: SystemTime::now(),
-                waited: Duration::ZERO,
-                reason: WaitReason::Schedule,
-                held: Duration::ZERO,
-                result: Ok(204),
-                duration: Duration::ZERO,
-                excerpt: Vec::new(),
-            };
+            let attempt = Attempt::new(1, SystemTime::now(), Ok(204));
             async move {
                 assert!(
                     store

@@ -225,8 +225,9 @@ async fn app(events: usize, fail_for: Duration, slow_share: f64) -> Report {
                 .map(|delivery| delivery.state);
             match state {
                 Some(DeliveryState::Delivered) => report.delivered += 1,
-                Some(DeliveryState::Gone | DeliveryState::Dead) | None => report.abandoned += 1,
                 Some(DeliveryState::Pending) => still.push(id),
+                // Gone, dead, or missing: it will not be delivered.
+                _ => report.abandoned += 1,
             }
         }
         pending = still;

@@ -61,19 +61,11 @@ impl Transport for Scripted {
 }
 
 fn status(code: u16) -> Result<Response, TransportError> {
-    Ok(Response {
-        status: code,
-        retry_after: None,
-        body: b"ok".to_vec(),
-    })
+    Ok(Response::new(code).with_body(b"ok".to_vec()))
 }
 
 fn with_retry_after(code: u16, value: &str) -> Result<Response, TransportError> {
-    Ok(Response {
-        status: code,
-        retry_after: Some(value.to_owned()),
-        body: Vec::new(),
-    })
+    Ok(Response::new(code).with_retry_after(value))
 }
 
 fn table(seconds: &[u64]) -> Schedule {
@@ -321,11 +313,7 @@ async fn jitter_moves_attempts_within_its_bounds() {
 
 #[tokio::test(start_paused = true)]
 async fn only_the_first_kilobyte_of_a_response_is_kept() {
-    let transport = Scripted::new(vec![Ok(Response {
-        status: 500,
-        retry_after: None,
-        body: vec![b'x'; 10_000],
-    })]);
+    let transport = Scripted::new(vec![Ok(Response::new(500).with_body(vec![b'x'; 10_000]))]);
     let record = deliver(
         &transport,
         &endpoint(),

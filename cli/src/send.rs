@@ -117,7 +117,9 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
                 println!("gone: the endpoint answered 410; a sender disables it");
                 ExitCode::from(1)
             }
-            Final::Dead => {
+            // Dead (out of attempts or a give-up status), or an ending
+            // this command does not know yet: not delivered either way.
+            _ => {
                 println!("abandoned after {count} {plural}");
                 ExitCode::from(1)
             }
@@ -166,8 +168,8 @@ fn print_attempt(attempt: &Attempt) {
     let mut line = format!("attempt {}", attempt.number);
     if attempt.number > 1 {
         let why = match attempt.reason {
-            WaitReason::Schedule => "schedule",
             WaitReason::RetryAfter => "Retry-After",
+            _ => "schedule",
         };
         line.push_str(&format!(" after {} ({why})", human(attempt.waited)));
     }

@@ -11,6 +11,7 @@ use super::transport::TransportError;
 
 /// What to do after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// 2xx: delivered; stop.
     Delivered,
@@ -73,6 +74,7 @@ pub fn next_wait(scheduled: Duration, outcome: Outcome) -> Duration {
 
 /// Why a delivery waited before an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WaitReason {
     /// The schedule's delay.
     Schedule,
@@ -82,6 +84,7 @@ pub enum WaitReason {
 
 /// One attempt of a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Attempt {
     /// 1 for the first attempt; a replay goes on counting.
     pub number: u32,
@@ -105,6 +108,7 @@ pub struct Attempt {
 
 /// How a delivery ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Final {
     /// A 2xx answer.
     Delivered,
@@ -113,6 +117,24 @@ pub enum Final {
     /// Every attempt failed, or the status was one not to retry: the
     /// delivery is dead and can be replayed.
     Dead,
+}
+
+impl Attempt {
+    /// Attempt `number`, sent at `sent_at` with `result`, after no wait,
+    /// taking no time and with an empty excerpt (for a store's tests and
+    /// benchmarks; the sender fills in every field).
+    pub fn new(number: u32, sent_at: SystemTime, result: Result<u16, AttemptError>) -> Self {
+        Self {
+            number,
+            sent_at,
+            waited: Duration::ZERO,
+            reason: WaitReason::Schedule,
+            held: Duration::ZERO,
+            result,
+            duration: Duration::ZERO,
+            excerpt: Vec::new(),
+        }
+    }
 }
 
 /// Why an attempt has no status, as its record keeps it: the text an

@@ -103,6 +103,7 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
 
 /// A delivery and all its attempts.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeliveryRecord {
     /// The webhook id, the same on every attempt.
     pub id: String,

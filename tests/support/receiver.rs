@@ -135,11 +135,7 @@ impl Transport for Receiver {
         tokio::time::sleep(delay).await;
         let status = special.map_or_else(|| *state.status.lock().unwrap(), |(status, _)| status);
         state.answered.lock().unwrap().push((id, status));
-        Ok(Response {
-            status,
-            retry_after: None,
-            body: b"ok".to_vec(),
-        })
+        Ok(Response::new(status).with_body(b"ok".to_vec()))
     }
 }
 

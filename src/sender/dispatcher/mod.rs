@@ -50,6 +50,7 @@ pub enum DispatchError {
 /// deliveries stay in the store and go out once it is
 /// [enabled](Dispatcher::enable) again.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Disabled {
     /// The endpoint's name.
     pub endpoint: String,
@@ -103,7 +104,7 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 ///         _: &[(String, String)],
 ///         _: &[u8],
 ///     ) -> Result<Response, TransportError> {
-///         Ok(Response { status: 204, retry_after: None, body: Vec::new() })
+///         Ok(Response::new(204))
 ///     }
 /// }
 ///

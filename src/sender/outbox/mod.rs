@@ -32,6 +32,7 @@ pub use sqlite::SqliteDeliveries;
 
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DeliveryState {
     /// Waiting for its next attempt, or in one.
     Pending,
@@ -111,6 +112,7 @@ pub struct EndpointHealth {
 /// What an attempt shows of an endpoint's health, for
 /// [`DeliveryStore::merge_health`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HealthChange {
     /// A 2xx answer: the endpoint is no longer failing.
     Succeeded,
@@ -122,6 +124,7 @@ pub enum HealthChange {
 }
 /// Why an endpoint was disabled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DisableReason {
     /// It answered 410 Gone.
     Gone,

@@ -21,6 +21,7 @@ pub const EXCERPT_LEN: usize = 1024;
 
 /// What a receiver answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Response {
     /// The HTTP status.
     pub status: u16,
@@ -29,6 +30,32 @@ pub struct Response {
     /// The start of the body (a transport may send more; it is cut to
     /// [`EXCERPT_LEN`]).
     pub body: Vec<u8>,
+}
+
+impl Response {
+    /// An answer with `status`, no `Retry-After` and an empty body.
+    pub fn new(status: u16) -> Self {
+        Self {
+            status,
+            retry_after: None,
+            body: Vec::new(),
+        }
+    }
+
+    /// With this `Retry-After` header.
+    #[must_use]
+    pub fn with_retry_after(mut self, value: &str) -> Self {
+        self.retry_after = Some(value.to_owned());
+        self
+    }
+
+    /// With this body (an attempt's record keeps its first
+    /// [`EXCERPT_LEN`] bytes).
+    #[must_use]
+    pub fn with_body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
 }
 
 /// Sends one signed POST. Implemented over an HTTP client; redirects must
