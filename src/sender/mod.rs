@@ -11,6 +11,15 @@
 //! background from a [`DeliveryStore`] (SQLite, Postgres or Redis, so a
 //! restart loses nothing), with a concurrency limit per endpoint (in each
 //! dispatcher) and auto-disable (shared by every dispatcher on the store).
+//!
+//! One delivery's life, file by file: the [`Policy`] (`policy.rs`) says
+//! when and how long; each attempt goes out over a [`Transport`]
+//! (`transport/`) to an [`Endpoint`] past its breaker (`endpoint.rs`); the
+//! pure rules in `attempt.rs` classify the answer ([`Outcome`]) and plan
+//! the one next [`Step`] (retry at a due time, or [`Final`]); `deliver.rs`
+//! loops over that in one task, while `dispatcher/` leases, attempts and
+//! records each step in an outbox (`outbox/`), where a [`DeliveryState`]
+//! is what a [`Step`] leaves behind.
 
 mod attempt;
 mod breaker;

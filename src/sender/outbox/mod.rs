@@ -100,7 +100,7 @@ pub struct StoredDelivery {
 /// An endpoint's health, shared through the store by every dispatcher on
 /// it, so that a restart neither forgets how long it has been failing nor
 /// re-enables an endpoint that was disabled, and a disable or an
-/// [enable](Dispatcher::enable) by one dispatcher reaches all of them.
+/// [enable](super::Dispatcher::enable) by one dispatcher reaches all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EndpointHealth {
     /// When its first failure since the last success was.
@@ -129,11 +129,11 @@ pub enum DisableReason {
     /// It answered 410 Gone.
     Gone,
     /// It has not succeeded for this long (the policy's
-    /// [`disable_after`](Policy::disable_after)).
+    /// [`disable_after`](super::Policy::disable_after)).
     NoSuccessFor(Duration),
 }
 
-/// Where a [`Dispatcher`] keeps deliveries: [`MemoryDeliveries`] for tests;
+/// Where a [`Dispatcher`](super::Dispatcher) keeps deliveries: [`MemoryDeliveries`] for tests;
 /// `SqliteDeliveries`, `PostgresDeliveries` or `RedisDeliveries` (features
 /// `sqlite`, `postgres`, `redis`) so that a restart loses nothing.
 ///
