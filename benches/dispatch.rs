@@ -22,7 +22,7 @@ use criterion::Criterion;
 use futures_util::future::join_all;
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, Jitter, Policy, PostgresDeliveries,
-    RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport, WaitReason,
+    RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport, TransportError,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;
@@ -41,16 +41,17 @@ struct Instant204 {
 }
 
 impl Transport for Instant204 {
-    async fn post(&self, _: &str, _: &[(String, String)], _: &[u8]) -> Result<Response, String> {
+    async fn post(
+        &self,
+        _: &str,
+        _: &[(String, String)],
+        _: &[u8],
+    ) -> Result<Response, TransportError> {
         let answered = self.answered.fetch_add(1, Ordering::SeqCst) + 1;
         if answered == self.target.load(Ordering::SeqCst) {
             self.done.notify_one();
         }
-        Ok(Response {
-            status: 204,
-            retry_after: None,
-            body: Vec::new(),
-        })
+        Ok(Response::new(204))
     }
 }
 
@@ -122,16 +123,7 @@ async fn direct<S: DeliveryStore>(store: &S, round: usize, concurrent: bool) -> 
             return start.elapsed();
         }
         let finish_all = taken.iter().map(|taken| {
-            let attempt = Attempt {
-                number: 1,
-                sent_at: SystemTime::now(),
-                waited: Duration::ZERO,
-                reason: WaitReason::Schedule,
-                held: Duration::ZERO,
-                result: Ok(204),
-                duration: Duration::ZERO,
-                excerpt: Vec::new(),
-            };
+            let attempt = Attempt::new(1, SystemTime::now(), Ok(204));
             async move {
                 assert!(
                     store

@@ -67,7 +67,7 @@ impl Transport for Counting {
         url: &str,
         headers: &[(String, String)],
         body: &[u8],
-    ) -> Result<hooklatch::sender::Response, String> {
+    ) -> Result<hooklatch::sender::Response, hooklatch::sender::TransportError> {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
         let _done = Done(&self.in_flight);
@@ -225,8 +225,9 @@ async fn app(events: usize, fail_for: Duration, slow_share: f64) -> Report {
                 .map(|delivery| delivery.state);
             match state {
                 Some(DeliveryState::Delivered) => report.delivered += 1,
-                Some(DeliveryState::Gone | DeliveryState::Dead) | None => report.abandoned += 1,
                 Some(DeliveryState::Pending) => still.push(id),
+                // Gone, dead, or missing: it will not be delivered.
+                _ => report.abandoned += 1,
             }
         }
         pending = still;

@@ -192,7 +192,11 @@ async fn strict_policy_connects_to_no_spelling_of_an_internal_address() {
     assert!(rows.len() >= 40, "{} rows", rows.len());
     let strict = transport(AddressPolicy::strict());
     for row in &rows {
-        let refused = strict.post(&row.url, &[], b"{}").await.unwrap_err();
+        let refused = strict
+            .post(&row.url, &[], b"{}")
+            .await
+            .unwrap_err()
+            .report();
         assert!(
             refused.starts_with("refused")
                 || refused.contains("forbidden")
@@ -223,7 +227,11 @@ async fn strict_policy_connects_to_no_spelling_of_an_internal_address() {
     let only_loopback = transport(AddressPolicy::strict().insecure_allow_loopback());
     for host in ["0", "0.0.0.0", "[::]", "[::ffff:0.0.0.0]"] {
         let url = format!("http://{host}:{}/", listener.port);
-        let refused = only_loopback.post(&url, &[], b"{}").await.unwrap_err();
+        let refused = only_loopback
+            .post(&url, &[], b"{}")
+            .await
+            .unwrap_err()
+            .report();
         assert!(refused.contains("unspecified"), "{url}: {refused}");
     }
     assert_eq!(listener.accepted(), reaching.len());
@@ -318,7 +326,11 @@ async fn cidr_lists_open_exactly_their_range_and_deny_wins() {
         "[::1]",
         "localhost",
     ] {
-        let refused = denied.post(&url(host), &[], b"{}").await.unwrap_err();
+        let refused = denied
+            .post(&url(host), &[], b"{}")
+            .await
+            .unwrap_err()
+            .report();
         assert!(refused.contains("denied"), "{host}: {refused}");
     }
     assert_eq!(listener.accepted(), before);
@@ -392,7 +404,11 @@ async fn an_egress_proxy_carries_names_while_the_guard_refuses_literals() {
         "http://[::1]/",
         "http://10.0.0.1/",
     ] {
-        let refused = transport.post(literal, &[], b"{}").await.unwrap_err();
+        let refused = transport
+            .post(literal, &[], b"{}")
+            .await
+            .unwrap_err()
+            .report();
         assert!(refused.starts_with("refused"), "{literal}: {refused}");
     }
     assert_eq!(

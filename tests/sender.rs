@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use hooklatch::sender::{
-    Breaker, Endpoint, Final, Jitter, Policy, Response, Schedule, Transport, WaitReason, deliver,
+    AttemptError, Breaker, Endpoint, Final, Forbidden, Jitter, Policy, Response, Schedule,
+    Transport, TransportError, WaitReason, deliver,
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
@@ -19,13 +20,13 @@ type Headers = Vec<(String, String)>;
 /// Answers from a script and records what it was sent, and when.
 #[derive(Clone, Default)]
 struct Scripted {
-    answers: Arc<Mutex<VecDeque<Result<Response, String>>>>,
+    answers: Arc<Mutex<VecDeque<Result<Response, TransportError>>>>,
     sent: Arc<Mutex<Vec<(Duration, Headers)>>>,
     start: Arc<Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl Scripted {
-    fn new(answers: Vec<Result<Response, String>>) -> Self {
+    fn new(answers: Vec<Result<Response, TransportError>>) -> Self {
         let scripted = Self::default();
         *scripted.answers.lock().unwrap() = answers.into();
         *scripted.start.lock().unwrap() = Some(tokio::time::Instant::now());
@@ -48,31 +49,23 @@ impl Transport for Scripted {
         _url: &str,
         headers: &[(String, String)],
         _body: &[u8],
-    ) -> Result<Response, String> {
+    ) -> Result<Response, TransportError> {
         let at = self.start.lock().unwrap().unwrap().elapsed();
         self.sent.lock().unwrap().push((at, headers.to_vec()));
         self.answers
             .lock()
             .unwrap()
             .pop_front()
-            .unwrap_or_else(|| Err("script ran out".into()))
+            .unwrap_or_else(|| Err(TransportError::Other("script ran out".into())))
     }
 }
 
-fn status(code: u16) -> Result<Response, String> {
-    Ok(Response {
-        status: code,
-        retry_after: None,
-        body: b"ok".to_vec(),
-    })
+fn status(code: u16) -> Result<Response, TransportError> {
+    Ok(Response::new(code).with_body(b"ok".to_vec()))
 }
 
-fn with_retry_after(code: u16, value: &str) -> Result<Response, String> {
-    Ok(Response {
-        status: code,
-        retry_after: Some(value.to_owned()),
-        body: Vec::new(),
-    })
+fn with_retry_after(code: u16, value: &str) -> Result<Response, TransportError> {
+    Ok(Response::new(code).with_retry_after(value))
 }
 
 fn table(seconds: &[u64]) -> Schedule {
@@ -101,7 +94,7 @@ fn endpoint() -> Endpoint {
 async fn retries_failures_on_schedule_with_the_same_id_and_fresh_signatures() {
     let transport = Scripted::new(vec![
         status(500),
-        Err("connection refused".into()),
+        Err(TransportError::Connect("connection refused".into())),
         status(200),
     ]);
     let record = deliver(
@@ -118,7 +111,11 @@ async fn retries_failures_on_schedule_with_the_same_id_and_fresh_signatures() {
     let results: Vec<_> = record.attempts.iter().map(|a| a.result.clone()).collect();
     assert_eq!(
         results,
-        [Ok(500), Err("connection refused".into()), Ok(200)]
+        [
+            Ok(500),
+            Err(AttemptError::new("could not connect: connection refused")),
+            Ok(200)
+        ]
     );
 
     let verifier = Verifier::builder(Scheme::standard_webhooks())
@@ -218,9 +215,41 @@ async fn give_up_statuses_end_the_delivery() {
     assert_eq!(record.attempts.len(), 1);
 }
 
+/// An attempt's record keeps a transport error as text in the form the
+/// outbox has always stored: the message, then each source's.
+#[test]
+fn a_transport_error_is_recorded_as_its_message_and_sources() {
+    let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+    assert_eq!(
+        TransportError::Connect(Box::new(io)).report(),
+        "could not connect: connection refused"
+    );
+    let refused = TransportError::Refused(Forbidden::Loopback);
+    assert_eq!(
+        refused.report(),
+        format!("refused: {}", Forbidden::Loopback)
+    );
+    let deadline = TransportError::Timeout {
+        after: Some(Duration::from_millis(1500)),
+        source: None,
+    };
+    assert_eq!(deadline.report(), "timed out after 1500 ms");
+    assert!(
+        std::error::Error::source(&refused).is_some(),
+        "source() kept"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_delivery_is_dead_when_the_attempts_run_out() {
-    let transport = Scripted::new(vec![status(302), status(500), Err("timed out".into())]);
+    let transport = Scripted::new(vec![
+        status(302),
+        status(500),
+        Err(TransportError::Timeout {
+            after: None,
+            source: Some("deadline".into()),
+        }),
+    ]);
     let record = deliver(
         &transport,
         &endpoint(),
@@ -284,11 +313,7 @@ async fn jitter_moves_attempts_within_its_bounds() {
 
 #[tokio::test(start_paused = true)]
 async fn only_the_first_kilobyte_of_a_response_is_kept() {
-    let transport = Scripted::new(vec![Ok(Response {
-        status: 500,
-        retry_after: None,
-        body: vec![b'x'; 10_000],
-    })]);
+    let transport = Scripted::new(vec![Ok(Response::new(500).with_body(vec![b'x'; 10_000]))]);
     let record = deliver(
         &transport,
         &endpoint(),
@@ -313,7 +338,8 @@ mod over_http {
     use axum::response::IntoResponse;
     use axum::routing::{get, post};
     use hooklatch::sender::{
-        AddressPolicy, Endpoint, Final, HttpTransport, Jitter, Policy, Schedule, Transport, deliver,
+        AddressPolicy, Endpoint, Final, Forbidden, HttpTransport, Jitter, Policy, Schedule,
+        Transport, TransportError, deliver,
     };
     use hooklatch::verify::{Scheme, Signer, Verifier};
 
@@ -439,12 +465,14 @@ mod over_http {
             || 0.5,
         )
         .await;
+        let error = record.attempts[0].result.as_ref().unwrap_err();
+        assert!(error.as_str().starts_with("timed out"), "{error}");
         assert!(
-            record.attempts[0]
-                .result
-                .as_ref()
-                .unwrap_err()
-                .contains("timed out")
+            matches!(
+                error.transport_error(),
+                Some(TransportError::Timeout { .. })
+            ),
+            "{error:?}"
         );
         assert!(record.attempts[0].duration < Duration::from_secs(1));
         assert_eq!(record.outcome, Final::Delivered);
@@ -541,7 +569,12 @@ mod over_http {
         assert_eq!(record.attempts.len(), 3);
         for attempt in &record.attempts {
             assert!(
-                attempt.result.as_ref().unwrap_err().contains("connect"),
+                attempt
+                    .result
+                    .as_ref()
+                    .unwrap_err()
+                    .as_str()
+                    .contains("connect"),
                 "{:?}",
                 attempt.result
             );
@@ -553,11 +586,16 @@ mod over_http {
         let server = receiver(vec![]).await;
         let strict = HttpTransport::new(AddressPolicy::strict()).unwrap();
         let refused = strict.post(&server.url, &[], b"{}").await.unwrap_err();
-        assert!(refused.contains("loopback"), "{refused}");
+        assert!(
+            matches!(refused, TransportError::Refused(Forbidden::Loopback)),
+            "{refused:?}"
+        );
+        assert!(refused.report().contains("loopback"), "{refused}");
         // A hostname that resolves to loopback is refused by the resolver.
         let by_name = server.url.replace("127.0.0.1", "localhost");
         let refused = strict.post(&by_name, &[], b"{}").await.unwrap_err();
-        assert!(refused.contains("forbidden"), "{refused}");
+        assert!(matches!(refused, TransportError::Connect(_)), "{refused:?}");
+        assert!(refused.report().contains("forbidden"), "{refused}");
         assert!(
             server.seen.lock().unwrap().is_empty(),
             "nothing reached the receiver"

@@ -2,7 +2,7 @@
 //! printing every attempt.
 
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::Args;
 use hooklatch::sender::{
@@ -102,7 +102,7 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
             &endpoint,
             &policy,
             (&id, &body),
-            random(),
+            fastrand::f64,
             print_attempt,
         )
         .await;
@@ -117,7 +117,9 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
                 println!("gone: the endpoint answered 410; a sender disables it");
                 ExitCode::from(1)
             }
-            Final::Dead => {
+            // Dead (out of attempts or a give-up status), or an ending
+            // this command does not know yet: not delivered either way.
+            _ => {
                 println!("abandoned after {count} {plural}");
                 ExitCode::from(1)
             }
@@ -166,8 +168,8 @@ fn print_attempt(attempt: &Attempt) {
     let mut line = format!("attempt {}", attempt.number);
     if attempt.number > 1 {
         let why = match attempt.reason {
-            WaitReason::Schedule => "schedule",
             WaitReason::RetryAfter => "Retry-After",
+            _ => "schedule",
         };
         line.push_str(&format!(" after {} ({why})", human(attempt.waited)));
     }
@@ -207,23 +209,14 @@ fn policy(schedule: &str) -> Result<Policy, UsageError> {
     })
 }
 
-/// `200ms`, `1s`, `5m`, `2h`, or a bare number of seconds.
+/// `200ms`, `1s`, `5m`, `2h` (any of humantime's forms, such as `1m 30s`),
+/// or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = &text[digits.len()..];
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration such as 200ms, 1s, 5m or 2h"))?;
-    let millis = match unit {
-        "ms" => Some(value),
-        "" | "s" => value.checked_mul(1000),
-        "m" => value.checked_mul(60_000),
-        "h" => value.checked_mul(3_600_000),
-        _ => return Err(format!("`{text}`: the unit must be ms, s, m or h")),
-    };
-    millis
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("`{text}` is too long"))
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    humantime::parse_duration(text)
+        .map_err(|error| format!("`{text}` is not a duration such as 200ms, 1s, 5m or 2h: {error}"))
 }
 
 /// A duration as people read it: `250 ms`, `1.5 s`, `5 min`, `2.5 h`.
@@ -238,19 +231,5 @@ fn human(duration: Duration) -> String {
         format!("{:.1} min", seconds / 60.0)
     } else {
         format!("{:.1} h", seconds / 3600.0)
-    }
-}
-
-/// Jitter draws in `[0, 1)`; spread, not secrecy, is what jitter needs.
-fn random() -> impl FnMut() -> f64 {
-    let mut state = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        | 1;
-    move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
     }
 }

@@ -11,38 +11,50 @@
 //! background from a [`DeliveryStore`] (SQLite, Postgres or Redis, so a
 //! restart loses nothing), with a concurrency limit per endpoint (in each
 //! dispatcher) and auto-disable (shared by every dispatcher on the store).
+//!
+//! One delivery's life, file by file: the [`Policy`] (`policy.rs`) says
+//! when and how long; each attempt goes out over a [`Transport`]
+//! (`transport/`) to an [`Endpoint`] past its breaker (`endpoint.rs`); the
+//! pure rules in `attempt.rs` classify the answer ([`Outcome`]) and plan
+//! the one next [`Step`] (retry at a due time, or [`Final`]); `deliver.rs`
+//! loops over that in one task, while `dispatcher/` leases, attempts and
+//! records each step in an outbox (`outbox/`), where a [`DeliveryState`]
+//! is what a [`Step`] leaves behind.
 
+mod attempt;
 mod breaker;
 mod deliver;
-pub(crate) mod dispatch;
+mod dispatcher;
+mod endpoint;
 mod guard;
-#[cfg(feature = "sender-http")]
-mod http;
-mod outcome;
+pub(crate) mod outbox;
+mod policy;
 mod retry_after;
 mod schedule;
+mod transport;
 
+pub use attempt::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, classify, next_wait};
 pub use breaker::{Breaker, BreakerState};
-pub use deliver::{
-    Attempt, DeliveryRecord, EXCERPT_LEN, Endpoint, Final, Policy, Response, Transport, WaitReason,
-    deliver, deliver_observed,
-};
-#[cfg(feature = "postgres")]
-pub use dispatch::PostgresDeliveries;
-#[cfg(feature = "redis")]
-pub use dispatch::RedisDeliveries;
-#[cfg(feature = "sqlite")]
-pub use dispatch::SqliteDeliveries;
-pub use dispatch::{
-    DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
-    EndpointHealth, HealthChange, MemoryDeliveries, Running, Step, StoredDelivery, Taken,
-};
+pub use deliver::{DeliveryRecord, deliver, deliver_observed};
+pub use dispatcher::{Disabled, DispatchError, Dispatcher, Running};
+pub use endpoint::Endpoint;
 pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url};
+#[cfg(feature = "postgres")]
+pub use outbox::PostgresDeliveries;
+#[cfg(feature = "redis")]
+pub use outbox::RedisDeliveries;
+#[cfg(feature = "sqlite")]
+pub use outbox::SqliteDeliveries;
+pub use outbox::{
+    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, MemoryDeliveries,
+    StoredDelivery, Taken,
+};
+pub use policy::Policy;
+pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
+pub use schedule::{Jitter, Schedule};
+pub use transport::{BoxError, EXCERPT_LEN, Response, Transport, TransportError};
 #[cfg(feature = "sender-http")]
-pub use http::{
+pub use transport::{
     DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport, HttpTransportBuilder,
     TransportConfigError,
 };
-pub use outcome::{Outcome, classify, next_wait};
-pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
-pub use schedule::{Jitter, Schedule};

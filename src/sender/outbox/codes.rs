@@ -4,7 +4,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{DeliveryState, DisableReason, EndpointHealth};
-use crate::sender::WaitReason;
+use crate::sender::{AttemptError, Step, WaitReason};
+use crate::store::{millis, unix_millis};
 
 impl DeliveryState {
     /// The number stores keep for it.
@@ -24,14 +25,6 @@ impl DeliveryState {
             3 => Self::Dead,
             _ => Self::Pending,
         }
-    }
-}
-
-/// Milliseconds since the Unix epoch, as stores keep times.
-pub(crate) fn to_millis(time: SystemTime) -> i64 {
-    match time.duration_since(UNIX_EPOCH) {
-        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
-        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
     }
 }
 
@@ -67,9 +60,9 @@ pub(crate) fn health_fields(health: EndpointHealth) -> (Option<i64>, Option<i64>
     let (disabled, after) = match health.disabled {
         None => (None, None),
         Some(DisableReason::Gone) => (Some(1), None),
-        Some(DisableReason::NoSuccessFor(after)) => (Some(2), Some(crate::store::millis(after))),
+        Some(DisableReason::NoSuccessFor(after)) => (Some(2), Some(millis(after))),
     };
-    (health.failing_since.map(to_millis), disabled, after)
+    (health.failing_since.map(unix_millis), disabled, after)
 }
 
 /// The inverse of [`health_fields`].
@@ -98,4 +91,42 @@ pub(crate) fn count(value: i64) -> u32 {
 /// Stored milliseconds as a duration.
 pub(crate) fn duration_ms(value: i64) -> Duration {
     Duration::from_millis(value.unsigned_abs())
+}
+
+/// What a store writes for the step after an attempt: the state, the next
+/// due time (none once the delivery ended), the wait and its reason code.
+pub(crate) fn step_fields(step: Step) -> (DeliveryState, Option<i64>, i64, i64) {
+    match step {
+        Step::Retry { due, wait, reason } => (
+            DeliveryState::Pending,
+            Some(unix_millis(due)),
+            millis(wait),
+            reason_code(reason),
+        ),
+        Step::Done(outcome) => (DeliveryState::ended(outcome), None, 0, 0),
+    }
+}
+
+/// An attempt's result as stored: the status, or the error's text.
+pub(crate) fn result_fields(result: &Result<u16, AttemptError>) -> (Option<i64>, Option<&str>) {
+    match result {
+        Ok(status) => (Some(i64::from(*status)), None),
+        Err(error) => (None, Some(error.as_str())),
+    }
+}
+
+/// The inverse of [`result_fields`].
+pub(crate) fn result_from_fields(
+    status: Option<i64>,
+    error: Option<String>,
+) -> Result<u16, AttemptError> {
+    match status {
+        Some(status) => Ok(u16::try_from(status).unwrap_or(0)),
+        None => Err(AttemptError::new(error.unwrap_or_default())),
+    }
+}
+
+/// A duration in whole microseconds, saturating, as attempts keep theirs.
+pub(crate) fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }

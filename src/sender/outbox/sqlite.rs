@@ -4,9 +4,10 @@ use std::path::Path;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 
-use super::sql::{SQLITE, Statements, schema, sql_delivery_store};
+use super::sql::{Statements, schema, sql_delivery_store};
 use crate::dedup::DedupError;
 use crate::dedup::sql::check_prefix;
+use crate::store::sql::SQLITE;
 
 /// Deliveries and their attempts in a SQLite file, for a sender in one
 /// process: a restarted dispatcher picks up every pending delivery.

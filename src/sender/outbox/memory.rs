@@ -8,8 +8,9 @@ use super::{
     DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, Step,
     StoredDelivery, Taken,
 };
-use crate::dedup::{DedupError, check_key, new_token};
+use crate::dedup::{DedupError, check_key};
 use crate::sender::{Attempt, WaitReason};
+use crate::store::new_token;
 
 /// Deliveries in memory: lost when the process ends. Clones share the map.
 #[derive(Debug, Clone, Default)]

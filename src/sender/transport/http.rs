@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use super::deliver::{EXCERPT_LEN, Response, Transport};
-use super::guard::{AddressPolicy, check_address, check_url};
+use super::{EXCERPT_LEN, Response, Transport, TransportError};
+use crate::sender::Policy;
+use crate::sender::guard::{AddressPolicy, check_address, check_url};
 
 /// The default time to establish a connection: 5 seconds.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -46,7 +47,7 @@ impl HttpTransport {
     /// A transport with `policy`'s connect and attempt timeouts.
     pub fn for_policy(
         addresses: AddressPolicy,
-        policy: &super::deliver::Policy,
+        policy: &Policy,
     ) -> Result<Self, TransportConfigError> {
         Self::builder(addresses)
             .with_connect_timeout(policy.connect_timeout())
@@ -189,10 +190,9 @@ impl Transport for HttpTransport {
         url: &str,
         headers: &[(String, String)],
         body: &[u8],
-    ) -> Result<Response, String> {
+    ) -> Result<Response, TransportError> {
         // The one parse: reqwest sends to this very `Url`.
-        let url: reqwest::Url =
-            check_url(url, &self.policy).map_err(|reason| format!("refused: {reason}"))?;
+        let url: reqwest::Url = check_url(url, &self.policy).map_err(TransportError::Refused)?;
         let mut request = self.client.post(url).body(body.to_vec());
         let typed = headers
             .iter()
@@ -203,7 +203,7 @@ impl Transport for HttpTransport {
         for (name, value) in headers {
             request = request.header(name, value);
         }
-        let mut response = request.send().await.map_err(describe)?;
+        let mut response = request.send().await.map_err(classify)?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -227,22 +227,19 @@ impl Transport for HttpTransport {
     }
 }
 
-fn describe(error: reqwest::Error) -> String {
-    let kind = if error.is_timeout() {
-        "timed out"
+/// What kind of failure a reqwest error is; its source chain says why
+/// (a refused address, DNS, TLS).
+fn classify(error: reqwest::Error) -> TransportError {
+    if error.is_timeout() {
+        TransportError::Timeout {
+            after: None,
+            source: Some(Box::new(error)),
+        }
     } else if error.is_connect() {
-        "could not connect"
+        TransportError::Connect(Box::new(error))
     } else {
-        "request failed"
-    };
-    // The source chain says why (refused address, DNS, TLS).
-    let mut reason = format!("{kind}: {error}");
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        reason.push_str(&format!(": {cause}"));
-        source = cause.source();
+        TransportError::Other(Box::new(error))
     }
-    reason
 }
 
 /// Resolves with the system resolver, then drops every address the policy
@@ -256,7 +253,7 @@ struct GuardedResolver {
 #[error("every address of `{host}` is forbidden by the SSRF guard ({first})")]
 struct ForbiddenHost {
     host: String,
-    first: super::guard::Forbidden,
+    first: crate::sender::Forbidden,
 }
 
 impl Resolve for GuardedResolver {

@@ -2,9 +2,10 @@
 
 use sqlx::postgres::PgPool;
 
-use super::sql::{POSTGRES, Statements, schema, sql_delivery_store};
+use super::sql::{Statements, schema, sql_delivery_store};
 use crate::dedup::DedupError;
 use crate::dedup::sql::check_prefix;
+use crate::store::sql::POSTGRES;
 
 /// Deliveries and their attempts in Postgres, shared by any number of
 /// dispatchers: each leases different due rows (`FOR UPDATE SKIP LOCKED`),

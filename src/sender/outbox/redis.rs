@@ -8,8 +8,8 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands as _, Script};
 
 use super::codes::{
-    count, duration_ms, from_millis, health_fields, health_from_fields, reason_code,
-    reason_from_code, to_millis,
+    count, duration_ms, from_millis, health_fields, health_from_fields, micros, reason_code,
+    reason_from_code, result_fields, result_from_fields, step_fields,
 };
 use super::{
     DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, Step,
@@ -18,149 +18,25 @@ use super::{
 use crate::dedup::{DedupError, check_key, check_namespace};
 use crate::sender::Attempt;
 use crate::store::redis::connect as redis_connection;
-use crate::store::{millis, new_token, now_millis};
+use crate::store::{millis, new_token, now_millis, unix_millis};
 
-/// Stores a new delivery unless the endpoint has one with this id.
-const ENQUEUE: &str = r"
-local base, id = KEYS[1], ARGV[1]
-local d = base .. 'd:' .. id
-if redis.call('EXISTS', d) == 1 then return 0 end
-redis.call('HSET', d, 'body', ARGV[2], 'state', 0, 'tries', 0, 'attempts', 0,
-  'due_at', ARGV[3], 'waited_ms', 0, 'reason', 0, 'created_at', ARGV[4])
-redis.call('ZADD', base .. 'due', ARGV[3], id)
-redis.call('ZADD', base .. 's:0', ARGV[4], id)
-return 1
-";
+// One Lua script per step; each file says what it does.
 
-/// Leases the earliest due deliveries: the lease token goes on the
-/// delivery and its score in the due set becomes the lease's end, so a
-/// delivery whose dispatcher died is due again when the lease ends.
-const TAKE: &str = r"
-local base = KEYS[1]
-local ids = redis.call('ZRANGEBYSCORE', base .. 'due', '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-local out = {}
-for _, id in ipairs(ids) do
-  local d = base .. 'd:' .. id
-  redis.call('HSET', d, 'lease', ARGV[3])
-  redis.call('ZADD', base .. 'due', ARGV[4], id)
-  local f = redis.call('HMGET', d, 'body', 'tries', 'attempts', 'due_at', 'waited_ms', 'reason')
-  out[#out + 1] = {id, f[1], f[2], f[3], f[4], f[5], f[6]}
-end
-return out
-";
-
-/// Records an attempt and what follows it, if the lease still holds.
-const FINISH: &str = r"
-local base, id = KEYS[1], ARGV[1]
-local d = base .. 'd:' .. id
-if redis.call('HGET', d, 'lease') ~= ARGV[2] then return 0 end
-local state = tonumber(ARGV[3])
-redis.call('HDEL', d, 'lease')
-redis.call('HINCRBY', d, 'tries', 1)
-redis.call('HINCRBY', d, 'attempts', 1)
-if state == 0 then
-  redis.call('HSET', d, 'due_at', ARGV[4], 'waited_ms', ARGV[5], 'reason', ARGV[6])
-  redis.call('ZADD', base .. 'due', ARGV[4], id)
-else
-  local created = redis.call('HGET', d, 'created_at')
-  redis.call('HSET', d, 'state', state, 'finished_at', ARGV[7])
-  redis.call('ZREM', base .. 'due', id)
-  redis.call('ZREM', base .. 's:0', id)
-  redis.call('ZADD', base .. 's:' .. state, created, id)
-  if state == 1 or state == 2 then redis.call('ZADD', base .. 'finished', ARGV[7], id) end
-end
-redis.call('HSET', base .. 'a:' .. id .. ':' .. ARGV[8], 'sent_at', ARGV[9],
-  'waited_ms', ARGV[10], 'reason', ARGV[11], 'held_ms', ARGV[12], 'status', ARGV[13],
-  'error', ARGV[14], 'duration_us', ARGV[15], 'excerpt', ARGV[16])
-return 1
-";
-
-/// Ends a lease without an attempt, due again at ARGV[3].
-const PUT_BACK: &str = r"
-local base, id = KEYS[1], ARGV[1]
-local d = base .. 'd:' .. id
-if redis.call('HGET', d, 'lease') ~= ARGV[2] then return 0 end
-redis.call('HDEL', d, 'lease')
-redis.call('HSET', d, 'due_at', ARGV[3])
-redis.call('ZADD', base .. 'due', ARGV[3], id)
-return 1
-";
-
-/// Makes a dead or gone delivery pending again from the schedule's start.
-const REPLAY: &str = r"
-local base, id = KEYS[1], ARGV[1]
-local d = base .. 'd:' .. id
-local state = tonumber(redis.call('HGET', d, 'state') or '')
-if state ~= 2 and state ~= 3 then return 0 end
-redis.call('HSET', d, 'state', 0, 'tries', 0, 'due_at', ARGV[2], 'waited_ms', 0, 'reason', 0)
-redis.call('HDEL', d, 'finished_at', 'lease')
-redis.call('ZREM', base .. 's:' .. state, id)
-redis.call('ZADD', base .. 's:0', redis.call('HGET', d, 'created_at'), id)
-redis.call('ZREM', base .. 'finished', id)
-redis.call('ZADD', base .. 'due', ARGV[2], id)
-return 1
-";
-
-/// Deletes the endpoint's deliveries that ended (delivered or gone)
-/// before ARGV[1], with their attempts.
-const PURGE: &str = r"
-local base = KEYS[1]
-local ids = redis.call('ZRANGEBYSCORE', base .. 'finished', '-inf', '(' .. ARGV[1])
-for _, id in ipairs(ids) do
-  local d = base .. 'd:' .. id
-  local n = tonumber(redis.call('HGET', d, 'attempts') or '0') or 0
-  for i = 1, n do redis.call('DEL', base .. 'a:' .. id .. ':' .. i) end
-  local state = redis.call('HGET', d, 'state')
-  if state then redis.call('ZREM', base .. 's:' .. state, id) end
-  redis.call('DEL', d)
-  redis.call('ZREM', base .. 'finished', id)
-end
-return #ids
-";
-
-/// Merges an attempt into the endpoint's health (KEYS[1]): ARGV[1] is the
-/// failed attempt's time, or empty for a success, which clears
-/// failing_since. A failure keeps the earlier time. Returns the health.
-const MERGE_HEALTH: &str = r"
-local h = KEYS[1]
-if ARGV[1] == '' then
-  redis.call('HDEL', h, 'failing_since')
-else
-  local since = tonumber(redis.call('HGET', h, 'failing_since') or '')
-  if since == nil or tonumber(ARGV[1]) < since then
-    redis.call('HSET', h, 'failing_since', ARGV[1])
-  end
-end
-return redis.call('HMGET', h, 'failing_since', 'disabled', 'disabled_after_ms')
-";
-
-/// Disables the endpoint (KEYS[1]) with code ARGV[1] and limit ARGV[2]
-/// unless it is disabled already; with ARGV[3] (the latest failing_since
-/// that qualifies) only while it has failed that long.
-const DISABLE: &str = r"
-local h = KEYS[1]
-if redis.call('HEXISTS', h, 'disabled') == 1 then return 0 end
-if ARGV[3] ~= '' then
-  local since = tonumber(redis.call('HGET', h, 'failing_since') or '')
-  if since == nil or since > tonumber(ARGV[3]) then return 0 end
-end
-redis.call('HSET', h, 'disabled', ARGV[1])
-if ARGV[2] == '' then
-  redis.call('HDEL', h, 'disabled_after_ms')
-else
-  redis.call('HSET', h, 'disabled_after_ms', ARGV[2])
-end
-return 1
-";
-
-static ENQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE));
-static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
-static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FINISH));
-static PUT_BACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PUT_BACK));
-static REPLAY_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REPLAY));
-static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PURGE));
-static MERGE_HEALTH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MERGE_HEALTH));
-static DISABLE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DISABLE));
+static ENQUEUE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/enqueue.lua")));
+static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/take.lua")));
+static FINISH_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/finish.lua")));
+static PUT_BACK_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/put_back.lua")));
+static REPLAY_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/replay.lua")));
+static PURGE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/purge.lua")));
+static MERGE_HEALTH_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/merge_health.lua")));
+static DISABLE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/disable.lua")));
 
 /// Deliveries and their attempts in Redis, shared by any number of
 /// dispatchers: each step is one Lua script, so a delivery is leased by
@@ -200,7 +76,7 @@ impl std::fmt::Debug for RedisDeliveries {
     }
 }
 
-/// What [`TAKE`] returns for each delivery.
+/// What `lua/take.lua` returns for each delivery.
 type TakenRow = (String, Vec<u8>, i64, i64, i64, i64, i64);
 
 impl RedisDeliveries {
@@ -266,7 +142,7 @@ impl DeliveryStore for RedisDeliveries {
             .key(self.base(endpoint))
             .arg(id)
             .arg(body)
-            .arg(to_millis(due))
+            .arg(unix_millis(due))
             .arg(now_millis())
             .invoke_async(&mut connection)
             .await?;
@@ -283,7 +159,7 @@ impl DeliveryStore for RedisDeliveries {
     ) -> Result<Vec<Taken>, DedupError> {
         let mut connection = self.connection.clone();
         let token = new_token();
-        let now = to_millis(now);
+        let now = unix_millis(now);
         let rows: Vec<TakenRow> = TAKE_SCRIPT
             .key(self.base(endpoint))
             .arg(now)
@@ -316,37 +192,26 @@ impl DeliveryStore for RedisDeliveries {
         attempt: &Attempt,
         step: Step,
     ) -> Result<bool, DedupError> {
-        let (state, due, waited, reason) = match step {
-            Step::Retry { due, wait, reason } => (
-                DeliveryState::Pending,
-                to_millis(due),
-                millis(wait),
-                reason_code(reason),
-            ),
-            Step::Done(outcome) => (DeliveryState::ended(outcome), 0, 0, 0),
-        };
-        let (status, error) = match &attempt.result {
-            Ok(status) => (status.to_string(), String::new()),
-            Err(error) => (String::new(), error.clone()),
-        };
+        let (state, due, waited, reason) = step_fields(step);
+        let (status, error) = result_fields(&attempt.result);
         let mut connection = self.connection.clone();
         let recorded: i64 = FINISH_SCRIPT
             .key(self.base(&taken.endpoint))
             .arg(&taken.id)
             .arg(&taken.token)
             .arg(state.code())
-            .arg(due)
+            .arg(due.unwrap_or(0))
             .arg(waited)
             .arg(reason)
             .arg(now_millis())
             .arg(attempt.number)
-            .arg(to_millis(attempt.sent_at))
+            .arg(unix_millis(attempt.sent_at))
             .arg(millis(attempt.waited))
             .arg(reason_code(attempt.reason))
             .arg(millis(attempt.held))
-            .arg(status)
-            .arg(error)
-            .arg(i64::try_from(attempt.duration.as_micros()).unwrap_or(i64::MAX))
+            .arg(status.map(|status| status.to_string()).unwrap_or_default())
+            .arg(error.unwrap_or_default())
+            .arg(micros(attempt.duration))
             .arg(&attempt.excerpt)
             .invoke_async(&mut connection)
             .await?;
@@ -359,7 +224,7 @@ impl DeliveryStore for RedisDeliveries {
             .key(self.base(&taken.endpoint))
             .arg(&taken.id)
             .arg(&taken.token)
-            .arg(to_millis(due))
+            .arg(unix_millis(due))
             .invoke_async(&mut connection)
             .await?;
         Ok(put == 1)
@@ -402,10 +267,7 @@ impl DeliveryStore for RedisDeliveries {
                     waited: duration_ms(number(row, "waited_ms")),
                     reason: reason_from_code(number(row, "reason")),
                     held: duration_ms(number(row, "held_ms")),
-                    result: match status {
-                        Some(_) => Ok(u16::try_from(number(row, "status")).unwrap_or(0)),
-                        None => Err(error.unwrap_or_default()),
-                    },
+                    result: result_from_fields(status.map(|_| number(row, "status")), error),
                     duration: Duration::from_micros(number(row, "duration_us").unsigned_abs()),
                     excerpt: row.get("excerpt").cloned().unwrap_or_default(),
                 }
@@ -442,7 +304,7 @@ impl DeliveryStore for RedisDeliveries {
         let replayed: i64 = REPLAY_SCRIPT
             .key(self.base(endpoint))
             .arg(id)
-            .arg(to_millis(now))
+            .arg(unix_millis(now))
             .invoke_async(&mut connection)
             .await?;
         Ok(replayed == 1)
@@ -455,7 +317,7 @@ impl DeliveryStore for RedisDeliveries {
         for endpoint in endpoints {
             let count: u64 = PURGE_SCRIPT
                 .key(self.base(&endpoint))
-                .arg(to_millis(finished_before))
+                .arg(unix_millis(finished_before))
                 .invoke_async(&mut connection)
                 .await?;
             purged += count;
@@ -480,7 +342,7 @@ impl DeliveryStore for RedisDeliveries {
     ) -> Result<EndpointHealth, DedupError> {
         let failed_at = match change {
             HealthChange::Succeeded => String::new(),
-            HealthChange::Failed { at } => to_millis(at).to_string(),
+            HealthChange::Failed { at } => unix_millis(at).to_string(),
         };
         let mut connection = self.connection.clone();
         let (failing_since, disabled, after): (Option<i64>, Option<i64>, Option<i64>) =
@@ -505,7 +367,7 @@ impl DeliveryStore for RedisDeliveries {
         let latest = match reason {
             DisableReason::Gone => String::new(),
             DisableReason::NoSuccessFor(wait) => match now.checked_sub(wait) {
-                Some(latest) => to_millis(latest).to_string(),
+                Some(latest) => unix_millis(latest).to_string(),
                 None => return Ok(false),
             },
         };

@@ -1,0 +1,131 @@
+//! An endpoint's health as one dispatcher sees it, and how an attempt's
+//! outcome is merged into the health every dispatcher on the store shares.
+
+use std::sync::{MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use super::Disabled;
+use super::run::{Inner, Route};
+use crate::sender::attempt::Outcome;
+use crate::sender::outbox::{DeliveryStore, DisableReason, EndpointHealth, HealthChange};
+use crate::sender::transport::Transport;
+
+/// A copy of an endpoint's saved health, and how many times an attempt or
+/// an enable has set it: a poll's read that started before such a write
+/// does not overwrite it with an older value.
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) health: EndpointHealth,
+    pub(super) writes: u64,
+}
+
+impl Route {
+    pub(super) fn seen(&self) -> MutexGuard<'_, Seen> {
+        self.health.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `health`, just read from or written to the store.
+    pub(super) fn set_health(&self, health: EndpointHealth) {
+        let mut seen = self.seen();
+        seen.health = health;
+        seen.writes += 1;
+    }
+}
+
+impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
+    /// Reads the route's health from the store into the route, and says
+    /// whether the endpoint is enabled. If the store cannot be read, the
+    /// health last seen stands.
+    pub(super) async fn refresh_health(&self, route: &Route) -> bool {
+        let writes = route.seen().writes;
+        match self.store.health(&route.name).await {
+            Ok(health) => {
+                let mut seen = route.seen();
+                // An attempt or an enable wrote a newer value meanwhile.
+                if seen.writes == writes {
+                    seen.health = health;
+                }
+                seen.health.disabled.is_none()
+            }
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot read the endpoint's health");
+                route.seen().health.disabled.is_none()
+            }
+        }
+    }
+    /// Merges what the attempt showed into the endpoint's health in the
+    /// store, disables the endpoint when the attempt calls for it, and
+    /// tells the owner if this dispatcher is the one that disabled it.
+    pub(super) async fn track_health(&self, route: &Route, sent_at: SystemTime, outcome: Outcome) {
+        let reason = match outcome {
+            Outcome::Delivered => {
+                self.merge_health(route, HealthChange::Succeeded).await;
+                None
+            }
+            Outcome::Gone => Some(DisableReason::Gone),
+            Outcome::GiveUp | Outcome::Retry { .. } => {
+                let merged = self
+                    .merge_health(route, HealthChange::Failed { at: sent_at })
+                    .await;
+                merged
+                    .filter(|health| health.disabled.is_none())
+                    .and_then(|health| health.failing_since)
+                    .zip(route.policy.disable_after())
+                    .filter(|(since, after)| {
+                        sent_at.duration_since(*since).unwrap_or_default() >= *after
+                    })
+                    .map(|(_, after)| DisableReason::NoSuccessFor(after))
+            }
+        };
+        let Some(reason) = reason else {
+            return;
+        };
+        let disabled_now = match self.store.disable(&route.name, reason, sent_at).await {
+            Ok(disabled_now) => disabled_now,
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot save the endpoint's disable");
+                return;
+            }
+        };
+        let health = match self.store.health(&route.name).await {
+            Ok(health) => health,
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot read the endpoint's health");
+                EndpointHealth {
+                    disabled: disabled_now.then_some(reason),
+                    ..route.seen().health
+                }
+            }
+        };
+        route.set_health(health);
+        if !disabled_now {
+            // Disabled already (whoever did it told the owner), or a
+            // success or an enable came first.
+            return;
+        }
+        let disabled = Disabled {
+            endpoint: route.name.clone(),
+            reason,
+            failing_since: health.failing_since,
+        };
+        tracing::warn!(endpoint = %disabled.endpoint, reason = ?disabled.reason, "endpoint disabled");
+        if let Some(hook) = &self.on_disable {
+            hook(&disabled);
+        }
+    }
+
+    /// Merges `change` into the endpoint's saved health and keeps the
+    /// result; `None` if the store failed.
+    async fn merge_health(&self, route: &Route, change: HealthChange) -> Option<EndpointHealth> {
+        match self.store.merge_health(&route.name, change).await {
+            Ok(health) => {
+                route.set_health(health);
+                Some(health)
+            }
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot save the endpoint's health");
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! [`Dispatcher`]: deliveries run in the background from an
+//! [outbox](super::DeliveryStore), so a restart loses none of them. This
+//! file is the API; [`run`] is the delivery loop and [`health`] the
+//! shared endpoint health.
+
+mod health;
+mod run;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Notify, Semaphore, watch};
+
+use super::attempt::{first_wait, later};
+use super::endpoint::Endpoint;
+use super::outbox::{DeliveryState, DeliveryStore, DisableReason, EndpointHealth, StoredDelivery};
+use super::policy::Policy;
+use super::transport::Transport;
+use crate::dedup::{DedupError, check_key};
+use crate::verify::Signer;
+use health::Seen;
+use run::{Inner, Route};
+
+/// Why a dispatcher call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DispatchError {
+    /// No endpoint of that name was added.
+    #[error("no endpoint named `{0}`: add it with Dispatcher::add_endpoint first")]
+    UnknownEndpoint(String),
+    /// The policy's attempt timeout is not shorter than the dispatcher's
+    /// lease, so a slow attempt could be taken and sent again by another
+    /// dispatcher while it is still running.
+    #[error(
+        "the attempt timeout ({attempt_timeout:?}) must be shorter than the dispatcher's lease ({lease:?}): shorten the policy's attempt timeout or lengthen the lease with Dispatcher::with_lease"
+    )]
+    LeaseTooShort {
+        /// The dispatcher's lease.
+        lease: Duration,
+        /// The policy's attempt timeout.
+        attempt_timeout: Duration,
+    },
+    /// The store failed, or the endpoint name or id cannot be stored.
+    #[error(transparent)]
+    Store(#[from] DedupError),
+}
+
+/// An endpoint the dispatcher stopped delivering to. Its pending
+/// deliveries stay in the store and go out once it is
+/// [enabled](Dispatcher::enable) again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Disabled {
+    /// The endpoint's name.
+    pub endpoint: String,
+    /// Why.
+    pub reason: DisableReason,
+    /// When its first failure since the last success was.
+    pub failing_since: Option<SystemTime>,
+}
+
+type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
+
+/// Runs deliveries in the background: [`send`](Self::send) stores a
+/// delivery, and a loop started with [`start`](Self::start) leases due
+/// deliveries, attempts them, and records each attempt and the next due
+/// time in the store, so that a new dispatcher on the same store carries
+/// on where a stopped one left off.
+///
+/// Per endpoint it keeps a circuit breaker, a concurrency limit, and
+/// auto-disable after the policy's time without success (or on 410), with
+/// a callback so the owner is told.
+///
+/// Several dispatchers (in one process or many) may share a store. What
+/// they share and what each keeps for itself:
+///
+/// - **Health is shared, in the store.** Each attempt's result is merged
+///   into it atomically ([`DeliveryStore::merge_health`]): a disable
+///   sticks until [`enable`](Self::enable), whichever dispatcher saves a
+///   failure after it; the time an endpoint started failing is the
+///   earliest any dispatcher saw. Every dispatcher reads the endpoint's
+///   health from the store on each poll before it takes deliveries, so a
+///   disable or an enable by one reaches the others within a poll
+///   interval (an attempt already under way finishes). The owner is told
+///   of a disable once, by the dispatcher that made it.
+/// - **The breaker and the concurrency limit are per dispatcher.** Each
+///   counts only its own attempts: two dispatchers with
+///   [`with_concurrency(n)`](Policy::with_concurrency) may have up to
+///   `2 * n` requests in flight to one endpoint, never more than `n` each.
+///
+/// ```
+/// use std::time::Duration;
+/// use hooklatch::sender::{
+///     Dispatcher, MemoryDeliveries, Policy, Response, Schedule, Transport, TransportError,
+/// };
+/// use hooklatch::verify::{Scheme, Signer};
+///
+/// struct AlwaysOk;
+/// impl Transport for AlwaysOk {
+///     async fn post(
+///         &self,
+///         _: &str,
+///         _: &[(String, String)],
+///         _: &[u8],
+///     ) -> Result<Response, TransportError> {
+///         Ok(Response::new(204))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dispatcher = Dispatcher::new(MemoryDeliveries::new(), AlwaysOk)
+///     .with_poll_interval(Duration::from_millis(10));
+/// let signer = Signer::new(Scheme::standard_webhooks(), ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?;
+/// dispatcher.add_endpoint("orders", "https://example.com/hooks", signer, Policy::svix()).await?;
+/// dispatcher.send("orders", "msg_1", br#"{"paid":true}"#).await?;
+///
+/// let running = dispatcher.start();
+/// while dispatcher.delivery("orders", "msg_1").await?.unwrap().attempts.is_empty() {
+///     tokio::time::sleep(Duration::from_millis(5)).await;
+/// }
+/// running.stop().await;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Dispatcher<S, T> {
+    inner: Arc<Inner<S, T>>,
+}
+
+impl<S, T> Clone for Dispatcher<S, T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S, T> std::fmt::Debug for Dispatcher<S, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let routes = self
+            .inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("Dispatcher")
+            .field("endpoints", &routes.keys().collect::<Vec<_>>())
+            .field("poll_interval", &self.inner.poll_interval)
+            .field("lease", &self.inner.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
+    /// A dispatcher over `store`, sending with `transport`. It polls the
+    /// store every second for due deliveries (at once after a
+    /// [`send`](Self::send)) and leases each for 2 minutes.
+    pub fn new(store: S, transport: T) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                transport,
+                routes: RwLock::new(HashMap::new()),
+                poll_interval: Duration::from_secs(1),
+                lease: Duration::from_secs(120),
+                wake: Notify::new(),
+                on_disable: None,
+            }),
+        }
+    }
+
+    fn configure(mut self, change: impl FnOnce(&mut Inner<S, T>)) -> Self {
+        let inner = Arc::get_mut(&mut self.inner)
+            .expect("configure the dispatcher before cloning or starting it");
+        change(inner);
+        self
+    }
+
+    /// How often the loop looks for due deliveries, such as retries coming
+    /// due. Defaults to 1 second.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn with_poll_interval(self, every: Duration) -> Self {
+        self.configure(|inner| inner.poll_interval = every)
+    }
+
+    /// How long an attempt holds its delivery before another dispatcher
+    /// may take it (after a crash). Defaults to 2 minutes.
+    ///
+    /// It must be longer than the attempt timeout of every endpoint's
+    /// policy, or a slow attempt could be taken and sent again by another
+    /// dispatcher while it is still running: [`add_endpoint`](Self::add_endpoint)
+    /// refuses an endpoint that breaks this, and so does this method for
+    /// the endpoints added before it, with
+    /// [`DispatchError::LeaseTooShort`].
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    pub fn with_lease(self, lease: Duration) -> Result<Self, DispatchError> {
+        let slowest = self
+            .inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|route| route.policy.attempt_timeout())
+            .max();
+        if let Some(attempt_timeout) = slowest.filter(|timeout| *timeout >= lease) {
+            return Err(DispatchError::LeaseTooShort {
+                lease,
+                attempt_timeout,
+            });
+        }
+        Ok(self.configure(|inner| inner.lease = lease))
+    }
+
+    /// Calls `hook` when an endpoint is disabled (410, or no success for
+    /// the policy's `disable_after`).
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn on_disable(self, hook: impl Fn(&Disabled) + Send + Sync + 'static) -> Self {
+        self.configure(|inner| inner.on_disable = Some(Arc::new(hook)))
+    }
+
+    /// Adds (or replaces) the endpoint `name`: where to POST, the secrets
+    /// to sign with, and its policy. The name keys its deliveries and its
+    /// saved health in the store (1 to 64 of `A-Z a-z 0-9 _ - . :`): an
+    /// endpoint disabled before a restart stays disabled. The policy's
+    /// attempt timeout must be shorter than the dispatcher's lease.
+    pub async fn add_endpoint(
+        &self,
+        name: &str,
+        url: &str,
+        signer: Signer,
+        policy: Policy,
+    ) -> Result<(), DispatchError> {
+        crate::dedup::validate_namespace(name)?;
+        if policy.attempt_timeout() >= self.inner.lease {
+            return Err(DispatchError::LeaseTooShort {
+                lease: self.inner.lease,
+                attempt_timeout: policy.attempt_timeout(),
+            });
+        }
+        let health = self.inner.store.health(name).await?;
+        let route = Route {
+            name: name.to_owned(),
+            endpoint: Endpoint::new(url, signer).with_breaker(policy.breaker().clone()),
+            limit: Arc::new(Semaphore::new(policy.concurrency())),
+            policy,
+            health: Mutex::new(Seen { health, writes: 0 }),
+        };
+        self.inner
+            .routes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), Arc::new(route));
+        Ok(())
+    }
+
+    fn route(&self, name: &str) -> Result<Arc<Route>, DispatchError> {
+        self.inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+            .ok_or_else(|| DispatchError::UnknownEndpoint(name.to_owned()))
+    }
+
+    /// Stores a delivery of `body` as event `id` to the endpoint, due after
+    /// the schedule's first delay, and wakes the loop. Returns false,
+    /// storing nothing, if that endpoint already has a delivery with this
+    /// id: sending the same event twice is safe.
+    pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
+        let route = self.route(endpoint)?;
+        check_key(endpoint, id)?;
+        let due = later(
+            route.policy.now(),
+            first_wait(&route.policy, fastrand::f64()),
+        );
+        let added = self.inner.store.enqueue(endpoint, id, body, due).await?;
+        self.inner.wake.notify_one();
+        Ok(added)
+    }
+
+    /// The delivery with its attempts, if there is one.
+    pub async fn delivery(
+        &self,
+        endpoint: &str,
+        id: &str,
+    ) -> Result<Option<StoredDelivery>, DispatchError> {
+        Ok(self.inner.store.delivery(endpoint, id).await?)
+    }
+
+    /// Up to `limit` ids of the endpoint's dead deliveries, oldest first.
+    pub async fn dead(&self, endpoint: &str, limit: usize) -> Result<Vec<String>, DispatchError> {
+        Ok(self
+            .inner
+            .store
+            .list(endpoint, DeliveryState::Dead, limit)
+            .await?)
+    }
+
+    /// Sends a dead (or gone) delivery again from the start of its
+    /// schedule. Returns false if there is no such delivery or it is not
+    /// dead or gone.
+    pub async fn replay(&self, endpoint: &str, id: &str) -> Result<bool, DispatchError> {
+        let route = self.route(endpoint)?;
+        let replayed = self
+            .inner
+            .store
+            .replay(endpoint, id, route.policy.now())
+            .await?;
+        self.inner.wake.notify_one();
+        Ok(replayed)
+    }
+
+    /// Deletes delivered and gone deliveries that ended more than
+    /// `older_than` ago, with their attempts; see
+    /// [`DeliveryStore::purge`]. Run it now and then: the outbox keeps every
+    /// delivery until purged.
+    pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
+        let now = SystemTime::now();
+        let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);
+        Ok(self.inner.store.purge(before).await?)
+    }
+
+    /// Why the endpoint is disabled, if it is, as this dispatcher last saw
+    /// in the store (when it was added, after each of its attempts, and on
+    /// each poll while it has a free slot for the endpoint).
+    pub fn disabled(&self, endpoint: &str) -> Result<Option<DisableReason>, DispatchError> {
+        Ok(self.route(endpoint)?.seen().health.disabled)
+    }
+
+    /// Enables a disabled endpoint and forgets its failures, in the store:
+    /// every dispatcher on the store sees it on its next poll, and the
+    /// endpoint's pending deliveries go out again.
+    pub async fn enable(&self, endpoint: &str) -> Result<(), DispatchError> {
+        let route = self.route(endpoint)?;
+        self.inner.store.enable(endpoint).await?;
+        route.set_health(EndpointHealth::default());
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    /// Starts the delivery loop on the current tokio runtime.
+    pub fn start(&self) -> Running {
+        let (stop, stopped) = watch::channel(false);
+        let inner = Arc::clone(&self.inner);
+        let task = tokio::spawn(async move { inner.run(stopped).await });
+        Running { stop, task }
+    }
+}
+
+/// A running delivery loop. Dropping it leaves the loop running; call
+/// [`stop`](Self::stop) to end it.
+#[derive(Debug)]
+pub struct Running {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops taking deliveries, waits for the attempts in flight to finish
+    /// and be recorded, and returns. Pending deliveries stay in the store
+    /// for the next dispatcher.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}

@@ -1,0 +1,148 @@
+//! The delivery loop: lease due deliveries, attempt each under the
+//! endpoint's breaker and concurrency limit, record the attempt and the
+//! step after it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::DisableHook;
+use super::health::Seen;
+use crate::sender::attempt::{later, plan};
+use crate::sender::deliver::attempt_once;
+use crate::sender::endpoint::Endpoint;
+use crate::sender::outbox::{DeliveryStore, Taken};
+use crate::sender::policy::Policy;
+use crate::sender::transport::Transport;
+
+pub(super) struct Inner<S, T> {
+    pub(super) store: S,
+    pub(super) transport: T,
+    pub(super) routes: RwLock<HashMap<String, Arc<Route>>>,
+    pub(super) poll_interval: Duration,
+    pub(super) lease: Duration,
+    pub(super) wake: Notify,
+    pub(super) on_disable: Option<DisableHook>,
+}
+
+/// One endpoint under a dispatcher.
+pub(super) struct Route {
+    pub(super) name: String,
+    pub(super) endpoint: Endpoint,
+    pub(super) policy: Policy,
+    pub(super) limit: Arc<Semaphore>,
+    /// The endpoint's health as this dispatcher last saw it in the store.
+    pub(super) health: Mutex<Seen>,
+}
+
+impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
+    pub(super) async fn run(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {
+        let mut in_flight = JoinSet::new();
+        // Once the `Running` handle is dropped nothing can stop the loop,
+        // and `changed` would return at once on every turn.
+        let mut detached = false;
+        while !*stopped.borrow() {
+            let routes: Vec<Arc<Route>> = self
+                .routes
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .values()
+                .cloned()
+                .collect();
+            for route in routes {
+                self.take_for(&route, &mut in_flight).await;
+            }
+            while in_flight.try_join_next().is_some() {}
+            tokio::select! {
+                () = tokio::time::sleep(self.poll_interval) => {}
+                () = self.wake.notified() => {}
+                changed = stopped.changed(), if !detached => detached = changed.is_err(),
+            }
+        }
+        while in_flight.join_next().await.is_some() {}
+    }
+
+    /// Reads the route's health from the store (another dispatcher may
+    /// have disabled or enabled it), then leases as many of its due
+    /// deliveries as it has free slots, and starts an attempt for each.
+    async fn take_for(self: &Arc<Self>, route: &Arc<Route>, in_flight: &mut JoinSet<()>) {
+        let free = route.limit.available_permits();
+        if free == 0 || route.endpoint.breaker_open() {
+            return;
+        }
+        if !self.refresh_health(route).await {
+            return;
+        }
+        let now = route.policy.now();
+        let taken = match self
+            .store
+            .take_due(&route.name, now, free, self.lease)
+            .await
+        {
+            Ok(taken) => taken,
+            Err(error) => {
+                tracing::warn!(endpoint = %route.name, %error, "cannot take due deliveries");
+                return;
+            }
+        };
+        for delivery in taken {
+            let Ok(permit) = Arc::clone(&route.limit).try_acquire_owned() else {
+                // Only this loop acquires, so a slot counted free is free.
+                break;
+            };
+            let (inner, route) = (Arc::clone(self), Arc::clone(route));
+            in_flight.spawn(async move { inner.attempt(&route, delivery, permit).await });
+        }
+    }
+
+    async fn attempt(&self, route: &Route, taken: Taken, _permit: OwnedSemaphorePermit) {
+        let pass = match route.endpoint.try_breaker() {
+            Ok(pass) => pass,
+            Err(wait) => {
+                let due = later(route.policy.now(), wait);
+                if let Err(error) = self.store.put_back(&taken, due).await {
+                    tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
+                }
+                return;
+            }
+        };
+        let now = route.policy.now();
+        let held = now.duration_since(taken.due_at).unwrap_or_default();
+        let tried = attempt_once(
+            &self.transport,
+            &route.endpoint,
+            pass,
+            &route.policy,
+            (&taken.id, &taken.body),
+            taken.attempts + 1,
+            (taken.waited, taken.reason, held),
+        )
+        .await;
+        let step = plan(
+            &route.policy,
+            taken.tries + 1,
+            tried.outcome,
+            fastrand::f64(),
+            route.policy.now(),
+        );
+        match self.store.finish(&taken, &tried.attempt, step).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                endpoint = %route.name, id = %taken.id,
+                "lease lost during an attempt: another dispatcher took the delivery"
+            ),
+            // The lease runs out and the delivery is attempted again.
+            Err(error) => tracing::warn!(
+                endpoint = %route.name, id = %taken.id, %error,
+                "cannot record an attempt; it will be retried when its lease ends"
+            ),
+        }
+        self.track_health(route, tried.attempt.sent_at, tried.outcome)
+            .await;
+        // A slot is free: look for more due deliveries now.
+        self.wake.notify_one();
+    }
+}

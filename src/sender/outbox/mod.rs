@@ -1,0 +1,253 @@
+//! The outbox: where a [`Dispatcher`](super::Dispatcher) keeps deliveries,
+//! their attempts and each endpoint's health. [`DeliveryStore`] is the
+//! contract; [`MemoryDeliveries`] is for tests, and `SqliteDeliveries`,
+//! `PostgresDeliveries` and `RedisDeliveries` keep deliveries across a
+//! restart.
+
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+pub(crate) mod codes;
+mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use super::attempt::{Attempt, Final, Step, WaitReason};
+use crate::dedup::DedupError;
+
+pub use memory::MemoryDeliveries;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresDeliveries;
+#[cfg(feature = "redis")]
+pub use redis::RedisDeliveries;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteDeliveries;
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeliveryState {
+    /// Waiting for its next attempt, or in one.
+    Pending,
+    /// A 2xx answer.
+    Delivered,
+    /// The endpoint answered 410 Gone.
+    Gone,
+    /// Out of attempts, or answered with a give-up status; it can be
+    /// replayed.
+    Dead,
+}
+
+impl DeliveryState {
+    /// The state a delivery that ended in `outcome` is in.
+    pub fn ended(outcome: Final) -> Self {
+        match outcome {
+            Final::Delivered => Self::Delivered,
+            Final::Gone => Self::Gone,
+            Final::Dead => Self::Dead,
+        }
+    }
+}
+
+/// A delivery a dispatcher has leased for one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The endpoint's name.
+    pub endpoint: String,
+    /// The webhook id.
+    pub id: String,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Attempts since it was enqueued or last replayed: the position in the
+    /// schedule.
+    pub tries: u32,
+    /// Attempts in all.
+    pub attempts: u32,
+    /// When the attempt was due.
+    pub due_at: SystemTime,
+    /// The wait before this attempt and why.
+    pub waited: Duration,
+    /// Why it waited.
+    pub reason: WaitReason,
+    /// The lease's token: only its holder may record the attempt.
+    pub token: String,
+}
+
+/// A delivery as a store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDelivery {
+    /// The endpoint's name.
+    pub endpoint: String,
+    /// The webhook id.
+    pub id: String,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Where it stands.
+    pub state: DeliveryState,
+    /// When the next attempt is due, while pending.
+    pub due_at: Option<SystemTime>,
+    /// Every attempt, in order.
+    pub attempts: Vec<Attempt>,
+}
+
+/// An endpoint's health, shared through the store by every dispatcher on
+/// it, so that a restart neither forgets how long it has been failing nor
+/// re-enables an endpoint that was disabled, and a disable or an
+/// [enable](super::Dispatcher::enable) by one dispatcher reaches all of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EndpointHealth {
+    /// When its first failure since the last success was.
+    pub failing_since: Option<SystemTime>,
+    /// Why it is disabled, if it is.
+    pub disabled: Option<DisableReason>,
+}
+
+/// What an attempt shows of an endpoint's health, for
+/// [`DeliveryStore::merge_health`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HealthChange {
+    /// A 2xx answer: the endpoint is no longer failing.
+    Succeeded,
+    /// A failed attempt sent at `at`.
+    Failed {
+        /// When the attempt was sent.
+        at: SystemTime,
+    },
+}
+/// Why an endpoint was disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DisableReason {
+    /// It answered 410 Gone.
+    Gone,
+    /// It has not succeeded for this long (the policy's
+    /// [`disable_after`](super::Policy::disable_after)).
+    NoSuccessFor(Duration),
+}
+
+/// Where a [`Dispatcher`](super::Dispatcher) keeps deliveries: [`MemoryDeliveries`] for tests;
+/// `SqliteDeliveries`, `PostgresDeliveries` or `RedisDeliveries` (features
+/// `sqlite`, `postgres`, `redis`) so that a restart loses nothing.
+///
+/// A delivery is keyed by endpoint name and webhook id. A dispatcher
+/// leases a due delivery before an attempt; when the lease runs out (the
+/// process stopped mid-attempt) another dispatcher takes it again, so a
+/// receiver may see an attempt twice and must deduplicate, as it must
+/// anyway.
+pub trait DeliveryStore: Send + Sync + 'static {
+    /// Adds a pending delivery due at `due`. Returns false, changing
+    /// nothing, if the endpoint already has a delivery with this id.
+    fn enqueue(
+        &self,
+        endpoint: &str,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// Leases up to `limit` of the endpoint's pending deliveries due by
+    /// `now` (and not leased by another dispatcher) until `now + lease`,
+    /// earliest due first.
+    fn take_due(
+        &self,
+        endpoint: &str,
+        now: SystemTime,
+        limit: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<Taken>, DedupError>> + Send;
+
+    /// Records `attempt` and the `step` after it and ends the lease, in one
+    /// transaction. Returns false, recording nothing, if the lease was
+    /// lost to another dispatcher.
+    fn finish(
+        &self,
+        taken: &Taken,
+        attempt: &Attempt,
+        step: Step,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// Ends the lease without an attempt, due again at `due` (an open
+    /// breaker held it back). Returns false if the lease was lost.
+    fn put_back(
+        &self,
+        taken: &Taken,
+        due: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// The delivery with its attempts, if there is one.
+    fn delivery(
+        &self,
+        endpoint: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<StoredDelivery>, DedupError>> + Send;
+
+    /// Up to `limit` ids of the endpoint's deliveries in `state`, oldest
+    /// first.
+    fn list(
+        &self,
+        endpoint: &str,
+        state: DeliveryState,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<String>, DedupError>> + Send;
+
+    /// Makes a dead or gone delivery pending again, due at `now`, with the
+    /// schedule started over (its attempts are kept). Returns false if
+    /// there is no such delivery or it is not dead or gone.
+    fn replay(
+        &self,
+        endpoint: &str,
+        id: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// Deletes the delivered and gone deliveries that ended before
+    /// `finished_before`, with their attempts, and returns how many.
+    /// Pending and dead deliveries are kept (dead ones can be replayed).
+    /// A purged id is forgotten: sending it again delivers it again.
+    fn purge(
+        &self,
+        finished_before: SystemTime,
+    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
+
+    /// The endpoint's health as saved; the default if never saved.
+    fn health(
+        &self,
+        endpoint: &str,
+    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
+
+    /// Merges `change` into the endpoint's saved health in one atomic step
+    /// and returns the health after it. A failure keeps the earlier of the
+    /// saved `failing_since` and its own time; a success clears
+    /// `failing_since`. Neither touches a disable: only
+    /// [`enable`](Self::enable) ends one.
+    fn merge_health(
+        &self,
+        endpoint: &str,
+        change: HealthChange,
+    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
+
+    /// Disables the endpoint for `reason`, in one atomic step, unless it is
+    /// disabled already (the first reason stays). For
+    /// [`NoSuccessFor(after)`](DisableReason::NoSuccessFor) it disables
+    /// only while the saved `failing_since` is at or before `now - after`,
+    /// so a success or an enable saved in the meantime wins. Returns true
+    /// if this call disabled it.
+    fn disable(
+        &self,
+        endpoint: &str,
+        reason: DisableReason,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// Enables the endpoint and forgets its failures: its saved health
+    /// becomes the default.
+    fn enable(&self, endpoint: &str) -> impl Future<Output = Result<(), DedupError>> + Send;
+}

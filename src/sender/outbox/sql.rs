@@ -1,0 +1,494 @@
+//! SQL shared by [`SqliteDeliveries`](super::SqliteDeliveries) and
+//! [`PostgresDeliveries`](super::PostgresDeliveries): the schema and the
+//! statements, which differ only in column types and row locking.
+//!
+//! Times are milliseconds since the Unix epoch; states and wait reasons are
+//! small integers ([`DeliveryState::code`](super::DeliveryState)).
+
+use sqlx::SqlStr;
+
+use crate::store::sql::{Dialect, Schema, statement};
+
+/// The tables a prefix names: deliveries, attempts, endpoints.
+pub(crate) fn tables(prefix: &str) -> (String, String, String) {
+    (
+        format!("{prefix}_deliveries"),
+        format!("{prefix}_delivery_attempts"),
+        format!("{prefix}_delivery_endpoints"),
+    )
+}
+
+/// The outbox's tables and index (version 1).
+pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
+    let (deliveries, attempts, endpoints) = tables(prefix);
+    let Dialect { int, bytes, .. } = dialect;
+    let statements = vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {deliveries} (\
+             endpoint TEXT NOT NULL, event_id TEXT NOT NULL, body {bytes} NOT NULL, \
+             state {int} NOT NULL DEFAULT 0, tries {int} NOT NULL DEFAULT 0, \
+             attempts {int} NOT NULL DEFAULT 0, due_at {int} NOT NULL, \
+             waited_ms {int} NOT NULL DEFAULT 0, reason {int} NOT NULL DEFAULT 0, \
+             lease_token TEXT, lease_until {int}, created_at {int} NOT NULL, \
+             finished_at {int}, PRIMARY KEY (endpoint, event_id))"
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {deliveries}_due ON {deliveries} (endpoint, state, due_at)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {attempts} (\
+             endpoint TEXT NOT NULL, event_id TEXT NOT NULL, number {int} NOT NULL, \
+             sent_at {int} NOT NULL, waited_ms {int} NOT NULL, reason {int} NOT NULL, \
+             held_ms {int} NOT NULL, status {int}, error TEXT, duration_us {int} NOT NULL, \
+             excerpt {bytes} NOT NULL, PRIMARY KEY (endpoint, event_id, number))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {endpoints} (\
+             endpoint TEXT PRIMARY KEY, failing_since {int}, disabled {int}, \
+             disabled_after_ms {int})"
+        ),
+    ];
+    Schema {
+        component: format!("outbox:{prefix}"),
+        version: 1,
+        statements,
+    }
+}
+
+/// The statements both SQL delivery stores run.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    /// $1 endpoint, $2 id, $3 body, $4 due, $5 now.
+    pub(crate) enqueue: SqlStr,
+    /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until.
+    pub(crate) take: SqlStr,
+    /// $1 endpoint, $2 id, $3 token, $4 state, $5 due, $6 waited, $7 reason,
+    /// $8 finished at (NULL while pending).
+    pub(crate) finish: SqlStr,
+    /// $1 endpoint, $2 id, then the attempt's columns $3 to $11.
+    pub(crate) record_attempt: SqlStr,
+    /// $1 endpoint, $2 id, $3 token, $4 due.
+    pub(crate) put_back: SqlStr,
+    /// $1 endpoint, $2 id.
+    pub(crate) read: SqlStr,
+    /// $1 endpoint, $2 id.
+    pub(crate) read_attempts: SqlStr,
+    /// $1 endpoint, $2 state, $3 limit.
+    pub(crate) list: SqlStr,
+    /// $1 endpoint, $2 id, $3 now.
+    pub(crate) replay: SqlStr,
+    /// $1 finished before.
+    pub(crate) purge_attempts: SqlStr,
+    /// $1 finished before.
+    pub(crate) purge_deliveries: SqlStr,
+    /// $1 endpoint.
+    pub(crate) read_health: SqlStr,
+    /// $1 endpoint, $2 failed at (NULL for a success).
+    pub(crate) merge_health: SqlStr,
+    /// $1 endpoint, $2 disabled code: unless disabled already.
+    pub(crate) disable: SqlStr,
+    /// $1 endpoint, $2 disabled code, $3 disabled after, $4 latest failing
+    /// since: unless disabled already, and only while failing that long.
+    pub(crate) disable_stale: SqlStr,
+    /// $1 endpoint.
+    pub(crate) enable: SqlStr,
+}
+
+impl Statements {
+    pub(crate) fn new(prefix: &str, dialect: &Dialect) -> Self {
+        let (deliveries, attempts, endpoints) = tables(prefix);
+        let lock = dialect.lock_rows;
+        let leased = "endpoint = $1 AND event_id = $2 AND lease_token = $3";
+        Self {
+            enqueue: statement(format!(
+                "INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (endpoint, event_id) DO NOTHING"
+            )),
+            take: statement(format!(
+                "UPDATE {deliveries} SET lease_token = $4, lease_until = $5 \
+                 WHERE endpoint = $1 AND event_id IN (\
+                 SELECT event_id FROM {deliveries} WHERE endpoint = $1 AND state = 0 \
+                 AND due_at <= $2 AND (lease_until IS NULL OR lease_until <= $2) \
+                 ORDER BY due_at LIMIT $3{lock}) \
+                 RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason"
+            )),
+            finish: statement(format!(
+                "UPDATE {deliveries} SET tries = tries + 1, attempts = attempts + 1, state = $4, \
+                 due_at = $5, waited_ms = $6, reason = $7, finished_at = $8, \
+                 lease_token = NULL, lease_until = NULL WHERE {leased}"
+            )),
+            record_attempt: statement(format!(
+                "INSERT INTO {attempts} (endpoint, event_id, number, sent_at, waited_ms, reason, \
+                 held_ms, status, error, duration_us, excerpt) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 ON CONFLICT (endpoint, event_id, number) DO NOTHING"
+            )),
+            put_back: statement(format!(
+                "UPDATE {deliveries} SET due_at = $4, lease_token = NULL, lease_until = NULL \
+                 WHERE {leased}"
+            )),
+            read: statement(format!(
+                "SELECT body, state, due_at FROM {deliveries} WHERE endpoint = $1 AND event_id = $2"
+            )),
+            read_attempts: statement(format!(
+                "SELECT number, sent_at, waited_ms, reason, held_ms, status, error, duration_us, \
+                 excerpt FROM {attempts} WHERE endpoint = $1 AND event_id = $2 ORDER BY number"
+            )),
+            list: statement(format!(
+                "SELECT event_id FROM {deliveries} WHERE endpoint = $1 AND state = $2 \
+                 ORDER BY created_at, event_id LIMIT $3"
+            )),
+            replay: statement(format!(
+                "UPDATE {deliveries} SET state = 0, tries = 0, due_at = $3, waited_ms = 0, \
+                 reason = 0, finished_at = NULL, lease_token = NULL, lease_until = NULL \
+                 WHERE endpoint = $1 AND event_id = $2 AND state IN (2, 3)"
+            )),
+            purge_attempts: statement(format!(
+                "DELETE FROM {attempts} WHERE (endpoint, event_id) IN (\
+                 SELECT endpoint, event_id FROM {deliveries} \
+                 WHERE state IN (1, 2) AND finished_at < $1)"
+            )),
+            purge_deliveries: statement(format!(
+                "DELETE FROM {deliveries} WHERE state IN (1, 2) AND finished_at < $1"
+            )),
+            read_health: statement(format!(
+                "SELECT failing_since, disabled, disabled_after_ms FROM {endpoints} \
+                 WHERE endpoint = $1"
+            )),
+            // A success clears failing_since; a failure keeps the earlier
+            // time. The disable columns are left as they are.
+            merge_health: statement(format!(
+                "INSERT INTO {endpoints} (endpoint, failing_since) VALUES ($1, $2) \
+                 ON CONFLICT (endpoint) DO UPDATE SET failing_since = CASE \
+                 WHEN excluded.failing_since IS NULL OR {endpoints}.failing_since IS NULL \
+                 OR excluded.failing_since < {endpoints}.failing_since \
+                 THEN excluded.failing_since ELSE {endpoints}.failing_since END \
+                 RETURNING failing_since, disabled, disabled_after_ms"
+            )),
+            disable: statement(format!(
+                "INSERT INTO {endpoints} (endpoint, disabled) VALUES ($1, $2) \
+                 ON CONFLICT (endpoint) DO UPDATE SET disabled = excluded.disabled, \
+                 disabled_after_ms = NULL WHERE {endpoints}.disabled IS NULL"
+            )),
+            disable_stale: statement(format!(
+                "UPDATE {endpoints} SET disabled = $2, disabled_after_ms = $3 \
+                 WHERE endpoint = $1 AND disabled IS NULL AND failing_since <= $4"
+            )),
+            enable: statement(format!(
+                "UPDATE {endpoints} SET failing_since = NULL, disabled = NULL, \
+                 disabled_after_ms = NULL WHERE endpoint = $1"
+            )),
+        }
+    }
+}
+
+/// Implements [`DeliveryStore`](super::DeliveryStore) for a SQL store with
+/// the fields `pool` and `statements`: the code is the same for SQLite and
+/// Postgres, only the row and pool types differ.
+macro_rules! sql_delivery_store {
+    ($store:ty) => {
+        const _: () = {
+            use std::time::{Duration, SystemTime};
+
+            use sqlx::Row as _;
+            use $crate::dedup::{DedupError, check_key};
+            use $crate::sender::outbox::codes::{
+                count, duration_ms, from_millis, health_fields, health_from_fields, micros,
+                reason_code, reason_from_code, result_fields, result_from_fields, step_fields,
+            };
+            use $crate::sender::{
+                Attempt, DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange,
+                Step, StoredDelivery, Taken,
+            };
+            use $crate::store::{millis, new_token, now_millis, unix_millis};
+
+            impl DeliveryStore for $store {
+                async fn enqueue(
+                    &self,
+                    endpoint: &str,
+                    id: &str,
+                    body: &[u8],
+                    due: SystemTime,
+                ) -> Result<bool, DedupError> {
+                    check_key(endpoint, id)?;
+                    let added = sqlx::query(self.statements.enqueue.clone())
+                        .bind(endpoint)
+                        .bind(id)
+                        .bind(body)
+                        .bind(unix_millis(due))
+                        .bind(now_millis())
+                        .execute(&self.pool)
+                        .await?
+                        .rows_affected();
+                    Ok(added == 1)
+                }
+
+                async fn take_due(
+                    &self,
+                    endpoint: &str,
+                    now: SystemTime,
+                    limit: usize,
+                    lease: Duration,
+                ) -> Result<Vec<Taken>, DedupError> {
+                    let token = new_token();
+                    let now_ms = unix_millis(now);
+                    let rows = sqlx::query(self.statements.take.clone())
+                        .bind(endpoint)
+                        .bind(now_ms)
+                        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                        .bind(&token)
+                        .bind(now_ms.saturating_add(millis(lease)))
+                        .fetch_all(&self.pool)
+                        .await?;
+                    let mut taken = rows
+                        .into_iter()
+                        .map(|row| {
+                            Ok(Taken {
+                                endpoint: endpoint.to_owned(),
+                                id: row.try_get("event_id")?,
+                                body: row.try_get("body")?,
+                                tries: count(row.try_get("tries")?),
+                                attempts: count(row.try_get("attempts")?),
+                                due_at: from_millis(row.try_get("due_at")?),
+                                waited: duration_ms(row.try_get("waited_ms")?),
+                                reason: reason_from_code(row.try_get("reason")?),
+                                token: token.clone(),
+                            })
+                        })
+                        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                    taken.sort_by_key(|delivery| delivery.due_at);
+                    Ok(taken)
+                }
+
+                async fn finish(
+                    &self,
+                    taken: &Taken,
+                    attempt: &Attempt,
+                    step: Step,
+                ) -> Result<bool, DedupError> {
+                    let (state, due, waited, reason) = step_fields(step);
+                    let due = due.unwrap_or(unix_millis(taken.due_at));
+                    let finished = (state != DeliveryState::Pending).then(now_millis);
+                    let mut tx = self.pool.begin().await?;
+                    let updated = sqlx::query(self.statements.finish.clone())
+                        .bind(&taken.endpoint)
+                        .bind(&taken.id)
+                        .bind(&taken.token)
+                        .bind(state.code())
+                        .bind(due)
+                        .bind(waited)
+                        .bind(reason)
+                        .bind(finished)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    if updated != 1 {
+                        tx.rollback().await?;
+                        return Ok(false);
+                    }
+                    let (status, error) = result_fields(&attempt.result);
+                    sqlx::query(self.statements.record_attempt.clone())
+                        .bind(&taken.endpoint)
+                        .bind(&taken.id)
+                        .bind(i64::from(attempt.number))
+                        .bind(unix_millis(attempt.sent_at))
+                        .bind(millis(attempt.waited))
+                        .bind(reason_code(attempt.reason))
+                        .bind(millis(attempt.held))
+                        .bind(status)
+                        .bind(error)
+                        .bind(micros(attempt.duration))
+                        .bind(&attempt.excerpt)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(true)
+                }
+
+                async fn put_back(
+                    &self,
+                    taken: &Taken,
+                    due: SystemTime,
+                ) -> Result<bool, DedupError> {
+                    let updated = sqlx::query(self.statements.put_back.clone())
+                        .bind(&taken.endpoint)
+                        .bind(&taken.id)
+                        .bind(&taken.token)
+                        .bind(unix_millis(due))
+                        .execute(&self.pool)
+                        .await?
+                        .rows_affected();
+                    Ok(updated == 1)
+                }
+
+                async fn delivery(
+                    &self,
+                    endpoint: &str,
+                    id: &str,
+                ) -> Result<Option<StoredDelivery>, DedupError> {
+                    let Some(row) = sqlx::query(self.statements.read.clone())
+                        .bind(endpoint)
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let state = DeliveryState::from_code(row.try_get("state")?);
+                    let attempts = sqlx::query(self.statements.read_attempts.clone())
+                        .bind(endpoint)
+                        .bind(id)
+                        .fetch_all(&self.pool)
+                        .await?
+                        .into_iter()
+                        .map(|row| {
+                            let status: Option<i64> = row.try_get("status")?;
+                            let error: Option<String> = row.try_get("error")?;
+                            let duration: i64 = row.try_get("duration_us")?;
+                            Ok(Attempt {
+                                number: count(row.try_get("number")?),
+                                sent_at: from_millis(row.try_get("sent_at")?),
+                                waited: duration_ms(row.try_get("waited_ms")?),
+                                reason: reason_from_code(row.try_get("reason")?),
+                                held: duration_ms(row.try_get("held_ms")?),
+                                result: result_from_fields(status, error),
+                                duration: Duration::from_micros(duration.unsigned_abs()),
+                                excerpt: row.try_get("excerpt")?,
+                            })
+                        })
+                        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                    Ok(Some(StoredDelivery {
+                        endpoint: endpoint.to_owned(),
+                        id: id.to_owned(),
+                        body: row.try_get("body")?,
+                        due_at: (state == DeliveryState::Pending)
+                            .then(|| row.try_get("due_at").map(from_millis))
+                            .transpose()?,
+                        state,
+                        attempts,
+                    }))
+                }
+
+                async fn list(
+                    &self,
+                    endpoint: &str,
+                    state: DeliveryState,
+                    limit: usize,
+                ) -> Result<Vec<String>, DedupError> {
+                    Ok(sqlx::query_scalar(self.statements.list.clone())
+                        .bind(endpoint)
+                        .bind(state.code())
+                        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                        .fetch_all(&self.pool)
+                        .await?)
+                }
+
+                async fn replay(
+                    &self,
+                    endpoint: &str,
+                    id: &str,
+                    now: SystemTime,
+                ) -> Result<bool, DedupError> {
+                    let updated = sqlx::query(self.statements.replay.clone())
+                        .bind(endpoint)
+                        .bind(id)
+                        .bind(unix_millis(now))
+                        .execute(&self.pool)
+                        .await?
+                        .rows_affected();
+                    Ok(updated == 1)
+                }
+
+                async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
+                    let before = unix_millis(finished_before);
+                    let mut tx = self.pool.begin().await?;
+                    sqlx::query(self.statements.purge_attempts.clone())
+                        .bind(before)
+                        .execute(&mut *tx)
+                        .await?;
+                    let purged = sqlx::query(self.statements.purge_deliveries.clone())
+                        .bind(before)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    tx.commit().await?;
+                    Ok(purged)
+                }
+
+                async fn health(&self, endpoint: &str) -> Result<EndpointHealth, DedupError> {
+                    let row = sqlx::query(self.statements.read_health.clone())
+                        .bind(endpoint)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    Ok(match row {
+                        None => EndpointHealth::default(),
+                        Some(row) => health_from_fields(
+                            row.try_get("failing_since")?,
+                            row.try_get("disabled")?,
+                            row.try_get("disabled_after_ms")?,
+                        ),
+                    })
+                }
+
+                async fn merge_health(
+                    &self,
+                    endpoint: &str,
+                    change: HealthChange,
+                ) -> Result<EndpointHealth, DedupError> {
+                    let failed_at = match change {
+                        HealthChange::Succeeded => None,
+                        HealthChange::Failed { at } => Some(unix_millis(at)),
+                    };
+                    let row = sqlx::query(self.statements.merge_health.clone())
+                        .bind(endpoint)
+                        .bind(failed_at)
+                        .fetch_one(&self.pool)
+                        .await?;
+                    Ok(health_from_fields(
+                        row.try_get("failing_since")?,
+                        row.try_get("disabled")?,
+                        row.try_get("disabled_after_ms")?,
+                    ))
+                }
+
+                async fn disable(
+                    &self,
+                    endpoint: &str,
+                    reason: DisableReason,
+                    now: SystemTime,
+                ) -> Result<bool, DedupError> {
+                    let (_, disabled, after) = health_fields(EndpointHealth {
+                        failing_since: None,
+                        disabled: Some(reason),
+                    });
+                    let query = match reason {
+                        DisableReason::Gone => sqlx::query(self.statements.disable.clone())
+                            .bind(endpoint)
+                            .bind(disabled),
+                        DisableReason::NoSuccessFor(wait) => {
+                            let Some(latest) = now.checked_sub(wait) else {
+                                return Ok(false);
+                            };
+                            sqlx::query(self.statements.disable_stale.clone())
+                                .bind(endpoint)
+                                .bind(disabled)
+                                .bind(after)
+                                .bind(unix_millis(latest))
+                        }
+                    };
+                    Ok(query.execute(&self.pool).await?.rows_affected() == 1)
+                }
+
+                async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
+                    sqlx::query(self.statements.enable.clone())
+                        .bind(endpoint)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                }
+            }
+        };
+    };
+}
+
+pub(crate) use sql_delivery_store;

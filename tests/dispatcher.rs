@@ -1,0 +1,498 @@
+//! The [`Dispatcher`]'s own behaviour, on the memory outbox: the
+//! concurrency limit, auto-disable, 410, the breaker, a transport that
+//! panics, refused input, the lease check, the presets and a detached
+//! loop's pace.
+
+#[path = "support/receiver.rs"]
+mod receiver;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use hooklatch::sender::{
+    Breaker, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
+    HealthChange, MemoryDeliveries, Policy, Response, Transport, TransportError,
+};
+use hooklatch::verify::{Scheme, Signer};
+use receiver::*;
+
+#[tokio::test]
+async fn the_concurrency_limit_holds_per_endpoint() {
+    let receiver = Receiver::answering(200);
+    receiver.set_delay(Duration::from_millis(30));
+    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    add(
+        &dispatcher,
+        every(Duration::from_millis(50), 3).with_concurrency(3),
+    )
+    .await;
+    let ids = ids(30);
+    for id in &ids {
+        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    let running = dispatcher.start();
+    wait_until("all delivered", || async {
+        receiver.successes().len() == ids.len()
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(receiver.peak(), 3, "three at once, never more");
+}
+
+#[tokio::test]
+async fn an_endpoint_failing_past_its_limit_is_disabled_and_its_owner_told() {
+    let receiver = Receiver::answering(500);
+    let told: Arc<Mutex<Vec<Disabled>>> = Arc::default();
+    let dispatcher = {
+        let told = told.clone();
+        dispatcher(MemoryDeliveries::new(), &receiver)
+            .on_disable(move |disabled| told.lock().unwrap().push(disabled.clone()))
+    };
+    let started = SystemTime::now();
+    add(
+        &dispatcher,
+        every(Duration::from_millis(30), 1000).with_disable_after(Some(Duration::from_millis(200))),
+    )
+    .await;
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = dispatcher.start();
+    wait_until("the endpoint is disabled", || async {
+        dispatcher.disabled(ENDPOINT).unwrap().is_some()
+    })
+    .await;
+    let attempts_when_disabled = receiver.answered().len();
+    assert!(
+        attempts_when_disabled >= 6,
+        "failed for 200 ms at 30 ms apart"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        receiver.answered().len(),
+        attempts_when_disabled,
+        "nothing sent once disabled"
+    );
+
+    let told = told.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "told once");
+    assert_eq!(told[0].endpoint, ENDPOINT);
+    assert_eq!(
+        told[0].reason,
+        DisableReason::NoSuccessFor(Duration::from_millis(200))
+    );
+    assert!(told[0].failing_since.unwrap() >= started);
+
+    // The delivery waited, pending, and goes out once enabled again.
+    receiver.set_status(200);
+    dispatcher.enable(ENDPOINT).await.unwrap();
+    wait_until("delivered after enabling", || async {
+        receiver.successes().len() == 1
+    })
+    .await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn gone_disables_the_endpoint_and_holds_its_other_deliveries() {
+    let receiver = Receiver::answering(410);
+    let told: Arc<Mutex<Vec<Disabled>>> = Arc::default();
+    let dispatcher = {
+        let told = told.clone();
+        dispatcher(MemoryDeliveries::new(), &receiver)
+            .on_disable(move |disabled| told.lock().unwrap().push(disabled.clone()))
+    };
+    add(
+        &dispatcher,
+        every(Duration::from_millis(20), 5).with_concurrency(1),
+    )
+    .await;
+    let store_view = dispatcher.clone();
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = dispatcher.start();
+    wait_until("disabled", || async {
+        dispatcher.disabled(ENDPOINT).unwrap() == Some(DisableReason::Gone)
+    })
+    .await;
+    dispatcher.send(ENDPOINT, "msg_2", b"{}").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    running.stop().await;
+    assert_eq!(receiver.answered(), [("msg_1".to_owned(), 410)]);
+    let first = store_view
+        .delivery(ENDPOINT, "msg_1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.state, DeliveryState::Gone);
+    let second = store_view
+        .delivery(ENDPOINT, "msg_2")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        second.state,
+        DeliveryState::Pending,
+        "kept for when it is enabled"
+    );
+    assert_eq!(told.lock().unwrap()[0].reason, DisableReason::Gone);
+}
+
+#[tokio::test]
+async fn an_open_breaker_sends_nothing_until_its_cool_down_ends() {
+    let receiver = Receiver::answering(500);
+    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    add(
+        &dispatcher,
+        every(Duration::from_millis(10), 1000)
+            .with_concurrency(1)
+            .with_breaker(
+                Breaker::new()
+                    .with_failure_threshold(3)
+                    .with_cool_down(Duration::from_millis(400))
+                    .with_probes(1),
+            ),
+    )
+    .await;
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    let running = dispatcher.start();
+    wait_until("three failures", || async {
+        receiver.answered().len() >= 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(receiver.answered().len(), 3, "open: nothing sent");
+    receiver.set_status(200);
+    wait_until("a probe after the cool-down succeeds", || async {
+        receiver.successes().len() == 1
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(receiver.answered().len(), 4);
+}
+
+/// A transport whose `panic_on`th request (counting from 1) panics; the
+/// others go to the receiver.
+struct PanicsOnce {
+    receiver: Receiver,
+    calls: AtomicUsize,
+    panic_on: usize,
+}
+
+impl Transport for PanicsOnce {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Response, TransportError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        assert_ne!(call, self.panic_on, "a transport bug, on purpose");
+        self.receiver.post(url, headers, body).await
+    }
+}
+
+/// The half-open breaker's one probe panics in the transport: the probe
+/// counts as failed, and after another cool-down a new probe goes out.
+/// (Before, the probe never came back and the breaker stayed half-open,
+/// sending nothing, for good.)
+#[tokio::test]
+async fn a_probe_that_panics_does_not_hold_the_breaker_half_open() {
+    let receiver = Receiver::answering(500);
+    let transport = PanicsOnce {
+        receiver: receiver.clone(),
+        calls: AtomicUsize::new(0),
+        panic_on: 2,
+    };
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), transport)
+        .with_poll_interval(Duration::from_millis(20))
+        .with_lease(Duration::from_secs(5))
+        .unwrap();
+    dispatcher
+        .add_endpoint(
+            ENDPOINT,
+            "https://receiver.example/hooks",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+            every(Duration::from_millis(10), 1000)
+                .with_concurrency(1)
+                .with_breaker(
+                    Breaker::new()
+                        .with_failure_threshold(1)
+                        .with_cool_down(Duration::from_millis(100))
+                        .with_probes(1),
+                ),
+        )
+        .await
+        .unwrap();
+    for id in ["msg_1", "msg_2"] {
+        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    let running = dispatcher.start();
+    wait_until("the first failure", || async {
+        receiver.answered().len() == 1
+    })
+    .await;
+    receiver.set_status(200);
+    // Call 2 is the probe after the cool-down, and panics; msg_2 goes out
+    // with the next probe, while msg_1 waits for its lease to end.
+    wait_until("a later probe is delivered", || async {
+        !receiver.successes().is_empty()
+    })
+    .await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn sending_an_event_twice_stores_one_delivery() {
+    let receiver = Receiver::answering(200);
+    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    assert!(dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
+    assert!(!dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
+    let running = dispatcher.start();
+    wait_until("delivered", || async { receiver.successes().len() == 1 }).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    running.stop().await;
+    assert_eq!(receiver.answered().len(), 1);
+}
+
+#[tokio::test]
+async fn unknown_endpoints_and_bad_ids_are_refused() {
+    let receiver = Receiver::answering(200);
+    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    assert!(matches!(
+        dispatcher.send("nowhere", "msg_1", b"{}").await,
+        Err(DispatchError::UnknownEndpoint(name)) if name == "nowhere"
+    ));
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    let error = dispatcher
+        .send(ENDPOINT, "two words", b"{}")
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("event id"), "{error}");
+    let error = dispatcher
+        .add_endpoint(
+            "a b",
+            "https://x.example",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+            every(Duration::ZERO, 1),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("namespace"), "{error}");
+    // Tests lease for 5 s: a 15 s attempt could outlive its lease.
+    let error = dispatcher
+        .add_endpoint(
+            "slow",
+            "https://x.example",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+            every(Duration::ZERO, 1).with_attempt_timeout(Duration::from_secs(15)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, DispatchError::LeaseTooShort { .. }),
+        "{error}"
+    );
+}
+
+/// `with_lease` after `add_endpoint` checks the endpoints already added.
+#[tokio::test]
+async fn with_lease_after_add_endpoint_refuses_a_lease_too_short() {
+    let receiver = Receiver::answering(200);
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver.clone());
+    // 400 ms attempts, under the default 2 minute lease.
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    let error = dispatcher
+        .with_lease(Duration::from_millis(400))
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DispatchError::LeaseTooShort { lease, attempt_timeout }
+                if lease == Duration::from_millis(400)
+                    && attempt_timeout == Duration::from_millis(400)
+        ),
+        "{error}"
+    );
+
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    let dispatcher = dispatcher
+        .with_lease(Duration::from_millis(401))
+        .expect("longer than every attempt");
+    assert!(format!("{dispatcher:?}").contains("401ms"));
+}
+
+#[test]
+fn the_presets_are_complete_configurations() {
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    let nine = Policy::nine_attempts_over_three_days();
+    assert_eq!(nine.schedule().attempts(), 9);
+    assert_eq!(nine.attempt_timeout(), Duration::from_secs(10));
+    assert_eq!(nine.disable_after(), Some(3 * DAY));
+
+    let ten_hours = Policy::five_retries_over_ten_hours();
+    assert_eq!(ten_hours.schedule().attempts(), 6);
+    assert_eq!(ten_hours.connect_timeout(), Duration::from_secs(5));
+    assert_eq!(ten_hours.attempt_timeout(), Duration::from_secs(35));
+
+    let seven = Policy::seven_attempts_over_a_day();
+    assert_eq!(seven.schedule().attempts(), 7);
+    assert_eq!(seven.disable_after(), Some(7 * DAY));
+
+    let svix = Policy::svix();
+    assert_eq!(svix.schedule().attempts(), 8);
+    assert_eq!(svix.attempt_timeout(), Duration::from_secs(15));
+    assert_eq!(svix.connect_timeout(), Duration::from_secs(5));
+    assert_eq!(svix.concurrency(), 10);
+    assert_eq!(svix.disable_after(), Some(5 * DAY));
+
+    // The breakers, shown by driving them: 20 failures open the
+    // exponential preset's for 24 h; 3 probes close the 10.6 h preset's.
+    let now = std::time::Instant::now();
+    let mut breaker = Policy::exponential_to_an_hour(30).breaker().clone();
+    for n in 1..=20 {
+        breaker
+            .try_acquire(now)
+            .unwrap_or_else(|_| panic!("closed before failure {n}"));
+        breaker.on_failure(now);
+    }
+    assert!(
+        breaker
+            .try_acquire(now + DAY - Duration::from_secs(1))
+            .is_err()
+    );
+    assert!(breaker.try_acquire(now + DAY).is_ok());
+
+    let mut breaker = ten_hours.breaker().clone();
+    for _ in 0..5 {
+        breaker.try_acquire(now).unwrap();
+        breaker.on_failure(now);
+    }
+    let later = now + Duration::from_secs(30);
+    for _ in 0..3 {
+        breaker.try_acquire(later).expect("up to three probes");
+    }
+    assert!(breaker.try_acquire(later).is_err(), "a fourth waits");
+    for _ in 0..3 {
+        breaker.on_success(later);
+    }
+    assert_eq!(
+        breaker.state(later),
+        hooklatch::sender::BreakerState::Closed
+    );
+}
+
+/// A store that counts how often the loop looks for due deliveries.
+#[derive(Clone, Default)]
+struct CountingTakes {
+    inner: MemoryDeliveries,
+    takes: Arc<AtomicUsize>,
+}
+
+impl DeliveryStore for CountingTakes {
+    async fn enqueue(
+        &self,
+        endpoint: &str,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.enqueue(endpoint, id, body, due).await
+    }
+    async fn take_due(
+        &self,
+        endpoint: &str,
+        now: SystemTime,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<hooklatch::sender::Taken>, hooklatch::dedup::DedupError> {
+        self.takes.fetch_add(1, Ordering::SeqCst);
+        self.inner.take_due(endpoint, now, limit, lease).await
+    }
+    async fn finish(
+        &self,
+        taken: &hooklatch::sender::Taken,
+        attempt: &hooklatch::sender::Attempt,
+        step: hooklatch::sender::Step,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.finish(taken, attempt, step).await
+    }
+    async fn put_back(
+        &self,
+        taken: &hooklatch::sender::Taken,
+        due: SystemTime,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.put_back(taken, due).await
+    }
+    async fn delivery(
+        &self,
+        endpoint: &str,
+        id: &str,
+    ) -> Result<Option<hooklatch::sender::StoredDelivery>, hooklatch::dedup::DedupError> {
+        self.inner.delivery(endpoint, id).await
+    }
+    async fn list(
+        &self,
+        endpoint: &str,
+        state: DeliveryState,
+        limit: usize,
+    ) -> Result<Vec<String>, hooklatch::dedup::DedupError> {
+        self.inner.list(endpoint, state, limit).await
+    }
+    async fn replay(
+        &self,
+        endpoint: &str,
+        id: &str,
+        now: SystemTime,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.replay(endpoint, id, now).await
+    }
+    async fn purge(&self, before: SystemTime) -> Result<u64, hooklatch::dedup::DedupError> {
+        self.inner.purge(before).await
+    }
+    async fn health(
+        &self,
+        endpoint: &str,
+    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
+        self.inner.health(endpoint).await
+    }
+    async fn merge_health(
+        &self,
+        endpoint: &str,
+        change: HealthChange,
+    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
+        self.inner.merge_health(endpoint, change).await
+    }
+    async fn disable(
+        &self,
+        endpoint: &str,
+        reason: DisableReason,
+        now: SystemTime,
+    ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.inner.disable(endpoint, reason, now).await
+    }
+    async fn enable(&self, endpoint: &str) -> Result<(), hooklatch::dedup::DedupError> {
+        self.inner.enable(endpoint).await
+    }
+}
+
+/// A loop whose `Running` handle was dropped keeps delivering, and polls at
+/// its interval rather than spinning.
+#[tokio::test]
+async fn a_detached_loop_keeps_its_pace() {
+    let receiver = Receiver::answering(200);
+    let store = CountingTakes::default();
+    let dispatcher = Dispatcher::new(store.clone(), receiver.clone())
+        .with_poll_interval(Duration::from_millis(100));
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    drop(dispatcher.start());
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    wait_until("delivered", || async { receiver.successes().len() == 1 }).await;
+    let before = store.takes.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_takes = store.takes.load(Ordering::SeqCst) - before;
+    assert!(
+        idle_takes <= 7,
+        "about one look per 100 ms, not a spin: {idle_takes}"
+    );
+}
