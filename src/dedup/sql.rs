@@ -451,14 +451,8 @@ macro_rules! sql_store_common {
                 &self,
                 lease: &$crate::dedup::Lease,
             ) -> Result<(), $crate::dedup::DedupError> {
-                let updated = sqlx::query(self.statements.complete.clone())
-                    .bind(lease.namespace())
-                    .bind(lease.id())
-                    .bind(lease.token())
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected();
-                $crate::dedup::exactly_one(updated, $crate::dedup::DedupError::LeaseLost)
+                self.on_lease(self.statements.complete.clone(), lease, None)
+                    .await
             }
 
             async fn extend_lease(
@@ -466,29 +460,38 @@ macro_rules! sql_store_common {
                 lease: &$crate::dedup::Lease,
                 lease_for: std::time::Duration,
             ) -> Result<(), $crate::dedup::DedupError> {
-                let updated = sqlx::query(self.statements.extend_lease.clone())
-                    .bind(lease.namespace())
-                    .bind(lease.id())
-                    .bind(lease.token())
-                    .bind($crate::dedup::millis(lease_for))
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected();
-                $crate::dedup::exactly_one(updated, $crate::dedup::DedupError::LeaseLost)
+                let lease_ms = Some($crate::dedup::millis(lease_for));
+                self.on_lease(self.statements.extend_lease.clone(), lease, lease_ms)
+                    .await
             }
 
             async fn release(
                 &self,
                 lease: &$crate::dedup::Lease,
             ) -> Result<(), $crate::dedup::DedupError> {
-                let deleted = sqlx::query(self.statements.release.clone())
+                self.on_lease(self.statements.release.clone(), lease, None)
+                    .await
+            }
+        }
+
+        impl $store {
+            /// Runs a statement fenced by the lease's token (binds namespace,
+            /// id, token, then `ms` where given) on the row it still holds.
+            async fn on_lease(
+                &self,
+                statement: sqlx::SqlStr,
+                lease: &$crate::dedup::Lease,
+                ms: Option<i64>,
+            ) -> Result<(), $crate::dedup::DedupError> {
+                let mut query = sqlx::query(statement)
                     .bind(lease.namespace())
                     .bind(lease.id())
-                    .bind(lease.token())
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected();
-                $crate::dedup::exactly_one(deleted, $crate::dedup::DedupError::LeaseLost)
+                    .bind(lease.token());
+                if let Some(ms) = ms {
+                    query = query.bind(ms);
+                }
+                let rows = query.execute(&self.pool).await?.rows_affected();
+                $crate::dedup::exactly_one(rows, $crate::dedup::DedupError::LeaseLost)
             }
         }
     };

@@ -139,23 +139,13 @@ impl Scheme {
     /// claimed by a digest of the signed body instead (see
     /// [`EventKey`](super::EventKey)).
     pub fn github() -> Self {
-        Self {
-            name: Cow::Borrowed("github"),
-            signature_header: HeaderKey::from_static("x-hub-signature-256"),
-            format: Format::Single {
-                prefix: Cow::Borrowed("sha256="),
-            },
-            encoding: Encoding::Hex,
-            id_header: Some(HeaderKey::from_static("x-github-delivery")),
-            timestamp: TimestampSource::None,
-            template: Template::BODY,
-            unsigned_id: true,
-            unsigned_timestamp: false,
-            body_id_field: None,
-            secret_format: SecretFormat::Raw {
-                expected_prefix: None,
-            },
-        }
+        Self::body_only(
+            "github",
+            "x-hub-signature-256",
+            "sha256=",
+            Encoding::Hex,
+            "x-github-delivery",
+        )
     }
 
     /// Shopify: `X-Shopify-Hmac-Sha256: <base64>` over the body alone.
@@ -163,14 +153,32 @@ impl Scheme {
     /// signed); no timestamp is signed. Events are claimed by a digest of
     /// the signed body.
     pub fn shopify() -> Self {
+        Self::body_only(
+            "shopify",
+            "x-shopify-hmac-sha256",
+            "",
+            Encoding::Base64,
+            "x-shopify-webhook-id",
+        )
+    }
+
+    /// A provider that signs the body alone with one HMAC, and sends an
+    /// unsigned delivery id that is read as metadata.
+    fn body_only(
+        name: &'static str,
+        signature_header: &'static str,
+        prefix: &'static str,
+        encoding: Encoding,
+        id_header: &'static str,
+    ) -> Self {
         Self {
-            name: Cow::Borrowed("shopify"),
-            signature_header: HeaderKey::from_static("x-shopify-hmac-sha256"),
+            name: Cow::Borrowed(name),
+            signature_header: HeaderKey::from_static(signature_header),
             format: Format::Single {
-                prefix: Cow::Borrowed(""),
+                prefix: Cow::Borrowed(prefix),
             },
-            encoding: Encoding::Base64,
-            id_header: Some(HeaderKey::from_static("x-shopify-webhook-id")),
+            encoding,
+            id_header: Some(HeaderKey::from_static(id_header)),
             timestamp: TimestampSource::None,
             template: Template::BODY,
             unsigned_id: true,
