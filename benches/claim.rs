@@ -9,6 +9,8 @@
 //! `HOOKLATCH_TEST_REDIS_URL`, or starts private ones (Postgres and Redis
 //! binaries must be installed). After criterion's report, prints a table.
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -104,10 +106,7 @@ fn bench_pair<S, F, Fut>(
 
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let postgres = support::postgres();
     let redis = support::redis();
     let sqlite_dir = support::TempDir::new("bench-sqlite");
@@ -219,23 +218,14 @@ fn main() {
     print_table();
 }
 
-/// Criterion's median estimate, in nanoseconds per call.
-fn median_ns(store: &str, contender: &str, callers: usize) -> Option<f64> {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let path = format!("{target}/criterion/claim_{store}/{contender}/{callers}/new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    json["median"]["point_estimate"].as_f64()
-}
-
 fn print_table() {
     println!("\n| store | callers | hooklatch accept/s | floor/s | accept / floor |");
     println!("|---|---|---|---|---|");
     for store in ["sqlite", "postgres", "redis"] {
         for callers in CALLERS {
             let (Some(ours), Some(floor)) = (
-                median_ns(store, "hooklatch_accept", callers),
-                median_ns(store, "floor", callers),
+                common::median_ns(&format!("claim_{store}/hooklatch_accept/{callers}")),
+                common::median_ns(&format!("claim_{store}/floor/{callers}")),
             ) else {
                 continue;
             };

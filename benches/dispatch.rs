@@ -11,6 +11,8 @@
 //! `HOOKLATCH_TEST_REDIS_URL`, or starts private ones (Redis with
 //! `appendfsync always`). After criterion's report, prints a table.
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -183,10 +185,7 @@ fn bench_store<S: DeliveryStore + Clone>(
 
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime();
     let postgres = support::postgres();
     let redis = support::redis();
     let sqlite_dir = support::TempDir::new("bench-dispatch");
@@ -225,21 +224,14 @@ fn main() {
     print_table();
 }
 
-/// Criterion's median estimate, in nanoseconds per iteration of `BATCH`.
-fn median_ns(store: &str, contender: &str) -> Option<f64> {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let path = format!("{target}/criterion/dispatch_{store}/{contender}/new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    json["median"]["point_estimate"].as_f64()
-}
-
 fn print_table() {
     println!("\n| outbox | dispatcher deliveries/s | floor/s | dispatcher / floor |");
     println!("|---|---|---|---|");
     for store in ["sqlite", "postgres", "redis"] {
-        let (Some(ours), Some(floor)) = (median_ns(store, "dispatcher"), median_ns(store, "floor"))
-        else {
+        let (Some(ours), Some(floor)) = (
+            common::median_ns(&format!("dispatch_{store}/dispatcher")),
+            common::median_ns(&format!("dispatch_{store}/floor")),
+        ) else {
             continue;
         };
         let per_second = |ns: f64| BATCH as f64 * 1e9 / ns;

@@ -5,6 +5,9 @@
 //!
 //! After criterion's own report, prints a table of medians and ratios.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -89,22 +92,14 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// Reads criterion's median estimate (nanoseconds) for one benchmark.
-fn median_ns(contender: &str, size: &str) -> Option<f64> {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let path = format!("{target}/criterion/verify/{contender}/{size}/new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    json["median"]["point_estimate"].as_f64()
-}
-
 fn print_ratios() {
     println!(
         "\n| body | raw HMAC-SHA256 | hooklatch | standardwebhooks | hooklatch / raw | standardwebhooks / hooklatch |"
     );
     println!("|---|---|---|---|---|---|");
     for (_, size) in SIZES {
-        let [raw, ours, theirs] = CONTENDERS.map(|c| median_ns(c, size));
+        let [raw, ours, theirs] =
+            CONTENDERS.map(|c| common::median_ns(&format!("verify/{c}/{size}")));
         let (Some(raw), Some(ours), Some(theirs)) = (raw, ours, theirs) else {
             println!("| {size} | (filtered out) | | | | |");
             continue;

@@ -7,6 +7,9 @@
 //!
 //! After criterion's own report, prints a table of medians and ratios.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
 
@@ -151,22 +154,13 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// Reads criterion's median estimate (nanoseconds) for one benchmark.
-fn median_ns(kind: &str, label: &str) -> Option<f64> {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let path = format!("{target}/criterion/worst_case/{kind}/{label}/new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    json["median"]["point_estimate"].as_f64()
-}
-
 fn print_ratios() {
     println!("\n| scheme (1 MiB body) | genuine | worst forged | forged / genuine |");
     println!("|---|---|---|---|");
     for case in cases() {
         let (Some(genuine), Some(forged)) = (
-            median_ns("genuine", case.label),
-            median_ns("forged", case.label),
+            common::median_ns(&format!("worst_case/genuine/{}", case.label)),
+            common::median_ns(&format!("worst_case/forged/{}", case.label)),
         ) else {
             println!("| {} | (filtered out) | | |", case.label);
             continue;
