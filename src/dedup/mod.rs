@@ -406,6 +406,17 @@ pub(crate) fn exactly_one(rows: u64, lost: DedupError) -> Result<(), DedupError>
     if rows == 1 { Ok(()) } else { Err(lost) }
 }
 
+/// Checks a table prefix: it is pasted into SQL, so only a plain lowercase
+/// identifier is allowed.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn check_prefix(prefix: &str) -> Result<(), DedupError> {
+    if store::sql::valid_prefix(prefix) {
+        Ok(())
+    } else {
+        Err(DedupError::InvalidTableName(prefix.to_owned()))
+    }
+}
+
 pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
     match store::namespace_problem(namespace) {
         None => Ok(()),

@@ -3,8 +3,8 @@
 use sqlx::SqlStr;
 use sqlx::postgres::{PgConnection, PgPool};
 
-use super::sql::{Statements, check_prefix, ready_condition, schema, statement, take_assignments};
-use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key};
+use super::sql::{Statements, ready_condition, schema, statement, take_assignments};
+use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key, check_prefix};
 use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
@@ -76,10 +76,7 @@ impl PostgresStore {
     /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate).
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
-        let pool = postgres_pool(url).await?;
-        let store = Self::new(pool, "hooklatch")?;
-        store.migrate().await?;
-        Ok(store)
+        Self::migrated(postgres_pool(url).await?).await
     }
 
     /// A store on `pool` whose tables are `{prefix}_claims` and

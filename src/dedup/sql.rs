@@ -12,18 +12,6 @@ use sqlx::SqlStr;
 pub(crate) use crate::store::sql::statement;
 use crate::store::sql::{Dialect, Schema};
 
-use super::DedupError;
-
-/// Checks a table prefix: it is pasted into SQL, so only a plain lowercase
-/// identifier is allowed.
-pub(crate) fn check_prefix(prefix: &str) -> Result<(), DedupError> {
-    if crate::store::sql::valid_prefix(prefix) {
-        Ok(())
-    } else {
-        Err(DedupError::InvalidTableName(prefix.to_owned()))
-    }
-}
-
 /// The claims and inbox tables and their indexes (version 1).
 pub(crate) fn schema(claims: &str, inbox: &str, dialect: &Dialect) -> Schema {
     let Dialect {
@@ -171,6 +159,16 @@ pub(crate) fn take_assignments(max: &str, token: &str, until: &str) -> String {
 macro_rules! sql_store_common {
     ($store:ty, $connection:ty, $row:ty) => {
         impl $store {
+            /// The store with the default prefix `hooklatch` on `pool`, its
+            /// tables migrated.
+            async fn migrated(
+                pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
+            ) -> Result<Self, $crate::dedup::DedupError> {
+                let store = Self::new(pool, "hooklatch")?;
+                store.migrate().await?;
+                Ok(store)
+            }
+
             /// Uses `options` for retention, visibility timeout and attempts.
             #[must_use]
             pub fn with_options(mut self, options: $crate::dedup::StoreOptions) -> Self {

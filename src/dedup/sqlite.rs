@@ -7,10 +7,9 @@ use sqlx::SqlStr;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
 use super::sql::{
-    Statements, check_prefix, ready_condition, schema, sql_store_common, statement,
-    take_assignments,
+    Statements, ready_condition, schema, sql_store_common, statement, take_assignments,
 };
-use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key};
+use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key, check_prefix};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
@@ -82,10 +81,7 @@ impl SqliteStore {
     }
 
     async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
-        let pool = sqlite_pool(options).await?;
-        let store = Self::new(pool, "hooklatch")?;
-        store.migrate().await?;
-        Ok(store)
+        Self::migrated(sqlite_pool(options).await?).await
     }
 
     /// A store on `pool` whose tables are `{prefix}_claims` and

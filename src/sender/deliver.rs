@@ -30,6 +30,16 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
     let (id, body) = delivery;
     let sent_at = policy.now();
     let started = tokio::time::Instant::now();
+    let record = |result, duration, excerpt| Attempt {
+        number,
+        sent_at,
+        waited,
+        reason,
+        held,
+        result,
+        duration,
+        excerpt,
+    };
     let answer = match endpoint.signer().sign(id, sent_at, body) {
         Ok(signed) => {
             let headers: Vec<(String, String)> = signed
@@ -49,17 +59,9 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
         // nothing about the endpoint.
         Err(error) => {
             pass.release();
+            let result = Err(AttemptError::new(format!("cannot sign: {error}")));
             return Tried {
-                attempt: Attempt {
-                    number,
-                    sent_at,
-                    waited,
-                    reason,
-                    held,
-                    result: Err(AttemptError::new(format!("cannot sign: {error}"))),
-                    duration: Duration::ZERO,
-                    excerpt: Vec::new(),
-                },
+                attempt: record(result, Duration::ZERO, Vec::new()),
                 outcome: Outcome::GiveUp,
             };
         }
@@ -87,16 +89,7 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
         Err(error) => (Err(AttemptError::transport(error)), Vec::new()),
     };
     Tried {
-        attempt: Attempt {
-            number,
-            sent_at,
-            waited,
-            reason,
-            held,
-            result,
-            duration,
-            excerpt,
-        },
+        attempt: record(result, duration, excerpt),
         outcome,
     }
 }

@@ -4,7 +4,7 @@ use sqlx::postgres::PgPool;
 
 use super::sql::{Statements, schema, sql_delivery_store};
 use crate::dedup::DedupError;
-use crate::dedup::sql::check_prefix;
+use crate::dedup::check_prefix;
 use crate::store::sql::POSTGRES;
 
 /// Deliveries and their attempts in Postgres, shared by any number of

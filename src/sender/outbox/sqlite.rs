@@ -6,7 +6,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 
 use super::sql::{Statements, schema, sql_delivery_store};
 use crate::dedup::DedupError;
-use crate::dedup::sql::check_prefix;
+use crate::dedup::check_prefix;
 use crate::store::sql::SQLITE;
 
 /// Deliveries and their attempts in a SQLite file, for a sender in one
