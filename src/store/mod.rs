@@ -89,19 +89,7 @@ pub(crate) fn new_token() -> String {
     )
 }
 
-/// What is wrong with a key (an event id, a resource): it must be 1 to 256
-/// bytes of visible ASCII. `None` when it is fine.
-pub(crate) fn key_problem(key: &str) -> Option<&'static str> {
-    if key.is_empty() {
-        Some("is empty")
-    } else if key.len() > crate::verify::MAX_ID_LEN {
-        Some("is longer than 256 bytes")
-    } else if !key.bytes().all(|b| b.is_ascii_graphic()) {
-        Some("has characters outside visible ASCII")
-    } else {
-        None
-    }
-}
+pub(crate) use crate::verify::key_problem;
 
 /// What is wrong with a namespace (or key prefix): it must be 1 to 64
 /// characters of `A-Z a-z 0-9 _ - . :`. `None` when it is fine.

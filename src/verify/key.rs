@@ -100,17 +100,23 @@ impl EventKey {
     }
 }
 
-/// The same rules as a store's event id: 1 to 256 visible ASCII bytes.
-fn check(key: &str) -> Result<(), KeyError> {
+/// What is wrong with a key (a claim key, an event id, a resource): it must
+/// be 1 to 256 bytes of visible ASCII, as every store takes it. `None` when
+/// it is fine.
+pub(crate) fn key_problem(key: &str) -> Option<&'static str> {
     if key.is_empty() {
-        Err(KeyError::Invalid("is empty"))
+        Some("is empty")
     } else if key.len() > MAX_ID_LEN {
-        Err(KeyError::Invalid("is longer than 256 bytes"))
+        Some("is longer than 256 bytes")
     } else if !key.bytes().all(|b| b.is_ascii_graphic()) {
-        Err(KeyError::Invalid("has characters outside visible ASCII"))
+        Some("has characters outside visible ASCII")
     } else {
-        Ok(())
+        None
     }
+}
+
+fn check(key: &str) -> Result<(), KeyError> {
+    key_problem(key).map_or(Ok(()), |reason| Err(KeyError::Invalid(reason)))
 }
 
 fn content_digest(verifier: &Verifier, verified: &Verified<'_>) -> String {

@@ -67,6 +67,7 @@ pub use encoding::Encoding;
 pub use envelope::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
 pub use error::{ConfigError, Malformed, VerifyError};
 pub use headers::{HeaderKey, HeaderLookup, Headers};
+pub(crate) use key::key_problem;
 pub use key::{EventKey, KeyError};
 pub use scheme::Scheme;
 pub use signer::{SignedHeaders, Signer};

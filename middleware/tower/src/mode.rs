@@ -162,6 +162,9 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         ReqBody: Send + 'static,
         ResBody: AnswerBody,
     {
+        // The handler's deadline is the lease's end, counted from before the
+        // claim, so it never outlives the lease in the store.
+        let deadline = tokio::time::Instant::now() + self.lease_for;
         let lease = match claim(&self.store, &self.namespace, &event, self.lease_for).await {
             Ok(Claimed::Fresh(lease)) => lease,
             Ok(Claimed::Done) => return Ok(about(event, StatusCode::OK, "duplicate")),
@@ -172,11 +175,10 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         // own: a client that hangs up drops this future, not the task, so
         // the lease is always completed or released.
         let store = self.store.clone();
-        let lease_for = self.lease_for;
         let handled = tokio::spawn(async move {
             let mut inner = inner;
             let outcome =
-                tokio::time::timeout(lease_for, CatchUnwind(Box::pin(inner.call(request)))).await;
+                tokio::time::timeout_at(deadline, CatchUnwind(Box::pin(inner.call(request)))).await;
             let succeeded =
                 matches!(&outcome, Ok(Ok(Ok(response))) if response.status().is_success());
             settle(&store, &lease, succeeded).await;
