@@ -197,7 +197,7 @@ async fn handle(State(forward): State<Option<Forward>>, request: Request) -> Res
     let Some(event) = request.extensions().get::<VerifiedEvent>().cloned() else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "not verified").into_response();
     };
-    let id = event.key.clone();
+    let id = event.key().unwrap_or("-").to_owned();
     let say = |text: String| {
         if let Some(verdict) = &verdict {
             verdict.set(id.clone(), text);
@@ -277,7 +277,7 @@ async fn print_verdict(
             let key = response
                 .extensions()
                 .get::<VerifiedEvent>()
-                .map(|event| event.key.clone());
+                .and_then(|event| event.key().ok().map(str::to_owned));
             (key.or(header_id).unwrap_or_else(|| "-".to_owned()), text)
         }
     };

@@ -1,4 +1,7 @@
-//! [`VerifiedEvent`]: what the layer hands on, with the key it is claimed by.
+//! [`VerifiedEvent`]: what the adapters hand on, and the key it is claimed
+//! by, taken when first asked for.
+
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 
@@ -7,12 +10,13 @@ use crate::verify::{EventKey, KeyError, Verified, Verifier};
 
 /// A request that passed verification, as every framework adapter hands it
 /// on (the tower layer puts it into the request extensions).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its claim key ([`key`](Self::key)) is taken when first asked for and then
+/// kept: for schemes that sign the body alone it is a SHA-256 pass over the
+/// body, which a receiver that claims nothing never pays.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct VerifiedEvent {
-    /// The key the event is claimed by, from what the signature covers
-    /// (see [`EventKey`]).
-    pub key: String,
     /// The id from the scheme's id header, if present.
     pub id: Option<String>,
     /// Whether the signature covers `id` (GitHub's and Shopify's delivery
@@ -24,30 +28,63 @@ pub struct VerifiedEvent {
     pub scheme: String,
     /// The body exactly as received and verified.
     pub body: Bytes,
+    claim: Claim,
+}
+
+/// Where the claim key comes from, and the key once taken.
+#[derive(Debug, Clone)]
+struct Claim {
+    source: EventKey,
+    verifier: Verifier,
+    timestamp_text: Option<String>,
+    key: OnceLock<Result<String, Rejection>>,
 }
 
 impl VerifiedEvent {
-    /// The event for a request that `verifier` accepted, claimed by the key
-    /// `key` says. Other framework adapters use it to build the same event
-    /// the layer does.
-    pub fn new(
-        key: &EventKey,
-        verifier: &Verifier,
-        verified: &Verified<'_>,
-        body: Bytes,
-    ) -> Result<Self, Rejection> {
-        let key = key.key(verifier, verified).map_err(|error| match error {
-            KeyError::NotJson => Rejection::InvalidJson(error.to_string()),
-            KeyError::Invalid(_) => Rejection::InvalidEventId(error.to_string()),
-            _ => Rejection::MissingEventId,
-        })?;
-        Ok(Self {
-            key,
+    /// The event for a request that `verifier` accepted, to be claimed by
+    /// the key `key` says. Other framework adapters use it to build the same
+    /// event the layer does.
+    pub fn new(key: &EventKey, verifier: &Verifier, verified: &Verified<'_>, body: Bytes) -> Self {
+        let timestamp_text = verified
+            .timestamp_text()
+            .map(|text| String::from_utf8_lossy(text).into_owned());
+        Self {
             id: verified.id().map(str::to_owned),
             id_is_signed: verified.id_is_signed(),
             timestamp: verified.timestamp(),
             scheme: verifier.scheme().name().to_owned(),
             body,
-        })
+            claim: Claim {
+                source: key.clone(),
+                verifier: verifier.clone(),
+                timestamp_text,
+                key: OnceLock::new(),
+            },
+        }
+    }
+
+    /// The key the event is claimed by (see [`EventKey`]), taken on first
+    /// use. Fails when the configured source has none: a body that is not
+    /// JSON (422), a missing field or id header (400), or a key a store
+    /// cannot take (400).
+    pub fn key(&self) -> Result<&str, Rejection> {
+        let claim = &self.claim;
+        let key = claim.key.get_or_init(|| {
+            let verified = Verified::from_parts(
+                self.id.as_deref(),
+                self.id_is_signed,
+                claim.timestamp_text.as_deref().map(str::as_bytes),
+                &self.body,
+            );
+            claim
+                .source
+                .key(&claim.verifier, &verified)
+                .map_err(|error| match error {
+                    KeyError::NotJson => Rejection::InvalidJson(error.to_string()),
+                    KeyError::Invalid(_) => Rejection::InvalidEventId(error.to_string()),
+                    _ => Rejection::MissingEventId,
+                })
+        });
+        key.as_deref().map_err(Clone::clone)
     }
 }

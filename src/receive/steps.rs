@@ -14,13 +14,13 @@ pub async fn accept<S: Inbox + ?Sized>(
     namespace: &str,
     event: &VerifiedEvent,
 ) -> Result<Acceptance, Rejection> {
-    let incoming =
-        IncomingEvent::new(namespace, &event.key, &event.body).with_signed_at(event.timestamp);
+    let key = event.key()?;
+    let incoming = IncomingEvent::new(namespace, key, &event.body).with_signed_at(event.timestamp);
     let acceptance = store
         .accept(&incoming)
         .await
         .map_err(Rejection::from_store)?;
-    tracing::debug!(namespace, id = %event.key, ?acceptance, "webhook received");
+    tracing::debug!(namespace, id = key, ?acceptance, "webhook received");
     Ok(acceptance)
 }
 
@@ -43,11 +43,12 @@ pub async fn claim<S: LeaseStore + ?Sized>(
     event: &VerifiedEvent,
     lease_for: Duration,
 ) -> Result<Claimed, Rejection> {
+    let key = event.key()?;
     let claimed = store
-        .claim(namespace, &event.key, lease_for)
+        .claim(namespace, key, lease_for)
         .await
         .map_err(Rejection::from_store)?;
-    tracing::debug!(namespace, id = %event.key, ?claimed, "webhook claim");
+    tracing::debug!(namespace, id = key, ?claimed, "webhook claim");
     match claimed {
         Claim::Fresh(lease) => Ok(Claimed::Fresh(lease)),
         Claim::Done => Ok(Claimed::Done),

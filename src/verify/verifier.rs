@@ -121,6 +121,25 @@ impl<'a> Verified<'a> {
         self.timestamp_text
     }
 
+    /// A verified request put together again from what it was made of, to
+    /// take its claim key later (`receive::VerifiedEvent::key`).
+    #[cfg(feature = "http")]
+    pub(crate) fn from_parts(
+        id: Option<&'a str>,
+        id_signed: bool,
+        timestamp_text: Option<&'a [u8]>,
+        body: &'a [u8],
+    ) -> Self {
+        Self {
+            id,
+            id_signed,
+            timestamp: None,
+            timestamp_text,
+            body,
+            key_index: 0,
+        }
+    }
+
     /// The body, exactly as received and verified.
     pub fn body(&self) -> &'a [u8] {
         self.body

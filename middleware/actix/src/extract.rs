@@ -66,7 +66,7 @@ async fn verify(
         &config.verifier,
         &verified,
         body.clone(),
-    )?)
+    ))
 }
 
 /// A verified webhook as received: id, timestamp, scheme and raw body.

@@ -168,7 +168,9 @@ async fn json_and_raw_extractors_verify() {
             )
             .route(
                 "/raw",
-                web::post().to(|RawWebhook(event): RawWebhook| async move { event.key }),
+                web::post().to(|RawWebhook(event): RawWebhook| async move {
+                    event.key().unwrap().to_owned()
+                }),
             );
     }
     let url = serve(WebhookConfig::new(verifier()), routes);
@@ -402,7 +404,8 @@ async fn rejections_are_answered_by_the_applications_hook_where_it_gives_one() {
     let url = serve(config, |routes| {
         routes.route(
             "/webhooks",
-            web::post().to(|RawWebhook(event): RawWebhook| async move { event.key }),
+            web::post()
+                .to(|RawWebhook(event): RawWebhook| async move { event.key().unwrap().to_owned() }),
         );
     });
     let client = reqwest::Client::new();

@@ -113,8 +113,8 @@ fn about<B: From<&'static str>>(
 impl Mode for VerifyOnly {
     async fn run<S, ReqBody, ResBody>(
         &self,
-        _event: VerifiedEvent,
-        request: Request<ReqBody>,
+        event: VerifiedEvent,
+        mut request: Request<ReqBody>,
         mut inner: S,
         _answers: &Answers,
     ) -> Result<Response<ResBody>, S::Error>
@@ -123,6 +123,7 @@ impl Mode for VerifyOnly {
         ReqBody: Send + 'static,
         ResBody: AnswerBody,
     {
+        request.extensions_mut().insert(event);
         inner.call(request).await
     }
 }
@@ -153,7 +154,7 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
     async fn run<S, ReqBody, ResBody>(
         &self,
         event: VerifiedEvent,
-        request: Request<ReqBody>,
+        mut request: Request<ReqBody>,
         inner: S,
         answers: &Answers,
     ) -> Result<Response<ResBody>, S::Error>
@@ -170,7 +171,10 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
             Ok(Claimed::Done) => return Ok(about(event, StatusCode::OK, "duplicate")),
             Err(rejection) => return Ok(answers.reject(rejection)),
         };
-        let key = event.key.as_str();
+        // The event goes on with its key taken, so the handler does not
+        // take it again.
+        request.extensions_mut().insert(event.clone());
+        let key = event.key().unwrap_or_default();
         // The handler and the settling of its lease run in a task of their
         // own: a client that hangs up drops this future, not the task, so
         // the lease is always completed or released.

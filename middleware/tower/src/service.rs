@@ -80,14 +80,11 @@ where
                 Ok(verified) => {
                     VerifiedEvent::new(&config.key, &config.verifier, &verified, bytes.clone())
                 }
-                Err(error) => Err(Rejection::Unverified(error)),
+                Err(error) => return Ok(config.answers.reject(Rejection::Unverified(error))),
             };
-            let event = match event {
-                Ok(event) => event,
-                Err(rejection) => return Ok(config.answers.reject(rejection)),
-            };
-            let mut request = Request::from_parts(parts, ReqBody::from(bytes));
-            request.extensions_mut().insert(event.clone());
+            // Each mode puts the event where it goes: into the request for
+            // the inner service, or into the layer's own answer.
+            let request = Request::from_parts(parts, ReqBody::from(bytes));
             config
                 .mode
                 .run(event, request, inner, &config.answers)

@@ -388,7 +388,7 @@ async fn verify_only_passes_the_body_on_intact_with_the_event() {
                 .await
                 .unwrap();
             assert_eq!(body, event.body);
-            assert_eq!(event.key, "msg_pass");
+            assert_eq!(event.key(), Ok("msg_pass"));
             assert_eq!(event.scheme, "standard");
             Ok::<_, std::convert::Infallible>(http::Response::new(Body::from("inner")))
         });
@@ -495,7 +495,7 @@ async fn extractor_verifies_alone_with_a_verifier_extension() {
         )
         .route(
             "/raw",
-            post(|RawWebhook(event): RawWebhook| async move { event.key }),
+            post(|RawWebhook(event): RawWebhook| async move { event.key().unwrap().to_owned() }),
         )
         .layer(Extension(verifier()));
     let url = serve(app).await;
