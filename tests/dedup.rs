@@ -102,11 +102,22 @@ impl Backend for Postgres {
         a: StoreOptions,
         b: StoreOptions,
     ) -> (Fixture<PostgresStore>, PostgresStore) {
-        let f = Self::fixture(a).await;
-        let second = PostgresStore::connect(&support::postgres().url())
-            .await
-            .expect("connect to postgres")
-            .with_options(b);
+        // Both clients on one server (a second support::postgres() would be
+        // a private server of its own when no shared one is configured).
+        let server = support::postgres();
+        let url = server.url();
+        let connect = |options| async {
+            PostgresStore::connect(&url)
+                .await
+                .expect("connect to postgres")
+                .with_options(options)
+        };
+        let (first, second) = (connect(a).await, connect(b).await);
+        let f = Fixture {
+            store: first,
+            namespace: support::unique("ns"),
+            _guards: vec![Box::new(server)],
+        };
         (f, second)
     }
 }
@@ -717,6 +728,25 @@ async fn heartbeats_extend_leases_and_taken_events_for_their_holder_only<B: Back
     ));
 }
 
+/// A heartbeat that comes after the lease ran out is refused, on every
+/// store alike, even before anyone else claimed the event.
+async fn a_heartbeat_after_the_lease_lapsed_is_refused<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let Claim::Fresh(lease) = f
+        .store
+        .claim(&f.namespace, "evt", Duration::from_millis(300))
+        .await
+        .unwrap()
+    else {
+        panic!("fresh");
+    };
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(matches!(
+        f.store.extend_lease(&lease, Duration::from_secs(5)).await,
+        Err(DedupError::LeaseLost)
+    ));
+}
+
 macro_rules! acceptance_suite {
     ($module:ident, $backend:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -748,6 +778,7 @@ macro_rules! for_every_store {
                 concurrent_claims_give_one_fresh_lease,
                 claims_expire_after_the_retention,
                 heartbeats_extend_leases_and_taken_events_for_their_holder_only,
+                a_heartbeat_after_the_lease_lapsed_is_refused,
             );
         )*
     };
@@ -900,24 +931,22 @@ async fn postgres_migrations_are_versioned_and_run_once_at_a_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_migrations_are_versioned_and_run_once_at_a_time() {
     let dir = support::TempDir::new("sqlite-migrate");
-    let path = dir.path().join("inbox.db");
-    let stores: Vec<SqliteStore> = {
-        let mut opened = Vec::new();
-        for _ in 0..4 {
-            opened.push(SqliteStore::open(&path).await.expect("open and migrate"));
-        }
-        opened
-    };
-    let tasks: Vec<_> = stores
-        .into_iter()
-        .map(|store| tokio::spawn(async move { store.migrate().await }))
-        .collect();
+    let url = format!("sqlite:{}?mode=rwc", dir.path().join("inbox.db").display());
+    // Four stores on a new file, none migrated yet, migrating at once.
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+        let store = SqliteStore::new(pool, "hooklatch").unwrap();
+        tasks.push(tokio::spawn(async move { store.migrate().await }));
+    }
     for task in tasks {
         task.await
             .unwrap()
             .expect("every concurrent migration succeeds");
     }
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
     let version: i64 = sqlx::query_scalar(
         "SELECT version FROM hooklatch_schema_versions WHERE component = 'claims:hooklatch_claims'",
     )
@@ -925,4 +954,8 @@ async fn sqlite_migrations_are_versioned_and_run_once_at_a_time() {
     .await
     .unwrap();
     assert_eq!(version, 1);
+    assert_eq!(
+        store.accept(&event("ns", "evt")).await.unwrap(),
+        Acceptance::Accepted
+    );
 }

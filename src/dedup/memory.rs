@@ -327,14 +327,15 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
-        let until = self.options.now_millis().saturating_add(millis(lease_for));
+        let now = self.options.now_millis();
+        let until = now.saturating_add(millis(lease_for));
         let mut state = self.lock();
         let key = (lease.namespace().to_owned(), lease.id().to_owned());
         let hold = state
             .claims
             .get_mut(&key)
             .and_then(|claim| claim.lease.as_mut())
-            .filter(|hold| hold.token == lease.token())
+            .filter(|hold| hold.token == lease.token() && hold.until > now)
             .ok_or(DedupError::LeaseLost)?;
         hold.until = until;
         Ok(())

@@ -262,7 +262,7 @@ impl StoreOptions {
     /// clock.
     ///
     /// Shared stores never decide on the client's clock: SQLite reads the
-    /// host's clock in SQL, Postgres its `clock_timestamp()` and Redis its
+    /// host's clock in SQL, Postgres its `statement_timestamp()` and Redis its
     /// `TIME`, so two clients whose clocks disagree by more than a lease
     /// still agree when it ends. They ignore this setting.
     #[must_use]

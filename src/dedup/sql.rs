@@ -105,7 +105,8 @@ impl Statements {
             )),
             extend_lease: statement(format!(
                 "UPDATE {claims} SET lease_until = {now} + $4 \
-                 WHERE namespace = $1 AND event_id = $2 AND lease_token = $3"
+                 WHERE namespace = $1 AND event_id = $2 AND lease_token = $3 \
+                 AND lease_until > {now}"
             )),
             ack: statement(format!(
                 "DELETE FROM {inbox} WHERE entry = $1 AND taken_token = $2 AND NOT dead"

@@ -69,9 +69,13 @@ pub(crate) fn now_millis() -> i64 {
     unix_millis(SystemTime::now())
 }
 
-/// A duration in whole milliseconds, saturating.
+/// The longest duration a store adds to a time: 100 years, so that "now +
+/// duration" computed in SQL or Lua cannot overflow a 64-bit integer.
+const MAX_MILLIS: i64 = 100 * 365 * 24 * 60 * 60 * 1000;
+
+/// A duration in whole milliseconds, capped at 100 years.
 pub(crate) fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+    i64::try_from(duration.as_millis()).map_or(MAX_MILLIS, |ms| ms.min(MAX_MILLIS))
 }
 
 /// A token unique to this process and call: process id, time and a counter.

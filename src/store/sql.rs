@@ -47,9 +47,11 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     serial_key: "BIGSERIAL PRIMARY KEY",
     // Concurrent workers each take different rows instead of waiting.
     lock_rows: " FOR UPDATE SKIP LOCKED",
-    // `clock_timestamp()`, not `now()`: a transaction's start time would
-    // make a long transaction decide expiry in the past.
-    now: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+    // `statement_timestamp()`, not `now()`: a transaction's start time would
+    // make a long transaction decide expiry in the past. It is one value per
+    // statement and stable, so the planner can bound an index with it
+    // (`clock_timestamp()` is volatile and cannot).
+    now: "(EXTRACT(EPOCH FROM statement_timestamp()) * 1000)::BIGINT",
 };
 
 /// A statement whose only dynamic parts are table names that passed

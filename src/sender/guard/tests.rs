@@ -28,6 +28,53 @@ fn every_ipv4_block_is_refused_from_its_first_to_its_last_address() {
     }
 }
 
+/// Addresses just outside the blocks are allowed: a block drawn too wide
+/// fails here.
+#[test]
+fn the_neighbours_of_each_block_are_allowed() {
+    for address in [
+        "1.0.0.0",
+        "9.255.255.255",
+        "11.0.0.0",
+        "100.63.255.255",
+        "100.128.0.0",
+        "126.255.255.255",
+        "128.0.0.0",
+        "169.253.255.255",
+        "169.255.0.0",
+        "172.15.255.255",
+        "172.32.0.0",
+        "191.255.255.255",
+        "192.0.1.0",
+        "192.0.3.0",
+        "192.88.98.255",
+        "192.88.100.0",
+        "192.167.255.255",
+        "192.169.0.0",
+        "198.17.255.255",
+        "198.20.0.0",
+        "198.51.99.255",
+        "198.51.101.0",
+        "203.0.112.255",
+        "203.0.114.0",
+        "223.255.255.255",
+        "2001:db7:ffff::1",
+        "2001:db9::1",
+        "2001:200::1",
+        "2002::1:0:0:0:1",
+        "3ffe::1",
+        "2620:4f:7fff::1",
+    ] {
+        let expected = if address == "2002::1:0:0:0:1" {
+            // 6to4 is refused whatever it carries.
+            Err(Forbidden::Unspecified)
+        } else {
+            Ok(())
+        };
+        assert_eq!(strict(address), expected, "{address}");
+    }
+}
+
 #[test]
 fn ipv4_table_rows() {
     for (address, reason) in [
