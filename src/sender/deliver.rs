@@ -234,8 +234,9 @@ mod tests {
     }
 
     /// An endpoint whose breaker is half-open with one probe: it opened
-    /// after one failure and its cool-down is over at once.
-    fn half_open() -> Endpoint {
+    /// after one failure, and the (paused) clock is moved past its 30 s
+    /// cool-down. A failed probe opens it again for another 30 s.
+    async fn half_open() -> Endpoint {
         let signer = Signer::new(
             Scheme::standard_webhooks(),
             ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
@@ -244,18 +245,20 @@ mod tests {
         let endpoint = Endpoint::new("https://receiver.example", signer).with_breaker(
             Breaker::new()
                 .with_failure_threshold(1)
-                .with_cool_down(Duration::ZERO)
+                .with_cool_down(Duration::from_secs(30))
                 .with_probes(1),
         );
         endpoint.try_breaker().unwrap().failed();
+        assert!(endpoint.breaker_open());
+        tokio::time::advance(Duration::from_secs(31)).await;
         endpoint
     }
 
     /// Sends the half-open breaker's one probe as event `id` over
-    /// `transport` (in its own task, which may panic), and says whether a
-    /// probe is free again afterwards.
-    async fn probe_comes_back(ending: Ending, id: &str) -> bool {
-        let endpoint = Arc::new(half_open());
+    /// `transport` (in its own task, which may panic), and tells the
+    /// breaker's state afterwards.
+    async fn after_probe(ending: Ending, id: &str) -> crate::sender::BreakerState {
+        let endpoint = Arc::new(half_open().await);
         let pass = endpoint.try_breaker().expect("the probe");
         assert!(endpoint.try_breaker().is_err(), "one probe at a time");
         pass.release();
@@ -277,37 +280,48 @@ mod tests {
         })
         .await;
         assert_eq!(ended.is_err(), matches!(ending, Ending::Panic));
-        endpoint.try_breaker().is_ok()
+        let state = endpoint
+            .breaker()
+            .state(tokio::time::Instant::now().into_std());
+        if state == crate::sender::BreakerState::HalfOpen {
+            assert!(endpoint.try_breaker().is_ok(), "the probe is free again");
+        }
+        state
     }
 
-    #[tokio::test]
+    use crate::sender::BreakerState::{HalfOpen, Open};
+
+    #[tokio::test(start_paused = true)]
     async fn a_probe_that_cannot_be_signed_is_given_back() {
-        assert!(probe_comes_back(Ending::Answer(200), "two words").await);
+        assert_eq!(
+            after_probe(Ending::Answer(200), "two words").await,
+            HalfOpen
+        );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_probe_whose_transport_panics_counts_as_failed() {
-        assert!(probe_comes_back(Ending::Panic, "msg_1").await);
+        assert_eq!(after_probe(Ending::Panic, "msg_1").await, Open);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_probe_that_times_out_counts_as_failed() {
-        assert!(probe_comes_back(Ending::Hang, "msg_1").await);
+        assert_eq!(after_probe(Ending::Hang, "msg_1").await, Open);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_probe_without_an_answer_counts_as_failed() {
-        assert!(probe_comes_back(Ending::TransportError, "msg_1").await);
+        assert_eq!(after_probe(Ending::TransportError, "msg_1").await, Open);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_probe_answered_with_an_error_status_counts_as_failed() {
-        assert!(probe_comes_back(Ending::Answer(500), "msg_1").await);
+        assert_eq!(after_probe(Ending::Answer(500), "msg_1").await, Open);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_successful_probe_closes_the_breaker() {
-        let endpoint = half_open();
+        let endpoint = half_open().await;
         let pass = endpoint.try_breaker().unwrap();
         let policy = policy();
         attempt_once(
