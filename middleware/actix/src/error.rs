@@ -100,7 +100,16 @@ impl ResponseError for WebhookError {
                 .content_type("text/plain; charset=utf-8")
                 .body("duplicate");
         };
-        if let Some(response) = self.respond.as_ref().and_then(|respond| respond(rejection)) {
+        if let Some(mut response) = self.respond.as_ref().and_then(|respond| respond(rejection)) {
+            // A sender told to come back is told when, whatever the body.
+            if let Some(seconds) = rejection.retry_after_secs()
+                && !response.headers().contains_key("retry-after")
+            {
+                response.headers_mut().insert(
+                    actix_web::http::header::RETRY_AFTER,
+                    actix_web::http::header::HeaderValue::from(seconds),
+                );
+            }
             return response;
         }
         let mut response = HttpResponse::build(self.status_code());

@@ -43,6 +43,13 @@ impl Answers {
         if let Some(response) = self.hook.as_ref().and_then(|hook| hook(&rejection)) {
             tracing::warn!(status = %rejection.status(), reason = %rejection.reason(), "webhook rejected");
             let mut response = response.map(B::from);
+            // A sender told to come back is told when, whatever the body.
+            if let Some(seconds) = rejection.retry_after_secs() {
+                response
+                    .headers_mut()
+                    .entry(http::header::RETRY_AFTER)
+                    .or_insert(http::HeaderValue::from(seconds));
+            }
             response.extensions_mut().insert(rejection);
             return response;
         }

@@ -759,3 +759,45 @@ async fn rejections_are_answered_by_the_applications_hook_where_it_gives_one() {
         "text/plain; charset=utf-8"
     );
 }
+
+/// A custom answer to a 409 still tells the sender when to come back.
+#[tokio::test]
+async fn a_custom_answer_keeps_retry_after() {
+    let store = MemoryStore::new();
+    let body = b"{}".to_vec();
+    let headers = pairs(&sign("msg_busy", &body));
+    let held = store
+        .claim("busy", "msg_busy", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(matches!(held, hooklatch::dedup::Claim::Fresh(_)));
+    let layer = WebhookLayer::new(verifier())
+        .with_rejection_response(|rejection| {
+            http::Response::builder()
+                .status(rejection.status())
+                .body(format!(r#"{{"title":"{}"}}"#, rejection.body_text()))
+                .ok()
+        })
+        .with_lease(store, "busy", Duration::from_secs(30))
+        .unwrap();
+    let service = ServiceBuilder::new()
+        .layer(layer)
+        .service_fn(|_: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(Body::from("handled")))
+        });
+    let mut request = Request::post("/");
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = service
+        .oneshot(request.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&retry_after), "{retry_after}");
+}
