@@ -128,7 +128,7 @@ impl DeliveryStore for MemoryDeliveries {
                 .take(limit)
                 .map(|entry| {
                     let token = new_token();
-                    entry.lease = Some((token.clone(), now.checked_add(lease).unwrap_or(now)));
+                    entry.lease = Some((token.clone(), crate::sender::attempt::later(now, lease)));
                     Taken {
                         endpoint: entry.stored.endpoint.clone(),
                         id: entry.stored.id.clone(),
