@@ -4,7 +4,8 @@
 //! `hooklatch-tower` (axum and any tower stack) and `hooklatch-actix` are
 //! thin adapters over it.
 //!
-//! A receiver, whatever its framework, does this:
+//! A receiver, whatever its framework, does this ([`Receiver`] does steps 1
+//! and 2):
 //!
 //! 1. refuse a declared Content-Length over the limit
 //!    ([`check_declared_length`], 413), then read the body through the
@@ -17,10 +18,12 @@
 
 mod body;
 mod event;
+mod receiver;
 mod rejection;
 mod steps;
 
 pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, content_length, read_limited};
 pub use event::VerifiedEvent;
+pub use receiver::Receiver;
 pub use rejection::Rejection;
-pub use steps::{COMPLETE_TRIES, Claimed, accept, claim, settle};
+pub use steps::{COMPLETE_TRIES, Claimed, accept, claim, complete_with_retries, settle};

@@ -56,8 +56,8 @@ pub async fn claim<S: LeaseStore + ?Sized>(
     }
 }
 
-/// How many times [`settle`] tries `complete` before the lease is left to
-/// expire.
+/// How many times [`complete_with_retries`] tries `complete` before the
+/// lease is left to expire.
 pub const COMPLETE_TRIES: u32 = 3;
 
 /// Completes the lease after the handler succeeded (retrying a failing
@@ -72,22 +72,36 @@ pub async fn settle<S: LeaseStore + ?Sized>(store: &S, lease: &Lease, succeeded:
         }
         return;
     }
+    match complete_with_retries(store, lease).await {
+        Ok(()) => {}
+        Err(error @ DedupError::LeaseLost) => {
+            tracing::error!(namespace, id, %error, "handled, but another delivery holds the event now");
+        }
+        Err(error) => {
+            tracing::error!(namespace, id, %error, "handled, but could not record it; a retry after the lease may run it again");
+        }
+    }
+}
+
+/// Marks the event handled, trying a failing store [`COMPLETE_TRIES`] times
+/// (100 ms, then 400 ms apart): a lost completion means the handler runs
+/// again after the lease. A lost lease is not retried.
+pub async fn complete_with_retries<S: LeaseStore + ?Sized>(
+    store: &S,
+    lease: &Lease,
+) -> Result<(), DedupError> {
     let mut wait = Duration::from_millis(100);
-    for attempt in 1..=COMPLETE_TRIES {
+    let mut attempt = 1;
+    loop {
         match store.complete(lease).await {
-            Ok(()) => return,
-            Err(error @ DedupError::LeaseLost) => {
-                tracing::error!(namespace, id, %error, "handled, but another delivery holds the event now");
-                return;
-            }
-            Err(error) if attempt == COMPLETE_TRIES => {
-                tracing::error!(namespace, id, %error, "handled, but could not record it; a retry after the lease may run it again");
-            }
-            Err(error) => {
+            Err(error) if attempt < COMPLETE_TRIES && !matches!(error, DedupError::LeaseLost) => {
+                let (namespace, id) = (lease.namespace(), lease.id());
                 tracing::warn!(namespace, id, %error, attempt, "could not complete the lease; trying again");
                 tokio::time::sleep(wait).await;
                 wait *= 4;
+                attempt += 1;
             }
+            settled => return settled,
         }
     }
 }

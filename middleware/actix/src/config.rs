@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, web};
 use hooklatch::dedup::{Acceptance, DedupError, Inbox, Lease, LeaseStore, validate_namespace};
-use hooklatch::receive::{self, Claimed, Rejection, VerifiedEvent};
+use hooklatch::receive::{self, Claimed, Receiver, Rejection, VerifiedEvent};
 use hooklatch::verify::EventKey;
 use hooklatch::verify::Verifier;
 
@@ -61,7 +61,7 @@ impl<S: LeaseStore> DynLease for S {
     }
 
     fn complete<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>> {
-        Box::pin(LeaseStore::complete(self, lease))
+        Box::pin(receive::complete_with_retries(self, lease))
     }
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), DedupError>> {
@@ -95,12 +95,17 @@ impl<S: LeaseStore> DynLease for S {
 /// # let _ = app;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// Cloning it is cheap: the settings are shared, as each request takes its
+/// own handle to them.
 #[derive(Clone)]
 pub struct WebhookConfig {
-    pub(crate) verifier: Verifier,
-    pub(crate) body_limit: usize,
-    pub(crate) body_timeout: Duration,
-    pub(crate) key: EventKey,
+    settings: Arc<Settings>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) receiver: Receiver,
     pub(crate) inbox: Option<(Arc<dyn DynInbox>, String)>,
     pub(crate) lease: Option<(Arc<dyn DynLease>, String, Duration)>,
     pub(crate) respond: Option<crate::error::RespondFn>,
@@ -108,12 +113,11 @@ pub struct WebhookConfig {
 
 impl std::fmt::Debug for WebhookConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let settings = &self.settings;
         f.debug_struct("WebhookConfig")
-            .field("verifier", &self.verifier)
-            .field("body_limit", &self.body_limit)
-            .field("key", &self.key)
-            .field("inbox", &self.inbox.as_ref().map(|(_, ns)| ns))
-            .field("lease", &self.lease.as_ref().map(|(_, ns, d)| (ns, d)))
+            .field("receiver", &settings.receiver)
+            .field("inbox", &settings.inbox.as_ref().map(|(_, ns)| ns))
+            .field("lease", &settings.lease.as_ref().map(|(_, ns, d)| (ns, d)))
             .finish()
     }
 }
@@ -123,29 +127,39 @@ impl WebhookConfig {
     /// by default).
     pub fn new(verifier: Verifier) -> Self {
         Self {
-            body_limit: verifier.max_body_len(),
-            body_timeout: receive::DEFAULT_BODY_TIMEOUT,
-            verifier,
-            key: EventKey::default(),
-            inbox: None,
-            lease: None,
-            respond: None,
+            settings: Arc::new(Settings {
+                receiver: Receiver::new(verifier),
+                inbox: None,
+                lease: None,
+                respond: None,
+            }),
         }
+    }
+
+    fn change(mut self, change: impl FnOnce(&mut Settings)) -> Self {
+        change(Arc::make_mut(&mut self.settings));
+        self
+    }
+
+    fn change_receiver(self, change: impl FnOnce(Receiver) -> Receiver) -> Self {
+        self.change(|settings| settings.receiver = change(settings.receiver.clone()))
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Reads at most `limit` bytes of body (413 beyond).
     #[must_use]
-    pub fn with_body_limit(mut self, limit: usize) -> Self {
-        self.body_limit = limit;
-        self
+    pub fn with_body_limit(self, limit: usize) -> Self {
+        self.change_receiver(|receiver| receiver.with_body_limit(limit))
     }
 
     /// How long the whole body may take to arrive; a slower request is
     /// answered 408. Defaults to 10 seconds.
     #[must_use]
-    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
-        self.body_timeout = timeout;
-        self
+    pub fn with_body_timeout(self, timeout: Duration) -> Self {
+        self.change_receiver(|receiver| receiver.with_body_timeout(timeout))
     }
 
     /// Answers rejections with `respond`'s response wherever it returns one
@@ -166,44 +180,42 @@ impl WebhookConfig {
     /// ```
     #[must_use]
     pub fn with_rejection_response(
-        mut self,
+        self,
         respond: impl Fn(&Rejection) -> Option<actix_web::HttpResponse> + Send + Sync + 'static,
     ) -> Self {
-        self.respond = Some(Arc::new(respond));
-        self
+        self.change(|settings| settings.respond = Some(Arc::new(respond)))
     }
 
     /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the
     /// scheme's signed id, Stripe's body `id`, or else a digest of what the
     /// signature covers.
     #[must_use]
-    pub fn with_event_key(mut self, key: EventKey) -> Self {
-        self.key = key;
-        self
+    pub fn with_event_key(self, key: EventKey) -> Self {
+        self.change_receiver(|receiver| receiver.with_event_key(key))
     }
 
     /// The store [`InboxWebhook`](crate::InboxWebhook) accepts events into.
     pub fn with_inbox<S: Inbox + 'static>(
-        mut self,
+        self,
         store: S,
         namespace: &str,
     ) -> Result<Self, DedupError> {
         validate_namespace(namespace)?;
-        self.inbox = Some((Arc::new(store), namespace.to_owned()));
-        Ok(self)
+        let inbox: Arc<dyn DynInbox> = Arc::new(store);
+        Ok(self.change(|settings| settings.inbox = Some((inbox, namespace.to_owned()))))
     }
 
     /// The store [`LeasedWebhook`](crate::LeasedWebhook) claims leases of
     /// `lease_for` in.
     pub fn with_lease<S: LeaseStore + 'static>(
-        mut self,
+        self,
         store: S,
         namespace: &str,
         lease_for: Duration,
     ) -> Result<Self, DedupError> {
         validate_namespace(namespace)?;
-        self.lease = Some((Arc::new(store), namespace.to_owned(), lease_for));
-        Ok(self)
+        let lease: Arc<dyn DynLease> = Arc::new(store);
+        Ok(self.change(|settings| settings.lease = Some((lease, namespace.to_owned(), lease_for))))
     }
 
     pub(crate) fn from_request(request: &HttpRequest) -> Option<&Self> {

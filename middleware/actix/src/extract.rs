@@ -9,7 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
 use futures_util::future::LocalBoxFuture;
 use hooklatch::dedup::{Acceptance, DedupError, Lease};
-use hooklatch::receive::{Claimed, Rejection, VerifiedEvent, check_declared_length, read_limited};
+use hooklatch::receive::{Claimed, Rejection, VerifiedEvent};
 use serde::de::DeserializeOwned;
 
 use crate::config::{DynLease, WebhookConfig};
@@ -33,40 +33,18 @@ where
         let config = WebhookConfig::from_request(&request)
             .cloned()
             .ok_or(Rejection::NotConfigured)?;
-        let respond = config.respond.clone();
+        let respond = config.settings().respond.clone();
         let run = async {
-            let event = verify(&request, payload, &config).await?;
+            let headers = ActixHeaders(request.headers());
+            let event = config
+                .settings()
+                .receiver
+                .receive(&headers, payload)
+                .await?;
             step(config, event).await
         };
         run.await.map_err(|error| error.answered_by(respond))
     })
-}
-
-/// Reads the body through the limit and verifies it.
-async fn verify(
-    request: &HttpRequest,
-    payload: Payload,
-    config: &WebhookConfig,
-) -> Result<VerifiedEvent, WebhookError> {
-    let limit = config.body_limit;
-    let declared = request
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    check_declared_length(declared, limit)?;
-    let body = read_limited(payload, limit, config.body_timeout).await?;
-    let headers = ActixHeaders(request.headers());
-    let verified = config
-        .verifier
-        .verify(&headers, &body)
-        .map_err(Rejection::Unverified)?;
-    Ok(VerifiedEvent::new(
-        &config.key,
-        &config.verifier,
-        &verified,
-        body.clone(),
-    ))
 }
 
 /// A verified webhook as received: id, timestamp, scheme and raw body.
@@ -148,7 +126,11 @@ impl FromRequest for InboxWebhook {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         verified(request, payload, |config, event| async move {
-            let (store, namespace) = config.inbox.as_ref().ok_or(Rejection::NotConfigured)?;
+            let (store, namespace) = config
+                .settings()
+                .inbox
+                .as_ref()
+                .ok_or(Rejection::NotConfigured)?;
             let acceptance = store.accept(namespace, &event).await?;
             Ok(Self { event, acceptance })
         })
@@ -191,7 +173,9 @@ impl std::fmt::Debug for LeasedWebhook {
 
 impl LeasedWebhook {
     /// Marks the event handled: later deliveries get 200 without running
-    /// the handler.
+    /// the handler. A failing store is tried three times, as the tower
+    /// layer does; if it still fails, the lease expires and a retry runs
+    /// the handler again.
     pub async fn complete(mut self) -> Result<(), DedupError> {
         match self.held.take() {
             Some((store, lease)) => store.complete(&lease).await,
@@ -243,8 +227,11 @@ impl FromRequest for LeasedWebhook {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         verified(request, payload, |config, event| async move {
-            let (store, namespace, lease_for) =
-                config.lease.clone().ok_or(Rejection::NotConfigured)?;
+            let (store, namespace, lease_for) = config
+                .settings()
+                .lease
+                .clone()
+                .ok_or(Rejection::NotConfigured)?;
             match store.claim(&namespace, &event, lease_for).await? {
                 Claimed::Fresh(lease) => Ok(Self {
                     event,

@@ -1,13 +1,9 @@
 //! axum extractors: [`Webhook<T>`] and [`RawWebhook`].
 
 use axum::extract::{FromRequest, Request};
-use hooklatch::verify::{EventKey, Verifier};
+use hooklatch::receive::{Receiver, Rejection, VerifiedEvent};
+use hooklatch::verify::Verifier;
 use serde::de::DeserializeOwned;
-
-use hooklatch::receive::{
-    DEFAULT_BODY_TIMEOUT, Rejection, VerifiedEvent, check_declared_length, content_length,
-    read_limited,
-};
 
 /// A verified webhook with its JSON body deserialized into `T`.
 ///
@@ -58,14 +54,10 @@ impl<S: Send + Sync> FromRequest<S> for RawWebhook {
             .get::<Verifier>()
             .cloned()
             .ok_or(Rejection::NotConfigured)?;
-        let limit = verifier.max_body_len();
         let (parts, body) = request.into_parts();
-        check_declared_length(content_length(&parts.headers), limit)?;
-        let bytes = read_limited(body.into_data_stream(), limit, DEFAULT_BODY_TIMEOUT).await?;
-        let verified = verifier
-            .verify(&parts.headers, &bytes)
-            .map_err(Rejection::Unverified)?;
-        let event = VerifiedEvent::new(&EventKey::default(), &verifier, &verified, bytes.clone());
+        let event = Receiver::new(verifier)
+            .receive(&parts.headers, body.into_data_stream())
+            .await?;
         Ok(Self(event))
     }
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hooklatch::dedup::{DedupError, Inbox, LeaseStore, validate_namespace};
+use hooklatch::receive::Receiver;
 use hooklatch::verify::Verifier;
 use tower_layer::Layer;
 
@@ -45,13 +46,10 @@ impl<M> Clone for WebhookLayer<M> {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Config<M> {
-    pub(crate) verifier: Verifier,
+    pub(crate) receiver: Receiver,
     pub(crate) mode: M,
-    pub(crate) body_limit: usize,
-    pub(crate) body_timeout: Duration,
-    pub(crate) key: EventKey,
     pub(crate) answers: Answers,
 }
 
@@ -62,11 +60,8 @@ impl WebhookLayer {
     pub fn new(verifier: Verifier) -> Self {
         Self {
             config: Arc::new(Config {
-                body_limit: verifier.max_body_len(),
-                body_timeout: hooklatch::receive::DEFAULT_BODY_TIMEOUT,
-                verifier,
+                receiver: Receiver::new(verifier),
                 mode: VerifyOnly,
-                key: EventKey::default(),
                 answers: Answers::default(),
             }),
         }
@@ -75,14 +70,7 @@ impl WebhookLayer {
 
 impl<M: Clone> WebhookLayer<M> {
     fn map<N>(self, change: impl FnOnce(Config<M>) -> Config<N>) -> WebhookLayer<N> {
-        let config = Arc::try_unwrap(self.config).unwrap_or_else(|shared| Config {
-            verifier: shared.verifier.clone(),
-            mode: shared.mode.clone(),
-            body_limit: shared.body_limit,
-            body_timeout: shared.body_timeout,
-            key: shared.key.clone(),
-            answers: shared.answers.clone(),
-        });
+        let config = Arc::try_unwrap(self.config).unwrap_or_else(|shared| (*shared).clone());
         WebhookLayer {
             config: Arc::new(change(config)),
         }
@@ -93,7 +81,7 @@ impl<M: Clone> WebhookLayer<M> {
     /// Defaults to the verifier's limit (1 MiB unless changed).
     pub fn with_body_limit(self, limit: usize) -> Self {
         self.map(|config| Config {
-            body_limit: limit,
+            receiver: config.receiver.with_body_limit(limit),
             ..config
         })
     }
@@ -104,7 +92,7 @@ impl<M: Clone> WebhookLayer<M> {
     /// hand-built runtime needs `enable_time`).
     pub fn with_body_timeout(self, timeout: Duration) -> Self {
         self.map(|config| Config {
-            body_timeout: timeout,
+            receiver: config.receiver.with_body_timeout(timeout),
             ..config
         })
     }
@@ -144,7 +132,10 @@ impl<M: Clone> WebhookLayer<M> {
     /// scheme's signed id, Stripe's body `id`, or else a digest of what the
     /// signature covers.
     pub fn with_event_key(self, key: EventKey) -> Self {
-        self.map(|config| Config { key, ..config })
+        self.map(|config| Config {
+            receiver: config.receiver.with_event_key(key),
+            ..config
+        })
     }
 
     /// Accepts each verified event into `store` under `namespace`: 202 when
@@ -157,14 +148,11 @@ impl<M: Clone> WebhookLayer<M> {
     ) -> Result<WebhookLayer<InboxMode<S>>, DedupError> {
         validate_namespace(namespace)?;
         Ok(self.map(|config| Config {
-            verifier: config.verifier,
+            receiver: config.receiver,
             mode: InboxMode {
                 store,
                 namespace: namespace.to_owned(),
             },
-            body_limit: config.body_limit,
-            body_timeout: config.body_timeout,
-            key: config.key,
             answers: config.answers,
         }))
     }
@@ -180,15 +168,12 @@ impl<M: Clone> WebhookLayer<M> {
     ) -> Result<WebhookLayer<LeaseMode<S>>, DedupError> {
         validate_namespace(namespace)?;
         Ok(self.map(|config| Config {
-            verifier: config.verifier,
+            receiver: config.receiver,
             mode: LeaseMode {
                 store,
                 namespace: namespace.to_owned(),
                 lease_for,
             },
-            body_limit: config.body_limit,
-            body_timeout: config.body_timeout,
-            key: config.key,
             answers: config.answers,
         }))
     }

@@ -68,7 +68,7 @@ pub use hooklatch::receive::{DEFAULT_BODY_TIMEOUT, Rejection, VerifiedEvent};
 pub use hooklatch::verify::EventKey;
 pub use layer::WebhookLayer;
 #[doc(hidden)]
-pub use mode::{AnswerBody, Inner};
+pub use mode::{AnswerBody, Call, Next, Ready};
 pub use mode::{InboxMode, LeaseMode, Mode, VerifyOnly};
 #[doc(hidden)]
 pub use response::Answers;

@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -19,20 +20,59 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The inner services a mode can run: they answer `Response<ResBody>` and
-/// are sendable, with sendable futures and errors.
+/// The inner service, as a mode calls it: once, with the request body
+/// type the layer was given, answering a body the layer can also write its
+/// own answers in.
 #[doc(hidden)]
-pub trait Inner<ReqBody, ResBody>:
-    Service<Request<ReqBody>, Response = Response<ResBody>, Future: Send, Error: Send> + Send + 'static
-{
+pub trait Next: Send + 'static {
+    /// The request body.
+    type ReqBody: Send + 'static;
+    /// The response body.
+    type ResBody: AnswerBody;
+    /// The inner service's error.
+    type Error: Send;
+
+    /// Calls the inner service.
+    fn call(
+        self,
+        request: Request<Self::ReqBody>,
+    ) -> impl Future<Output = Result<Response<Self::ResBody>, Self::Error>> + Send + 'static;
 }
 
-impl<T, ReqBody, ResBody> Inner<ReqBody, ResBody> for T
+/// A tower service that was polled ready, to be called once.
+#[doc(hidden)]
+pub struct Ready<S, ReqBody> {
+    service: S,
+    body: PhantomData<fn(ReqBody)>,
+}
+
+impl<S, ReqBody> Ready<S, ReqBody> {
+    pub(crate) fn new(service: S) -> Self {
+        Self {
+            service,
+            body: PhantomData,
+        }
+    }
+}
+
+impl<S, ReqBody, ResBody> Next for Ready<S, ReqBody>
 where
-    T: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
-    T::Future: Send,
-    T::Error: Send,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    ReqBody: Send + 'static,
+    ResBody: AnswerBody,
 {
+    type ReqBody = ReqBody;
+    type ResBody = ResBody;
+    type Error = S::Error;
+
+    fn call(
+        mut self,
+        request: Request<ReqBody>,
+    ) -> impl Future<Output = Result<Response<ResBody>, S::Error>> + Send + 'static {
+        self.service.call(request)
+    }
 }
 
 /// Response bodies the layer can write its own answers in.
@@ -41,22 +81,25 @@ pub trait AnswerBody: From<&'static str> + From<String> + Send + 'static {}
 
 impl<B: From<&'static str> + From<String> + Send + 'static> AnswerBody for B {}
 
+/// One verified request on its way through a mode.
+#[doc(hidden)]
+pub struct Call<'a, N: Next> {
+    pub(crate) event: VerifiedEvent,
+    /// The request with its body read back in, for the inner service.
+    pub(crate) request: Request<N::ReqBody>,
+    pub(crate) next: N,
+    pub(crate) answers: &'a Answers,
+}
+
 /// How a [`WebhookLayer`](crate::WebhookLayer) handles a verified request:
 /// [`VerifyOnly`], [`InboxMode`] or [`LeaseMode`].
 pub trait Mode: sealed::Sealed + Clone + Send + Sync + 'static {
     /// Handles one verified request.
     #[doc(hidden)]
-    fn run<S, ReqBody, ResBody>(
+    fn run<N: Next>(
         &self,
-        event: VerifiedEvent,
-        request: Request<ReqBody>,
-        inner: S,
-        answers: &Answers,
-    ) -> impl Future<Output = Result<Response<ResBody>, S::Error>> + Send
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: Send + 'static,
-        ResBody: AnswerBody;
+        call: Call<'_, N>,
+    ) -> impl Future<Output = Result<Response<N::ResBody>, N::Error>> + Send;
 }
 
 /// Verify, then pass the request on to the inner service.
@@ -111,58 +154,37 @@ fn about<B: From<&'static str>>(
 }
 
 impl Mode for VerifyOnly {
-    async fn run<S, ReqBody, ResBody>(
-        &self,
-        event: VerifiedEvent,
-        mut request: Request<ReqBody>,
-        mut inner: S,
-        _answers: &Answers,
-    ) -> Result<Response<ResBody>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: Send + 'static,
-        ResBody: AnswerBody,
-    {
+    async fn run<N: Next>(&self, call: Call<'_, N>) -> Result<Response<N::ResBody>, N::Error> {
+        let Call {
+            event,
+            mut request,
+            next,
+            ..
+        } = call;
         request.extensions_mut().insert(event);
-        inner.call(request).await
+        next.call(request).await
     }
 }
 
 impl<St: Inbox + Clone + 'static> Mode for InboxMode<St> {
-    async fn run<S, ReqBody, ResBody>(
-        &self,
-        event: VerifiedEvent,
-        _request: Request<ReqBody>,
-        _inner: S,
-        answers: &Answers,
-    ) -> Result<Response<ResBody>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: Send + 'static,
-        ResBody: AnswerBody,
-    {
-        let (status, text) = match accept(&self.store, &self.namespace, &event).await {
+    async fn run<N: Next>(&self, call: Call<'_, N>) -> Result<Response<N::ResBody>, N::Error> {
+        let (status, text) = match accept(&self.store, &self.namespace, &call.event).await {
             Ok(Acceptance::Accepted) => (StatusCode::ACCEPTED, "accepted"),
             Ok(Acceptance::Duplicate) => (StatusCode::OK, "duplicate"),
-            Err(rejection) => return Ok(answers.reject(rejection)),
+            Err(rejection) => return Ok(call.answers.reject(rejection)),
         };
-        Ok(about(event, status, text))
+        Ok(about(call.event, status, text))
     }
 }
 
 impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
-    async fn run<S, ReqBody, ResBody>(
-        &self,
-        event: VerifiedEvent,
-        mut request: Request<ReqBody>,
-        inner: S,
-        answers: &Answers,
-    ) -> Result<Response<ResBody>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: Send + 'static,
-        ResBody: AnswerBody,
-    {
+    async fn run<N: Next>(&self, call: Call<'_, N>) -> Result<Response<N::ResBody>, N::Error> {
+        let Call {
+            event,
+            mut request,
+            next,
+            answers,
+        } = call;
         // The handler's deadline is the lease's end, counted from before the
         // claim, so it never outlives the lease in the store.
         let deadline = tokio::time::Instant::now() + self.lease_for;
@@ -180,9 +202,8 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         // the lease is always completed or released.
         let store = self.store.clone();
         let handled = tokio::spawn(async move {
-            let mut inner = inner;
             let outcome =
-                tokio::time::timeout_at(deadline, CatchUnwind(Box::pin(inner.call(request)))).await;
+                tokio::time::timeout_at(deadline, CatchUnwind(Box::pin(next.call(request)))).await;
             let succeeded =
                 matches!(&outcome, Ok(Ok(Ok(response))) if response.status().is_success());
             settle(&store, &lease, succeeded).await;

@@ -9,14 +9,12 @@ use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use hooklatch::receive::{
-    Rejection, VerifiedEvent, check_declared_length, content_length, read_limited,
-};
+use hooklatch::receive::{check_declared_length, content_length};
 use http_body_util::BodyExt as _;
 
 use crate::future::ResponseFuture;
 use crate::layer::Config;
-use crate::mode::Mode;
+use crate::mode::{Call, Mode, Ready};
 
 /// The service [`WebhookLayer`](crate::WebhookLayer) wraps around yours.
 #[derive(Debug)]
@@ -60,8 +58,9 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let limit = self.config.body_limit;
-        if let Err(rejection) = check_declared_length(content_length(request.headers()), limit) {
+        // Refused before anything is allocated; `receive` checks again.
+        let declared = content_length(request.headers());
+        if let Err(rejection) = check_declared_length(declared, self.config.receiver.body_limit()) {
             return ResponseFuture::rejected(self.config.answers.reject(rejection));
         }
         // The service that was polled ready is the one to call: keep it and
@@ -71,24 +70,24 @@ where
         let config = Arc::clone(&self.config);
         ResponseFuture::running(Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let chunks = body.into_data_stream();
-            let bytes = match read_limited(chunks, limit, config.body_timeout).await {
-                Ok(bytes) => bytes,
+            let received = config
+                .receiver
+                .receive(&parts.headers, body.into_data_stream())
+                .await;
+            let event = match received {
+                Ok(event) => event,
                 Err(rejection) => return Ok(config.answers.reject(rejection)),
-            };
-            let event = match config.verifier.verify(&parts.headers, &bytes) {
-                Ok(verified) => {
-                    VerifiedEvent::new(&config.key, &config.verifier, &verified, bytes.clone())
-                }
-                Err(error) => return Ok(config.answers.reject(Rejection::Unverified(error))),
             };
             // Each mode puts the event where it goes: into the request for
             // the inner service, or into the layer's own answer.
-            let request = Request::from_parts(parts, ReqBody::from(bytes));
-            config
-                .mode
-                .run(event, request, inner, &config.answers)
-                .await
+            let request = Request::from_parts(parts, ReqBody::from(event.body.clone()));
+            let call = Call {
+                event,
+                request,
+                next: Ready::new(inner),
+                answers: &config.answers,
+            };
+            config.mode.run(call).await
         }))
     }
 }

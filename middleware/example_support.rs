@@ -1,0 +1,150 @@
+//! What the axum and actix receiver examples share: their settings from
+//! the environment, the store those settings pick, the worker that drains
+//! the inbox, and the check their tests make. Each example includes this
+//! file with `#[path]`; only the web framework differs between them.
+
+use std::time::Duration;
+
+use hooklatch::dedup::{Inbox, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::verify::{Scheme, Verifier};
+
+/// The inbox namespace both examples accept events into.
+pub(crate) const NAMESPACE: &str = "example";
+
+/// What an example needs to serve: the verifier and the address.
+pub(crate) struct Settings {
+    pub(crate) verifier: Verifier,
+    pub(crate) address: String,
+}
+
+/// Serves the receiver on a store, whichever the environment picked.
+pub(crate) trait Serve {
+    /// Serves until the server stops.
+    async fn serve<S: Inbox + Clone + 'static>(
+        self,
+        settings: Settings,
+        store: S,
+    ) -> Result<(), Box<dyn std::error::Error>>;
+}
+
+/// Reads the settings from the environment, opens the store they name and
+/// serves on it:
+///
+/// - `HOOKLATCH_SECRET`: the `whsec_` signing secret (required);
+/// - `HOOKLATCH_ADDR`: where to listen (default `127.0.0.1:3000`);
+/// - `DATABASE_URL` (`postgres://...`) or `REDIS_URL` (`redis://...`) for a
+///   shared store; otherwise the SQLite file `hooklatch.db`.
+pub(crate) async fn serve_from_env(server: impl Serve) -> Result<(), Box<dyn std::error::Error>> {
+    let secret = std::env::var("HOOKLATCH_SECRET")
+        .map_err(|_| "set HOOKLATCH_SECRET to the whsec_ signing secret")?;
+    let settings = Settings {
+        verifier: Verifier::builder(Scheme::standard_webhooks())
+            .with_secret(&secret)?
+            .build()?,
+        address: std::env::var("HOOKLATCH_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into()),
+    };
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        server
+            .serve(settings, PostgresStore::connect(&url).await?)
+            .await
+    } else if let Ok(url) = std::env::var("REDIS_URL") {
+        server
+            .serve(settings, RedisStore::connect(&url).await?)
+            .await
+    } else {
+        server
+            .serve(settings, SqliteStore::open("hooklatch.db").await?)
+            .await
+    }
+}
+
+/// Drains the inbox: each event is logged once, acked, and its id sent to
+/// `handled`.
+pub(crate) async fn worker<S: Inbox>(
+    store: S,
+    handled: tokio::sync::mpsc::UnboundedSender<String>,
+) {
+    loop {
+        match store.take(NAMESPACE, "example-worker", 16).await {
+            Ok(batch) if batch.is_empty() => tokio::time::sleep(Duration::from_millis(200)).await,
+            Ok(batch) => {
+                for entry in batch {
+                    println!(
+                        "event {} (attempt {}): {}",
+                        entry.id,
+                        entry.attempt,
+                        String::from_utf8_lossy(&entry.body)
+                    );
+                    match store.ack(&entry).await {
+                        Ok(()) => {
+                            let _ = handled.send(entry.id);
+                        }
+                        Err(error) => eprintln!("ack failed, the event will come back: {error}"),
+                    }
+                }
+            }
+            Err(error) => {
+                eprintln!("inbox unavailable: {error}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// The examples' tests: a secret, a verifier for it, and the check that
+/// each event sent several times is handled once.
+#[cfg(test)]
+pub(crate) mod check {
+    use std::time::{Duration, SystemTime};
+
+    use hooklatch::verify::{Scheme, Signer, Verifier};
+
+    /// The test secret.
+    pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    /// A verifier for [`SECRET`].
+    pub(crate) fn verifier() -> Verifier {
+        Verifier::builder(Scheme::standard_webhooks())
+            .with_secret(SECRET)
+            .unwrap()
+            .build()
+            .unwrap()
+    }
+
+    /// Sends three events to `url`, 3, 1 and 2 times, each answered 2xx,
+    /// then asserts the worker handled each exactly once.
+    pub(crate) async fn each_event_is_handled_once(
+        url: &str,
+        handled_ids: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap();
+        let client = reqwest::Client::new();
+        for (id, times) in [("evt_a", 3), ("evt_b", 1), ("evt_c", 2)] {
+            for _ in 0..times {
+                let body = format!("{{\"id\":\"{id}\"}}");
+                let mut request = client.post(url).body(body.clone());
+                let headers = signer.sign(id, SystemTime::now(), body.as_bytes()).unwrap();
+                for (name, value) in headers.iter() {
+                    request = request.header(name, value);
+                }
+                assert!(request.send().await.unwrap().status().is_success());
+            }
+        }
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            let id = tokio::time::timeout(Duration::from_secs(5), handled_ids.recv())
+                .await
+                .expect("the worker handles every event")
+                .unwrap();
+            seen.push(id);
+        }
+        seen.sort();
+        assert_eq!(seen, ["evt_a", "evt_b", "evt_c"]);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(600), handled_ids.recv())
+                .await
+                .is_err(),
+            "each event was handled exactly once"
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! [`Receiver`]: from a request's headers and body stream to a
+//! [`VerifiedEvent`], the same way in every adapter.
+
+use std::time::Duration;
+
+use bytes::Buf;
+use futures_core::Stream;
+
+use super::body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
+use super::{Rejection, VerifiedEvent};
+use crate::verify::{EventKey, HeaderKey, HeaderLookup, Headers, Verifier};
+
+/// How a request becomes a [`VerifiedEvent`]: the verifier, the body's
+/// limit and deadline, and the key events are claimed by. Both framework
+/// adapters keep one and call [`receive`](Self::receive) on each request.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use bytes::Bytes;
+/// use hooklatch::receive::{Receiver, Rejection};
+/// use hooklatch::verify::{Scheme, Verifier};
+///
+/// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
+/// let receiver = Receiver::new(verifier).with_body_limit(1024);
+///
+/// // An unsigned request is refused with the verifier's error (400).
+/// let headers = [("x-github-delivery", "72d3162e")];
+/// let body = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from("{}"))]);
+/// let refused = receiver.receive(&headers[..], body).await;
+/// assert!(matches!(refused, Err(Rejection::Unverified(_))));
+///
+/// // A declared length over the limit is refused before reading (413).
+/// let headers = [("content-length", "4096")];
+/// let body = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from("{}"))]);
+/// let refused = receiver.receive(&headers[..], body).await;
+/// assert_eq!(refused.unwrap_err(), Rejection::BodyTooLarge { limit: 1024 });
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Receiver {
+    verifier: Verifier,
+    key: EventKey,
+    body_limit: usize,
+    body_timeout: Duration,
+}
+
+impl Receiver {
+    /// Verifies with `verifier`, reads at most the verifier's body limit
+    /// (1 MiB by default) within [`DEFAULT_BODY_TIMEOUT`], and claims
+    /// events by [`EventKey::Signed`].
+    pub fn new(verifier: Verifier) -> Self {
+        Self {
+            body_limit: verifier.max_body_len(),
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            key: EventKey::default(),
+            verifier,
+        }
+    }
+
+    /// Reads at most `limit` bytes of body: 413 before reading when
+    /// Content-Length says more, and as soon as more arrives otherwise.
+    #[must_use]
+    pub fn with_body_limit(mut self, limit: usize) -> Self {
+        self.body_limit = limit;
+        self
+    }
+
+    /// How long the whole body may take to arrive; a slower request is
+    /// answered 408. The deadline uses tokio's timers.
+    #[must_use]
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Claims events by `key` (see [`EventKey`]).
+    #[must_use]
+    pub fn with_event_key(mut self, key: EventKey) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// The verifier.
+    pub fn verifier(&self) -> &Verifier {
+        &self.verifier
+    }
+
+    /// The body limit in bytes.
+    pub fn body_limit(&self) -> usize {
+        self.body_limit
+    }
+
+    /// How long the whole body may take to arrive.
+    pub fn body_timeout(&self) -> Duration {
+        self.body_timeout
+    }
+
+    /// What events are claimed by.
+    pub fn event_key(&self) -> &EventKey {
+        &self.key
+    }
+
+    /// Refuses a declared Content-Length over the limit (413), reads the
+    /// body through the limit and the deadline (413, 408), and verifies it
+    /// (400). The event keeps the body exactly as read.
+    pub async fn receive<H, S, D, E>(
+        &self,
+        headers: &H,
+        body: S,
+    ) -> Result<VerifiedEvent, Rejection>
+    where
+        H: Headers + ?Sized,
+        S: Stream<Item = Result<D, E>>,
+        D: Buf,
+    {
+        check_declared_length(declared_length(headers), self.body_limit)?;
+        let body = read_limited(body, self.body_limit, self.body_timeout).await?;
+        let verified = self
+            .verifier
+            .verify(headers, &body)
+            .map_err(Rejection::Unverified)?;
+        Ok(VerifiedEvent::new(
+            &self.key,
+            &self.verifier,
+            &verified,
+            body.clone(),
+        ))
+    }
+}
+
+/// The Content-Length a request declares, if it declares exactly one
+/// number. A server refuses a repeated or malformed one before the
+/// receiver sees it; if one gets through, the limited read still holds.
+fn declared_length<H: Headers + ?Sized>(headers: &H) -> Option<u64> {
+    match headers.lookup(&HeaderKey::from_static("content-length")) {
+        HeaderLookup::One(value) => std::str::from_utf8(value).ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
