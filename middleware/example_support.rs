@@ -17,24 +17,23 @@ pub(crate) struct Settings {
     pub(crate) address: String,
 }
 
+/// What serving ends with.
+pub(crate) type Served = Result<(), Box<dyn std::error::Error>>;
+
 /// Serves the receiver on a store, whichever the environment picked.
 pub(crate) trait Serve {
     /// Serves until the server stops.
-    async fn serve<S: Inbox + Clone + 'static>(
-        self,
-        settings: Settings,
-        store: S,
-    ) -> Result<(), Box<dyn std::error::Error>>;
+    async fn serve<S: Inbox + Clone + 'static>(self, settings: Settings, store: S) -> Served;
 }
 
-/// Reads the settings from the environment, opens the store they name and
-/// serves on it:
+/// Reads the settings from the environment, opens the store they name,
+/// starts the [`worker`] on it and serves on it:
 ///
 /// - `HOOKLATCH_SECRET`: the `whsec_` signing secret (required);
 /// - `HOOKLATCH_ADDR`: where to listen (default `127.0.0.1:3000`);
 /// - `DATABASE_URL` (`postgres://...`) or `REDIS_URL` (`redis://...`) for a
 ///   shared store; otherwise the SQLite file `hooklatch.db`.
-pub(crate) async fn serve_from_env(server: impl Serve) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) async fn serve_from_env(server: impl Serve) -> Served {
     let secret = std::env::var("HOOKLATCH_SECRET")
         .map_err(|_| "set HOOKLATCH_SECRET to the whsec_ signing secret")?;
     let settings = Settings {
@@ -44,18 +43,22 @@ pub(crate) async fn serve_from_env(server: impl Serve) -> Result<(), Box<dyn std
         address: std::env::var("HOOKLATCH_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into()),
     };
     if let Ok(url) = std::env::var("DATABASE_URL") {
-        server
-            .serve(settings, PostgresStore::connect(&url).await?)
-            .await
+        start(server, settings, PostgresStore::connect(&url).await?).await
     } else if let Ok(url) = std::env::var("REDIS_URL") {
-        server
-            .serve(settings, RedisStore::connect(&url).await?)
-            .await
+        start(server, settings, RedisStore::connect(&url).await?).await
     } else {
-        server
-            .serve(settings, SqliteStore::open("hooklatch.db").await?)
-            .await
+        start(server, settings, SqliteStore::open("hooklatch.db").await?).await
     }
+}
+
+async fn start<S: Inbox + Clone + 'static>(
+    server: impl Serve,
+    settings: Settings,
+    store: S,
+) -> Served {
+    let (handled, _) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(worker(store.clone(), handled));
+    server.serve(settings, store).await
 }
 
 /// Drains the inbox: each event is logged once, acked, and its id sent to

@@ -1,10 +1,9 @@
 //! [`PostgresStore`]: claims and inbox in Postgres.
 
-use sqlx::SqlStr;
 use sqlx::postgres::{PgConnection, PgPool};
 
-use super::sql::{Statements, ready_condition, schema, statement, take_assignments};
-use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key, check_prefix};
+use super::sql::{Statements, ready_condition, take_assignments};
+use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key};
 use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
@@ -65,11 +64,7 @@ use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 pub struct PostgresStore {
     pool: PgPool,
     options: StoreOptions,
-    claims: String,
-    inbox: String,
     statements: Statements,
-    accept: SqlStr,
-    take: SqlStr,
 }
 
 impl PostgresStore {
@@ -78,56 +73,43 @@ impl PostgresStore {
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
         Self::migrated(postgres_pool(url).await?).await
     }
-
-    /// A store on `pool` whose tables are `{prefix}_claims` and
-    /// `{prefix}_inbox`. The prefix is 1 to 48 of `a-z 0-9 _`, starting with
-    /// a letter. Call [`migrate`](Self::migrate) before use.
-    pub fn new(pool: PgPool, prefix: &str) -> Result<Self, DedupError> {
-        check_prefix(prefix)?;
-        let claims = format!("{prefix}_claims");
-        let inbox = format!("{prefix}_inbox");
-        let statements = Statements::new(&claims, &inbox, POSTGRES.now);
-        let accept = statement(format!(
-            "WITH claim AS ({} RETURNING namespace, event_id, claimed_at) \
-             INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
-             SELECT namespace, event_id, $4, $5, claimed_at, claimed_at FROM claim",
-            statements.claim_done.as_str()
-        ));
-        let take = statement(format!(
-            "WITH ready AS (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2{}) \
-             UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry \
-             RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead",
-            ready_condition("$1", POSTGRES.now),
-            POSTGRES.lock_rows,
-            take_assignments("$3", "$4", &format!("{} + $5", POSTGRES.now)),
-        ));
-        Ok(Self {
-            pool,
-            options: StoreOptions::default(),
-            claims,
-            inbox,
-            statements,
-            accept,
-            take,
-        })
-    }
-
-    /// Creates or upgrades the tables and indexes. Safe to run from several
-    /// processes at once, and while others serve traffic: when the recorded
-    /// schema version is current it only reads; otherwise a
-    /// transaction-scoped advisory lock serializes the migrators.
-    pub async fn migrate(&self) -> Result<(), DedupError> {
-        Ok(migrate_postgres(&self.pool, &schema(&self.claims, &self.inbox, &POSTGRES)).await?)
-    }
 }
 
-super::sql::sql_store_common!(PostgresStore, PgConnection, sqlx::postgres::PgRow);
+super::sql::sql_store_common!(
+    PostgresStore,
+    PgConnection,
+    sqlx::postgres::PgRow,
+    POSTGRES,
+    migrate_postgres
+);
+
+/// Claims as done and enqueues what the claim inserted, in one statement.
+fn accept_statement(claim_done: &str, inbox: &str) -> String {
+    format!(
+        "WITH claim AS ({claim_done} RETURNING namespace, event_id, claimed_at) \
+         INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
+         SELECT namespace, event_id, $4, $5, claimed_at, claimed_at FROM claim"
+    )
+}
+
+/// Takes the ready rows, earliest first, skipping rows another worker
+/// has locked.
+fn take_statement(inbox: &str) -> String {
+    format!(
+        "WITH ready AS (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2{}) \
+         UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry \
+         RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead",
+        ready_condition("$1", POSTGRES.now),
+        POSTGRES.lock_rows,
+        take_assignments("$3", "$4", &format!("{} + $5", POSTGRES.now)),
+    )
+}
 
 impl PostgresStore {
     /// The atomic claim-and-enqueue step of [`Inbox::accept`](super::Inbox::accept).
     async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
-        let inserted = sqlx::query(self.accept.clone())
+        let inserted = sqlx::query(self.statements.accept.clone())
             .bind(event.namespace)
             .bind(event.id)
             .bind(self.retention_ms())

@@ -46,9 +46,20 @@ pub(crate) fn schema(claims: &str, inbox: &str, dialect: &Dialect) -> Schema {
     }
 }
 
-/// The statements both SQL stores run, for one table prefix.
+/// The statements a SQL store runs, for one table prefix: those both
+/// dialects share, and each dialect's own atomic accept and take.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
+    /// `{prefix}_claims`.
+    pub(crate) claims: String,
+    /// `{prefix}_inbox`.
+    pub(crate) inbox: String,
+    /// $1 namespace, $2 id, $3 retention ms, $4 body, $5 signed at.
+    /// Claims as done and enqueues, or does neither.
+    pub(crate) accept: SqlStr,
+    /// $1 namespace, $2 limit, $3 max attempts, $4 token, $5 visibility
+    /// ms. Returns the rows taken or dead-lettered.
+    pub(crate) take: SqlStr,
     /// $1 namespace, $2 id, $3 retention ms. Claims as done.
     pub(crate) claim_done: SqlStr,
     /// $1 namespace, $2 id, $3 retention ms, $4 token, $5 lease ms.
@@ -74,15 +85,29 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    /// `now` is the dialect's clock expression (`Dialect::now`).
-    pub(crate) fn new(claims: &str, inbox: &str, now: &str) -> Self {
-        Self {
-            claim_done: statement(format!(
-                "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, {now}) \
-                 ON CONFLICT (namespace, event_id) DO UPDATE \
-                 SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
-                 WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - $3"
-            )),
+    /// The statements on `{prefix}_claims` and `{prefix}_inbox` in
+    /// `dialect`, with the dialect's `accept` (given the claim-as-done
+    /// statement and the inbox table) and `take` (given the inbox table).
+    pub(crate) fn new(
+        prefix: &str,
+        dialect: &Dialect,
+        accept: fn(claim_done: &str, inbox: &str) -> String,
+        take: fn(inbox: &str) -> String,
+    ) -> Result<Self, super::DedupError> {
+        super::check_prefix(prefix)?;
+        let claims = format!("{prefix}_claims");
+        let inbox = format!("{prefix}_inbox");
+        let now = dialect.now;
+        let claim_done = format!(
+            "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, {now}) \
+             ON CONFLICT (namespace, event_id) DO UPDATE \
+             SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
+             WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - $3"
+        );
+        Ok(Self {
+            accept: statement(accept(&claim_done, &inbox)),
+            take: statement(take(&inbox)),
+            claim_done: statement(claim_done),
             claim_lease: statement(format!(
                 "INSERT INTO {claims} (namespace, event_id, claimed_at, lease_token, lease_until) \
                  VALUES ($1, $2, {now}, $4, {now} + $5) \
@@ -127,7 +152,9 @@ impl Statements {
             purge_claims: statement(format!(
                 "DELETE FROM {claims} WHERE lease_token IS NULL AND claimed_at < {now} - $1"
             )),
-        }
+            claims,
+            inbox,
+        })
     }
 }
 
@@ -155,11 +182,47 @@ pub(crate) fn take_assignments(max: &str, token: &str, until: &str) -> String {
 /// [`Inbox`](super::Inbox) but its atomic accept step (each store's
 /// `accept_event`), and the whole [`LeaseStore`](super::LeaseStore).
 ///
-/// `$store` must have the fields `pool`, `options`, `statements` and
-/// `take`.
+/// `$store` must have the fields `pool`, `options` and `statements`;
+/// `$dialect` and `$migrate` are the database's `Dialect` and versioned
+/// migration, and the module must have the dialect's `accept_statement`
+/// and `take_statement`.
 macro_rules! sql_store_common {
-    ($store:ty, $connection:ty, $row:ty) => {
+    ($store:ty, $connection:ty, $row:ty, $dialect:expr, $migrate:path) => {
         impl $store {
+            /// A store on `pool` whose tables are `{prefix}_claims` and
+            /// `{prefix}_inbox`. The prefix is 1 to 48 of `a-z 0-9 _`,
+            /// starting with a letter. Call [`migrate`](Self::migrate) before
+            /// use.
+            pub fn new(
+                pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
+                prefix: &str,
+            ) -> Result<Self, $crate::dedup::DedupError> {
+                let statements = $crate::dedup::sql::Statements::new(
+                    prefix,
+                    &$dialect,
+                    accept_statement,
+                    take_statement,
+                )?;
+                Ok(Self {
+                    pool,
+                    options: $crate::dedup::StoreOptions::default(),
+                    statements,
+                })
+            }
+
+            /// Creates or upgrades the tables and indexes. Safe to run from
+            /// several processes at once, and while others serve traffic:
+            /// when the recorded schema version is current it only reads;
+            /// otherwise the migrators take turns (a transaction-scoped
+            /// advisory lock on Postgres, an immediate transaction on
+            /// SQLite).
+            pub async fn migrate(&self) -> Result<(), $crate::dedup::DedupError> {
+                let statements = &self.statements;
+                let schema =
+                    $crate::dedup::sql::schema(&statements.claims, &statements.inbox, &$dialect);
+                Ok($migrate(&self.pool, &schema).await?)
+            }
+
             /// The store with the default prefix `hooklatch` on `pool`, its
             /// tables migrated.
             async fn migrated(
@@ -356,7 +419,7 @@ macro_rules! sql_store_common {
             ) -> Result<Vec<$crate::dedup::InboxEntry>, $crate::dedup::DedupError> {
                 $crate::dedup::check_namespace(namespace)?;
                 let token = $crate::store::new_token();
-                let rows = sqlx::query(self.take.clone())
+                let rows = sqlx::query(self.statements.take.clone())
                     .bind(namespace)
                     .bind(i64::try_from(max).unwrap_or(i64::MAX))
                     .bind(i64::from(self.options.max_attempts()))

@@ -3,13 +3,10 @@
 use std::path::Path;
 use std::str::FromStr as _;
 
-use sqlx::SqlStr;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
-use super::sql::{
-    Statements, ready_condition, schema, sql_store_common, statement, take_assignments,
-};
-use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key, check_prefix};
+use super::sql::{Statements, ready_condition, sql_store_common, take_assignments};
+use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
@@ -60,11 +57,7 @@ use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 pub struct SqliteStore {
     pool: SqlitePool,
     options: StoreOptions,
-    claims: String,
-    inbox: String,
     statements: Statements,
-    accept: SqlStr,
-    take: SqlStr,
 }
 
 impl SqliteStore {
@@ -83,49 +76,37 @@ impl SqliteStore {
     async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
         Self::migrated(sqlite_pool(options).await?).await
     }
-
-    /// A store on `pool` whose tables are `{prefix}_claims` and
-    /// `{prefix}_inbox`. The prefix is 1 to 48 of `a-z 0-9 _`, starting with
-    /// a letter. Call [`migrate`](Self::migrate) before use.
-    pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, DedupError> {
-        check_prefix(prefix)?;
-        let claims = format!("{prefix}_claims");
-        let inbox = format!("{prefix}_inbox");
-        let take = statement(format!(
-            "UPDATE {inbox} SET {} WHERE entry IN \
-             (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2{}) \
-             RETURNING entry, event_id, body, signed_at, attempts, dead",
-            take_assignments("$3", "$4", &format!("{} + $5", SQLITE.now)),
-            ready_condition("$1", SQLITE.now),
-            SQLITE.lock_rows,
-        ));
-        let statements = Statements::new(&claims, &inbox, SQLITE.now);
-        let accept = statement(format!(
-            "{}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
-             SELECT $1, $2, $4, $5, {now}, {now} WHERE changes() = 1",
-            statements.claim_done.as_str(),
-            now = SQLITE.now
-        ));
-        Ok(Self {
-            statements,
-            accept,
-            pool,
-            options: StoreOptions::default(),
-            claims,
-            inbox,
-            take,
-        })
-    }
-
-    /// Creates or upgrades the tables and indexes, in one immediate
-    /// transaction: a second process running it at once waits for the
-    /// first, then finds the schema current.
-    pub async fn migrate(&self) -> Result<(), DedupError> {
-        Ok(migrate_sqlite(&self.pool, &schema(&self.claims, &self.inbox, &SQLITE)).await?)
-    }
 }
 
-sql_store_common!(SqliteStore, SqliteConnection, sqlx::sqlite::SqliteRow);
+sql_store_common!(
+    SqliteStore,
+    SqliteConnection,
+    sqlx::sqlite::SqliteRow,
+    SQLITE,
+    migrate_sqlite
+);
+
+/// Claims as done and, only if that inserted a row (`changes()`), enqueues:
+/// both in one call, saving a round trip to the worker.
+fn accept_statement(claim_done: &str, inbox: &str) -> String {
+    format!(
+        "{claim_done}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
+         SELECT $1, $2, $4, $5, {now}, {now} WHERE changes() = 1",
+        now = SQLITE.now
+    )
+}
+
+/// Takes the ready rows, earliest first.
+fn take_statement(inbox: &str) -> String {
+    format!(
+        "UPDATE {inbox} SET {} WHERE entry IN \
+         (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2{}) \
+         RETURNING entry, event_id, body, signed_at, attempts, dead",
+        take_assignments("$3", "$4", &format!("{} + $5", SQLITE.now)),
+        ready_condition("$1", SQLITE.now),
+        SQLITE.lock_rows,
+    )
+}
 
 impl SqliteStore {
     /// The atomic claim-and-enqueue step of [`Inbox::accept`](super::Inbox::accept).
@@ -134,7 +115,7 @@ impl SqliteStore {
         let mut tx = self.pool.begin().await?;
         // Both inserts in one call: the second runs only if the first
         // inserted a row (`changes()`), saving a round trip to the worker.
-        let inserted = sqlx::query(self.accept.clone())
+        let inserted = sqlx::query(self.statements.accept.clone())
             .bind(event.namespace)
             .bind(event.id)
             .bind(self.retention_ms())

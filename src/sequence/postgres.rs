@@ -1,6 +1,5 @@
 //! [`PostgresSequences`]: positions in a Postgres table.
 
-use sqlx::SqlStr;
 use sqlx::postgres::{PgConnection, PgPool};
 
 /// Positions in the Postgres table `{prefix}_sequences (resource TEXT
@@ -27,9 +26,7 @@ use sqlx::postgres::{PgConnection, PgPool};
 #[derive(Debug, Clone)]
 pub struct PostgresSequences {
     pool: PgPool,
-    table: String,
-    position: SqlStr,
-    advance: SqlStr,
+    statements: super::sql::Statements,
 }
 
 super::sql::sql_sequences!(

@@ -2,47 +2,57 @@
 //! and [`PostgresSequences`](super::PostgresSequences) differ only in their
 //! pool, connection and dialect.
 
-/// The statements a position store runs on `{prefix}_sequences`.
-pub(crate) fn statements(table: &str) -> (sqlx::SqlStr, sqlx::SqlStr) {
-    use crate::store::sql::statement;
-    (
-        statement(format!("SELECT position FROM {table} WHERE resource = $1")),
-        statement(format!(
-            "INSERT INTO {table} (resource, position) VALUES ($1, $2) \
-             ON CONFLICT (resource) DO UPDATE SET position = excluded.position \
-             WHERE {table}.position < excluded.position"
-        )),
-    )
+/// The table a position store keeps and the statements it runs on it.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    /// `{prefix}_sequences`.
+    pub(crate) table: String,
+    /// $1 resource. The position, if any.
+    pub(crate) position: sqlx::SqlStr,
+    /// $1 resource, $2 sequence. Moves the position forward only.
+    pub(crate) advance: sqlx::SqlStr,
+}
+
+impl Statements {
+    /// The statements on `{prefix}_sequences`.
+    pub(crate) fn new(prefix: &str) -> Result<Self, crate::sequence::SequenceError> {
+        use crate::store::sql::{statement, valid_prefix};
+        if !valid_prefix(prefix) {
+            return Err(crate::sequence::SequenceError::InvalidTableName(
+                prefix.to_owned(),
+            ));
+        }
+        let table = format!("{prefix}_sequences");
+        Ok(Self {
+            position: statement(format!("SELECT position FROM {table} WHERE resource = $1")),
+            advance: statement(format!(
+                "INSERT INTO {table} (resource, position) VALUES ($1, $2) \
+                 ON CONFLICT (resource) DO UPDATE SET position = excluded.position \
+                 WHERE {table}.position < excluded.position"
+            )),
+            table,
+        })
+    }
 }
 
 /// The methods and the [`SequenceStore`](super::SequenceStore) impl of one
-/// SQL position store. `$store` has the fields `pool`, `table`, `position`
-/// and `advance`.
+/// SQL position store. `$store` has the fields `pool` and `statements`.
 macro_rules! sql_sequences {
     ($store:ident, $pool:ty, $connection:ty, $dialect:expr, $migrate:path) => {
         impl $store {
             /// Positions in `{prefix}_sequences` on `pool`. Call
             /// [`migrate`](Self::migrate) before use.
             pub fn new(pool: $pool, prefix: &str) -> Result<Self, $crate::sequence::SequenceError> {
-                if !$crate::store::sql::valid_prefix(prefix) {
-                    return Err($crate::sequence::SequenceError::InvalidTableName(
-                        prefix.to_owned(),
-                    ));
-                }
-                let table = format!("{prefix}_sequences");
-                let (position, advance) = super::sql::statements(&table);
                 Ok(Self {
                     pool,
-                    table,
-                    position,
-                    advance,
+                    statements: super::sql::Statements::new(prefix)?,
                 })
             }
 
             /// Creates or upgrades the table; safe from several processes at
             /// once.
             pub async fn migrate(&self) -> Result<(), $crate::sequence::SequenceError> {
-                let schema = super::schema(&self.table, &$dialect);
+                let schema = super::schema(&self.statements.table, &$dialect);
                 Ok($migrate(&self.pool, &schema).await?)
             }
 
@@ -55,7 +65,7 @@ macro_rules! sql_sequences {
                 sequence: u64,
             ) -> Result<bool, $crate::sequence::SequenceError> {
                 super::check(resource, sequence)?;
-                let moved = sqlx::query(self.advance.clone())
+                let moved = sqlx::query(self.statements.advance.clone())
                     .bind(resource)
                     .bind(sequence.cast_signed())
                     .execute(connection)
@@ -70,7 +80,7 @@ macro_rules! sql_sequences {
                 &self,
                 resource: &str,
             ) -> Result<Option<u64>, $crate::sequence::SequenceError> {
-                let position: Option<i64> = sqlx::query_scalar(self.position.clone())
+                let position: Option<i64> = sqlx::query_scalar(self.statements.position.clone())
                     .bind(resource)
                     .fetch_optional(&self.pool)
                     .await?;

@@ -1,6 +1,5 @@
 //! [`SqliteSequences`]: positions in a SQLite table.
 
-use sqlx::SqlStr;
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 
 /// Positions in the SQLite table `{prefix}_sequences (resource TEXT
@@ -12,9 +11,7 @@ use sqlx::sqlite::{SqliteConnection, SqlitePool};
 #[derive(Debug, Clone)]
 pub struct SqliteSequences {
     pool: SqlitePool,
-    table: String,
-    position: SqlStr,
-    advance: SqlStr,
+    statements: super::sql::Statements,
 }
 
 super::sql::sql_sequences!(

@@ -15,7 +15,7 @@ use hooklatch_actix::{InboxWebhook, WebhookConfig};
 #[path = "../../example_support.rs"]
 mod support;
 
-use support::{NAMESPACE, Serve, Settings, worker};
+use support::{NAMESPACE, Serve, Served, Settings};
 
 /// The receiver's routes: the extractor verifies and accepts; returning it
 /// answers 202 (new) or 200 (duplicate).
@@ -29,13 +29,7 @@ fn app(config: &mut web::ServiceConfig) {
 struct Actix;
 
 impl Serve for Actix {
-    async fn serve<S: Inbox + Clone + 'static>(
-        self,
-        settings: Settings,
-        store: S,
-    ) -> Result<(), Box<dyn std::error::Error>> {
-        let (handled, _) = tokio::sync::mpsc::unbounded_channel();
-        actix_web::rt::spawn(worker(store.clone(), handled));
+    async fn serve<S: Inbox + Clone + 'static>(self, settings: Settings, store: S) -> Served {
         let config = WebhookConfig::new(settings.verifier).with_inbox(store, NAMESPACE)?;
         let server = HttpServer::new(move || App::new().app_data(config.clone()).configure(app))
             .bind(&settings.address)?;
@@ -54,7 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 mod tests {
     use hooklatch::dedup::MemoryStore;
 
-    use super::support::check;
+    use super::support::{check, worker};
     use super::*;
 
     #[actix_web::test]

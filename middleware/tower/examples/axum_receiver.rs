@@ -28,7 +28,7 @@ use hooklatch_tower::WebhookLayer;
 #[path = "../../example_support.rs"]
 mod support;
 
-use support::{NAMESPACE, Serve, Settings, worker};
+use support::{NAMESPACE, Serve, Served, Settings};
 
 /// The receiver: verifies, accepts each event once into `store`.
 fn app<S: Inbox + Clone + 'static>(verifier: Verifier, store: S) -> Router {
@@ -42,13 +42,7 @@ fn app<S: Inbox + Clone + 'static>(verifier: Verifier, store: S) -> Router {
 struct Axum;
 
 impl Serve for Axum {
-    async fn serve<S: Inbox + Clone + 'static>(
-        self,
-        settings: Settings,
-        store: S,
-    ) -> Result<(), Box<dyn std::error::Error>> {
-        let (handled, _) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(worker(store.clone(), handled));
+    async fn serve<S: Inbox + Clone + 'static>(self, settings: Settings, store: S) -> Served {
         let listener = tokio::net::TcpListener::bind(&settings.address).await?;
         println!("listening on http://{}/webhooks", listener.local_addr()?);
         axum::serve(listener, app(settings.verifier, store)).await?;
@@ -65,7 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 mod tests {
     use hooklatch::dedup::MemoryStore;
 
-    use super::support::check;
+    use super::support::{check, worker};
     use super::*;
 
     #[tokio::test]
