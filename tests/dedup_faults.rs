@@ -259,6 +259,85 @@ struct Call {
 /// How long the server stays down.
 const OUTAGE: Duration = Duration::from_secs(3);
 
+/// Puts `count` claims made at the epoch (long past any retention) straight
+/// into `{prefix}_claims`, in one statement both databases run.
+fn old_claims(prefix: &str, count: u64) -> AssertSqlSafe<String> {
+    AssertSqlSafe(format!(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {count}) \
+         INSERT INTO {prefix}_claims (namespace, event_id, claimed_at) \
+         SELECT 'ns', 'old-' || x, 0 FROM n"
+    ))
+}
+
+/// More old claims than one purge batch: every one is purged, over several
+/// bounded batches, and a recent claim and a held lease survive.
+async fn purge_takes_every_old_claim_in_batches<S>(store: &S, count: u64, purged: u64)
+where
+    S: Inbox + hooklatch::dedup::LeaseStore,
+{
+    assert_eq!(purged, count, "every old claim is purged");
+    assert_eq!(
+        store.accept(&event("ns", "old-1", SMALL)).await.unwrap(),
+        Acceptance::Accepted,
+        "a purged id is forgotten"
+    );
+    assert_eq!(
+        store.accept(&event("ns", "recent", SMALL)).await.unwrap(),
+        Acceptance::Duplicate,
+        "a recent claim survives the purge"
+    );
+    assert!(matches!(
+        store
+            .claim("ns", "held", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        hooklatch::dedup::Claim::InProgress { .. }
+    ));
+}
+
+#[tokio::test]
+async fn sqlite_purge_deletes_in_bounded_batches_and_misses_no_old_claim() {
+    use hooklatch::dedup::{LeaseStore, PURGE_BATCH};
+    let dir = support::TempDir::new("sqlite-purge-batches");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    let count = 2 * PURGE_BATCH + 7;
+    sqlx::query(old_claims("hooklatch", count))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let _ = store.accept(&event("ns", "recent", SMALL)).await.unwrap();
+    let _ = store
+        .claim("ns", "held", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let purged = store.purge(Duration::from_secs(3600)).await.unwrap();
+    purge_takes_every_old_claim_in_batches(&store, count, purged).await;
+}
+
+#[tokio::test]
+async fn postgres_purge_deletes_in_bounded_batches_and_misses_no_old_claim() {
+    use hooklatch::dedup::{LeaseStore, PURGE_BATCH};
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let prefix = support::unique("purge");
+    let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    store.migrate().await.unwrap();
+    let count = 2 * PURGE_BATCH + 7;
+    sqlx::query(old_claims(&prefix, count))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let _ = store.accept(&event("ns", "recent", SMALL)).await.unwrap();
+    let _ = store
+        .claim("ns", "held", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let purged = store.purge(Duration::from_secs(3600)).await.unwrap();
+    purge_takes_every_old_claim_in_batches(&store, count, purged).await;
+}
+
 /// Runs 8 tasks accepting `ids` ids; after `stop_after` acceptances calls
 /// `stop` (which returns once the server is down), waits [`OUTAGE`], calls
 /// `restart` (which returns once it is up), and lets the tasks finish.

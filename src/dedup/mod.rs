@@ -388,6 +388,12 @@ pub(crate) fn check_key(namespace: &str, id: &str) -> Result<(), DedupError> {
     }
 }
 
+/// How many claims a SQL store's `purge` deletes per statement (and
+/// transaction): small enough that each batch is quick and holds its locks
+/// briefly, large enough that a purge of millions of rows does not take
+/// millions of round trips.
+pub const PURGE_BATCH: u64 = 5_000;
+
 /// Checks that `namespace` can be stored: 1 to 64 characters of
 /// `A-Z a-z 0-9 _ - . :`. Use it to refuse a bad configuration at startup.
 ///

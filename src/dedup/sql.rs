@@ -80,7 +80,7 @@ pub(crate) struct Statements {
     pub(crate) nack: SqlStr,
     /// $1 namespace, $2 limit.
     pub(crate) dead_letters: SqlStr,
-    /// $1 older than ms.
+    /// $1 older than ms, $2 batch size.
     pub(crate) purge_claims: SqlStr,
 }
 
@@ -149,8 +149,18 @@ impl Statements {
                 "SELECT entry, event_id, body, signed_at, attempts FROM {inbox} \
                  WHERE namespace = $1 AND dead ORDER BY entry LIMIT $2"
             )),
+            // One bounded batch, oldest first, by the `claimed_at` index;
+            // on Postgres rows another client holds are skipped, not waited
+            // for.
             purge_claims: statement(format!(
-                "DELETE FROM {claims} WHERE lease_token IS NULL AND claimed_at < {now} - $1"
+                "DELETE FROM {claims} WHERE {}",
+                dialect.picked(&format!(
+                    "SELECT {row_id} FROM {claims} \
+                     WHERE claimed_at < {now} - $1 AND lease_token IS NULL \
+                     ORDER BY claimed_at LIMIT $2{lock_rows}",
+                    row_id = dialect.row_id,
+                    lock_rows = dialect.lock_rows
+                ))
             )),
             claims,
             inbox,
@@ -271,16 +281,29 @@ macro_rules! sql_store_common {
             }
 
             /// Deletes done claims older than `older_than` (use the
-            /// retention); returns how many.
+            /// retention); returns how many. It deletes in batches of
+            /// [`PURGE_BATCH`](crate::dedup::PURGE_BATCH) rows, each its own
+            /// short transaction, so a large purge holds no long locks and
+            /// accepts go on meanwhile. A failure stops it; what was deleted
+            /// stays deleted, and the next purge goes on from there.
             pub async fn purge(
                 &self,
                 older_than: std::time::Duration,
             ) -> Result<u64, $crate::dedup::DedupError> {
-                let result = sqlx::query(self.statements.purge_claims.clone())
-                    .bind($crate::dedup::millis(older_than))
-                    .execute(&self.pool)
-                    .await?;
-                Ok(result.rows_affected())
+                let batch = $crate::dedup::PURGE_BATCH;
+                let mut purged = 0;
+                loop {
+                    let deleted = sqlx::query(self.statements.purge_claims.clone())
+                        .bind($crate::dedup::millis(older_than))
+                        .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+                        .execute(&self.pool)
+                        .await?
+                        .rows_affected();
+                    purged += deleted;
+                    if deleted < batch {
+                        return Ok(purged);
+                    }
+                }
             }
 
             fn retention_ms(&self) -> i64 {

@@ -24,6 +24,20 @@ pub(crate) struct Dialect {
     /// The time now on the database's clock, in ms since the epoch, so that
     /// every client of a shared store decides expiry on one clock.
     pub(crate) now: &'static str,
+    /// A row's physical id, and how a statement names "the rows whose id a
+    /// subquery returns" so that the database fetches them by id (a TID
+    /// scan on Postgres) instead of joining against the whole table.
+    pub(crate) row_id: &'static str,
+    pub(crate) row_ids_in: (&'static str, &'static str),
+}
+
+impl Dialect {
+    /// The condition "the row is one `select` picked", where `select`
+    /// returns [`row_id`](Self::row_id)s.
+    pub(crate) fn picked(&self, select: &str) -> String {
+        let (open, close) = self.row_ids_in;
+        format!("{} {open}{select}{close}", self.row_id)
+    }
 }
 
 #[cfg(feature = "sqlite")]
@@ -36,6 +50,8 @@ pub(crate) const SQLITE: Dialect = Dialect {
     lock_rows: "",
     // The host's clock: one host uses a SQLite file.
     now: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+    row_id: "rowid",
+    row_ids_in: ("IN (", ")"),
 };
 
 #[cfg(feature = "postgres")]
@@ -52,6 +68,10 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     // statement and stable, so the planner can bound an index with it
     // (`clock_timestamp()` is volatile and cannot).
     now: "(EXTRACT(EPOCH FROM statement_timestamp()) * 1000)::BIGINT",
+    // `ctid IN (subquery)` may be planned as a join over the whole table;
+    // an array of ids is fetched id by id.
+    row_id: "ctid",
+    row_ids_in: ("= ANY(ARRAY(", "))"),
 };
 
 /// A statement whose only dynamic parts are table names that passed
