@@ -9,3 +9,6 @@ pub mod sender;
 pub mod sequence;
 mod store;
 pub mod verify;
+
+#[cfg(feature = "redis")]
+pub use store::redis::RedisConnection;

@@ -85,7 +85,12 @@ async fn sqlite_failed_enqueue_leaves_no_claim() {
 #[tokio::test]
 async fn redis_failed_enqueue_leaves_no_claim() {
     let server = support::redis();
-    let store = RedisStore::connect(&server.url()).await.unwrap();
+    // One shard: the keys below are the namespace's only stream and claim.
+    let store = RedisStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_shards(1)
+        .unwrap();
     let client = redis::Client::open(server.url()).unwrap();
     let mut raw = client.get_multiplexed_async_connection().await.unwrap();
     let namespace = support::unique("ns");
@@ -125,6 +130,90 @@ async fn redis_failed_enqueue_leaves_no_claim() {
         Acceptance::Accepted
     );
     assert_eq!(support::drain(&store, &namespace).await, ["evt"]);
+}
+
+#[tokio::test]
+async fn redis_shard_count_is_recorded_and_a_store_with_another_count_is_refused() {
+    let server = support::redis();
+    let namespace = support::unique("ns");
+    let sixteen = RedisStore::connect(&server.url()).await.unwrap();
+    let four = sixteen.clone().with_shards(4).unwrap();
+    assert_eq!(
+        sixteen
+            .accept(&event(&namespace, "evt", SMALL))
+            .await
+            .unwrap(),
+        Acceptance::Accepted
+    );
+    for refused in [
+        four.accept(&event(&namespace, "evt", SMALL))
+            .await
+            .unwrap_err(),
+        four.take(&namespace, "w", 10).await.unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                &refused,
+                DedupError::ShardCountMismatch {
+                    recorded: 16,
+                    configured: 4,
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+    }
+    // Another namespace is free to choose.
+    let other = support::unique("ns");
+    assert_eq!(
+        four.accept(&event(&other, "evt", SMALL)).await.unwrap(),
+        Acceptance::Accepted
+    );
+    assert!(matches!(
+        RedisStore::connect(&server.url())
+            .await
+            .unwrap()
+            .with_shards(0),
+        Err(DedupError::InvalidShardCount(0))
+    ));
+}
+
+#[tokio::test]
+async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
+    let server = support::redis();
+    let namespace = support::unique("ns");
+    // What a store made before shards left: the unsharded stream and claim.
+    let unsharded = RedisStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_shards(1)
+        .unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let _: String = redis::cmd("XADD")
+        .arg(format!("hooklatch:{{{namespace}}}:inbox"))
+        .arg("*")
+        .arg("id")
+        .arg("old")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let default = RedisStore::connect(&server.url()).await.unwrap();
+    assert!(matches!(
+        default.accept(&event(&namespace, "evt", SMALL)).await,
+        Err(DedupError::ShardCountMismatch {
+            recorded: 1,
+            configured: 16,
+            ..
+        })
+    ));
+    assert_eq!(
+        unsharded
+            .accept(&event(&namespace, "evt", SMALL))
+            .await
+            .unwrap(),
+        Acceptance::Accepted
+    );
 }
 
 #[tokio::test]

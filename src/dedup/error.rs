@@ -39,6 +39,36 @@ pub enum DedupError {
          `RedisStore::insecure_connect_allowing_eviction`"
     )]
     EvictionPolicy(String),
+    /// A Redis store was given a shard count outside 1 to
+    /// [`MAX_SHARDS`](super::MAX_SHARDS).
+    #[error("invalid shard count {0}: use 1 to 1024")]
+    InvalidShardCount(u16),
+    /// The namespace's keys are spread over another number of shards than
+    /// this store's: its claims and events would be looked for in the wrong
+    /// places.
+    #[error(
+        "namespace `{namespace}` is recorded with {recorded} shards, but this store uses \
+         {configured}: configure `with_shards({recorded})`"
+    )]
+    ShardCountMismatch {
+        /// The namespace.
+        namespace: String,
+        /// The count on record.
+        recorded: u16,
+        /// This store's count.
+        configured: u16,
+    },
+    /// The event was kept, but fewer replicas than asked for confirmed it
+    /// in time ([`RedisStore::with_replica_acks`](super::RedisStore::with_replica_acks)):
+    /// a failover now could lose it. Answer 5xx; the sender's retry is a
+    /// duplicate once the replicas have it.
+    #[error("only {acked} of {wanted} replicas confirmed the write in time")]
+    ReplicasBehind {
+        /// Replicas that confirmed.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -72,10 +72,10 @@ pub use error::{DedupError, StoreError};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
-#[cfg(feature = "redis")]
-pub use redis::RedisStore;
 #[cfg(all(feature = "redis", feature = "sender"))]
 pub(crate) use redis::check_eviction_policy;
+#[cfg(feature = "redis")]
+pub use redis::{DEFAULT_SHARDS, MAX_SHARDS, RedisStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
@@ -305,7 +305,10 @@ pub trait Inbox: Send + Sync {
     ) -> impl Future<Output = Result<Acceptance, DedupError>> + Send;
 
     /// Takes up to `max` events of `namespace` that are ready, oldest first,
-    /// hiding them from other workers for the visibility timeout.
+    /// hiding them from other workers for the visibility timeout. A Redis
+    /// store spread over shards hands out each shard's events oldest first
+    /// and visits the shards in turn; order per resource is the
+    /// [`sequence`](crate::sequence) module's job.
     fn take(
         &self,
         namespace: &str,

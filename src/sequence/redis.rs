@@ -4,9 +4,9 @@ use std::sync::LazyLock;
 
 use redis::AsyncCommands as _;
 use redis::Script;
-use redis::aio::ConnectionManager;
 
 use super::{SequenceError, SequenceStore};
+use crate::store::redis::RedisConnection;
 
 /// Moves the position forwards only. Numbers are compared as decimal
 /// strings (length, then digits), exactly, where Lua's doubles would round
@@ -24,10 +24,12 @@ return 1
 static ADVANCE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ADVANCE));
 
 /// Positions in Redis, one string key per resource:
-/// `hooklatch:seq:<resource>` (the prefix is configurable).
+/// `hooklatch:seq:<resource>` (the prefix is configurable), on one server
+/// or a Redis Cluster. Each call touches one key, so resources spread over
+/// every master of a cluster.
 #[derive(Clone)]
 pub struct RedisSequences {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     prefix: String,
 }
 
@@ -40,16 +42,23 @@ impl std::fmt::Debug for RedisSequences {
 }
 
 impl RedisSequences {
-    /// Connects to `url`, such as `redis://127.0.0.1:6379`. The connection
-    /// reconnects by itself; while the server is unreachable, every call
-    /// fails (after at most 5 seconds).
+    /// Connects to `address`: one server (`redis://127.0.0.1:6379`) or a
+    /// cluster (`redis+cluster://h1:p1,h2:p2`; see
+    /// [`RedisConnection::open`]). The connection reconnects by itself;
+    /// while Redis is unreachable, every call fails (after at most a few
+    /// seconds).
     ///
-    /// Refuses a server whose `maxmemory-policy` is not `noeviction`
-    /// ([`SequenceError::EvictionPolicy`]): an evicted position would let
-    /// applied events apply again.
-    pub async fn connect(url: &str) -> Result<Self, SequenceError> {
-        let mut connection = crate::store::redis::connect(url).await?;
-        if let Some(policy) = crate::store::redis::evicting_policy(&mut connection).await? {
+    /// Refuses a server, or any cluster node, whose `maxmemory-policy` is
+    /// not `noeviction` ([`SequenceError::EvictionPolicy`]): an evicted
+    /// position would let applied events apply again.
+    pub async fn connect(address: &str) -> Result<Self, SequenceError> {
+        Self::new(RedisConnection::open(address).await?).await
+    }
+
+    /// Positions on a connection you made, checked like
+    /// [`connect`](Self::connect) checks.
+    pub async fn new(mut connection: RedisConnection) -> Result<Self, SequenceError> {
+        if let Some(policy) = connection.evicting_policy().await? {
             return Err(SequenceError::EvictionPolicy(policy));
         }
         Ok(Self {

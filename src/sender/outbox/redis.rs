@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
-use redis::aio::ConnectionManager;
 use redis::{AsyncCommands as _, Script};
 
 use super::codes::{
@@ -17,7 +16,7 @@ use super::{
 };
 use crate::dedup::{DedupError, check_key, check_namespace};
 use crate::sender::Attempt;
-use crate::store::redis::connect as redis_connection;
+use crate::store::redis::RedisConnection;
 use crate::store::{millis, new_token, now_millis, unix_millis};
 
 // One Lua script per step; each file says what it does.
@@ -64,7 +63,7 @@ static DISABLE_SCRIPT: LazyLock<Script> =
 /// ```
 #[derive(Clone)]
 pub struct RedisDeliveries {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     prefix: String,
 }
 
@@ -88,7 +87,12 @@ impl RedisDeliveries {
     /// ([`DedupError::EvictionPolicy`]): an evicted delivery would be lost
     /// without a trace.
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
-        let mut connection = redis_connection(url).await?;
+        Self::new(RedisConnection::open(url).await?).await
+    }
+
+    /// Deliveries on a connection you made, checked like
+    /// [`connect`](Self::connect) checks.
+    pub async fn new(mut connection: RedisConnection) -> Result<Self, DedupError> {
         crate::dedup::check_eviction_policy(&mut connection).await?;
         Ok(Self {
             connection,
