@@ -125,12 +125,25 @@ impl Backend for Postgres {
     }
 }
 
-struct Redis;
-impl Backend for Redis {
+/// Redis on one server, or (`CLUSTER`) on a cluster of three masters and
+/// three replicas.
+struct RedisOn<const CLUSTER: bool>;
+type Redis = RedisOn<false>;
+type RedisCluster = RedisOn<true>;
+
+fn redis_server(cluster: bool) -> support::Server {
+    if cluster {
+        support::redis_cluster()
+    } else {
+        support::redis()
+    }
+}
+
+impl<const CLUSTER: bool> Backend for RedisOn<CLUSTER> {
     type Store = RedisStore;
     const ORDERED_ACROSS_THE_NAMESPACE: bool = false;
     async fn fixture(options: StoreOptions) -> Fixture<RedisStore> {
-        let server = support::redis();
+        let server = redis_server(CLUSTER);
         let store = RedisStore::connect(&server.url())
             .await
             .expect("connect to redis")
@@ -143,7 +156,7 @@ impl Backend for Redis {
     }
 
     async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<RedisStore>, RedisStore) {
-        let server = support::redis();
+        let server = redis_server(CLUSTER);
         let url = server.url();
         let first = RedisStore::connect(&url)
             .await
@@ -797,13 +810,23 @@ macro_rules! for_every_store {
     };
 }
 
-for_every_store!(memory => Memory, sqlite => Sqlite, postgres => Postgres, redis => Redis);
+for_every_store!(
+    memory => Memory,
+    sqlite => Sqlite,
+    postgres => Postgres,
+    redis => Redis,
+    redis_cluster => RedisCluster
+);
 
 // The shared stores: MemoryStore lives in one process and keeps time by its
 // own (injectable) clock, so it is left out here.
 acceptance_suite!(sqlite_clock, Sqlite: clients_with_clocks_hours_apart_agree_when_leases_end);
 acceptance_suite!(postgres_clock, Postgres: clients_with_clocks_hours_apart_agree_when_leases_end);
 acceptance_suite!(redis_clock, Redis: clients_with_clocks_hours_apart_agree_when_leases_end);
+acceptance_suite!(
+    redis_cluster_clock,
+    RedisCluster: clients_with_clocks_hours_apart_agree_when_leases_end
+);
 
 /// MemoryStore keeps time by the clock it is given: a lease ends when that
 /// clock says so, with no waiting.

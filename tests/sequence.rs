@@ -75,11 +75,20 @@ impl Backend for Postgres {
     }
 }
 
-struct Redis;
-impl Backend for Redis {
+/// Redis on one server, or (`CLUSTER`) on a cluster of three masters and
+/// three replicas.
+struct RedisOn<const CLUSTER: bool>;
+type Redis = RedisOn<false>;
+type RedisCluster = RedisOn<true>;
+
+impl<const CLUSTER: bool> Backend for RedisOn<CLUSTER> {
     type Store = RedisSequences;
     async fn fixture() -> Fixture<RedisSequences> {
-        let server = support::redis();
+        let server = if CLUSTER {
+            support::redis_cluster()
+        } else {
+            support::redis()
+        };
         let store = RedisSequences::connect(&server.url()).await.unwrap();
         Fixture {
             tracker: Tracker::new(store),
@@ -217,7 +226,13 @@ macro_rules! sequence_suite {
     };
 }
 
-sequence_suite!(memory => Memory, sqlite => Sqlite, postgres => Postgres, redis => Redis);
+sequence_suite!(
+    memory => Memory,
+    sqlite => Sqlite,
+    postgres => Postgres,
+    redis => Redis,
+    redis_cluster => RedisCluster
+);
 
 #[tokio::test]
 async fn postgres_advance_in_a_rolled_back_transaction_does_not_count() {

@@ -8,6 +8,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+mod cluster;
+pub use cluster::RedisCluster;
+
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -320,6 +323,7 @@ pub enum Server {
     Shared(String),
     PrivatePostgres(Postgres),
     PrivateRedis(Redis),
+    PrivateRedisCluster(RedisCluster),
 }
 
 impl Server {
@@ -328,6 +332,7 @@ impl Server {
             Self::Shared(url) => url.clone(),
             Self::PrivatePostgres(server) => server.url(),
             Self::PrivateRedis(server) => server.url(),
+            Self::PrivateRedisCluster(cluster) => cluster.url(),
         }
     }
 }
@@ -352,6 +357,13 @@ pub fn postgres() -> Server {
 /// Redis for a test: scripts/test's server, or a private one.
 pub fn redis() -> Server {
     shared("HOOKLATCH_TEST_REDIS_URL").unwrap_or_else(|| Server::PrivateRedis(Redis::start()))
+}
+
+/// A Redis Cluster (3 masters, 3 replicas) for a test: scripts/test's
+/// cluster, or a private one.
+pub fn redis_cluster() -> Server {
+    shared("HOOKLATCH_TEST_REDIS_CLUSTER_URL")
+        .unwrap_or_else(|| Server::PrivateRedisCluster(RedisCluster::start()))
 }
 
 /// Takes everything ready in `namespace` from `store`, acking each, and

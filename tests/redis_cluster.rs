@@ -1,0 +1,219 @@
+//! RedisStore on a real Redis Cluster of three masters and three replicas:
+//! a namespace spread over every master, and a failover drill that kills
+//! the master of a busy shard with SIGKILL while accepts and duplicates
+//! run. (The store suites in `tests/dedup.rs` and `tests/sequence.rs` also
+//! run on a cluster.)
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hooklatch::dedup::{Acceptance, DedupError, Inbox, IncomingEvent, RedisStore};
+use support::RedisCluster;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_namespace_spreads_over_every_master() {
+    let cluster = RedisCluster::start();
+    let store = RedisStore::connect(&cluster.url()).await.unwrap();
+    let namespace = support::unique("spread");
+    for n in 0..200 {
+        let id = format!("evt_{n}");
+        let accepted = store
+            .accept(&IncomingEvent::new(&namespace, &id, b"{}"))
+            .await
+            .unwrap();
+        assert_eq!(accepted, Acceptance::Accepted);
+    }
+    let masters = cluster.masters();
+    assert_eq!(masters.len(), 3);
+    for master in masters {
+        assert!(
+            cluster.keys_on(master) > 0,
+            "master {master} holds none of the namespace's keys"
+        );
+    }
+    let ids = support::drain(&store, &namespace).await;
+    assert_eq!(ids.len(), 200);
+}
+
+/// What the drill saw.
+#[derive(Debug, Default)]
+struct Drill {
+    ids: usize,
+    /// Ids the store answered `Accepted` or `Duplicate` for at least once:
+    /// the sender was told 2xx.
+    acknowledged: usize,
+    /// Acknowledged ids missing from the inbox afterwards.
+    lost: Vec<String>,
+    /// Ids answered `Accepted` more than once.
+    accepted_twice: Vec<String>,
+    /// Ids in the inbox more than once.
+    enqueued_twice: Vec<String>,
+    /// Calls that failed (and were retried, as a sender retries a 5xx).
+    failed_calls: usize,
+    replicas_behind: usize,
+}
+
+/// Senders deliver `ids` events to one namespace, each twice (a duplicate
+/// delivery), retrying every failed call as a sender retries a 5xx. While
+/// they run, the master holding the shard of the first ids is killed with
+/// SIGKILL; once a replica has taken over, the dead node is started again
+/// (it comes back as a replica). Then the inbox is drained and compared
+/// with what the senders were told.
+async fn failover_drill(replica_acks: bool, ids: usize) -> Drill {
+    let mut cluster = RedisCluster::start();
+    let mut store = RedisStore::connect(&cluster.url()).await.unwrap();
+    if replica_acks {
+        store = store.with_replica_acks(1, Duration::from_millis(500));
+    }
+    let namespace = support::unique("drill");
+    let answers: Arc<Mutex<HashMap<String, Vec<Acceptance>>>> = Arc::default();
+    let failures: Arc<Mutex<(usize, usize)>> = Arc::default();
+    let senders: Vec<_> = (0..8)
+        .map(|sender| {
+            let (store, namespace) = (store.clone(), namespace.clone());
+            let (answers, failures) = (Arc::clone(&answers), Arc::clone(&failures));
+            tokio::spawn(async move {
+                for n in (sender..ids).step_by(8) {
+                    let id = format!("evt_{n}");
+                    for _delivery in 0..2 {
+                        let deadline = Instant::now() + Duration::from_secs(90);
+                        loop {
+                            let event = IncomingEvent::new(&namespace, &id, b"{}");
+                            match store.accept(&event).await {
+                                Ok(answer) => {
+                                    answers
+                                        .lock()
+                                        .unwrap()
+                                        .entry(id.clone())
+                                        .or_default()
+                                        .push(answer);
+                                    break;
+                                }
+                                Err(error) => {
+                                    {
+                                        let mut failures = failures.lock().unwrap();
+                                        failures.0 += 1;
+                                        if matches!(error, DedupError::ReplicasBehind { .. }) {
+                                            failures.1 += 1;
+                                        }
+                                    }
+                                    assert!(
+                                        Instant::now() < deadline,
+                                        "{id} never accepted: {error}"
+                                    );
+                                    tokio::time::sleep(Duration::from_millis(100)).await;
+                                }
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    // Let the run get going, then kill the master of a busy shard.
+    while answers.lock().unwrap().len() < ids / 4 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let busy_key = format!("hooklatch:{{{namespace}/0}}:inbox");
+    let old_master = cluster.master_of(&busy_key);
+    cluster.kill(old_master);
+    let new_master = tokio::task::block_in_place(|| cluster.wait_for_failover(&busy_key));
+    assert_ne!(new_master, old_master);
+    cluster.restart(old_master);
+    tokio::task::block_in_place(|| cluster.wait_until_ready());
+    for sender in senders {
+        sender.await.unwrap();
+    }
+
+    let in_inbox = support::drain(&store, &namespace).await;
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for id in &in_inbox {
+        *counts.entry(id.as_str()).or_default() += 1;
+    }
+    let answers = answers.lock().unwrap();
+    let (failed_calls, replicas_behind) = *failures.lock().unwrap();
+    let sorted = |ids: Vec<String>| {
+        ids.into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    Drill {
+        ids,
+        acknowledged: answers.len(),
+        lost: sorted(
+            answers
+                .keys()
+                .filter(|id| !counts.contains_key(id.as_str()))
+                .cloned()
+                .collect(),
+        ),
+        accepted_twice: sorted(
+            answers
+                .iter()
+                .filter(|(_, got)| got.iter().filter(|a| **a == Acceptance::Accepted).count() > 1)
+                .map(|(id, _)| id.clone())
+                .collect(),
+        ),
+        enqueued_twice: sorted(
+            counts
+                .iter()
+                .filter(|(_, n)| **n > 1)
+                .map(|(id, _)| (*id).to_owned())
+                .collect(),
+        ),
+        failed_calls,
+        replicas_behind,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_with_replica_acks_loses_nothing_and_accepts_nothing_twice() {
+    let drill = failover_drill(true, 2000).await;
+    println!("failover drill with replica acks: {drill:?}");
+    assert_eq!(
+        drill.acknowledged, drill.ids,
+        "every event was acknowledged"
+    );
+    assert!(drill.lost.is_empty(), "lost: {:?}", drill.lost);
+    assert!(
+        drill.accepted_twice.is_empty(),
+        "accepted twice: {:?}",
+        drill.accepted_twice
+    );
+    assert!(
+        drill.enqueued_twice.is_empty(),
+        "enqueued twice: {:?}",
+        drill.enqueued_twice
+    );
+    assert!(drill.failed_calls > 0, "the failover was felt: {drill:?}");
+}
+
+/// Without replica acks a failover may lose accepts the sender was already
+/// told 2xx about (and then accept their retries as new). This reports what
+/// happened; what it asserts holds either way: a claim and its event are
+/// lost or kept together, so nothing is enqueued twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_without_replica_acks_reports_what_it_lost() {
+    let drill = failover_drill(false, 2000).await;
+    println!(
+        "failover drill without replica acks: {} ids, {} acknowledged, {} lost after a 2xx, \
+         {} accepted twice, {} enqueued twice, {} failed calls",
+        drill.ids,
+        drill.acknowledged,
+        drill.lost.len(),
+        drill.accepted_twice.len(),
+        drill.enqueued_twice.len(),
+        drill.failed_calls
+    );
+    assert_eq!(drill.acknowledged, drill.ids);
+    assert!(
+        drill.enqueued_twice.is_empty(),
+        "enqueued twice: {:?}",
+        drill.enqueued_twice
+    );
+    assert_eq!(drill.replicas_behind, 0);
+}

@@ -1,0 +1,248 @@
+//! A Redis Cluster of a test's own: three masters and three replicas from
+//! the `redis-server` binary, on loopback, in a temporary folder.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{TempDir, wait_for_redis};
+
+/// Six `redis-server --cluster-enabled yes` processes joined by
+/// `redis-cli --cluster create --cluster-replicas 1`. A node is declared
+/// failed after one second, so a replica is promoted about 2.5 s after
+/// its master dies.
+pub struct RedisCluster {
+    _dir: TempDir,
+    dir_path: std::path::PathBuf,
+    ports: Vec<u16>,
+    children: Vec<Option<Child>>,
+}
+
+/// Six free loopback ports below 55535 whose cluster bus port (+10000) is
+/// free too.
+fn cluster_ports() -> Vec<u16> {
+    let mut ports = Vec::new();
+    while ports.len() < 6 {
+        let port = super::free_port();
+        let bus_free = std::net::TcpListener::bind(("127.0.0.1", port.wrapping_add(10000))).is_ok();
+        if port < 55535 && bus_free && !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    ports
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|error| {
+            panic!("cannot run redis-cli: {error}; install redis-tools or run scripts/test")
+        });
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+impl RedisCluster {
+    pub fn start() -> Self {
+        let dir = TempDir::new("redis-cluster");
+        let dir_path = dir.path().to_path_buf();
+        let ports = cluster_ports();
+        let mut cluster = Self {
+            _dir: dir,
+            dir_path,
+            ports: ports.clone(),
+            children: Vec::new(),
+        };
+        for index in 0..ports.len() {
+            let child = cluster.spawn(index);
+            cluster.children.push(Some(child));
+        }
+        for &port in &ports {
+            wait_for_redis(port);
+        }
+        let nodes: Vec<String> = ports
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&nodes)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        cluster.wait_until_ready();
+        cluster
+    }
+
+    fn spawn(&self, index: usize) -> Child {
+        let port = self.ports[index].to_string();
+        let node_dir = self.dir_path.join(&port);
+        std::fs::create_dir_all(&node_dir).expect("node folder");
+        let program =
+            std::env::var("HOOKLATCH_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        Command::new(&program)
+            .args(["--port", &port, "--bind", "127.0.0.1"])
+            .args(["--dir", node_dir.to_str().unwrap()])
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args(["--cluster-node-timeout", "1000"])
+            .args(["--appendonly", "no", "--save", ""])
+            .args(["--repl-diskless-sync-delay", "0"])
+            .args(["--protected-mode", "no", "--daemonize", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot start {program}: {error}; install it (apt-get install redis-server) \
+                     or run scripts/test"
+                )
+            })
+    }
+
+    /// Waits until every live node says the cluster is ok and every
+    /// replica is in sync with its master.
+    pub fn wait_until_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let live: Vec<u16> = self.live_ports();
+            let ok = live
+                .iter()
+                .all(|&port| redis_cli(port, &["cluster", "info"]).contains("cluster_state:ok"));
+            let synced = live.iter().all(|&port| {
+                let replication = redis_cli(port, &["info", "replication"]);
+                replication.contains("role:master") || replication.contains("master_link_status:up")
+            });
+            if ok && synced {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not become ready"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn live_ports(&self) -> Vec<u16> {
+        self.ports
+            .iter()
+            .zip(&self.children)
+            .filter(|(_, child)| child.is_some())
+            .map(|(&port, _)| port)
+            .collect()
+    }
+
+    /// The address the stores take: `redis+cluster://` and every node.
+    pub fn url(&self) -> String {
+        let nodes: Vec<String> = self
+            .ports
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        format!("redis+cluster://{}", nodes.join(","))
+    }
+
+    /// The ports of the nodes that are masters now.
+    pub fn masters(&self) -> Vec<u16> {
+        self.live_ports()
+            .into_iter()
+            .filter(|&port| redis_cli(port, &["info", "replication"]).contains("role:master"))
+            .collect()
+    }
+
+    /// The port of the master that holds `key`'s slot now.
+    pub fn master_of(&self, key: &str) -> u16 {
+        self.live_master_of(key)
+            .unwrap_or_else(|| panic!("no live master holds the slot of {key}"))
+    }
+
+    /// The live master that holds `key`'s slot, if one does.
+    fn live_master_of(&self, key: &str) -> Option<u16> {
+        let any = self.live_ports()[0];
+        let slot: u16 = redis_cli(any, &["cluster", "keyslot", key])
+            .trim()
+            .parse()
+            .expect("a slot number");
+        for port in self.masters() {
+            let nodes = redis_cli(port, &["cluster", "nodes"]);
+            let myself = nodes
+                .lines()
+                .find(|line| line.contains("myself"))
+                .expect("the node's own line");
+            let holds = myself.split_whitespace().skip(8).any(|range| {
+                let (start, end) = range.split_once('-').unwrap_or((range, range));
+                match (start.parse::<u16>(), end.parse::<u16>()) {
+                    (Ok(start), Ok(end)) => (start..=end).contains(&slot),
+                    _ => false,
+                }
+            });
+            if holds {
+                return Some(port);
+            }
+        }
+        None
+    }
+
+    /// How many keys the node on `port` holds.
+    pub fn keys_on(&self, port: u16) -> u64 {
+        redis_cli(port, &["dbsize"]).trim().parse().unwrap_or(0)
+    }
+
+    /// Kills the node on `port` with SIGKILL, as a crash would.
+    pub fn kill(&mut self, port: u16) {
+        let index = self.ports.iter().position(|&p| p == port).expect("a node");
+        if let Some(mut child) = self.children[index].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the node on `port` again, from its folder: a master that was
+    /// failed over comes back as a replica of the one that took over.
+    pub fn restart(&mut self, port: u16) {
+        let index = self.ports.iter().position(|&p| p == port).expect("a node");
+        assert!(self.children[index].is_none(), "the node is running");
+        self.children[index] = Some(self.spawn(index));
+        wait_for_redis(port);
+    }
+
+    /// Waits until a replica has taken over from the killed master of
+    /// `key`, and returns the new master.
+    pub fn wait_for_failover(&self, key: &str) -> u16 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let live = self.live_ports();
+            let ok = live
+                .iter()
+                .all(|&port| redis_cli(port, &["cluster", "info"]).contains("cluster_state:ok"));
+            if let Some(master) = self.live_master_of(key).filter(|_| ok) {
+                return master;
+            }
+            assert!(Instant::now() < deadline, "no replica took over");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for child in self.children.iter_mut().filter_map(Option::take) {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
