@@ -178,6 +178,56 @@ async fn redis_shard_count_is_recorded_and_a_store_with_another_count_is_refused
     ));
 }
 
+/// A server with no replicas cannot confirm a write to one: the call fails
+/// with `ReplicasBehind` (a 5xx), yet what it wrote is kept, so the
+/// sender's retry is a duplicate and a completed lease stays done.
+#[tokio::test]
+async fn redis_replica_acks_that_fall_short_fail_the_call_but_keep_the_write() {
+    use hooklatch::dedup::{Claim, LeaseStore};
+    let server = support::redis();
+    let plain = RedisStore::connect(&server.url()).await.unwrap();
+    let waiting = plain
+        .clone()
+        .with_replica_acks(1, Duration::from_millis(50));
+    let namespace = support::unique("ns");
+    for _ in 0..2 {
+        assert!(matches!(
+            waiting.accept(&event(&namespace, "evt", SMALL)).await,
+            Err(DedupError::ReplicasBehind {
+                acked: 0,
+                wanted: 1
+            })
+        ));
+    }
+    assert_eq!(
+        plain
+            .accept(&event(&namespace, "evt", SMALL))
+            .await
+            .unwrap(),
+        Acceptance::Duplicate
+    );
+    assert_eq!(support::drain(&plain, &namespace).await, ["evt"]);
+
+    let Claim::Fresh(lease) = waiting
+        .claim(&namespace, "job", Duration::from_secs(30))
+        .await
+        .unwrap()
+    else {
+        panic!("a fresh lease");
+    };
+    assert!(matches!(
+        waiting.complete(&lease).await,
+        Err(DedupError::ReplicasBehind { .. })
+    ));
+    assert_eq!(
+        plain
+            .claim(&namespace, "job", Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Claim::Done
+    );
+}
+
 #[tokio::test]
 async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
     let server = support::redis();

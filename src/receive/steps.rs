@@ -64,28 +64,46 @@ pub const COMPLETE_TRIES: u32 = 3;
 /// store, 100 ms then 400 ms apart) or releases it after anything else, so
 /// the sender's retry runs the handler again. What cannot be settled is
 /// logged; the lease then expires by itself.
-pub async fn settle<S: LeaseStore + ?Sized>(store: &S, lease: &Lease, succeeded: bool) {
+///
+/// Returns the completion's error, for the one case where the answer to
+/// the sender changes: [`DedupError::ReplicasBehind`] (the done mark is on
+/// the master but not yet on enough replicas) is answered 503, so the
+/// sender retries and finds the event done, unless a failover lost the
+/// mark. Every other failure keeps the handler's 2xx: the event was
+/// handled, and a retry would only run it again.
+pub async fn settle<S: LeaseStore + ?Sized>(
+    store: &S,
+    lease: &Lease,
+    succeeded: bool,
+) -> Result<(), DedupError> {
     let (namespace, id) = (lease.namespace(), lease.id());
     if !succeeded {
         if let Err(error) = store.release(lease).await {
             tracing::warn!(namespace, id, %error, "could not release the lease; it will expire");
         }
-        return;
+        return Ok(());
     }
-    match complete_with_retries(store, lease).await {
+    let completed = complete_with_retries(store, lease).await;
+    match &completed {
         Ok(()) => {}
         Err(error @ DedupError::LeaseLost) => {
             tracing::error!(namespace, id, %error, "handled, but another delivery holds the event now");
+        }
+        Err(error @ DedupError::ReplicasBehind { .. }) => {
+            tracing::warn!(namespace, id, %error, "handled, but not yet on enough replicas; asking the sender to retry");
         }
         Err(error) => {
             tracing::error!(namespace, id, %error, "handled, but could not record it; a retry after the lease may run it again");
         }
     }
+    completed
 }
 
 /// Marks the event handled, trying a failing store [`COMPLETE_TRIES`] times
 /// (100 ms, then 400 ms apart): a lost completion means the handler runs
-/// again after the lease. A lost lease is not retried.
+/// again after the lease. A lost lease is not retried, nor a completion
+/// that replicas have not confirmed (completing again would find the lease
+/// already done).
 pub async fn complete_with_retries<S: LeaseStore + ?Sized>(
     store: &S,
     lease: &Lease,
@@ -94,7 +112,13 @@ pub async fn complete_with_retries<S: LeaseStore + ?Sized>(
     let mut attempt = 1;
     loop {
         match store.complete(lease).await {
-            Err(error) if attempt < COMPLETE_TRIES && !matches!(error, DedupError::LeaseLost) => {
+            Err(error)
+                if attempt < COMPLETE_TRIES
+                    && !matches!(
+                        error,
+                        DedupError::LeaseLost | DedupError::ReplicasBehind { .. }
+                    ) =>
+            {
                 let (namespace, id) = (lease.namespace(), lease.id());
                 tracing::warn!(namespace, id, %error, attempt, "could not complete the lease; trying again");
                 tokio::time::sleep(wait).await;

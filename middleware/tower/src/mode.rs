@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hooklatch::dedup::{Acceptance, Inbox, LeaseStore};
+use hooklatch::dedup::{Acceptance, DedupError, Inbox, LeaseStore};
 use hooklatch::receive::{Claimed, Rejection, VerifiedEvent, accept, claim, settle};
 
 use crate::response::Answers;
@@ -206,10 +206,19 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
                 tokio::time::timeout_at(deadline, CatchUnwind(Box::pin(next.call(request)))).await;
             let succeeded =
                 matches!(&outcome, Ok(Ok(Ok(response))) if response.status().is_success());
-            settle(&store, &lease, succeeded).await;
-            outcome
+            let settled = settle(&store, &lease, succeeded).await;
+            (outcome, settled)
         });
-        match handled.await {
+        let handled = match handled.await {
+            // Handled, but not yet safe from a failover: the sender retries
+            // and finds it done.
+            Ok((_, Err(error @ DedupError::ReplicasBehind { .. }))) => {
+                return Ok(answers.reject(Rejection::from_store(error)));
+            }
+            Ok((outcome, _)) => Ok(outcome),
+            Err(error) => Err(error),
+        };
+        match handled {
             Ok(Ok(Ok(result))) => result,
             Ok(Ok(Err(_panic))) => {
                 tracing::error!(namespace = %self.namespace, id = key, "webhook handler panicked");

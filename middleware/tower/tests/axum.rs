@@ -801,3 +801,56 @@ async fn a_custom_answer_keeps_retry_after() {
         .unwrap();
     assert!((1..=30).contains(&retry_after), "{retry_after}");
 }
+
+/// With replica acks on a Redis that has no replica, both modes answer 503
+/// after doing their work, so the sender retries; the work is kept, so a
+/// delivery without the wait finds it: a duplicate for the inbox, done for
+/// a lease (the handler does not run again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_acks_that_fall_short_answer_503_and_the_retry_finds_the_work_kept() {
+    let server = support::redis();
+    let plain = RedisStore::connect(&server.url()).await.unwrap();
+    let waiting = plain
+        .clone()
+        .with_replica_acks(1, Duration::from_millis(50));
+    let namespace = support::unique("acks");
+    let client = reqwest::Client::new();
+    let body = br#"{"type":"ping"}"#.to_vec();
+    let headers = pairs(&sign("msg_acks", &body));
+
+    let inbox_short = serve(inbox_app(waiting.clone(), &namespace)).await;
+    let inbox_plain = serve(inbox_app(plain.clone(), &namespace)).await;
+    let (status, _) = post_signed(&client, &inbox_short, &headers, body.clone()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (status, text) = post_signed(&client, &inbox_plain, &headers, body.clone()).await;
+    assert_eq!((status, text.as_str()), (StatusCode::OK, "duplicate"));
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let lease_app = |store: RedisStore| {
+        let runs = Arc::clone(&runs);
+        Router::new()
+            .route(
+                "/webhooks",
+                post(move || async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    "handled"
+                }),
+            )
+            .layer(
+                WebhookLayer::new(verifier())
+                    .with_lease(
+                        store,
+                        &format!("{namespace}-lease"),
+                        Duration::from_secs(30),
+                    )
+                    .unwrap(),
+            )
+    };
+    let lease_short = serve(lease_app(waiting)).await;
+    let lease_plain = serve(lease_app(plain)).await;
+    let (status, _) = post_signed(&client, &lease_short, &headers, body.clone()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (status, text) = post_signed(&client, &lease_plain, &headers, body).await;
+    assert_eq!((status, text.as_str()), (StatusCode::OK, "duplicate"));
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran once");
+}

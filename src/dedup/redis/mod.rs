@@ -1,74 +1,23 @@
 //! [`RedisStore`]: claims and inbox in Redis, one Lua script per step, on
 //! one server or a Redis Cluster, each namespace spread over shards.
 
+mod inbox;
+mod lease;
+mod scripts;
 mod shards;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use redis::{AsyncCommands as _, Script};
 
-use super::{
-    Acceptance, Claim, DedupError, Inbox, InboxEntry, IncomingEvent, Lease, LeaseStore,
-    NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
-};
+use super::{DedupError, InboxEntry, Receipt, StoreOptions, check_namespace, millis};
 use crate::store::redis::RedisConnection;
+use scripts::{GROUP, SHARDS_SCRIPT, TAKE_SCRIPT};
 pub use shards::{DEFAULT_SHARDS, MAX_SHARDS};
 use shards::{Shards, parse_receipt_entry, receipt_entry};
-
-/// Claims the id and appends the event to the inbox stream, or does
-/// nothing if the id is claimed. If the append fails, the claim is deleted
-/// again before the script ends, so nothing is kept.
-const ACCEPT: &str = include_str!("lua/accept.lua");
-
-/// Moves due retries back onto the stream, reclaims entries whose worker
-/// died, reads new ones, and dead-letters any past its last attempt.
-/// Returns `{entry, id, body, signed_at, attempt}` for each delivery.
-const TAKE: &str = include_str!("lua/take.lua");
-
-/// Acks an entry if this delivery still holds it (its token is the
-/// entry's delivery count, which a reclaim by another worker increases).
-const ACK: &str = include_str!("lua/ack.lua");
-
-/// Gives an entry back: to the delayed set for `retry_in` ms on the
-/// server's clock, or to the dead letters after its last attempt. -1: no
-/// longer held; 0: will retry; 1: dead-lettered.
-const NACK: &str = include_str!("lua/nack.lua");
-
-/// 1: fresh lease; 2: done; 3: in progress, with the lease's remaining ms.
-const CLAIM: &str = include_str!("lua/claim.lua");
-
-const COMPLETE: &str = include_str!("lua/complete.lua");
-
-/// A heartbeat for a taken entry this delivery still holds: its idle time,
-/// which `XAUTOCLAIM` measures against the visibility timeout, starts
-/// again from zero (`JUSTID` leaves the delivery count alone).
-const EXTEND_TAKEN: &str = include_str!("lua/extend_taken.lua");
-
-/// A heartbeat for a lease this delivery still holds.
-const EXTEND_LEASE: &str = include_str!("lua/extend_lease.lua");
-
-const RELEASE: &str = include_str!("lua/release.lua");
-
-/// Records a namespace's shard count on first use; returns the count on
-/// record.
-const SHARDS: &str = include_str!("lua/shards.lua");
-
-static ACCEPT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACCEPT));
-static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
-static ACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACK));
-static NACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(NACK));
-static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CLAIM));
-static COMPLETE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE));
-static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
-static EXTEND_TAKEN_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_TAKEN));
-static EXTEND_LEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LEASE));
-static SHARDS_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SHARDS));
-
-/// The consumer group every worker joins.
-const GROUP: &str = "hooklatch";
 
 /// Claims and inbox in Redis, for many receiver instances sharing one
 /// server or a Redis Cluster.
@@ -86,7 +35,7 @@ const GROUP: &str = "hooklatch";
 /// group `hooklatch`; `XAUTOCLAIM` hands entries whose worker died to
 /// another), `…:attempts`, `…:delayed` and `…:dead`. An event's claim and
 /// its inbox entry are in the shard its id hashes to, so claiming and
-/// enqueueing stay one script on one node. [`take`](Inbox::take) asks every
+/// enqueueing stay one script on one node. [`take`](super::Inbox::take) asks every
 /// shard, starting at a different one each call. With one shard the tag is
 /// `{ns}`: the layout of stores made before shards.
 ///
@@ -345,230 +294,6 @@ impl RedisStore {
 
 type TakenRow = (String, String, Vec<u8>, String, String, String);
 
-impl Inbox for RedisStore {
-    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
-        check_key(event.namespace, event.id)?;
-        self.check_shards(event.namespace).await?;
-        let shard = self.shards.of(event.id);
-        let claim = self.shards.claim_key(event.namespace, event.id);
-        let mut connection = self.connection.clone();
-        let accepted: i64 = ACCEPT_SCRIPT
-            .key(&claim)
-            .key(self.shards.key(event.namespace, shard, "inbox"))
-            .arg(millis(self.options.retention()))
-            .arg(event.id)
-            .arg(event.body)
-            .arg(event.signed_at.map(|t| t.to_string()).unwrap_or_default())
-            .invoke_async(&mut connection)
-            .await?;
-        // A duplicate waits too: the accept it repeats may be the one whose
-        // wait fell short.
-        self.wait_for_replicas(&claim).await?;
-        Ok(if accepted == 1 {
-            Acceptance::Accepted
-        } else {
-            Acceptance::Duplicate
-        })
-    }
-
-    /// Asks the shards for a fair share each, all at once, starting at a
-    /// different shard each call; then asks those that had more for the
-    /// rest, one by one. Fails only when nothing was taken and a shard
-    /// failed: entries already taken are handed out, and the failing
-    /// shard's are taken by a later call.
-    async fn take(
-        &self,
-        namespace: &str,
-        consumer: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
-        check_namespace(namespace)?;
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        self.check_shards(namespace).await?;
-        let start = self.next_shard.fetch_add(1, Ordering::Relaxed);
-        let order: Vec<u16> = self.shards.from(start).collect();
-        let asked = order.len().min(max);
-        let (share, extra) = (max / asked, max % asked);
-        let first = join_all(order[..asked].iter().enumerate().map(|(i, &shard)| {
-            let want = share + usize::from(i < extra);
-            async move {
-                (
-                    shard,
-                    want,
-                    self.take_from(namespace, shard, consumer, want).await,
-                )
-            }
-        }))
-        .await;
-        let mut taken = Vec::with_capacity(max);
-        let mut failure = None;
-        let mut more = Vec::new();
-        for (shard, want, result) in first {
-            match result {
-                Ok(entries) => {
-                    if entries.len() == want {
-                        more.push(shard);
-                    }
-                    taken.extend(entries);
-                }
-                Err(error) => failure = failure.or(Some(error)),
-            }
-        }
-        more.extend(&order[asked..]);
-        for shard in more {
-            if taken.len() >= max {
-                break;
-            }
-            match self
-                .take_from(namespace, shard, consumer, max - taken.len())
-                .await
-            {
-                Ok(entries) => taken.extend(entries),
-                Err(error) => failure = failure.or(Some(error)),
-            }
-        }
-        match failure {
-            Some(error) if taken.is_empty() => Err(error),
-            _ => Ok(taken),
-        }
-    }
-
-    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.on_taken(&ACK_SCRIPT, delivery).await
-    }
-
-    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.on_taken(&EXTEND_TAKEN_SCRIPT, delivery).await
-    }
-
-    async fn nack(
-        &self,
-        delivery: &InboxEntry,
-        retry_in: Duration,
-    ) -> Result<NackOutcome, DedupError> {
-        let (keys, entry) = self.taken_from(delivery)?;
-        let mut connection = self.connection.clone();
-        let mut script = NACK_SCRIPT.prepare_invoke();
-        for key in keys {
-            script.key(key);
-        }
-        let outcome: i64 = script
-            .arg(GROUP)
-            .arg(entry)
-            .arg(&delivery.receipt.token)
-            .arg(millis(retry_in))
-            .arg(self.options.max_attempts())
-            .invoke_async(&mut connection)
-            .await?;
-        match outcome {
-            0 => Ok(NackOutcome::WillRetry),
-            1 => Ok(NackOutcome::DeadLettered),
-            _ => Err(DedupError::DeliveryLost),
-        }
-    }
-
-    /// The oldest `max` dead letters across the shards.
-    async fn dead_letters(
-        &self,
-        namespace: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
-        check_namespace(namespace)?;
-        let replies = join_all(self.shards.from(0).map(|shard| {
-            let mut connection = self.connection.clone();
-            let dead = self.shards.key(namespace, shard, "dead");
-            async move {
-                let reply: Result<redis::streams::StreamRangeReply, _> =
-                    connection.xrange_count(dead, "-", "+", max).await;
-                reply
-            }
-        }))
-        .await;
-        let mut letters = Vec::new();
-        for reply in replies {
-            letters.extend(reply?.ids);
-        }
-        // Stream ids start with their time in ms: oldest first across shards.
-        letters.sort_by_key(|entry| {
-            let (ms, seq) = entry.id.split_once('-').unwrap_or((&entry.id, "0"));
-            (
-                ms.parse::<u64>().unwrap_or(u64::MAX),
-                seq.parse::<u64>().unwrap_or(0),
-            )
-        });
-        letters.truncate(max);
-        Ok(letters
-            .into_iter()
-            .map(|entry| {
-                let field = |name: &str| -> Vec<u8> {
-                    entry
-                        .map
-                        .get(name)
-                        .and_then(|value| redis::from_redis_value_ref(value).ok())
-                        .unwrap_or_default()
-                };
-                let text = |name: &str| String::from_utf8(field(name)).unwrap_or_default();
-                InboxEntry {
-                    namespace: namespace.to_owned(),
-                    id: text("id"),
-                    body: field("body"),
-                    signed_at: text("signed_at").parse().ok(),
-                    attempt: text("attempts").parse().unwrap_or(0),
-                    receipt: Receipt {
-                        entry: entry.id.clone(),
-                        token: String::new(),
-                    },
-                }
-            })
-            .collect())
-    }
-}
-
-impl LeaseStore for RedisStore {
-    async fn claim(
-        &self,
-        namespace: &str,
-        id: &str,
-        lease_for: Duration,
-    ) -> Result<Claim, DedupError> {
-        check_key(namespace, id)?;
-        self.check_shards(namespace).await?;
-        let mut connection = self.connection.clone();
-        let token = new_token();
-        let (state, left_ms): (i64, i64) = CLAIM_SCRIPT
-            .key(self.shards.claim_key(namespace, id))
-            .arg(&token)
-            .arg(millis(lease_for).max(1))
-            .invoke_async(&mut connection)
-            .await?;
-        Ok(match state {
-            1 => Claim::Fresh(Lease::new(namespace, id, token)),
-            2 => Claim::Done,
-            _ => Claim::InProgress {
-                retry_after: Duration::from_millis(left_ms.max(0).unsigned_abs()),
-            },
-        })
-    }
-
-    async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
-        let retention = millis(self.options.retention());
-        self.on_lease(&COMPLETE_SCRIPT, lease, Some(retention))
-            .await
-    }
-
-    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
-        let lease_ms = millis(lease_for).max(1);
-        self.on_lease(&EXTEND_LEASE_SCRIPT, lease, Some(lease_ms))
-            .await
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
-        self.on_lease(&RELEASE_SCRIPT, lease, None).await
-    }
-}
-
 impl RedisStore {
     /// Runs a fenced script on a taken entry (`ack`, heartbeat): it answers
     /// 1 when this delivery still holds the entry.
@@ -587,29 +312,6 @@ impl RedisStore {
             Ok(())
         } else {
             Err(DedupError::DeliveryLost)
-        }
-    }
-
-    /// Runs a fenced script on a lease (complete, heartbeat, release), with
-    /// an optional milliseconds argument: it answers 1 when the lease's token
-    /// still holds the claim.
-    async fn on_lease(
-        &self,
-        script: &Script,
-        lease: &Lease,
-        ms: Option<i64>,
-    ) -> Result<(), DedupError> {
-        let mut connection = self.connection.clone();
-        let mut invocation = script.key(self.shards.claim_key(lease.namespace(), lease.id()));
-        invocation.arg(lease.token());
-        if let Some(ms) = ms {
-            invocation.arg(ms);
-        }
-        let held: i64 = invocation.invoke_async(&mut connection).await?;
-        if held == 1 {
-            Ok(())
-        } else {
-            Err(DedupError::LeaseLost)
         }
     }
 }

@@ -1,0 +1,197 @@
+//! [`Inbox`] on Redis: per shard, a stream read by one consumer group,
+//! with a delayed set for retries and a dead-letter stream.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use redis::AsyncCommands as _;
+
+use super::RedisStore;
+use super::scripts::{ACCEPT_SCRIPT, GROUP, NACK_SCRIPT};
+use super::scripts::{ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
+use crate::dedup::{
+    Acceptance, DedupError, Inbox, InboxEntry, IncomingEvent, NackOutcome, Receipt, check_key,
+    check_namespace, millis,
+};
+
+impl Inbox for RedisStore {
+    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        check_key(event.namespace, event.id)?;
+        self.check_shards(event.namespace).await?;
+        let shard = self.shards.of(event.id);
+        let claim = self.shards.claim_key(event.namespace, event.id);
+        let mut connection = self.connection.clone();
+        let accepted: i64 = ACCEPT_SCRIPT
+            .key(&claim)
+            .key(self.shards.key(event.namespace, shard, "inbox"))
+            .arg(millis(self.options.retention()))
+            .arg(event.id)
+            .arg(event.body)
+            .arg(event.signed_at.map(|t| t.to_string()).unwrap_or_default())
+            .invoke_async(&mut connection)
+            .await?;
+        // A duplicate waits too: the accept it repeats may be the one whose
+        // wait fell short.
+        self.wait_for_replicas(&claim).await?;
+        Ok(if accepted == 1 {
+            Acceptance::Accepted
+        } else {
+            Acceptance::Duplicate
+        })
+    }
+
+    /// Asks the shards for a fair share each, all at once, starting at a
+    /// different shard each call; then asks those that had more for the
+    /// rest, one by one. Fails only when nothing was taken and a shard
+    /// failed: entries already taken are handed out, and the failing
+    /// shard's are taken by a later call.
+    async fn take(
+        &self,
+        namespace: &str,
+        consumer: &str,
+        max: usize,
+    ) -> Result<Vec<InboxEntry>, DedupError> {
+        check_namespace(namespace)?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        self.check_shards(namespace).await?;
+        let start = self.next_shard.fetch_add(1, Ordering::Relaxed);
+        let order: Vec<u16> = self.shards.from(start).collect();
+        let asked = order.len().min(max);
+        let (share, extra) = (max / asked, max % asked);
+        let first = join_all(order[..asked].iter().enumerate().map(|(i, &shard)| {
+            let want = share + usize::from(i < extra);
+            async move {
+                (
+                    shard,
+                    want,
+                    self.take_from(namespace, shard, consumer, want).await,
+                )
+            }
+        }))
+        .await;
+        let mut taken = Vec::with_capacity(max);
+        let mut failure = None;
+        let mut more = Vec::new();
+        for (shard, want, result) in first {
+            match result {
+                Ok(entries) => {
+                    if entries.len() == want {
+                        more.push(shard);
+                    }
+                    taken.extend(entries);
+                }
+                Err(error) => failure = failure.or(Some(error)),
+            }
+        }
+        more.extend(&order[asked..]);
+        for shard in more {
+            if taken.len() >= max {
+                break;
+            }
+            match self
+                .take_from(namespace, shard, consumer, max - taken.len())
+                .await
+            {
+                Ok(entries) => taken.extend(entries),
+                Err(error) => failure = failure.or(Some(error)),
+            }
+        }
+        match failure {
+            Some(error) if taken.is_empty() => Err(error),
+            _ => Ok(taken),
+        }
+    }
+
+    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
+        self.on_taken(&ACK_SCRIPT, delivery).await
+    }
+
+    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
+        self.on_taken(&EXTEND_TAKEN_SCRIPT, delivery).await
+    }
+
+    async fn nack(
+        &self,
+        delivery: &InboxEntry,
+        retry_in: Duration,
+    ) -> Result<NackOutcome, DedupError> {
+        let (keys, entry) = self.taken_from(delivery)?;
+        let mut connection = self.connection.clone();
+        let mut script = NACK_SCRIPT.prepare_invoke();
+        for key in keys {
+            script.key(key);
+        }
+        let outcome: i64 = script
+            .arg(GROUP)
+            .arg(entry)
+            .arg(&delivery.receipt.token)
+            .arg(millis(retry_in))
+            .arg(self.options.max_attempts())
+            .invoke_async(&mut connection)
+            .await?;
+        match outcome {
+            0 => Ok(NackOutcome::WillRetry),
+            1 => Ok(NackOutcome::DeadLettered),
+            _ => Err(DedupError::DeliveryLost),
+        }
+    }
+
+    /// The oldest `max` dead letters across the shards.
+    async fn dead_letters(
+        &self,
+        namespace: &str,
+        max: usize,
+    ) -> Result<Vec<InboxEntry>, DedupError> {
+        check_namespace(namespace)?;
+        let replies = join_all(self.shards.from(0).map(|shard| {
+            let mut connection = self.connection.clone();
+            let dead = self.shards.key(namespace, shard, "dead");
+            async move {
+                let reply: Result<redis::streams::StreamRangeReply, _> =
+                    connection.xrange_count(dead, "-", "+", max).await;
+                reply
+            }
+        }))
+        .await;
+        let mut letters = Vec::new();
+        for reply in replies {
+            letters.extend(reply?.ids);
+        }
+        // Stream ids start with their time in ms: oldest first across shards.
+        letters.sort_by_key(|entry| {
+            let (ms, seq) = entry.id.split_once('-').unwrap_or((&entry.id, "0"));
+            (
+                ms.parse::<u64>().unwrap_or(u64::MAX),
+                seq.parse::<u64>().unwrap_or(0),
+            )
+        });
+        letters.truncate(max);
+        Ok(letters
+            .into_iter()
+            .map(|entry| {
+                let field = |name: &str| -> Vec<u8> {
+                    entry
+                        .map
+                        .get(name)
+                        .and_then(|value| redis::from_redis_value_ref(value).ok())
+                        .unwrap_or_default()
+                };
+                let text = |name: &str| String::from_utf8(field(name)).unwrap_or_default();
+                InboxEntry {
+                    namespace: namespace.to_owned(),
+                    id: text("id"),
+                    body: field("body"),
+                    signed_at: text("signed_at").parse().ok(),
+                    attempt: text("attempts").parse().unwrap_or(0),
+                    receipt: Receipt {
+                        entry: entry.id.clone(),
+                        token: String::new(),
+                    },
+                }
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,85 @@
+//! [`LeaseStore`] on Redis: a claim is a string that holds the lease's
+//! token until the holder completes (`done`) or releases it.
+
+use std::time::Duration;
+
+use redis::Script;
+
+use super::RedisStore;
+use super::scripts::{CLAIM_SCRIPT, COMPLETE_SCRIPT, EXTEND_LEASE_SCRIPT, RELEASE_SCRIPT};
+use crate::dedup::{Claim, DedupError, Lease, LeaseStore, check_key, millis, new_token};
+
+impl LeaseStore for RedisStore {
+    async fn claim(
+        &self,
+        namespace: &str,
+        id: &str,
+        lease_for: Duration,
+    ) -> Result<Claim, DedupError> {
+        check_key(namespace, id)?;
+        self.check_shards(namespace).await?;
+        let mut connection = self.connection.clone();
+        let token = new_token();
+        let (state, left_ms): (i64, i64) = CLAIM_SCRIPT
+            .key(self.shards.claim_key(namespace, id))
+            .arg(&token)
+            .arg(millis(lease_for).max(1))
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(match state {
+            1 => Claim::Fresh(Lease::new(namespace, id, token)),
+            2 => Claim::Done,
+            _ => Claim::InProgress {
+                retry_after: Duration::from_millis(left_ms.max(0).unsigned_abs()),
+            },
+        })
+    }
+
+    /// With [replica acks](RedisStore::with_replica_acks), answers once
+    /// the done mark is on enough replicas, or fails with
+    /// [`DedupError::ReplicasBehind`]: the mark is kept on the master, so a
+    /// retried delivery is most likely answered done, and runs again only
+    /// if a failover lost it.
+    async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
+        let retention = millis(self.options.retention());
+        self.on_lease(&COMPLETE_SCRIPT, lease, Some(retention))
+            .await?;
+        self.wait_for_replicas(&self.shards.claim_key(lease.namespace(), lease.id()))
+            .await
+    }
+
+    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
+        let lease_ms = millis(lease_for).max(1);
+        self.on_lease(&EXTEND_LEASE_SCRIPT, lease, Some(lease_ms))
+            .await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
+        self.on_lease(&RELEASE_SCRIPT, lease, None).await
+    }
+}
+
+impl RedisStore {
+    /// Runs a fenced script on a lease (complete, heartbeat, release), with
+    /// an optional milliseconds argument: it answers 1 when the lease's token
+    /// still holds the claim.
+    async fn on_lease(
+        &self,
+        script: &Script,
+        lease: &Lease,
+        ms: Option<i64>,
+    ) -> Result<(), DedupError> {
+        let mut connection = self.connection.clone();
+        let mut invocation = script.key(self.shards.claim_key(lease.namespace(), lease.id()));
+        invocation.arg(lease.token());
+        if let Some(ms) = ms {
+            invocation.arg(ms);
+        }
+        let held: i64 = invocation.invoke_async(&mut connection).await?;
+        if held == 1 {
+            Ok(())
+        } else {
+            Err(DedupError::LeaseLost)
+        }
+    }
+}
