@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use hooklatch::RedisConnection;
 use hooklatch::dedup::{Inbox, PostgresStore, RedisStore, SqliteStore};
 use hooklatch::verify::{Scheme, Verifier};
 
@@ -26,13 +27,65 @@ pub(crate) trait Serve {
     async fn serve<S: Inbox + Clone + 'static>(self, settings: Settings, store: S) -> Served;
 }
 
-/// Reads the settings from the environment, opens the store they name,
-/// starts the [`worker`] on it and serves on it:
+/// The store the environment names.
+#[derive(Debug, PartialEq)]
+pub(crate) enum StoreChoice {
+    Postgres(String),
+    /// One Redis server (`REDIS_URL`) or the seed nodes of a cluster
+    /// (`REDIS_CLUSTER_NODES`), and how many replicas must confirm each
+    /// accept (`REDIS_WAIT_REPLICAS`).
+    Redis {
+        nodes: Vec<String>,
+        cluster: bool,
+        wait_replicas: u32,
+    },
+    Sqlite,
+}
+
+/// Picks the store from the environment (`var` reads a variable):
 ///
-/// - `HOOKLATCH_SECRET`: the `whsec_` signing secret (required);
-/// - `HOOKLATCH_ADDR`: where to listen (default `127.0.0.1:3000`);
-/// - `DATABASE_URL` (`postgres://...`) or `REDIS_URL` (`redis://...`) for a
-///   shared store; otherwise the SQLite file `hooklatch.db`.
+/// - `DATABASE_URL` (`postgres://...`);
+/// - `REDIS_CLUSTER_NODES` (`redis://host:port,redis://host:port,...`) for
+///   a Redis Cluster, or `REDIS_URL` (`redis://...`) for one server; with
+///   either, `REDIS_WAIT_REPLICAS` (a number, default 0) replicas must
+///   confirm each accept within a second, or the sender is answered 503;
+/// - otherwise the SQLite file `hooklatch.db`.
+pub(crate) fn store_choice(var: impl Fn(&str) -> Option<String>) -> Result<StoreChoice, String> {
+    let wait_replicas = match var("REDIS_WAIT_REPLICAS") {
+        Some(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| format!("REDIS_WAIT_REPLICAS is `{text}`, not a number of replicas"))?,
+        None => 0,
+    };
+    if let Some(url) = var("DATABASE_URL") {
+        return Ok(StoreChoice::Postgres(url));
+    }
+    let redis = |nodes: Vec<String>, cluster| StoreChoice::Redis {
+        nodes,
+        cluster,
+        wait_replicas,
+    };
+    if let Some(nodes) = var("REDIS_CLUSTER_NODES") {
+        let nodes = nodes
+            .split(',')
+            .map(|node| node.trim().to_owned())
+            .collect();
+        return Ok(redis(nodes, true));
+    }
+    if let Some(url) = var("REDIS_URL") {
+        return Ok(redis(vec![url], false));
+    }
+    if wait_replicas > 0 {
+        return Err("REDIS_WAIT_REPLICAS needs REDIS_URL or REDIS_CLUSTER_NODES".into());
+    }
+    Ok(StoreChoice::Sqlite)
+}
+
+/// Reads the settings from the environment, opens the store they name
+/// ([`store_choice`]), starts the [`worker`] on it and serves on it:
+/// `HOOKLATCH_SECRET` is the `whsec_` signing secret (required) and
+/// `HOOKLATCH_ADDR` where to listen (default `127.0.0.1:3000`).
 pub(crate) async fn serve_from_env(server: impl Serve) -> Served {
     let secret = std::env::var("HOOKLATCH_SECRET")
         .map_err(|_| "set HOOKLATCH_SECRET to the whsec_ signing secret")?;
@@ -42,12 +95,28 @@ pub(crate) async fn serve_from_env(server: impl Serve) -> Served {
             .build()?,
         address: std::env::var("HOOKLATCH_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into()),
     };
-    if let Ok(url) = std::env::var("DATABASE_URL") {
-        start(server, settings, PostgresStore::connect(&url).await?).await
-    } else if let Ok(url) = std::env::var("REDIS_URL") {
-        start(server, settings, RedisStore::connect(&url).await?).await
-    } else {
-        start(server, settings, SqliteStore::open("hooklatch.db").await?).await
+    match store_choice(|name| std::env::var(name).ok())? {
+        StoreChoice::Postgres(url) => {
+            start(server, settings, PostgresStore::connect(&url).await?).await
+        }
+        StoreChoice::Redis {
+            nodes,
+            cluster,
+            wait_replicas,
+        } => {
+            let connection = if cluster {
+                RedisConnection::open_cluster(&nodes).await?
+            } else {
+                RedisConnection::open(&nodes[0]).await?
+            };
+            let store = RedisStore::new(connection)
+                .await?
+                .with_replica_acks(wait_replicas, Duration::from_secs(1));
+            start(server, settings, store).await
+        }
+        StoreChoice::Sqlite => {
+            start(server, settings, SqliteStore::open("hooklatch.db").await?).await
+        }
     }
 }
 
@@ -112,6 +181,47 @@ pub(crate) mod check {
             .unwrap()
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn the_environment_picks_the_store() {
+        use super::{StoreChoice, store_choice};
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| (*value).to_owned())
+            }
+        };
+        assert_eq!(store_choice(env(&[])), Ok(StoreChoice::Sqlite));
+        assert_eq!(
+            store_choice(env(&[
+                (
+                    "REDIS_CLUSTER_NODES",
+                    "redis://10.0.0.1:7000, redis://10.0.0.2:7000"
+                ),
+                ("REDIS_WAIT_REPLICAS", "1"),
+            ])),
+            Ok(StoreChoice::Redis {
+                nodes: vec![
+                    "redis://10.0.0.1:7000".into(),
+                    "redis://10.0.0.2:7000".into()
+                ],
+                cluster: true,
+                wait_replicas: 1,
+            })
+        );
+        assert_eq!(
+            store_choice(env(&[("REDIS_URL", "redis://127.0.0.1:6379")])),
+            Ok(StoreChoice::Redis {
+                nodes: vec!["redis://127.0.0.1:6379".into()],
+                cluster: false,
+                wait_replicas: 0,
+            })
+        );
+        assert!(store_choice(env(&[("REDIS_WAIT_REPLICAS", "two")])).is_err());
+        assert!(store_choice(env(&[("REDIS_WAIT_REPLICAS", "1")])).is_err());
     }
 
     /// Sends three events to `url`, 3, 1 and 2 times, each answered 2xx,

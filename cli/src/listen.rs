@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use clap::Args;
+use hooklatch::RedisConnection;
 use hooklatch::dedup::{LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
 use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
 use hooklatch::verify::Verifier;
@@ -29,9 +30,22 @@ pub(crate) struct ListenArgs {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
-    /// Claim store: `sqlite:PATH`, `postgres://…`, `redis://…` or `memory`.
+    /// Claim store: `sqlite:PATH`, `postgres://…`, `redis://…` (`rediss://`
+    /// for TLS), `redis+cluster://host1:port1,host2:port2` for a Redis
+    /// Cluster, or `memory`.
     #[arg(long, default_value = "sqlite:hooklatch-listen.db")]
     store: String,
+    /// A Redis Cluster to keep claims in, as comma-separated seed node URLs
+    /// (`redis://host:port,...`): the same as `--store redis+cluster://…`.
+    #[arg(long, env = "REDIS_CLUSTER_NODES", conflicts_with = "store")]
+    redis_cluster_nodes: Option<String>,
+    /// With a Redis store: answer only once this many replicas have each
+    /// claim's completion (Redis `WAIT`), else 503 so the sender retries.
+    #[arg(long, env = "REDIS_WAIT_REPLICAS", default_value_t = 0)]
+    redis_wait_replicas: u32,
+    /// How long to wait for those replicas (such as `500ms`, `2s`).
+    #[arg(long, env = "REDIS_WAIT_TIMEOUT", default_value = "1s", value_parser = crate::send::parse_duration)]
+    redis_wait_timeout: std::time::Duration,
     /// Namespace the claims are kept under.
     #[arg(long, default_value = "listen")]
     namespace: String,
@@ -115,17 +129,37 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
             id_header,
             args: &args,
         };
-        if store == "memory" {
+        let redis = |store: RedisStore| {
+            store.with_replica_acks(args.redis_wait_replicas, args.redis_wait_timeout)
+        };
+        let is_redis = [
+            "redis://",
+            "rediss://",
+            "redis+cluster://",
+            "rediss+cluster://",
+        ]
+        .iter()
+        .any(|scheme| store.starts_with(scheme));
+        if let Some(nodes) = &args.redis_cluster_nodes {
+            let seeds: Vec<&str> = nodes.split(',').map(str::trim).collect();
+            let connection = RedisConnection::open_cluster(&seeds).await?;
+            setup.serve(redis(RedisStore::new(connection).await?)).await
+        } else if args.redis_wait_replicas > 0 && !is_redis {
+            Err(UsageError(format!(
+                "--redis-wait-replicas needs a Redis store, not `{store}`"
+            )))
+        } else if is_redis {
+            setup.serve(redis(RedisStore::connect(store).await?)).await
+        } else if store == "memory" {
             setup.serve(MemoryStore::new()).await
         } else if store.starts_with("sqlite:") {
             setup.serve(SqliteStore::connect(store).await?).await
         } else if store.starts_with("postgres://") || store.starts_with("postgresql://") {
             setup.serve(PostgresStore::connect(store).await?).await
-        } else if store.starts_with("redis://") {
-            setup.serve(RedisStore::connect(store).await?).await
         } else {
             Err(UsageError(format!(
-                "--store `{store}`: use sqlite:PATH, postgres://…, redis://… or memory"
+                "--store `{store}`: use sqlite:PATH, postgres://…, redis://…, \
+                 redis+cluster://host:port,… or memory"
             )))
         }
     })
@@ -158,7 +192,10 @@ impl Setup<'_> {
         let address = listener.local_addr()?;
         println!(
             "listening on http://{address} (store {}, namespace {}{})",
-            self.args.store,
+            self.args.redis_cluster_nodes.as_ref().map_or_else(
+                || self.args.store.clone(),
+                |nodes| format!("redis cluster {nodes}")
+            ),
             self.args.namespace,
             self.forward
                 .as_ref()

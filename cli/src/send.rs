@@ -211,7 +211,7 @@ fn policy(schedule: &str) -> Result<Policy, UsageError> {
 
 /// `200ms`, `1s`, `5m`, `2h` (any of humantime's forms, such as `1m 30s`),
 /// or a bare number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     if let Ok(seconds) = text.parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }

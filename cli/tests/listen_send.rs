@@ -68,10 +68,19 @@ impl Listener {
     }
 
     fn start_on(store: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["--store", store];
+        args.extend(extra);
+        Self::start_with(&args, &[])
+    }
+
+    /// `listen` with `args` after its own and `env` added to the
+    /// environment.
+    fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
             .args(["listen", "--secret", SECRET, "--addr", "127.0.0.1:0"])
-            .args(["--store", store, "--max-body", "4096"])
-            .args(extra)
+            .args(["--max-body", "4096"])
+            .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .spawn()
             .expect("hooklatch listen runs");
@@ -113,7 +122,8 @@ impl Listener {
             .unwrap();
         assert!(status.success());
         let exit = self.child.wait().unwrap();
-        (exit, self.lines.try_iter().collect())
+        // The reader thread ends at the end of stdout: every line is in.
+        (exit, self.lines.iter().collect())
     }
 }
 
@@ -575,6 +585,82 @@ async fn listen_claims_survive_a_restart_in_postgres() {
 async fn listen_claims_survive_a_restart_in_redis() {
     let server = support::redis();
     claims_survive_a_restart(&server.url()).await;
+}
+
+#[tokio::test]
+async fn listen_claims_survive_a_restart_in_a_redis_cluster() {
+    let cluster = support::redis_cluster();
+    claims_survive_a_restart(&cluster.url()).await;
+}
+
+/// `REDIS_CLUSTER_NODES` (the node URLs, comma-separated) is the same as
+/// `--store redis+cluster://…`: a claim made through one is a duplicate
+/// through the other.
+#[tokio::test]
+async fn listen_takes_the_cluster_from_redis_cluster_nodes() {
+    let cluster = support::redis_cluster();
+    let url = cluster.url();
+    let nodes: Vec<String> = url
+        .trim_start_matches("redis+cluster://")
+        .split(',')
+        .map(|node| format!("redis://{node}"))
+        .collect();
+    let namespace = support::unique("cli");
+    let body = br#"{"n":2}"#.to_vec();
+    let headers = signed(SECRET, "msg_nodes", SystemTime::now(), &body);
+    let by_env = Listener::start_with(
+        &["--namespace", &namespace],
+        &[("REDIS_CLUSTER_NODES", &nodes.join(","))],
+    );
+    assert_eq!(post_to(&by_env.url, &headers, body.clone()).await.0, 200);
+    assert!(by_env.interrupt().0.success());
+    let by_store = Listener::start_on(&url, &["--namespace", &namespace]);
+    assert_eq!(
+        post_to(&by_store.url, &headers, body).await,
+        (200, "duplicate".to_owned())
+    );
+}
+
+/// `REDIS_WAIT_REPLICAS` on a server with no replica: the handled event is
+/// answered 503 (the sender retries), and a listener without the wait then
+/// finds it done.
+#[tokio::test]
+async fn listen_with_replica_acks_answers_503_until_replicas_confirm() {
+    let server = support::redis();
+    let namespace = support::unique("cli");
+    let body = br#"{"n":3}"#.to_vec();
+    let headers = signed(SECRET, "msg_acks", SystemTime::now(), &body);
+    let waiting = Listener::start_with(
+        &["--store", &server.url(), "--namespace", &namespace],
+        &[("REDIS_WAIT_REPLICAS", "1"), ("REDIS_WAIT_TIMEOUT", "50ms")],
+    );
+    assert_eq!(post_to(&waiting.url, &headers, body.clone()).await.0, 503);
+    assert!(waiting.interrupt().0.success());
+    let plain = Listener::start_on(&server.url(), &["--namespace", &namespace]);
+    assert_eq!(
+        post_to(&plain.url, &headers, body).await,
+        (200, "duplicate".to_owned())
+    );
+}
+
+#[test]
+fn listen_refuses_replica_acks_without_redis_and_two_stores() {
+    for args in [
+        &["--store", "memory", "--redis-wait-replicas", "1"][..],
+        &[
+            "--store",
+            "memory",
+            "--redis-cluster-nodes",
+            "redis://127.0.0.1:1",
+        ][..],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+            .args(["listen", "--secret", SECRET])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+    }
 }
 
 #[test]
