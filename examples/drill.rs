@@ -1,4 +1,4 @@
-//! Run with: cargo run --example drill --features sender-http -- [--events N] [--fail-for SECS] [--slow-share F]
+//! Run with: cargo run --example drill --features sender-http -- [--events N] [--fail-for 2s] [--slow-share 0.1]
 //!
 //! Both ends in one process. A dispatcher (its outbox in SQLite) delivers
 //! N events to an axum receiver (hooklatch-tower with the SQLite inbox)
@@ -251,20 +251,46 @@ async fn app(events: usize, fail_for: Duration, slow_share: f64) -> Report {
     report
 }
 
-fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|arg| arg == name)
-        .and_then(|at| args.get(at + 1).cloned())
+/// Both ends of a webhook, an outage and real duplicates, on loopback.
+#[derive(Debug, clap::Parser)]
+#[command(name = "drill")]
+struct Args {
+    /// How many events to send.
+    #[arg(long, default_value_t = 200)]
+    events: usize,
+    /// How long the receiver answers 503 at the start: `2s`, `500ms`, `1m`,
+    /// or a number of seconds.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    fail_for: Duration,
+    /// The share of requests the receiver answers slowly, so that the
+    /// sender times out and retries what was in fact handled (0 to 1).
+    #[arg(long, default_value_t = 0.1, value_parser = parse_share)]
+    slow_share: f64,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).map_err(|error| format!("`{text}`: {error}"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|error| format!("`{text}` is not a duration such as 2s, 500ms or 1m: {error}"))
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("`{text}` is not a share from 0 to 1")),
+    }
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let events = flag(&args, "--events").map_or(200, |v| v.parse().expect("--events N"));
-    let fail_for = flag(&args, "--fail-for").map_or(2.0, |v| v.parse().expect("--fail-for SECS"));
-    let slow_share =
-        flag(&args, "--slow-share").map_or(0.1, |v| v.parse().expect("--slow-share F"));
-    let report = app(events, Duration::from_secs_f64(fail_for), slow_share).await;
+    let Args {
+        events,
+        fail_for,
+        slow_share,
+    } = <Args as clap::Parser>::parse();
+    let report = app(events, fail_for, slow_share).await;
     println!("events sent:                  {}", report.sent);
     println!("delivered:                    {}", report.delivered);
     println!("abandoned:                    {}", report.abandoned);
@@ -293,6 +319,26 @@ async fn main() -> std::process::ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
+    #[test]
+    fn flags_parse_durations_and_refuse_bad_input_with_a_usage_error() {
+        let args = super::Args::try_parse_from(["drill", "--fail-for", "5s"]).unwrap();
+        assert_eq!(args.fail_for, std::time::Duration::from_secs(5));
+        let args = super::Args::try_parse_from(["drill", "--fail-for", "1.5"]).unwrap();
+        assert_eq!(args.fail_for, std::time::Duration::from_millis(1500));
+        for bad in [
+            &["drill", "--fail-for", "soon"][..],
+            &["drill", "--slow-share", "2"],
+            &["drill", "--events", "-1"],
+        ] {
+            let error = super::Args::try_parse_from(bad).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{bad:?}");
+        }
+        let help = super::Args::try_parse_from(["drill", "--help"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_short_drill_loses_nothing_and_acts_on_nothing_twice() {
         let report = super::app(60, std::time::Duration::from_millis(500), 0.2).await;

@@ -42,6 +42,8 @@
 //! }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod config;
 mod error;
 mod extract;

@@ -51,6 +51,8 @@
 //! # }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
