@@ -643,3 +643,117 @@ fn signer_refuses_more_secrets_than_verifiers_examine() {
             .is_ok()
     );
 }
+
+mod secret_windows {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use hooklatch::verify::{ConfigError, Scheme, Signer, Validity, Verifier, VerifyError};
+
+    const OLD: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const NEW: &str = "whsec_dGhlIG5ldyBzZWNyZXQgZm9yIHRoZSB0ZXN0";
+
+    fn at(seconds: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    /// The old secret until 2000, the new one from 1000: both accepted in
+    /// the overlap, each refused outside its own window.
+    fn rotating() -> Verifier {
+        Verifier::builder(Scheme::standard_webhooks())
+            .with_secret_valid(OLD, Validity::until(at(2000)))
+            .unwrap()
+            .with_secret_valid(NEW, Validity::from(at(1000)))
+            .unwrap()
+            .insecure_skip_timestamp_check()
+            .build()
+            .unwrap()
+    }
+
+    fn signed_with(secret: &str, when: SystemTime) -> Vec<(String, String)> {
+        Signer::new(Scheme::standard_webhooks(), [secret])
+            .unwrap()
+            .sign("msg_1", when, b"{}")
+            .unwrap()
+            .iter()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn an_expired_secret_is_refused_and_the_error_says_why() {
+        let verifier = rotating();
+        let headers = signed_with(OLD, at(2500));
+        let refused = verifier
+            .verify_at(&headers[..], b"{}", at(2500))
+            .unwrap_err();
+        match refused {
+            VerifyError::SignatureMismatch { keys, hint, .. } => {
+                assert_eq!(keys, 1, "only the new secret was tried");
+                assert!(hint.unwrap_or_default().contains("validity window"));
+            }
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+        assert!(verifier.verify_at(&headers[..], b"{}", at(1999)).is_ok());
+    }
+
+    #[test]
+    fn a_secret_not_yet_valid_is_refused() {
+        let verifier = rotating();
+        let headers = signed_with(NEW, at(500));
+        assert!(matches!(
+            verifier.verify_at(&headers[..], b"{}", at(500)),
+            Err(VerifyError::SignatureMismatch { .. })
+        ));
+        assert!(verifier.verify_at(&headers[..], b"{}", at(1000)).is_ok());
+    }
+
+    #[test]
+    fn in_the_overlap_either_secret_verifies_and_the_signer_signs_with_both() {
+        let verifier = rotating();
+        for secret in [OLD, NEW] {
+            let headers = signed_with(secret, at(1500));
+            assert!(verifier.verify_at(&headers[..], b"{}", at(1500)).is_ok());
+        }
+        let signer = Signer::with_windows(
+            Scheme::standard_webhooks(),
+            [
+                (OLD, Validity::until(at(2000))),
+                (NEW, Validity::from(at(1000))),
+            ],
+        )
+        .unwrap();
+        let count = |when| {
+            let signed = signer.sign("msg_1", at(when), b"{}").unwrap();
+            signed.get("webhook-signature").unwrap().split(' ').count()
+        };
+        assert_eq!((count(500), count(1500), count(2500)), (1, 2, 1));
+        // A verifier that only knows the new secret accepts what the
+        // signer sends during the overlap.
+        let only_new = Verifier::builder(Scheme::standard_webhooks())
+            .with_secret(NEW)
+            .unwrap()
+            .insecure_skip_timestamp_check()
+            .build()
+            .unwrap();
+        let signed = signer.sign("msg_1", at(1500), b"{}").unwrap();
+        assert!(only_new.verify_at(&signed, b"{}", at(1500)).is_ok());
+    }
+
+    #[test]
+    fn an_empty_window_is_a_configuration_error_and_signing_outside_every_window_fails() {
+        assert!(matches!(
+            Verifier::builder(Scheme::standard_webhooks())
+                .with_secret_valid(OLD, Validity::between(at(10), at(10))),
+            Err(ConfigError::EmptyValidity)
+        ));
+        let signer = Signer::with_windows(
+            Scheme::standard_webhooks(),
+            [(OLD, Validity::until(at(10)))],
+        )
+        .unwrap();
+        assert!(matches!(
+            signer.sign("msg_1", at(20), b"{}"),
+            Err(VerifyError::NoSecretValid)
+        ));
+    }
+}

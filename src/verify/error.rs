@@ -12,6 +12,9 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
+    /// The signer has no secret valid at the signing time.
+    #[error("no configured secret is valid at the signing time")]
+    NoSecretValid,
     /// A header the scheme requires is absent.
     #[error("missing header `{name}`")]
     MissingHeader {
@@ -173,6 +176,9 @@ impl fmt::Display for Malformed {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// A secret's validity window holds no time.
+    #[error("a secret's validity window is empty: it starts at or after its end")]
+    EmptyValidity,
     /// A secret is empty (or only a `whsec_` prefix).
     #[error("secret is empty")]
     EmptySecret,

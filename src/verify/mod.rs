@@ -60,6 +60,7 @@ mod keys;
 mod scheme;
 mod signer;
 mod template;
+mod validity;
 mod verifier;
 
 pub use clock::{Clock, SystemClock};
@@ -71,6 +72,7 @@ pub(crate) use key::key_problem;
 pub use key::{EventKey, KeyError};
 pub use scheme::Scheme;
 pub use signer::{SignedHeaders, Signer};
+pub use validity::Validity;
 pub use verifier::{
     DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, MAX_ED25519_SIGNATURES, Verified, Verifier,
     VerifierBuilder,

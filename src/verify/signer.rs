@@ -13,6 +13,7 @@ use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::keys::{Algorithm, Key};
 use super::scheme::{Format, Scheme, TimestampSource};
+use super::validity::Validity;
 
 /// Signs webhooks for one scheme with one or more secrets.
 ///
@@ -39,7 +40,7 @@ use super::scheme::{Format, Scheme, TimestampSource};
 #[derive(Clone)]
 pub struct Signer {
     scheme: Scheme,
-    keys: Arc<[Key]>,
+    keys: Arc<[(Key, Validity)]>,
 }
 
 impl fmt::Debug for Signer {
@@ -58,30 +59,75 @@ impl Signer {
         scheme: Scheme,
         secrets: impl IntoIterator<Item = S>,
     ) -> Result<Self, ConfigError> {
+        Self::with_windows(
+            scheme,
+            secrets.into_iter().map(|secret| (secret, Validity::ALWAYS)),
+        )
+    }
+
+    /// Signs with each secret while its window holds: at any signing time,
+    /// with every secret valid then (in a scheme that carries several
+    /// signatures; otherwise the first valid), so a rotation can overlap
+    /// and change over without a restart. Signing when none is valid fails
+    /// with [`VerifyError::NoSecretValid`].
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use hooklatch::verify::{Scheme, Signer, Validity};
+    ///
+    /// let switch = SystemTime::now();
+    /// let signer = Signer::with_windows(
+    ///     Scheme::standard_webhooks(),
+    ///     [
+    ///         ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Validity::until(switch + Duration::from_secs(60))),
+    ///         ("whsec_dGhlIG5ldyBzZWNyZXQgZm9yIHRoZSB0ZXN0", Validity::from(switch)),
+    ///     ],
+    /// )?;
+    /// let during = signer.sign("msg_1", switch, b"{}")?;
+    /// let signatures = during.get("webhook-signature").unwrap_or_default();
+    /// assert_eq!(signatures.split(' ').count(), 2);
+    /// let after = signer.sign("msg_1", switch + Duration::from_secs(120), b"{}")?;
+    /// assert_eq!(after.get("webhook-signature").unwrap_or_default().split(' ').count(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_windows<S: AsRef<str>>(
+        scheme: Scheme,
+        secrets: impl IntoIterator<Item = (S, Validity)>,
+    ) -> Result<Self, ConfigError> {
         let keys = secrets
             .into_iter()
-            .map(|secret| Key::parse(secret.as_ref(), scheme.secret_format))
+            .map(|(secret, validity)| {
+                if validity.is_empty() {
+                    return Err(ConfigError::EmptyValidity);
+                }
+                Ok((Key::parse(secret.as_ref(), scheme.secret_format)?, validity))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Self::from_keys(scheme, keys)
     }
 
     /// A signer for `scheme` with one secret given as raw key bytes.
     pub fn from_secret_bytes(scheme: Scheme, secret: &[u8]) -> Result<Self, ConfigError> {
-        Self::from_keys(scheme, vec![Key::hmac(secret)?])
+        Self::from_keys(scheme, vec![(Key::hmac(secret)?, Validity::ALWAYS)])
     }
 
-    fn from_keys(scheme: Scheme, keys: Vec<Key>) -> Result<Self, ConfigError> {
+    fn from_keys(scheme: Scheme, keys: Vec<(Key, Validity)>) -> Result<Self, ConfigError> {
         scheme.validate()?;
         if keys.is_empty() {
             return Err(ConfigError::NoSecrets);
         }
-        if keys.iter().any(|key| key.algorithm() == Algorithm::Ed25519) && !scheme.has_ed25519() {
+        if keys
+            .iter()
+            .any(|(key, _)| key.algorithm() == Algorithm::Ed25519)
+            && !scheme.has_ed25519()
+        {
             return Err(ConfigError::AsymmetricUnsupported {
                 prefix: "whsk_",
                 needs: "a scheme with `v1a` signatures (Standard Webhooks or Svix)",
             });
         }
-        let signing: Vec<Key> = keys.into_iter().filter(Key::can_sign).collect();
+        let signing: Vec<(Key, Validity)> =
+            keys.into_iter().filter(|(key, _)| key.can_sign()).collect();
         if signing.is_empty() {
             return Err(ConfigError::NoSigningKey);
         }
@@ -123,11 +169,13 @@ impl Signer {
         } else {
             1
         };
+        let now = unix_seconds(at);
         let signatures: Vec<(Algorithm, Vec<u8>)> = self
             .keys
             .iter()
+            .filter(|(_, validity)| validity.contains_unix(now))
             .take(how_many)
-            .map(|key| match key {
+            .map(|(key, _)| match key {
                 Key::Hmac(keyed) => {
                     let mut mac = keyed.clone();
                     self.scheme
@@ -151,6 +199,9 @@ impl Signer {
                 Key::Ed25519Public(_) => unreachable!("public keys are filtered out in from_keys"),
             })
             .collect();
+        if signatures.is_empty() {
+            return Err(VerifyError::NoSecretValid);
+        }
         Ok(SignedHeaders {
             headers: write_headers(&self.scheme, id, &timestamp, &signatures),
         })

@@ -14,6 +14,7 @@ use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::Headers;
 use super::keys::{Algorithm, Key, SecretFormat};
 use super::scheme::Scheme;
+use super::validity::Validity;
 
 /// The default tolerance for timestamps in the past and in the future.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
@@ -59,6 +60,8 @@ pub struct Verifier {
 struct Inner {
     scheme: Scheme,
     keys: Vec<Key>,
+    /// When each key may be used, in the order of `keys`.
+    validity: Vec<Validity>,
     accepts_hmac: bool,
     accepts_ed25519: bool,
     past_tolerance: u64,
@@ -158,6 +161,7 @@ impl Verifier {
         VerifierBuilder {
             scheme,
             keys: Vec::new(),
+            validity: Vec::new(),
             hint: None,
             past_tolerance: DEFAULT_TOLERANCE,
             future_tolerance: DEFAULT_TOLERANCE,
@@ -212,7 +216,7 @@ impl Verifier {
         {
             inner.check_time(timestamp.seconds, unix_seconds(now))?;
         }
-        match inner.find_match(&envelope, body)? {
+        match inner.find_match(&envelope, body, unix_seconds(now))? {
             Some(key_index) => Ok(Verified {
                 id: envelope.id,
                 id_signed: envelope.id.is_some() && inner.scheme.signs_id(),
@@ -221,11 +225,27 @@ impl Verifier {
                 body,
                 key_index,
             }),
-            None => Err(VerifyError::SignatureMismatch {
-                signatures: envelope.accepted(),
-                keys: inner.keys.len(),
-                hint: inner.hint,
-            }),
+            None => {
+                let now = unix_seconds(now);
+                let valid = inner
+                    .validity
+                    .iter()
+                    .filter(|v| v.contains_unix(now))
+                    .count();
+                let hint = if valid < inner.keys.len() {
+                    Some(
+                        "a configured secret is outside its validity window now (expired, or \
+                         not yet valid): a sender still signing with it is refused",
+                    )
+                } else {
+                    inner.hint
+                };
+                Err(VerifyError::SignatureMismatch {
+                    signatures: envelope.accepted(),
+                    keys: valid,
+                    hint,
+                })
+            }
         }
     }
 }
@@ -267,6 +287,7 @@ impl Inner {
         &self,
         envelope: &Envelope<'_>,
         body: &[u8],
+        now: i64,
     ) -> Result<Option<usize>, VerifyError> {
         let scheme = &self.scheme;
         let id = envelope.id.map(str::as_bytes);
@@ -276,6 +297,9 @@ impl Inner {
         #[cfg(feature = "ed25519")]
         let mut message: Option<Vec<u8>> = None;
         for (index, key) in self.keys.iter().enumerate() {
+            if !self.validity[index].contains_unix(now) {
+                continue;
+            }
             match key {
                 Key::Hmac(keyed) => {
                     let mut mac = keyed.clone();
@@ -334,6 +358,7 @@ impl Inner {
 pub struct VerifierBuilder {
     scheme: Scheme,
     keys: Vec<Key>,
+    validity: Vec<Validity>,
     hint: Option<&'static str>,
     past_tolerance: Duration,
     future_tolerance: Duration,
@@ -357,7 +382,37 @@ impl VerifierBuilder {
     /// `whsk_` ed25519 key; for the other providers the text itself.
     ///
     /// Add several to accept any of them while rotating secrets.
-    pub fn with_secret(mut self, secret: &str) -> Result<Self, ConfigError> {
+    pub fn with_secret(self, secret: &str) -> Result<Self, ConfigError> {
+        self.with_secret_valid(secret, Validity::ALWAYS)
+    }
+
+    /// Adds a secret, as [`with_secret`](Self::with_secret) does, that is
+    /// only tried while `validity` holds at the time of the check: give
+    /// the old secret an end and the new one a start, overlapping, and
+    /// the rotation needs no restart.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use hooklatch::verify::{Scheme, Signer, Validity, Verifier, VerifyError};
+    ///
+    /// let old = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    /// let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    /// let verifier = Verifier::builder(Scheme::standard_webhooks())
+    ///     .with_secret_valid(old, Validity::until(hour_ago))?
+    ///     .with_secret("whsec_dGhlIG5ldyBzZWNyZXQgZm9yIHRoZSB0ZXN0")?
+    ///     .build()?;
+    /// let headers = Signer::new(Scheme::standard_webhooks(), [old])?.sign("msg_1", SystemTime::now(), b"{}")?;
+    /// assert!(matches!(verifier.verify(&headers, b"{}"), Err(VerifyError::SignatureMismatch { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_secret_valid(
+        mut self,
+        secret: &str,
+        validity: Validity,
+    ) -> Result<Self, ConfigError> {
+        if validity.is_empty() {
+            return Err(ConfigError::EmptyValidity);
+        }
         if let SecretFormat::Raw {
             expected_prefix: Some(prefix),
         } = self.scheme.secret_format
@@ -376,6 +431,7 @@ impl VerifierBuilder {
             });
         }
         self.keys.push(key);
+        self.validity.push(validity);
         Ok(self)
     }
 
@@ -388,6 +444,7 @@ impl VerifierBuilder {
             );
         }
         self.keys.push(Key::hmac(secret)?);
+        self.validity.push(Validity::ALWAYS);
         Ok(self)
     }
 
@@ -443,6 +500,7 @@ impl VerifierBuilder {
                 accepts_ed25519: accepts(Algorithm::Ed25519),
                 scheme: self.scheme,
                 keys: self.keys,
+                validity: self.validity,
                 past_tolerance: self.past_tolerance.as_secs(),
                 future_tolerance: self.future_tolerance.as_secs(),
                 check_timestamp: self.check_timestamp,
