@@ -77,6 +77,15 @@ impl From<ClusterConnection> for RedisConnection {
     }
 }
 
+/// A single server's connection settings: calls fail after at most
+/// [`TIMEOUT`] while the server is unreachable.
+fn single_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(TIMEOUT))
+        .set_response_timeout(Some(TIMEOUT))
+        .set_number_of_retries(1)
+}
+
 /// The seed node URLs of a `redis+cluster://` or `rediss+cluster://`
 /// address, as the cluster client takes them; `None` for any other.
 pub(crate) fn cluster_seeds(address: &str) -> Option<Vec<String>> {
@@ -116,11 +125,7 @@ impl RedisConnection {
             Some(seeds) => Self::open_cluster(&seeds).await,
             None => {
                 let client = redis::Client::open(address)?;
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(TIMEOUT))
-                    .set_response_timeout(Some(TIMEOUT))
-                    .set_number_of_retries(1);
-                Ok(ConnectionManager::new_with_config(client, config)
+                Ok(ConnectionManager::new_with_config(client, single_config())
                     .await?
                     .into())
             }
@@ -130,8 +135,41 @@ impl RedisConnection {
     /// Connects to the cluster that any of `seeds` (`redis://host:port`
     /// URLs, all with the same credentials) belongs to.
     pub async fn open_cluster<S: AsRef<str>>(seeds: &[S]) -> RedisResult<Self> {
-        let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
-        let client = ClusterClientBuilder::new(seeds)
+        Self::cluster(ClusterClientBuilder::new(
+            seeds.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
+        ))
+        .await
+    }
+
+    /// Like [`open`](Self::open) for a `rediss://` (or `rediss+cluster://`)
+    /// address whose server certificate is signed by your own certificate
+    /// authority: `root_certificate` is that authority's certificate in
+    /// PEM. (Certificates signed by a public authority need no more than
+    /// `open`, which trusts the system's roots.)
+    #[cfg(feature = "redis-tls")]
+    pub async fn open_with_root_certificate(
+        address: &str,
+        root_certificate: &[u8],
+    ) -> RedisResult<Self> {
+        let certificates = || redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_certificate.to_vec()),
+        };
+        match cluster_seeds(address) {
+            Some(seeds) => {
+                Self::cluster(ClusterClientBuilder::new(seeds).certs(certificates())).await
+            }
+            None => {
+                let client = redis::Client::build_with_tls(address, certificates())?;
+                Ok(ConnectionManager::new_with_config(client, single_config())
+                    .await?
+                    .into())
+            }
+        }
+    }
+
+    async fn cluster(builder: ClusterClientBuilder) -> RedisResult<Self> {
+        let client = builder
             .connection_timeout(TIMEOUT)
             .response_timeout(TIMEOUT)
             // A failover takes the cluster about node-timeout plus a

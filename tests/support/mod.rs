@@ -188,6 +188,40 @@ impl Postgres {
         );
     }
 
+    /// Turns TLS on with `certificate` and `key` (PEM files) and reloads:
+    /// clients may then ask for `sslmode=verify-full`.
+    pub fn enable_tls(&self, certificate: &Path, key: &Path) {
+        let data = self.data_dir();
+        std::fs::copy(certificate, data.join("server.crt")).expect("copy the certificate");
+        std::fs::copy(key, data.join("server.key")).expect("copy the key");
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .expect("postgresql.conf");
+        conf.write_all(b"\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n")
+            .expect("write postgresql.conf");
+        for file in ["server.crt", "server.key"] {
+            let path = data.join(file);
+            if self.as_postgres {
+                let status = Command::new("chown")
+                    .arg("postgres:postgres")
+                    .arg(&path)
+                    .status()
+                    .expect("chown");
+                assert!(status.success());
+            }
+            let status = Command::new("chmod")
+                .arg("600")
+                .arg(&path)
+                .status()
+                .expect("chmod");
+            assert!(status.success());
+        }
+        self.run("pg_ctl", &["reload", "-D", data.to_str().unwrap()]);
+        // The reload is a signal; give the server a moment to read it.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     /// Stops the server the way a crash would: no shutdown checkpoint.
     pub fn stop_immediately(&self) {
         let data = self.data_dir();
