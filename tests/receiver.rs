@@ -10,8 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
+use std::collections::HashMap;
+
 use hooklatch::dedup::{Inbox, LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
-use hooklatch::verify::{Scheme, Signer, Verifier};
+use hooklatch::receive::{Receiver, StaticTenants, Tenant, TenantKey, Tenants};
+use hooklatch::verify::{Scheme, Signer, Validity, Verifier};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const WRONG_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
@@ -91,6 +94,13 @@ trait Framework {
         namespace: &str,
         script: Script,
     ) -> String;
+    /// Inbox mode for many tenants at `/webhooks/{tenant}`; returns the
+    /// URL without the tenant.
+    fn serve_tenants<S: Inbox + Clone + 'static>(
+        store: S,
+        namespace: &str,
+        tenants: Tenants,
+    ) -> String;
 }
 
 struct Axum;
@@ -132,6 +142,32 @@ impl Framework for Axum {
                 .unwrap(),
         );
         serve_axum(app)
+    }
+
+    fn serve_tenants<S: Inbox + Clone + 'static>(
+        store: S,
+        namespace: &str,
+        tenants: Tenants,
+    ) -> String {
+        serve_axum(Self::tenants_app(store, namespace, tenants))
+    }
+}
+
+impl Axum {
+    fn tenants_app<S: Inbox + Clone + 'static>(
+        store: S,
+        namespace: &str,
+        tenants: Tenants,
+    ) -> axum::Router {
+        use axum::{Router, routing::post};
+        use hooklatch_tower::WebhookLayer;
+        Router::new()
+            .route("/webhooks/{tenant}", post(|| async { "never called" }))
+            .layer(
+                WebhookLayer::for_tenants(tenants)
+                    .with_inbox(store, namespace)
+                    .unwrap(),
+            )
     }
 }
 
@@ -196,6 +232,23 @@ impl Framework for Actix {
                         }
                     }
                 }),
+            )
+        })
+    }
+
+    fn serve_tenants<S: Inbox + Clone + 'static>(
+        store: S,
+        namespace: &str,
+        tenants: Tenants,
+    ) -> String {
+        use hooklatch_actix::{InboxWebhook, WebhookConfig};
+        let config = WebhookConfig::for_tenants(tenants)
+            .with_inbox(store, namespace)
+            .unwrap();
+        serve_actix(move || {
+            actix_web::App::new().app_data(config.clone()).route(
+                "/webhooks/{tenant}",
+                actix_web::web::post().to(|webhook: InboxWebhook| async move { webhook }),
             )
         })
     }
@@ -422,6 +475,113 @@ async fn lease_retries_after_failure_and_panic<F: Framework, B: Store>() {
     );
 }
 
+const OLD: &str = "whsec_dGhlIG9sZCBzZWNyZXQgb2YgZ2xvYmV4IGluYw==";
+const NEXT: &str = "whsec_dGhlIG5leHQgc2VjcmV0IG9mIGFjbWUgY29ycA==";
+
+/// A tenant verified with `secrets` (each with its window), claimed in
+/// the namespace named after it.
+fn tenant(name: &str, secrets: &[(&str, Validity)]) -> (String, Tenant) {
+    let mut builder = Verifier::builder(Scheme::standard_webhooks());
+    for (secret, validity) in secrets {
+        builder = builder.with_secret_valid(secret, *validity).unwrap();
+    }
+    let receiver = Receiver::new(builder.build().unwrap()).with_body_limit(LIMIT);
+    (name.to_owned(), Tenant::new(receiver, name).unwrap())
+}
+
+/// Each tenant is verified with its own secrets, inside their windows,
+/// and claims in its own namespace; an unknown tenant is 404; replacing
+/// the tenants takes effect at once, with no restart.
+async fn tenants_each_verify_with_their_own_secrets_and_namespace<F: Framework, B: Store>() {
+    let (store, _guards) = B::open().await;
+    let namespace = support::unique("t");
+    let now = SystemTime::now();
+    let hour = Duration::from_secs(3600);
+    let tenants = StaticTenants::default();
+    tenants.replace(HashMap::from([
+        tenant(
+            "acme",
+            &[
+                (SECRET, Validity::ALWAYS),
+                (NEXT, Validity::from(now + hour)),
+            ],
+        ),
+        tenant(
+            "globex",
+            &[
+                (OLD, Validity::until(now - hour)),
+                (WRONG_SECRET, Validity::ALWAYS),
+            ],
+        ),
+    ]));
+    let base = F::serve_tenants(
+        store.clone(),
+        &namespace,
+        Tenants::new(TenantKey::LastPathSegment, tenants.clone()),
+    );
+    let client = reqwest::Client::new();
+    let body = br#"{"type":"ping"}"#.to_vec();
+    let to = |tenant: &str, secret: &str, id: &str| {
+        let (client, url) = (client.clone(), format!("{base}/{tenant}"));
+        let (headers, body) = (
+            sign_with(secret, id, SystemTime::now(), &body),
+            body.clone(),
+        );
+        async move {
+            post(&client, &url, &headers, body)
+                .await
+                .expect("an answer")
+                .0
+        }
+    };
+    assert_eq!(to("nobody", SECRET, "msg_1").await, 404, "unknown tenant");
+    assert_eq!(to("acme", SECRET, "msg_1").await, 202);
+    assert_eq!(
+        to("globex", WRONG_SECRET, "msg_1").await,
+        202,
+        "same id, other tenant"
+    );
+    assert_eq!(
+        to("globex", SECRET, "msg_2").await,
+        400,
+        "another tenant's secret"
+    );
+    assert_eq!(to("globex", OLD, "msg_3").await, 400, "an expired secret");
+    assert_eq!(
+        to("acme", NEXT, "msg_4").await,
+        400,
+        "a secret not yet valid"
+    );
+
+    // Rotation without a restart: acme's next secret starts now.
+    tenants.replace(HashMap::from([tenant("acme", &[(NEXT, Validity::ALWAYS)])]));
+    assert_eq!(
+        to("acme", NEXT, "msg_5").await,
+        202,
+        "the new secret works at once"
+    );
+    assert_eq!(
+        to("acme", SECRET, "msg_6").await,
+        400,
+        "the old one is gone"
+    );
+    assert_eq!(
+        to("globex", WRONG_SECRET, "msg_7").await,
+        404,
+        "a removed tenant"
+    );
+
+    let acme = support::drain(&store, &format!("{namespace}:acme")).await;
+    let globex = support::drain(&store, &format!("{namespace}:globex")).await;
+    assert_eq!(
+        (acme, globex),
+        (
+            vec!["msg_1".to_owned(), "msg_5".to_owned()],
+            vec!["msg_1".to_owned()]
+        )
+    );
+}
+
 macro_rules! contract {
     ($($module:ident => $framework:ident, $store:ident;)*) => {
         $(
@@ -429,6 +589,11 @@ macro_rules! contract {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn inbox_accepts_once_and_refuses_bad_requests() {
                     super::inbox_accepts_once_and_refuses_bad_requests::<super::$framework, super::$store>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn tenants_each_verify_with_their_own_secrets_and_namespace() {
+                    super::tenants_each_verify_with_their_own_secrets_and_namespace::<super::$framework, super::$store>().await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

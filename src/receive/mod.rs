@@ -21,9 +21,11 @@ mod event;
 mod receiver;
 mod rejection;
 mod steps;
+mod tenant;
 
 pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, content_length, read_limited};
 pub use event::VerifiedEvent;
 pub use receiver::Receiver;
 pub use rejection::Rejection;
 pub use steps::{COMPLETE_TRIES, Claimed, accept, claim, complete_with_retries, settle};
+pub use tenant::{NameFn, StaticTenants, Tenant, TenantError, TenantKey, TenantSource, Tenants};

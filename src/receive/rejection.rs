@@ -56,6 +56,12 @@ pub enum Rejection {
     /// An extractor found neither the layer's verified event nor a
     /// `Verifier` in the request extensions (500: a configuration error).
     NotConfigured,
+    /// The request names no tenant, or one that does not exist (404: a
+    /// retry cannot help, and a 5xx would keep the sender retrying).
+    UnknownTenant,
+    /// Looking the tenant up failed: nothing was kept, the sender should
+    /// retry (503).
+    TenantLookupFailed(String),
 }
 
 /// How long a sender should wait after a 503 before retrying.
@@ -74,11 +80,12 @@ impl Rejection {
             | Self::InvalidEventId(_) => StatusCode::BAD_REQUEST,
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::InProgress { .. } => StatusCode::CONFLICT,
-            Self::StoreUnavailable(_) | Self::HandlerTimedOut { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::StoreUnavailable(_)
+            | Self::HandlerTimedOut { .. }
+            | Self::TenantLookupFailed(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::InvalidJson(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::NotConfigured => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::UnknownTenant => StatusCode::NOT_FOUND,
         }
     }
 
@@ -97,6 +104,8 @@ impl Rejection {
             Self::HandlerTimedOut { .. } => "webhook handler took too long; retry later",
             Self::InvalidJson(_) => "webhook body is not the expected JSON",
             Self::NotConfigured => "webhook receiver is not configured",
+            Self::UnknownTenant => "no such webhook receiver",
+            Self::TenantLookupFailed(_) => "temporarily unable to accept webhooks; retry later",
         }
     }
 
@@ -122,6 +131,8 @@ impl Rejection {
             Self::NotConfigured => {
                 "no hooklatch layer ran and no Verifier is in the request extensions".to_owned()
             }
+            Self::UnknownTenant => "the request names no known tenant".to_owned(),
+            Self::TenantLookupFailed(reason) => format!("tenant lookup failed: {reason}"),
         }
     }
 
@@ -131,9 +142,9 @@ impl Rejection {
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Self::InProgress { retry_after } => Some(retry_after.as_secs().max(1)),
-            Self::StoreUnavailable(_) | Self::HandlerTimedOut { .. } => {
-                Some(STORE_RETRY_AFTER_SECS)
-            }
+            Self::StoreUnavailable(_)
+            | Self::HandlerTimedOut { .. }
+            | Self::TenantLookupFailed(_) => Some(STORE_RETRY_AFTER_SECS),
             _ => None,
         }
     }

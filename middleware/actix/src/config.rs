@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, web};
 use hooklatch::dedup::{Acceptance, DedupError, Inbox, Lease, LeaseStore, validate_namespace};
-use hooklatch::receive::{self, Claimed, Receiver, Rejection, VerifiedEvent};
+use hooklatch::receive::{self, Claimed, Receiver, Rejection, Tenants, VerifiedEvent};
 use hooklatch::verify::EventKey;
 use hooklatch::verify::Verifier;
 
@@ -105,7 +105,9 @@ pub struct WebhookConfig {
 
 #[derive(Clone)]
 pub(crate) struct Settings {
-    pub(crate) receiver: Receiver,
+    /// One receiver for every request; `None` with tenants.
+    pub(crate) receiver: Option<Receiver>,
+    pub(crate) tenants: Option<Tenants>,
     pub(crate) inbox: Option<(Arc<dyn DynInbox>, String)>,
     pub(crate) lease: Option<(Arc<dyn DynLease>, String, Duration)>,
     pub(crate) respond: Option<crate::error::RespondFn>,
@@ -116,6 +118,7 @@ impl std::fmt::Debug for WebhookConfig {
         let settings = &self.settings;
         f.debug_struct("WebhookConfig")
             .field("receiver", &settings.receiver)
+            .field("tenants", &settings.tenants)
             .field("inbox", &settings.inbox.as_ref().map(|(_, ns)| ns))
             .field("lease", &settings.lease.as_ref().map(|(_, ns, d)| (ns, d)))
             .finish()
@@ -128,7 +131,8 @@ impl WebhookConfig {
     pub fn new(verifier: Verifier) -> Self {
         Self {
             settings: Arc::new(Settings {
-                receiver: Receiver::new(verifier),
+                receiver: Some(Receiver::new(verifier)),
+                tenants: None,
                 inbox: None,
                 lease: None,
                 respond: None,
@@ -141,8 +145,38 @@ impl WebhookConfig {
         self
     }
 
+    /// Verifies each request with its tenant's receiver, found by
+    /// `tenants` before the body is read: an unknown tenant is answered
+    /// 404, a failed lookup 503. Each tenant's events are claimed in the
+    /// namespace `{namespace}:{tenant namespace}`, so the same id in two
+    /// tenants is two events. The body limit, its timeout and the event
+    /// key are each tenant's [`Receiver`]'s.
+    ///
+    /// ```
+    /// use hooklatch::dedup::MemoryStore;
+    /// use hooklatch::receive::{StaticTenants, TenantKey, Tenants};
+    /// use hooklatch_actix::WebhookConfig;
+    ///
+    /// let tenants = Tenants::new(TenantKey::LastPathSegment, StaticTenants::default());
+    /// let config = WebhookConfig::for_tenants(tenants).with_inbox(MemoryStore::new(), "hooks")?;
+    /// # let _ = config;
+    /// # Ok::<(), hooklatch::dedup::DedupError>(())
+    /// ```
+    pub fn for_tenants(tenants: Tenants) -> Self {
+        Self {
+            settings: Arc::new(Settings {
+                receiver: None,
+                tenants: Some(tenants),
+                inbox: None,
+                lease: None,
+                respond: None,
+            }),
+        }
+    }
+
+    /// Changes the fixed receiver; tenants' receivers are their own.
     fn change_receiver(self, change: impl FnOnce(Receiver) -> Receiver) -> Self {
-        self.change(|settings| settings.receiver = change(settings.receiver.clone()))
+        self.change(|settings| settings.receiver = settings.receiver.take().map(change))
     }
 
     pub(crate) fn settings(&self) -> &Settings {

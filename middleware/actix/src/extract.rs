@@ -9,7 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
 use futures_util::future::LocalBoxFuture;
 use hooklatch::dedup::{Acceptance, DedupError, Lease};
-use hooklatch::receive::{Claimed, Rejection, VerifiedEvent};
+use hooklatch::receive::{Claimed, Rejection, Tenant, VerifiedEvent};
 use serde::de::DeserializeOwned;
 
 use crate::config::{DynLease, WebhookConfig};
@@ -25,7 +25,7 @@ fn verified<T, F, Fut>(
     step: F,
 ) -> LocalBoxFuture<'static, Result<T, WebhookError>>
 where
-    F: FnOnce(WebhookConfig, VerifiedEvent) -> Fut + 'static,
+    F: FnOnce(WebhookConfig, VerifiedEvent, Option<Tenant>) -> Fut + 'static,
     Fut: Future<Output = Result<T, WebhookError>>,
 {
     let (request, payload) = (request.clone(), payload.take());
@@ -36,15 +36,30 @@ where
         let respond = config.settings().respond.clone();
         let run = async {
             let headers = ActixHeaders(request.headers());
-            let event = config
-                .settings()
-                .receiver
-                .receive(&headers, payload)
-                .await?;
-            step(config, event).await
+            let settings = config.settings();
+            let tenant = match &settings.tenants {
+                Some(tenants) => Some(tenants.resolve(request.path(), &headers).await?),
+                None => None,
+            };
+            let receiver = match (&tenant, &settings.receiver) {
+                (Some(tenant), _) => tenant.receiver(),
+                (None, Some(receiver)) => receiver,
+                (None, None) => return Err(Rejection::NotConfigured.into()),
+            };
+            let event = receiver.receive(&headers, payload).await?;
+            step(config, event, tenant).await
         };
         run.await.map_err(|error| error.answered_by(respond))
     })
+}
+
+/// The namespace a store configured with `namespace` claims in: its own,
+/// or for a tenant's request `{namespace}:{tenant's}`.
+fn namespace_for(namespace: &str, tenant: Option<&Tenant>) -> String {
+    match tenant {
+        None => namespace.to_owned(),
+        Some(tenant) => format!("{namespace}:{}", tenant.namespace()),
+    }
 }
 
 /// A verified webhook as received: id, timestamp, scheme and raw body.
@@ -56,7 +71,11 @@ impl FromRequest for RawWebhook {
     type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        verified(request, payload, |_, event| async move { Ok(Self(event)) })
+        verified(
+            request,
+            payload,
+            |_, event, _| async move { Ok(Self(event)) },
+        )
     }
 }
 
@@ -90,7 +109,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for Webhook<T> {
     type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        verified(request, payload, |_, event| async move {
+        verified(request, payload, |_, event, _| async move {
             serde_json::from_slice(&event.body)
                 .map(Webhook)
                 .map_err(|error| Rejection::InvalidJson(error.to_string()).into())
@@ -125,13 +144,14 @@ impl FromRequest for InboxWebhook {
     type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        verified(request, payload, |config, event| async move {
+        verified(request, payload, |config, event, tenant| async move {
             let (store, namespace) = config
                 .settings()
                 .inbox
                 .as_ref()
                 .ok_or(Rejection::NotConfigured)?;
-            let acceptance = store.accept(namespace, &event).await?;
+            let namespace = namespace_for(namespace, tenant.as_ref());
+            let acceptance = store.accept(&namespace, &event).await?;
             Ok(Self { event, acceptance })
         })
     }
@@ -226,12 +246,13 @@ impl FromRequest for LeasedWebhook {
     type Future = LocalBoxFuture<'static, Result<Self, WebhookError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        verified(request, payload, |config, event| async move {
+        verified(request, payload, |config, event, tenant| async move {
             let (store, namespace, lease_for) = config
                 .settings()
                 .lease
                 .clone()
                 .ok_or(Rejection::NotConfigured)?;
+            let namespace = namespace_for(&namespace, tenant.as_ref());
             match store.claim(&namespace, &event, lease_for).await? {
                 Claimed::Fresh(lease) => Ok(Self {
                     event,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hooklatch::dedup::{DedupError, Inbox, LeaseStore, validate_namespace};
-use hooklatch::receive::Receiver;
+use hooklatch::receive::{Receiver, Tenants};
 use hooklatch::verify::Verifier;
 use tower_layer::Layer;
 
@@ -48,9 +48,28 @@ impl<M> Clone for WebhookLayer<M> {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Config<M> {
-    pub(crate) receiver: Receiver,
+    pub(crate) source: Source,
     pub(crate) mode: M,
     pub(crate) answers: Answers,
+}
+
+/// How a request's verifier (and, for tenants, its namespace) is found.
+#[derive(Debug, Clone)]
+pub(crate) enum Source {
+    /// One receiver for every request.
+    Fixed(Receiver),
+    /// Each request's tenant's own.
+    Tenants(Tenants),
+}
+
+impl Source {
+    /// Changes the fixed receiver; tenants' receivers are their own.
+    fn map(self, change: impl FnOnce(Receiver) -> Receiver) -> Self {
+        match self {
+            Self::Fixed(receiver) => Self::Fixed(change(receiver)),
+            tenants @ Self::Tenants(_) => tenants,
+        }
+    }
 }
 
 impl WebhookLayer {
@@ -60,7 +79,35 @@ impl WebhookLayer {
     pub fn new(verifier: Verifier) -> Self {
         Self {
             config: Arc::new(Config {
-                receiver: Receiver::new(verifier),
+                source: Source::Fixed(Receiver::new(verifier)),
+                mode: VerifyOnly,
+                answers: Answers::default(),
+            }),
+        }
+    }
+
+    /// Verifies each request with its tenant's receiver, found by
+    /// `tenants` before the body is read: an unknown tenant is answered
+    /// 404, a failed lookup 503. With a store, each tenant's events are
+    /// claimed in the namespace `{namespace}:{tenant namespace}`, so the
+    /// same id in two tenants is two events. The body limit, its timeout
+    /// and the event key are each tenant's [`Receiver`]'s.
+    ///
+    /// ```
+    /// use hooklatch::dedup::MemoryStore;
+    /// use hooklatch::receive::{StaticTenants, TenantKey, Tenants};
+    /// use hooklatch_tower::WebhookLayer;
+    ///
+    /// let tenants = StaticTenants::default(); // filled, and refilled, at run time
+    /// let layer = WebhookLayer::for_tenants(Tenants::new(TenantKey::LastPathSegment, tenants))
+    ///     .with_inbox(MemoryStore::new(), "hooks")?; // POST /webhooks/{tenant}
+    /// # let _ = layer;
+    /// # Ok::<(), hooklatch::dedup::DedupError>(())
+    /// ```
+    pub fn for_tenants(tenants: Tenants) -> Self {
+        Self {
+            config: Arc::new(Config {
+                source: Source::Tenants(tenants),
                 mode: VerifyOnly,
                 answers: Answers::default(),
             }),
@@ -81,7 +128,9 @@ impl<M: Clone> WebhookLayer<M> {
     /// Defaults to the verifier's limit (1 MiB unless changed).
     pub fn with_body_limit(self, limit: usize) -> Self {
         self.map(|config| Config {
-            receiver: config.receiver.with_body_limit(limit),
+            source: config
+                .source
+                .map(|receiver| receiver.with_body_limit(limit)),
             ..config
         })
     }
@@ -92,7 +141,9 @@ impl<M: Clone> WebhookLayer<M> {
     /// hand-built runtime needs `enable_time`).
     pub fn with_body_timeout(self, timeout: Duration) -> Self {
         self.map(|config| Config {
-            receiver: config.receiver.with_body_timeout(timeout),
+            source: config
+                .source
+                .map(|receiver| receiver.with_body_timeout(timeout)),
             ..config
         })
     }
@@ -133,7 +184,7 @@ impl<M: Clone> WebhookLayer<M> {
     /// signature covers.
     pub fn with_event_key(self, key: EventKey) -> Self {
         self.map(|config| Config {
-            receiver: config.receiver.with_event_key(key),
+            source: config.source.map(|receiver| receiver.with_event_key(key)),
             ..config
         })
     }
@@ -148,7 +199,7 @@ impl<M: Clone> WebhookLayer<M> {
     ) -> Result<WebhookLayer<InboxMode<S>>, DedupError> {
         validate_namespace(namespace)?;
         Ok(self.map(|config| Config {
-            receiver: config.receiver,
+            source: config.source,
             mode: InboxMode {
                 store,
                 namespace: namespace.to_owned(),
@@ -168,7 +219,7 @@ impl<M: Clone> WebhookLayer<M> {
     ) -> Result<WebhookLayer<LeaseMode<S>>, DedupError> {
         validate_namespace(namespace)?;
         Ok(self.map(|config| Config {
-            receiver: config.receiver,
+            source: config.source,
             mode: LeaseMode {
                 store,
                 namespace: namespace.to_owned(),

@@ -89,6 +89,17 @@ pub struct Call<'a, N: Next> {
     pub(crate) request: Request<N::ReqBody>,
     pub(crate) next: N,
     pub(crate) answers: &'a Answers,
+    /// The namespace of the request's tenant, for a layer of tenants.
+    pub(crate) tenant: Option<&'a str>,
+}
+
+/// The namespace a mode configured with `namespace` claims in: its own, or
+/// for a tenant's request `{namespace}:{tenant's}`.
+fn namespace_for<'a>(namespace: &'a str, tenant: Option<&str>) -> std::borrow::Cow<'a, str> {
+    match tenant {
+        None => std::borrow::Cow::Borrowed(namespace),
+        Some(tenant) => std::borrow::Cow::Owned(format!("{namespace}:{tenant}")),
+    }
 }
 
 /// How a [`WebhookLayer`](crate::WebhookLayer) handles a verified request:
@@ -168,7 +179,8 @@ impl Mode for VerifyOnly {
 
 impl<St: Inbox + Clone + 'static> Mode for InboxMode<St> {
     async fn run<N: Next>(&self, call: Call<'_, N>) -> Result<Response<N::ResBody>, N::Error> {
-        let (status, text) = match accept(&self.store, &self.namespace, &call.event).await {
+        let namespace = namespace_for(&self.namespace, call.tenant);
+        let (status, text) = match accept(&self.store, &namespace, &call.event).await {
             Ok(Acceptance::Accepted) => (StatusCode::ACCEPTED, "accepted"),
             Ok(Acceptance::Duplicate) => (StatusCode::OK, "duplicate"),
             Err(rejection) => return Ok(call.answers.reject(rejection)),
@@ -184,11 +196,13 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
             mut request,
             next,
             answers,
+            tenant,
         } = call;
+        let namespace = namespace_for(&self.namespace, tenant);
         // The handler's deadline is the lease's end, counted from before the
         // claim, so it never outlives the lease in the store.
         let deadline = tokio::time::Instant::now() + self.lease_for;
-        let lease = match claim(&self.store, &self.namespace, &event, self.lease_for).await {
+        let lease = match claim(&self.store, &namespace, &event, self.lease_for).await {
             Ok(Claimed::Fresh(lease)) => lease,
             Ok(Claimed::Done) => return Ok(about(event, StatusCode::OK, "duplicate")),
             Err(rejection) => return Ok(answers.reject(rejection)),
@@ -221,14 +235,14 @@ impl<St: LeaseStore + Clone + 'static> Mode for LeaseMode<St> {
         match handled {
             Ok(Ok(Ok(result))) => result,
             Ok(Ok(Err(_panic))) => {
-                tracing::error!(namespace = %self.namespace, id = key, "webhook handler panicked");
+                tracing::error!(%namespace, id = key, "webhook handler panicked");
                 Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "handler failed"))
             }
             Ok(Err(_elapsed)) => Ok(answers.reject(Rejection::HandlerTimedOut {
                 lease: self.lease_for,
             })),
             Err(error) => {
-                tracing::error!(namespace = %self.namespace, id = key, %error, "webhook handler task failed");
+                tracing::error!(%namespace, id = key, %error, "webhook handler task failed");
                 Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "handler failed"))
             }
         }

@@ -13,8 +13,9 @@ use hooklatch::receive::{check_declared_length, content_length};
 use http_body_util::BodyExt as _;
 
 use crate::future::ResponseFuture;
-use crate::layer::Config;
+use crate::layer::{Config, Source};
 use crate::mode::{Call, Mode, Ready};
+use hooklatch::receive::Tenant;
 
 /// The service [`WebhookLayer`](crate::WebhookLayer) wraps around yours.
 #[derive(Debug)]
@@ -59,9 +60,11 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         // Refused before anything is allocated; `receive` checks again.
-        let declared = content_length(request.headers());
-        if let Err(rejection) = check_declared_length(declared, self.config.receiver.body_limit()) {
-            return ResponseFuture::rejected(self.config.answers.reject(rejection));
+        if let Source::Fixed(receiver) = &self.config.source {
+            let declared = content_length(request.headers());
+            if let Err(rejection) = check_declared_length(declared, receiver.body_limit()) {
+                return ResponseFuture::rejected(self.config.answers.reject(rejection));
+            }
         }
         // The service that was polled ready is the one to call: keep it and
         // leave a fresh clone behind.
@@ -70,8 +73,21 @@ where
         let config = Arc::clone(&self.config);
         ResponseFuture::running(Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let received = config
-                .receiver
+            let tenant = match &config.source {
+                Source::Fixed(_) => None,
+                Source::Tenants(tenants) => {
+                    match tenants.resolve(parts.uri.path(), &parts.headers).await {
+                        Ok(tenant) => Some(tenant),
+                        Err(rejection) => return Ok(config.answers.reject(rejection)),
+                    }
+                }
+            };
+            let receiver = match (&config.source, &tenant) {
+                (Source::Fixed(receiver), _) => receiver,
+                (Source::Tenants(_), Some(tenant)) => tenant.receiver(),
+                (Source::Tenants(_), None) => unreachable!("a tenant was resolved above"),
+            };
+            let received = receiver
                 .receive(&parts.headers, body.into_data_stream())
                 .await;
             let event = match received {
@@ -86,6 +102,7 @@ where
                 request,
                 next: Ready::new(inner),
                 answers: &config.answers,
+                tenant: tenant.as_ref().map(Tenant::namespace),
             };
             config.mode.run(call).await
         }))
