@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::Rejection;
-use crate::verify::{EventKey, KeyError, Verified, Verifier};
+use super::provider::ProviderInfo;
+use crate::verify::{EventKey, HeaderKey, Headers, KeyError, Verified, Verifier};
 
 /// A request that passed verification, as every framework adapter hands it
 /// on (the tower layer puts it into the request extensions).
@@ -29,6 +30,7 @@ pub struct VerifiedEvent {
     /// The body exactly as received and verified.
     pub body: Bytes,
     claim: Claim,
+    provider: ProviderInfo,
 }
 
 /// Where the claim key comes from, and the key once taken.
@@ -60,7 +62,50 @@ impl VerifiedEvent {
                 timestamp_text,
                 key: OnceLock::new(),
             },
+            provider: ProviderInfo::default(),
         }
+    }
+
+    /// The event with what its provider's headers say (its type, delivery
+    /// id, retry number) and the headers in `keep`; a [`Receiver`](super::Receiver)
+    /// does this for every event.
+    #[must_use]
+    pub fn with_provider_headers<H: Headers + ?Sized>(
+        mut self,
+        headers: &H,
+        keep: &[HeaderKey],
+    ) -> Self {
+        self.provider = ProviderInfo::read(&self.scheme, headers, keep);
+        self
+    }
+
+    /// The event's type: GitHub's `X-GitHub-Event`, Shopify's
+    /// `X-Shopify-Topic`, or the body's top-level `type` for Stripe,
+    /// Standard Webhooks, Svix, Slack (the `payload`'s for interactive
+    /// actions) and custom schemes; read from the body when first asked
+    /// for.
+    pub fn event_type(&self) -> Option<&str> {
+        self.provider.event_type(&self.body)
+    }
+
+    /// The provider's id for this delivery, where it sends one apart from
+    /// the signed id: GitHub's `X-GitHub-Delivery`, Shopify's
+    /// `X-Shopify-Webhook-Id`.
+    pub fn delivery_id(&self) -> Option<&str> {
+        self.provider.delivery_id.as_deref()
+    }
+
+    /// How many times the provider says it retried this delivery, where it
+    /// says so (Slack's `X-Slack-Retry-Num`).
+    pub fn retry(&self) -> Option<u32> {
+        self.provider.retry
+    }
+
+    /// The headers the receiver was asked to keep
+    /// ([`Receiver::with_kept_headers`](super::Receiver::with_kept_headers)),
+    /// lowercase name first.
+    pub fn kept_headers(&self) -> &[(String, String)] {
+        &self.provider.kept
     }
 
     /// The key the event is claimed by (see [`EventKey`]), taken on first

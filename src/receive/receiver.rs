@@ -8,7 +8,7 @@ use futures_core::Stream;
 
 use super::body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
 use super::{Rejection, VerifiedEvent};
-use crate::verify::{EventKey, HeaderKey, HeaderLookup, Headers, Verifier};
+use crate::verify::{ConfigError, EventKey, HeaderKey, HeaderLookup, Headers, Verifier};
 
 /// How a request becomes a [`VerifiedEvent`]: the verifier, the body's
 /// limit and deadline, and the key events are claimed by. Both framework
@@ -44,6 +44,7 @@ pub struct Receiver {
     key: EventKey,
     body_limit: usize,
     body_timeout: Duration,
+    keep: Vec<HeaderKey>,
 }
 
 impl Receiver {
@@ -56,7 +57,22 @@ impl Receiver {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             key: EventKey::default(),
             verifier,
+            keep: Vec::new(),
         }
+    }
+
+    /// Keeps the headers called `names` with each event
+    /// ([`VerifiedEvent::kept_headers`]), such as a provider's
+    /// installation or account id. Fails on a name that is not a header
+    /// name.
+    pub fn with_kept_headers<S: AsRef<str>>(
+        mut self,
+        names: impl IntoIterator<Item = S>,
+    ) -> Result<Self, ConfigError> {
+        for name in names {
+            self.keep.push(HeaderKey::new(name.as_ref())?);
+        }
+        Ok(self)
     }
 
     /// Reads at most `limit` bytes of body: 413 before reading when
@@ -121,12 +137,10 @@ impl Receiver {
             .verifier
             .verify(headers, &body)
             .map_err(Rejection::Unverified)?;
-        Ok(VerifiedEvent::new(
-            &self.key,
-            &self.verifier,
-            &verified,
-            body.clone(),
-        ))
+        Ok(
+            VerifiedEvent::new(&self.key, &self.verifier, &verified, body.clone())
+                .with_provider_headers(headers, &self.keep),
+        )
     }
 }
 

@@ -145,7 +145,7 @@ fn content_digest(verifier: &Verifier, verified: &Verified<'_>) -> String {
 
 /// A top-level string field of a JSON object, read without building the
 /// rest of the document.
-fn json_field(body: &[u8], field: &str) -> Result<String, KeyError> {
+pub(crate) fn json_field(body: &[u8], field: &str) -> Result<String, KeyError> {
     let mut reader = serde_json::Deserializer::from_slice(body);
     let found = FieldSeed(field)
         .deserialize(&mut reader)

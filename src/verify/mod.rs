@@ -68,6 +68,8 @@ pub use encoding::Encoding;
 pub use envelope::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
 pub use error::{ConfigError, Malformed, VerifyError};
 pub use headers::{HeaderKey, HeaderLookup, Headers};
+#[cfg(feature = "http")]
+pub(crate) use key::json_field;
 pub(crate) use key::key_problem;
 pub use key::{EventKey, KeyError};
 pub use scheme::Scheme;

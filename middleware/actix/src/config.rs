@@ -183,6 +183,20 @@ impl WebhookConfig {
         &self.settings
     }
 
+    /// Changes the [`Receiver`] with `change` (to keep headers, say):
+    /// every setting a receiver has. With tenants, each tenant's receiver
+    /// is its own and this changes nothing.
+    pub fn with_receiver<E>(
+        self,
+        change: impl FnOnce(Receiver) -> Result<Receiver, E>,
+    ) -> Result<Self, E> {
+        let mut settings = Arc::unwrap_or_clone(self.settings);
+        settings.receiver = settings.receiver.map(change).transpose()?;
+        Ok(Self {
+            settings: Arc::new(settings),
+        })
+    }
+
     /// Reads at most `limit` bytes of body (413 beyond).
     #[must_use]
     pub fn with_body_limit(self, limit: usize) -> Self {

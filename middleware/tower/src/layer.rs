@@ -179,6 +179,23 @@ impl<M: Clone> WebhookLayer<M> {
         self.map(|config| Config { answers, ..config })
     }
 
+    /// Changes the [`Receiver`] with `change` (to keep headers, say):
+    /// every setting a receiver has. For a layer of tenants, each tenant's
+    /// receiver is its own and this changes nothing.
+    pub fn with_receiver<E>(
+        self,
+        change: impl FnOnce(Receiver) -> Result<Receiver, E>,
+    ) -> Result<Self, E> {
+        let config = Arc::try_unwrap(self.config).unwrap_or_else(|shared| (*shared).clone());
+        let source = match config.source {
+            Source::Fixed(receiver) => Source::Fixed(change(receiver)?),
+            tenants @ Source::Tenants(_) => tenants,
+        };
+        Ok(WebhookLayer {
+            config: Arc::new(Config { source, ..config }),
+        })
+    }
+
     /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the
     /// scheme's signed id, Stripe's body `id`, or else a digest of what the
     /// signature covers.

@@ -854,3 +854,69 @@ async fn replica_acks_that_fall_short_answer_503_and_the_retry_finds_the_work_ke
     assert_eq!((status, text.as_str()), (StatusCode::OK, "duplicate"));
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran once");
 }
+
+/// A handler behind the layer sees what the provider said about the
+/// delivery: GitHub's event type and delivery id, and a header it asked to
+/// keep; a Stripe event's type comes from its body.
+#[tokio::test]
+async fn handlers_see_the_event_type_delivery_id_and_kept_headers() {
+    let secret = "It's a Secret to Everybody";
+    let verifier = Verifier::builder(Scheme::github())
+        .with_secret(secret)
+        .unwrap()
+        .build()
+        .unwrap();
+    let handler = |Extension(event): Extension<VerifiedEvent>| async move {
+        format!(
+            "{}|{}|{:?}",
+            event.event_type().unwrap_or("-"),
+            event.delivery_id().unwrap_or("-"),
+            event.kept_headers()
+        )
+    };
+    let layer = WebhookLayer::new(verifier)
+        .with_receiver(|receiver| {
+            receiver.with_kept_headers(["x-github-hook-installation-target-id"])
+        })
+        .unwrap();
+    let url = serve(Router::new().route("/webhooks", post(handler)).layer(layer)).await;
+    let body = br#"{"ref":"refs/heads/main"}"#.to_vec();
+    let mut headers = pairs(
+        &Signer::new(Scheme::github(), [secret])
+            .unwrap()
+            .sign("d-1", SystemTime::now(), &body)
+            .unwrap(),
+    );
+    headers.push(("X-GitHub-Event".into(), "push".into()));
+    headers.push((
+        "X-GitHub-Hook-Installation-Target-ID".into(),
+        "79929171".into(),
+    ));
+    let (status, text) = post_signed(&reqwest::Client::new(), &url, &headers, body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        text,
+        r#"push|d-1|[("x-github-hook-installation-target-id", "79929171")]"#
+    );
+
+    let stripe = Verifier::builder(Scheme::stripe())
+        .with_secret("whsec_test_secret")
+        .unwrap()
+        .build()
+        .unwrap();
+    let url = serve(
+        Router::new()
+            .route("/webhooks", post(handler))
+            .layer(WebhookLayer::new(stripe)),
+    )
+    .await;
+    let body = br#"{"id":"evt_1","type":"invoice.paid"}"#.to_vec();
+    let headers = pairs(
+        &Signer::new(Scheme::stripe(), ["whsec_test_secret"])
+            .unwrap()
+            .sign("unused", SystemTime::now(), &body)
+            .unwrap(),
+    );
+    let (_, text) = post_signed(&reqwest::Client::new(), &url, &headers, body).await;
+    assert_eq!(text, "invoice.paid|-|[]");
+}

@@ -1,0 +1,188 @@
+//! What a provider says about a delivery beyond what it signs: the event's
+//! type, its own delivery id, how often it retried, and the headers a
+//! receiver asked to keep.
+
+use std::sync::OnceLock;
+
+use crate::verify::{HeaderKey, HeaderLookup, Headers};
+
+/// A provider's words about one delivery, read from its headers when the
+/// request arrives; the type in the body is read when first asked for.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProviderInfo {
+    /// The type named by a header (GitHub, Shopify).
+    header_type: Option<String>,
+    /// Whether the type is in the body (Stripe, Standard Webhooks, Svix,
+    /// Slack, custom schemes).
+    type_in_body: bool,
+    body_type: OnceLock<Option<String>>,
+    pub(crate) delivery_id: Option<String>,
+    pub(crate) retry: Option<u32>,
+    pub(crate) kept: Vec<(String, String)>,
+}
+
+fn text<H: Headers + ?Sized>(headers: &H, name: &'static str) -> Option<String> {
+    match headers.lookup(&HeaderKey::from_static(name)) {
+        HeaderLookup::One(value) => std::str::from_utf8(value).ok().map(str::to_owned),
+        _ => None,
+    }
+}
+
+impl ProviderInfo {
+    /// Reads what the scheme called `scheme` puts in its headers, and
+    /// keeps the headers named in `keep`.
+    pub(crate) fn read<H: Headers + ?Sized>(scheme: &str, headers: &H, keep: &[HeaderKey]) -> Self {
+        let (header_type, delivery_id, retry) = match scheme {
+            "github" => (
+                text(headers, "x-github-event"),
+                text(headers, "x-github-delivery"),
+                None,
+            ),
+            "shopify" => (
+                text(headers, "x-shopify-topic"),
+                text(headers, "x-shopify-webhook-id"),
+                None,
+            ),
+            "slack" => (
+                None,
+                None,
+                text(headers, "x-slack-retry-num").and_then(|n| n.trim().parse().ok()),
+            ),
+            _ => (None, None, None),
+        };
+        let kept = keep
+            .iter()
+            .filter_map(|name| match headers.lookup(name) {
+                HeaderLookup::One(value) => std::str::from_utf8(value)
+                    .ok()
+                    .map(|value| (name.as_str().to_owned(), value.to_owned())),
+                _ => None,
+            })
+            .collect();
+        Self {
+            type_in_body: header_type.is_none() && !matches!(scheme, "github" | "shopify"),
+            header_type,
+            body_type: OnceLock::new(),
+            delivery_id,
+            retry,
+            kept,
+        }
+    }
+
+    /// The event's type: from the header that names it, or the body's
+    /// top-level `type` (for Slack's interactive payloads, the `type` of
+    /// the JSON in the form field `payload`).
+    pub(crate) fn event_type<'a>(&'a self, body: &[u8]) -> Option<&'a str> {
+        if let Some(kind) = &self.header_type {
+            return Some(kind);
+        }
+        if !self.type_in_body {
+            return None;
+        }
+        self.body_type
+            .get_or_init(|| body_type(body).or_else(|| form_payload_type(body)))
+            .as_deref()
+    }
+}
+
+/// The top-level `type` of a JSON object, without building the rest.
+fn body_type(body: &[u8]) -> Option<String> {
+    crate::verify::json_field(body, "type").ok()
+}
+
+/// The `type` of the JSON in a form body's `payload` field, as Slack sends
+/// interactive actions.
+fn form_payload_type(body: &[u8]) -> Option<String> {
+    let body = std::str::from_utf8(body).ok()?;
+    let encoded = body
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("payload="))?;
+    let decoded = percent_decode(&encoded.replace('+', " "))?;
+    body_type(decoded.as_bytes())
+}
+
+/// Percent-decoding, refusing a malformed escape or a result that is not
+/// UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = tail.get(..2)?;
+            let value = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+            bytes.push(value);
+            rest = &tail[2..];
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keep(names: &[&str]) -> Vec<HeaderKey> {
+        names
+            .iter()
+            .map(|name| HeaderKey::new(name).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn github_and_shopify_name_the_type_and_delivery_in_headers() {
+        let headers = [
+            ("x-github-event", "push"),
+            ("x-github-delivery", "72d3162e"),
+        ];
+        let info = ProviderInfo::read("github", &headers, &[]);
+        assert_eq!(info.event_type(br#"{"type":"ignored"}"#), Some("push"));
+        assert_eq!(info.delivery_id.as_deref(), Some("72d3162e"));
+        let headers = [
+            ("x-shopify-topic", "orders/create"),
+            ("x-shopify-webhook-id", "b54557e4"),
+        ];
+        let info = ProviderInfo::read("shopify", &headers, &[]);
+        assert_eq!(info.event_type(b"{}"), Some("orders/create"));
+        assert_eq!(info.delivery_id.as_deref(), Some("b54557e4"));
+    }
+
+    #[test]
+    fn body_schemes_name_the_type_in_the_body() {
+        let none: [(&str, &str); 0] = [];
+        for scheme in ["stripe", "standard", "svix", "my-custom"] {
+            let info = ProviderInfo::read(scheme, &none, &[]);
+            assert_eq!(
+                info.event_type(br#"{"id":"evt_1","type":"invoice.paid"}"#),
+                Some("invoice.paid")
+            );
+        }
+        assert_eq!(
+            ProviderInfo::read("stripe", &none, &[]).event_type(b"not json"),
+            None
+        );
+    }
+
+    #[test]
+    fn slack_names_its_retries_and_its_payload_type() {
+        let headers = [
+            ("x-slack-retry-num", "2"),
+            ("x-slack-retry-reason", "http_timeout"),
+        ];
+        let info = ProviderInfo::read("slack", &headers, &keep(&["x-slack-retry-reason"]));
+        assert_eq!(info.retry, Some(2));
+        assert_eq!(
+            info.kept,
+            [("x-slack-retry-reason".to_owned(), "http_timeout".to_owned())]
+        );
+        assert_eq!(
+            info.event_type(br#"{"type":"event_callback","event":{"type":"message"}}"#),
+            Some("event_callback")
+        );
+        let form = b"payload=%7B%22type%22%3A%22block_actions%22%7D";
+        let info = ProviderInfo::read("slack", &headers, &[]);
+        assert_eq!(info.event_type(form), Some("block_actions"));
+    }
+}
