@@ -226,7 +226,7 @@ async fn stop_signal() {
     }
 }
 
-/// Runs for each event the layer verified and claimed: answers 200, or
+/// Runs for each event the layer verified and claimed: answers 202 (a duplicate gets the layer's 200), or
 /// passes the event on and answers with the app's status (a non-2xx
 /// releases the claim, so the sender's retry comes through again).
 async fn handle(State(forward): State<Option<Forward>>, request: Request) -> Response {
@@ -242,7 +242,8 @@ async fn handle(State(forward): State<Option<Forward>>, request: Request) -> Res
     };
     let Some(forward) = forward else {
         say("accepted".to_owned());
-        return (StatusCode::OK, "accepted").into_response();
+        // As the library answers a new event: 202, and 200 for a duplicate.
+        return (StatusCode::ACCEPTED, "accepted").into_response();
     };
     let headers: Vec<(String, String)> = request
         .headers()

@@ -161,7 +161,7 @@ async fn listen_prints_a_verdict_per_request_and_stops_on_ctrl_c() {
     let body = br#"{"paid":true}"#.to_vec();
 
     let valid = signed(SECRET, "msg_valid", now, &body);
-    assert_eq!(post_to(&listener.url, &valid, body.clone()).await.0, 200);
+    assert_eq!(post_to(&listener.url, &valid, body.clone()).await.0, 202);
     assert_eq!(after_time(&listener.next_line()), "msg_valid accepted");
 
     assert_eq!(
@@ -557,7 +557,7 @@ async fn claims_survive_a_restart(store: &str) {
     let body = br#"{"n":1}"#.to_vec();
     let headers = signed(SECRET, "msg_once", SystemTime::now(), &body);
     let first = Listener::start_on(store, &["--namespace", &namespace]);
-    assert_eq!(post_to(&first.url, &headers, body.clone()).await.0, 200);
+    assert_eq!(post_to(&first.url, &headers, body.clone()).await.0, 202);
     assert_eq!(after_time(&first.next_line()), "msg_once accepted");
     assert!(first.interrupt().0.success());
 
@@ -612,7 +612,7 @@ async fn listen_takes_the_cluster_from_redis_cluster_nodes() {
         &["--namespace", &namespace],
         &[("REDIS_CLUSTER_NODES", &nodes.join(","))],
     );
-    assert_eq!(post_to(&by_env.url, &headers, body.clone()).await.0, 200);
+    assert_eq!(post_to(&by_env.url, &headers, body.clone()).await.0, 202);
     assert!(by_env.interrupt().0.success());
     let by_store = Listener::start_on(&url, &["--namespace", &namespace]);
     assert_eq!(
@@ -687,7 +687,7 @@ async fn listen_claims_stripe_events_by_their_body_id() {
         .iter()
         .map(|(name, value)| (name.to_owned(), value.to_owned()))
         .collect();
-    assert_eq!(post_to(&listener.url, &headers, body.clone()).await.0, 200);
+    assert_eq!(post_to(&listener.url, &headers, body.clone()).await.0, 202);
     assert_eq!(
         after_time(&listener.next_line()),
         "evt_1NG8Du2eZvKYlo2C accepted"
@@ -727,7 +727,7 @@ async fn listen_github_and_shopify_replays_under_any_delivery_id_are_duplicates(
         let verdict = |line: String| after_time(&line).rsplit(' ').next().unwrap().to_owned();
         let body = br#"{"action":"opened","number":7}"#.to_vec();
         let captured = sign(&body, Some("delivery-1"));
-        assert_eq!(post_to(&listener.url, &captured, body.clone()).await.0, 200);
+        assert_eq!(post_to(&listener.url, &captured, body.clone()).await.0, 202);
         assert_eq!(verdict(listener.next_line()), "accepted", "{scheme}");
         for replay in [Some("delivery-2"), None] {
             let headers = sign(&body, replay);
@@ -740,7 +740,7 @@ async fn listen_github_and_shopify_replays_under_any_delivery_id_are_duplicates(
         }
         let other = br#"{"action":"closed","number":7}"#.to_vec();
         let headers = sign(&other, None);
-        assert_eq!(post_to(&listener.url, &headers, other.clone()).await.0, 200);
+        assert_eq!(post_to(&listener.url, &headers, other.clone()).await.0, 202);
         assert_eq!(verdict(listener.next_line()), "accepted", "{scheme}");
         let mut forged = other.clone();
         forged.extend_from_slice(b" ");
