@@ -226,9 +226,10 @@ async fn stop_signal() {
     }
 }
 
-/// Runs for each event the layer verified and claimed: answers 202 (a duplicate gets the layer's 200), or
-/// passes the event on and answers with the app's status (a non-2xx
-/// releases the claim, so the sender's retry comes through again).
+/// Runs for each event the layer verified and claimed: answers 202 (a
+/// duplicate gets the layer's 200), or passes the event on and answers with
+/// the app's status (a non-2xx releases the claim, so the sender's retry
+/// comes through again).
 async fn handle(State(forward): State<Option<Forward>>, request: Request) -> Response {
     let verdict = request.extensions().get::<Verdict>().cloned();
     let Some(event) = request.extensions().get::<VerifiedEvent>().cloned() else {

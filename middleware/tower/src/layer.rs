@@ -8,7 +8,7 @@ use hooklatch::receive::{Receiver, Tenants};
 use hooklatch::verify::Verifier;
 use tower_layer::Layer;
 
-use crate::mode::{InboxMode, LeaseMode, VerifyOnly};
+use crate::mode::{InboxMode, LeaseMode, NoHandler, VerifyOnly};
 use crate::response::Answers;
 use crate::service::WebhookService;
 use hooklatch::verify::EventKey;
@@ -244,6 +244,35 @@ impl<M: Clone> WebhookLayer<M> {
             },
             answers: config.answers,
         }))
+    }
+}
+
+impl<S: Inbox + Clone + 'static> WebhookLayer<InboxMode<S>> {
+    /// The inbox as a service of its own, for a route with no handler:
+    /// it verifies, accepts (202, or 200 for a duplicate) and answers, so
+    /// no dummy handler is needed.
+    ///
+    /// ```
+    /// use axum::{Router, routing::post_service};
+    /// use hooklatch::dedup::MemoryStore;
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_tower::WebhookLayer;
+    ///
+    /// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
+    /// let inbox = WebhookLayer::new(verifier).with_inbox(MemoryStore::new(), "github")?;
+    /// let app: Router = Router::new().route("/webhooks", post_service(inbox.into_endpoint()));
+    /// # let _ = app;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "axum")]
+    pub fn into_endpoint(self) -> WebhookService<NoHandler<axum::body::Body>, InboxMode<S>> {
+        self.into_endpoint_with_body()
+    }
+
+    /// [`into_endpoint`](Self::into_endpoint) for a stack whose response
+    /// body is `B` (hyper or tonic without axum, say).
+    pub fn into_endpoint_with_body<B>(self) -> WebhookService<NoHandler<B>, InboxMode<S>> {
+        WebhookService::new(NoHandler::default(), self.config)
     }
 }
 

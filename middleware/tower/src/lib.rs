@@ -71,7 +71,7 @@ pub use hooklatch::verify::EventKey;
 pub use layer::WebhookLayer;
 #[doc(hidden)]
 pub use mode::{AnswerBody, Call, Next, Ready};
-pub use mode::{InboxMode, LeaseMode, Mode, VerifyOnly};
+pub use mode::{InboxMode, LeaseMode, Mode, NoHandler, VerifyOnly};
 #[doc(hidden)]
 pub use response::Answers;
 pub use service::WebhookService;

@@ -75,6 +75,45 @@ where
     }
 }
 
+/// The inner service of an endpoint whose mode never calls one
+/// ([`WebhookLayer::into_endpoint`](crate::WebhookLayer::into_endpoint)):
+/// if it were called, it would answer 500.
+pub struct NoHandler<B> {
+    body: PhantomData<fn() -> B>,
+}
+
+impl<B> Clone for NoHandler<B> {
+    fn clone(&self) -> Self {
+        Self { body: PhantomData }
+    }
+}
+
+impl<B> std::fmt::Debug for NoHandler<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NoHandler")
+    }
+}
+
+impl<B> Default for NoHandler<B> {
+    fn default() -> Self {
+        Self { body: PhantomData }
+    }
+}
+
+impl<B: From<&'static str>, ReqBody> Service<Request<ReqBody>> for NoHandler<B> {
+    type Response = Response<B>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Response<B>, std::convert::Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<ReqBody>) -> Self::Future {
+        std::future::ready(Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, "no handler")))
+    }
+}
+
 /// Response bodies the layer can write its own answers in.
 #[doc(hidden)]
 pub trait AnswerBody: From<&'static str> + From<String> + Send + 'static {}

@@ -920,3 +920,39 @@ async fn handlers_see_the_event_type_delivery_id_and_kept_headers() {
     let (_, text) = post_signed(&reqwest::Client::new(), &url, &headers, body).await;
     assert_eq!(text, "invoice.paid|-|[]");
 }
+
+/// The inbox as a route's own service: no dummy handler, the same answers.
+#[tokio::test]
+async fn the_inbox_endpoint_needs_no_handler() {
+    let store = MemoryStore::new();
+    let inbox = WebhookLayer::new(verifier())
+        .with_inbox(store.clone(), "endpoint")
+        .unwrap();
+    let app = Router::new().route(
+        "/webhooks",
+        axum::routing::post_service(inbox.into_endpoint()),
+    );
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+    let body = br#"{"type":"ping"}"#.to_vec();
+    let headers = pairs(&sign("msg_endpoint", &body));
+    assert_eq!(
+        post_signed(&client, &url, &headers, body.clone()).await,
+        (StatusCode::ACCEPTED, "accepted".into())
+    );
+    assert_eq!(
+        post_signed(&client, &url, &headers, body.clone()).await,
+        (StatusCode::OK, "duplicate".into())
+    );
+    let forged = pairs(&sign_with(
+        "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
+        "msg_x",
+        SystemTime::now(),
+        &body,
+    ));
+    assert_eq!(
+        post_signed(&client, &url, &forged, body).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(support::drain(&store, "endpoint").await, ["msg_endpoint"]);
+}
