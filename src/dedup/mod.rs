@@ -147,6 +147,33 @@ pub struct InboxEntry {
     pub(crate) receipt: Receipt,
 }
 
+impl InboxEntry {
+    /// The body deserialized into `T`: verify now, deserialize in the
+    /// worker. A body that does not parse is the sender's mistake and will
+    /// not parse on a retry either, so [`nack`](Inbox::nack) it towards the
+    /// dead letters or ack and log it, rather than answer the sender 4xx.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use hooklatch::dedup::{Inbox, IncomingEvent, MemoryStore};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct InvoicePaid { id: String }
+    ///
+    /// let store = MemoryStore::new();
+    /// store.accept(&IncomingEvent::new("stripe", "evt_1", br#"{"id":"evt_1"}"#)).await?;
+    /// let entry = store.take("stripe", "worker", 1).await?.remove(0);
+    /// let paid: InvoicePaid = entry.json()?;
+    /// assert_eq!(paid.id, "evt_1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.body)
+    }
+}
+
 /// Identifies one taking of an event, so only its taker can ack or nack it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Receipt {
