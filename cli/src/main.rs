@@ -2,6 +2,7 @@
 //! signature does not match; receive them (`listen`) and send them
 //! (`send`) with the library's own receiver and sender.
 
+mod explain;
 mod listen;
 mod send;
 
@@ -28,7 +29,8 @@ enum Command {
     /// Sign a body and print the headers to send, one `name: value` a line.
     Sign(SignArgs),
     /// Verify a request; exit 0 and print `ok` with the event id, or exit 1
-    /// and print the reason.
+    /// and print the reason (with --explain, also which usual mistake would
+    /// have matched).
     Verify(VerifyArgs),
     /// Receive webhooks: verify each, claim its id once, print a line per
     /// request, and optionally pass accepted events on to your app.
@@ -79,6 +81,12 @@ struct VerifyArgs {
     /// Accept any timestamp: only for checking an old, captured request.
     #[arg(long, conflicts_with_all = ["now", "tolerance"])]
     ignore_timestamp: bool,
+    /// When rejected, try the usual mistakes (a trailing newline, line
+    /// endings, JSON re-serialized, URL encoding, the secret's form, a
+    /// timestamp in milliseconds, another scheme) and print a line for each
+    /// that would have matched. The exit code stays 1.
+    #[arg(long)]
+    explain: bool,
 }
 
 #[derive(Debug, Args)]
@@ -246,7 +254,8 @@ fn sign(args: SignArgs) -> Result<ExitCode, UsageError> {
 }
 
 fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
-    let mut builder = Verifier::builder(args.scheme.scheme()?);
+    let scheme = args.scheme.scheme()?;
+    let mut builder = Verifier::builder(scheme.clone());
     for secret in &args.secrets {
         builder = builder.with_secret(secret)?;
     }
@@ -284,6 +293,20 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
         }
         Err(error) => {
             println!("rejected: {error}");
+            if args.explain {
+                let rejected = explain::Rejected {
+                    scheme,
+                    secrets: &args.secrets,
+                    headers: &args.headers,
+                    body: &body,
+                    error: &error,
+                    custom_timestamp_header: args.scheme.timestamp_header.as_deref(),
+                    max_body_len: verifier.max_body_len(),
+                };
+                for line in explain::explain(&rejected) {
+                    println!("{line}");
+                }
+            }
             Ok(ExitCode::from(1))
         }
     }

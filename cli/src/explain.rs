@@ -1,0 +1,498 @@
+//! `verify --explain`: when a request is rejected, try the usual ways a
+//! correctly signed request gets changed between sender and receiver, and
+//! say which change would have made the signature match.
+//!
+//! Each guess is a candidate request (another body, secret, timestamp or
+//! scheme) checked by the library's own [`Verifier`] with the timestamp
+//! check off: the question is which bytes were signed, not when. Nothing
+//! here computes a signature, and no line prints a secret.
+
+use std::io::{self, Write};
+use std::time::UNIX_EPOCH;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD_NO_PAD;
+use hooklatch::verify::{Malformed, Scheme, Verifier, VerifyError};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode, percent_encode};
+use serde_json::ser::{CompactFormatter, Formatter, PrettyFormatter};
+use zeroize::Zeroizing;
+
+/// The built-in schemes `--scheme` names, tried in this order.
+const SCHEMES: [&str; 6] = ["standard", "svix", "stripe", "github", "shopify", "slack"];
+
+/// `application/x-www-form-urlencoded` leaves these bytes as they are
+/// (and writes a space as `+`, which `%20` is turned into).
+const FORM: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'*')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_');
+
+/// A request `verify` rejected, and how it was checked.
+pub(crate) struct Rejected<'a> {
+    pub(crate) scheme: Scheme,
+    /// The secrets as given on the command line.
+    pub(crate) secrets: &'a [String],
+    pub(crate) headers: &'a [(String, String)],
+    pub(crate) body: &'a [u8],
+    pub(crate) error: &'a VerifyError,
+    /// `--timestamp-header` of a custom scheme.
+    pub(crate) custom_timestamp_header: Option<&'a str>,
+    /// The largest body `verify` accepts; an encoded body may be three
+    /// times as long.
+    pub(crate) max_body_len: usize,
+}
+
+/// A secret as a candidate verifier takes it.
+enum Secret<'a> {
+    /// In the scheme's text form, as `--secret` gives it.
+    Text(&'a str),
+    /// Raw key bytes.
+    Bytes(Zeroizing<Vec<u8>>),
+}
+
+/// Where the scheme reads its timestamp: a header of its own, or the `t=`
+/// field of a Stripe signature header.
+struct Stamp<'a> {
+    header: &'a str,
+    field: bool,
+}
+
+/// One line per finding: `would match: …`; or `signature matches: …` when
+/// only the timestamp failed; or one `no match: …` line. A body over the
+/// limit is not explained: nothing was checked.
+pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
+    let given: Vec<_> = rejected.secrets.iter().map(|s| Secret::Text(s)).collect();
+    let too_large = matches!(rejected.error, VerifyError::BodyTooLarge { .. });
+    let Some(as_given) = rejected
+        .verifier(&rejected.scheme, &given)
+        .filter(|_| !too_large)
+    else {
+        return Vec::new();
+    };
+    if accepts(&as_given, rejected.headers, rejected.body) {
+        return vec![rejected.signature_is_fine()];
+    }
+    let mut search = Search {
+        request: rejected,
+        as_given,
+        findings: Vec::new(),
+        tried: Vec::new(),
+    };
+    search.bodies();
+    search.secrets();
+    search.timestamps();
+    search.schemes(&given);
+    if search.findings.is_empty() {
+        return vec![format!(
+            "no match: none of the usual mistakes makes the signature match (tried {}); \
+             check that the secret is the one the sender signs with and that the body \
+             is the raw request body",
+            search.tried.join(", ")
+        )];
+    }
+    let findings = search.findings.into_iter();
+    findings
+        .map(|finding| format!("would match: {finding}"))
+        .collect()
+}
+
+impl Rejected<'_> {
+    /// A verifier for `scheme` with `secrets` that checks no timestamp: the
+    /// question is which bytes were signed, not when. `None` when a secret
+    /// does not fit the scheme (a `whpk_` key for GitHub, say).
+    fn verifier(&self, scheme: &Scheme, secrets: &[Secret<'_>]) -> Option<Verifier> {
+        let mut builder = Verifier::builder(scheme.clone())
+            .insecure_skip_timestamp_check()
+            .with_max_body_len(self.max_body_len.saturating_mul(3));
+        for secret in secrets {
+            builder = match secret {
+                Secret::Text(text) => builder.with_secret(text),
+                Secret::Bytes(bytes) => builder.with_secret_bytes(bytes),
+            }
+            .ok()?;
+        }
+        builder.build().ok()
+    }
+
+    /// The signature matches as received: only the timestamp failed.
+    fn signature_is_fine(&self) -> String {
+        let reason = match self.error {
+            VerifyError::MalformedHeader { reason, .. } => Some(*reason),
+            _ => None,
+        };
+        if reason == Some(Malformed::TimestampInMilliseconds) {
+            "signature matches: over the timestamp as sent, which counts milliseconds (the \
+             sender signs and sends milliseconds); the sender must sign and send seconds since \
+             the epoch, the unit of this scheme"
+                .to_owned()
+        } else {
+            "signature matches: only the timestamp check failed (to check a captured request, \
+             pass --now with the time it arrived, or --ignore-timestamp)"
+                .to_owned()
+        }
+    }
+}
+
+/// Whether `verifier` accepts the request (it checks no timestamp).
+fn accepts(verifier: &Verifier, headers: &[(String, String)], body: &[u8]) -> bool {
+    verifier.verify_at(headers, body, UNIX_EPOCH).is_ok()
+}
+
+/// The candidates tried so far, and those that matched.
+struct Search<'r, 'a> {
+    request: &'r Rejected<'a>,
+    /// The verifier `verify` used, timestamps unchecked.
+    as_given: Verifier,
+    findings: Vec<String>,
+    /// The kinds of mistake tried, for the `no match` line.
+    tried: Vec<&'static str>,
+}
+
+impl Search<'_, '_> {
+    /// The body as the sender may have signed it.
+    fn bodies(&mut self) {
+        let request = self.request;
+        let mut seen: Vec<Vec<u8>> = vec![request.body.to_vec()];
+        for (kind, candidates) in [
+            ("a trailing newline", newline_candidates(request.body)),
+            ("line endings", line_ending_candidates(request.body)),
+            ("JSON re-serialized", json_candidates(request.body)),
+            ("URL encoding", url_candidates(request.body)),
+        ] {
+            if !candidates.is_empty() {
+                self.tried.push(kind);
+            }
+            for (body, finding) in candidates {
+                if seen.contains(&body) {
+                    continue;
+                }
+                if accepts(&self.as_given, request.headers, &body) {
+                    self.findings.push(finding);
+                }
+                seen.push(body);
+            }
+        }
+    }
+
+    /// Each secret as the sender may have used it.
+    fn secrets(&mut self) {
+        let request = self.request;
+        let decodes = matches!(request.scheme.name(), "standard" | "svix");
+        self.tried.push("the secret's form");
+        for (index, text) in request.secrets.iter().enumerate() {
+            let which = match request.secrets.len() {
+                1 => "the secret".to_owned(),
+                _ => format!("secret {}", index + 1),
+            };
+            for (bytes, finding) in secret_candidates(text, decodes, &which) {
+                let verifier = request.verifier(&request.scheme, &[Secret::Bytes(bytes)]);
+                if verifier.is_some_and(|v| accepts(&v, request.headers, request.body)) {
+                    self.findings.push(finding);
+                }
+            }
+        }
+    }
+
+    /// The timestamp in the other unit.
+    fn timestamps(&mut self) {
+        let request = self.request;
+        let Some(stamp) = timestamp_at(&request.scheme, request.custom_timestamp_header) else {
+            return;
+        };
+        let Some(sent) = stamp.read(request.headers) else {
+            return;
+        };
+        let signed_over = |timestamp: &str| {
+            let headers = stamp.replace(request.headers, timestamp);
+            accepts(&self.as_given, &headers, request.body)
+        };
+        let place = stamp.describe();
+        self.tried.push("a timestamp in milliseconds");
+        // Milliseconds since 1973 have 12 digits or more; seconds until
+        // 5138 have 11 or fewer.
+        if sent.len() >= 12 {
+            let seconds = &sent[..sent.len() - 3];
+            if signed_over(seconds) {
+                self.findings.push(format!(
+                    "the timestamp as {seconds}, in seconds, where {place} has {sent}, in \
+                     milliseconds (the sender signed seconds but sent milliseconds): send the \
+                     seconds that were signed"
+                ));
+            }
+        } else if let Some(signed) = (0..1000)
+            .map(|millis| format!("{sent}{millis:03}"))
+            .find(|candidate| signed_over(candidate))
+        {
+            self.findings.push(format!(
+                "the timestamp as {signed}, in milliseconds, where {place} has {sent}, in \
+                 seconds (the sender signed milliseconds but sent seconds): the sender must \
+                 sign the seconds it sends"
+            ));
+        }
+    }
+
+    /// Every other built-in scheme.
+    fn schemes(&mut self, given: &[Secret<'_>]) {
+        let request = self.request;
+        self.tried.push("the other schemes");
+        let current = request.scheme.name();
+        for name in SCHEMES.into_iter().filter(|name| *name != current) {
+            let scheme = Scheme::by_name(name).expect("SCHEMES are the library's names");
+            let verifier = request.verifier(&scheme, given);
+            if verifier.is_some_and(|v| accepts(&v, request.headers, request.body)) {
+                self.findings.push(format!(
+                    "--scheme {name} instead of --scheme {current} (the request is signed the \
+                     {name} way)"
+                ));
+            }
+        }
+    }
+}
+
+/// Bodies the sender may have signed, each with what happened to it.
+type Candidates = Vec<(Vec<u8>, String)>;
+
+fn newline_candidates(body: &[u8]) -> Candidates {
+    // A body with CRLF line endings gains or loses "\r\n", others "\n".
+    let crlf = body.windows(2).any(|pair| pair == b"\r\n");
+    let (newline, shown): (&[u8], _) = if crlf {
+        (b"\r\n", "\\r\\n")
+    } else {
+        (b"\n", "\\n")
+    };
+    let mut candidates = Vec::new();
+    if let Some(trimmed) = body.strip_suffix(newline) {
+        let finding = format!(
+            "body had a trailing newline added (the sender signed it without the \"{shown}\" \
+             at the end): verify the bytes as received; an editor or `echo` adds one to a \
+             saved body"
+        );
+        candidates.push((trimmed.to_vec(), finding));
+    }
+    let finding = format!(
+        "body had a trailing newline removed (the sender signed the body with \"{shown}\" at \
+         the end): verify the bytes as received, before anything trims them"
+    );
+    candidates.push(([body, newline].concat(), finding));
+    candidates
+}
+
+fn line_ending_candidates(body: &[u8]) -> Candidates {
+    let (mut lf, mut crlf) = (Vec::new(), Vec::new());
+    let mut previous = None;
+    for &byte in body {
+        if byte == b'\n' {
+            if previous == Some(b'\r') {
+                lf.pop();
+            } else {
+                crlf.push(b'\r');
+            }
+        }
+        lf.push(byte);
+        crlf.push(byte);
+        previous = Some(byte);
+    }
+    let both = [(lf, "LF", "CRLF", "\\n"), (crlf, "CRLF", "LF", "\\r\\n")];
+    let changed = both.into_iter().filter(|(signed, ..)| signed != body);
+    let finding = |from, to, shown| {
+        format!(
+            "body had its line endings changed from {from} to {to} (the sender signed \
+             \"{shown}\" line endings): read the body as bytes, not as text"
+        )
+    };
+    changed
+        .map(|(signed, from, to, shown)| (signed, finding(from, to, shown)))
+        .collect()
+}
+
+fn json_candidates(body: &[u8]) -> Candidates {
+    let written = [
+        (reformat(body, CompactFormatter), "compact, with no spaces"),
+        (
+            reformat(body, PrettyFormatter::new()),
+            "pretty-printed, indented by 2 spaces",
+        ),
+        (
+            reformat(body, SpacedFormatter),
+            "with \", \" and \": \" between items, as Python's json.dumps writes it",
+        ),
+    ];
+    let changed = written
+        .into_iter()
+        .filter_map(|(json, how)| Some((json.filter(|json| json != body)?, how)));
+    let finding = |how| {
+        format!(
+            "body was re-serialized as JSON (the sender signed it {how}): verify the raw \
+             body, before parsing it"
+        )
+    };
+    changed.map(|(json, how)| (json, finding(how))).collect()
+}
+
+/// The JSON document `body` written again by `formatter`, keys in their
+/// order; `None` when `body` is not one JSON document.
+fn reformat(body: &[u8], formatter: impl Formatter) -> Option<Vec<u8>> {
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    let mut out = Vec::with_capacity(body.len() * 2);
+    let mut writer = serde_json::Serializer::with_formatter(&mut out, formatter);
+    serde_transcode::transcode(&mut reader, &mut writer).ok()?;
+    reader.end().ok()?;
+    Some(out)
+}
+
+/// `{"a": 1, "b": [1, 2]}`: Python's `json.dumps` with its default
+/// separators, which many senders sign.
+struct SpacedFormatter;
+
+impl Formatter for SpacedFormatter {
+    fn begin_array_value<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
+        out.write_all(if first { b"" } else { b", " })
+    }
+
+    fn begin_object_key<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
+        self.begin_array_value(out, first)
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        out.write_all(b": ")
+    }
+}
+
+fn url_candidates(body: &[u8]) -> Candidates {
+    let mut candidates = Vec::new();
+    if body.iter().any(|byte| matches!(byte, b'%' | b'+')) {
+        let spaced: Vec<u8> = body
+            .iter()
+            .map(|&byte| if byte == b'+' { b' ' } else { byte })
+            .collect();
+        let decoded: Vec<u8> = percent_decode(&spaced).collect();
+        candidates.push((
+            decoded,
+            "body was URL-encoded after signing (the sender signed the decoded text): \
+             verify the body before anything encodes it"
+                .to_owned(),
+        ));
+    }
+    // As a form: `name=value` pairs joined by `&`, each side encoded.
+    let encode = |part: &[u8]| percent_encode(part, FORM).to_string().replace("%20", "+");
+    let pairs = body.split(|byte| *byte == b'&');
+    let pairs = pairs.map(|pair| pair.splitn(2, |byte| *byte == b'=').map(encode));
+    let encoded = pairs.map(|parts| parts.collect::<Vec<_>>().join("="));
+    candidates.push((
+        encoded.collect::<Vec<_>>().join("&").into_bytes(),
+        "body was URL-decoded (the sender signed it form-encoded): verify the raw body, \
+         not what a form parser gives"
+            .to_owned(),
+    ));
+    candidates
+}
+
+/// Keys the sender may have used for the secret given as `text`, each with
+/// what it did; `decodes` when the scheme reads secrets as base64.
+fn secret_candidates(text: &str, decodes: bool, which: &str) -> Vec<(Zeroizing<Vec<u8>>, String)> {
+    let key = |bytes: &[u8]| Zeroizing::new(bytes.to_vec());
+    let rest = text.strip_prefix("whsec_");
+    let mut candidates = Vec::new();
+    if text.starts_with("whpk_") || text.starts_with("whsk_") {
+        // ed25519 keys have no other reading.
+    } else if decodes {
+        let fix = "the sender must key its HMAC with the base64-decoded bytes after `whsec_`";
+        let finding = format!(
+            "{which} used as text, not base64-decoded (the sender keys its HMAC with the \
+             secret's characters): {fix}"
+        );
+        candidates.push((key(text.as_bytes()), finding));
+        if let Some(rest) = rest {
+            let finding = format!(
+                "{which} used as text without its `whsec_` prefix, not base64-decoded (the \
+                 sender keys its HMAC with the characters after `whsec_`): {fix}"
+            );
+            candidates.push((key(rest.as_bytes()), finding));
+        }
+    } else {
+        candidates.push(match rest {
+            Some(rest) => (
+                key(rest.as_bytes()),
+                format!(
+                    "{which} without its `whsec_` prefix (the sender keys its HMAC with the \
+                     text after `whsec_`): pass --secret without `whsec_`, or have the sender \
+                     use the whole secret"
+                ),
+            ),
+            None => (
+                key(&[b"whsec_", text.as_bytes()].concat()),
+                format!(
+                    "{which} with a `whsec_` prefix (the sender keys its HMAC with `whsec_` and \
+                     then this text): pass --secret with `whsec_` in front"
+                ),
+            ),
+        });
+        let encoded = rest.unwrap_or(text).trim_end_matches('=');
+        if let Some(decoded) = STANDARD_NO_PAD
+            .decode(encoded)
+            .ok()
+            .filter(|d| !d.is_empty())
+        {
+            let finding = format!(
+                "{which} base64-decoded (the sender keys its HMAC with the decoded bytes): this \
+                 scheme uses the secret's text as it is, so the sender must too"
+            );
+            candidates.push((Zeroizing::new(decoded), finding));
+        }
+    }
+    candidates
+}
+
+/// Where `scheme` reads its timestamp; `None` when it reads none.
+fn timestamp_at<'a>(scheme: &'a Scheme, custom: Option<&'a str>) -> Option<Stamp<'a>> {
+    let (header, field) = match scheme.name() {
+        "standard" => ("webhook-timestamp", false),
+        "svix" => ("svix-timestamp", false),
+        "slack" => ("x-slack-request-timestamp", false),
+        "stripe" => (scheme.signature_header(), true),
+        "github" | "shopify" => return None,
+        _ => (custom?, false),
+    };
+    Some(Stamp { header, field })
+}
+
+impl Stamp<'_> {
+    /// The timestamp's digits, when its header appears once and holds some.
+    fn read<'h>(&self, headers: &'h [(String, String)]) -> Option<&'h str> {
+        let mut values = headers.iter().filter(|(name, _)| self.is(name));
+        let (_, value) = values.next().filter(|_| values.next().is_none())?;
+        let mut fields = value.split(',').filter_map(|f| f.trim().strip_prefix("t="));
+        let text = if self.field { fields.next()? } else { value };
+        Some(text).filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+    }
+
+    fn is(&self, name: &str) -> bool {
+        name.eq_ignore_ascii_case(self.header)
+    }
+
+    /// `headers` with the timestamp replaced by `timestamp`.
+    fn replace(&self, headers: &[(String, String)], timestamp: &str) -> Vec<(String, String)> {
+        let stamped = |field: &str| match field.trim().strip_prefix("t=") {
+            Some(_) => format!("t={timestamp}"),
+            None => field.to_owned(),
+        };
+        let header = |(name, value): &(String, String)| {
+            let value = match (self.is(name), self.field) {
+                (false, _) => value.clone(),
+                (true, false) => timestamp.to_owned(),
+                (true, true) => value.split(',').map(stamped).collect::<Vec<_>>().join(","),
+            };
+            (name.clone(), value)
+        };
+        headers.iter().map(header).collect()
+    }
+
+    fn describe(&self) -> String {
+        if self.field {
+            format!("the `t=` field of `{}`", self.header)
+        } else {
+            format!("`{}`", self.header)
+        }
+    }
+}
