@@ -1,6 +1,6 @@
 //! axum extractors: [`Webhook<T>`] and [`RawWebhook`].
 
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRef, FromRequest, Request};
 use hooklatch::receive::{Receiver, Rejection, VerifiedEvent};
 use hooklatch::verify::Verifier;
 use serde::de::DeserializeOwned;
@@ -69,6 +69,86 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Webhook<T> {
         let RawWebhook(event) = RawWebhook::from_request(request, state).await?;
         serde_json::from_slice(&event.body)
             .map(Webhook)
+            .map_err(|error| Rejection::InvalidJson(error.to_string()))
+    }
+}
+
+/// A webhook verified with the [`Receiver`] in the router's state, its JSON
+/// body deserialized into `T`: a router without a `Receiver` in its state
+/// does not compile, where [`Webhook`] finds its verifier at run time.
+///
+/// The state is the `Receiver` itself, or any state it can be taken from
+/// (`#[derive(FromRef)]`). A verified body that does not parse as `T` is
+/// answered 422; senders that retry every non-2xx keep retrying it until
+/// their schedule ends, so where that matters use an inbox and parse in
+/// the worker ([`InboxEntry::json`](hooklatch::dedup::InboxEntry::json)).
+///
+/// ```
+/// use axum::{Router, extract::FromRef, routing::post};
+/// use hooklatch::receive::Receiver;
+/// use hooklatch::verify::{Scheme, Verifier};
+/// use hooklatch_tower::VerifiedJson;
+///
+/// #[derive(Clone, FromRef)]
+/// struct AppState {
+///     webhooks: Receiver,
+/// }
+///
+/// #[derive(serde::Deserialize)]
+/// struct Push { after: String }
+///
+/// async fn push(VerifiedJson(push): VerifiedJson<Push>) -> String {
+///     push.after
+/// }
+///
+/// # fn app() -> Result<Router, Box<dyn std::error::Error>> {
+/// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
+/// let app = Router::new()
+///     .route("/github", post(push))
+///     .with_state(AppState { webhooks: Receiver::new(verifier) });
+/// # Ok(app)
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct VerifiedJson<T>(pub T);
+
+/// A webhook verified with the [`Receiver`] in the router's state, as
+/// received: the event with its raw body. See [`VerifiedJson`].
+#[derive(Debug, Clone)]
+pub struct VerifiedBody(pub VerifiedEvent);
+
+impl<S> FromRequest<S> for VerifiedBody
+where
+    S: Send + Sync,
+    Receiver: FromRef<S>,
+{
+    type Rejection = Rejection;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Rejection> {
+        if let Some(event) = request.extensions().get::<VerifiedEvent>() {
+            return Ok(Self(event.clone()));
+        }
+        let receiver = Receiver::from_ref(state);
+        let (parts, body) = request.into_parts();
+        let event = receiver
+            .receive(&parts.headers, body.into_data_stream())
+            .await?;
+        Ok(Self(event))
+    }
+}
+
+impl<T, S> FromRequest<S> for VerifiedJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+    Receiver: FromRef<S>,
+{
+    type Rejection = Rejection;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Rejection> {
+        let VerifiedBody(event) = VerifiedBody::from_request(request, state).await?;
+        serde_json::from_slice(&event.body)
+            .map(VerifiedJson)
             .map_err(|error| Rejection::InvalidJson(error.to_string()))
     }
 }

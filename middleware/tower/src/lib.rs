@@ -62,7 +62,7 @@ mod response;
 mod service;
 
 #[cfg(feature = "axum")]
-pub use extract::{RawWebhook, Webhook};
+pub use extract::{RawWebhook, VerifiedBody, VerifiedJson, Webhook};
 pub use future::ResponseFuture;
 /// The core crate, so that one dependency line is enough.
 pub use hooklatch;

@@ -956,3 +956,40 @@ async fn the_inbox_endpoint_needs_no_handler() {
     );
     assert_eq!(support::drain(&store, "endpoint").await, ["msg_endpoint"]);
 }
+
+/// `VerifiedJson` takes its receiver from the router's state: a good body
+/// is deserialized, a bad one is 422, a forged one 400.
+#[tokio::test]
+async fn verified_json_takes_its_receiver_from_the_state() {
+    use hooklatch::receive::Receiver;
+    use hooklatch_tower::VerifiedJson;
+
+    #[derive(serde::Deserialize)]
+    struct Paid {
+        invoice: String,
+    }
+    let app = Router::new()
+        .route(
+            "/webhooks",
+            post(|VerifiedJson(paid): VerifiedJson<Paid>| async move { paid.invoice }),
+        )
+        .with_state(Receiver::new(verifier()).with_body_limit(LIMIT));
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+    let good = br#"{"invoice":"in_1"}"#.to_vec();
+    let answer = post_signed(&client, &url, &pairs(&sign("msg_good", &good)), good).await;
+    assert_eq!(answer, (StatusCode::OK, "in_1".into()));
+    let bad = br#"{"invoice":7}"#.to_vec();
+    let answer = post_signed(&client, &url, &pairs(&sign("msg_bad", &bad)), bad.clone()).await;
+    assert_eq!(answer.0, StatusCode::UNPROCESSABLE_ENTITY);
+    let forged = pairs(&sign_with(
+        "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
+        "msg_forged",
+        SystemTime::now(),
+        &bad,
+    ));
+    assert_eq!(
+        post_signed(&client, &url, &forged, bad).await.0,
+        StatusCode::BAD_REQUEST
+    );
+}
