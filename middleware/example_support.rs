@@ -3,6 +3,9 @@
 //! the inbox, and the check their tests make. Each example includes this
 //! file with `#[path]`; only the web framework differs between them.
 
+// Each example uses its own part.
+#![allow(dead_code)]
+
 use std::time::Duration;
 
 use hooklatch::RedisConnection;
@@ -24,7 +27,7 @@ pub(crate) type Served = Result<(), Box<dyn std::error::Error>>;
 /// Serves the receiver on a store, whichever the environment picked.
 pub(crate) trait Serve {
     /// Serves until the server stops.
-    async fn serve<S: Inbox + Clone + 'static>(self, settings: Settings, store: S) -> Served;
+    async fn serve<S: Inbox + Clone + 'static>(self, store: S) -> Served;
 }
 
 /// The store the environment names.
@@ -82,23 +85,30 @@ pub(crate) fn store_choice(var: impl Fn(&str) -> Option<String>) -> Result<Store
     Ok(StoreChoice::Sqlite)
 }
 
-/// Reads the settings from the environment, opens the store they name
-/// ([`store_choice`]), starts the [`worker`] on it and serves on it:
-/// `HOOKLATCH_SECRET` is the `whsec_` signing secret (required) and
-/// `HOOKLATCH_ADDR` where to listen (default `127.0.0.1:3000`).
-pub(crate) async fn serve_from_env(server: impl Serve) -> Served {
+/// The settings from the environment: `HOOKLATCH_SECRET` is the `whsec_`
+/// signing secret (required) and `HOOKLATCH_ADDR` where to listen (default
+/// `127.0.0.1:3000`).
+pub(crate) fn settings_from_env() -> Result<Settings, Box<dyn std::error::Error>> {
     let secret = std::env::var("HOOKLATCH_SECRET")
         .map_err(|_| "set HOOKLATCH_SECRET to the whsec_ signing secret")?;
-    let settings = Settings {
+    Ok(Settings {
         verifier: Verifier::builder(Scheme::standard_webhooks())
             .with_secret(&secret)?
             .build()?,
-        address: std::env::var("HOOKLATCH_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into()),
-    };
+        address: address_from_env(),
+    })
+}
+
+/// `HOOKLATCH_ADDR`, or `127.0.0.1:3000`.
+pub(crate) fn address_from_env() -> String {
+    std::env::var("HOOKLATCH_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into())
+}
+
+/// Opens the store the environment names ([`store_choice`]) and serves on
+/// it.
+pub(crate) async fn with_store_from_env(server: impl Serve) -> Served {
     match store_choice(|name| std::env::var(name).ok())? {
-        StoreChoice::Postgres(url) => {
-            start(server, settings, PostgresStore::connect(&url).await?).await
-        }
+        StoreChoice::Postgres(url) => server.serve(PostgresStore::connect(&url).await?).await,
         StoreChoice::Redis {
             nodes,
             cluster,
@@ -112,22 +122,10 @@ pub(crate) async fn serve_from_env(server: impl Serve) -> Served {
             let store = RedisStore::new(connection)
                 .await?
                 .with_replica_acks(wait_replicas, Duration::from_secs(1));
-            start(server, settings, store).await
+            server.serve(store).await
         }
-        StoreChoice::Sqlite => {
-            start(server, settings, SqliteStore::open("hooklatch.db").await?).await
-        }
+        StoreChoice::Sqlite => server.serve(SqliteStore::open("hooklatch.db").await?).await,
     }
-}
-
-async fn start<S: Inbox + Clone + 'static>(
-    server: impl Serve,
-    settings: Settings,
-    store: S,
-) -> Served {
-    let (handled, _) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(worker(store.clone(), handled));
-    server.serve(settings, store).await
 }
 
 /// Drains the inbox: each event is logged once, acked, and its id sent to
@@ -159,6 +157,23 @@ pub(crate) async fn worker<S: Inbox>(
                 eprintln!("inbox unavailable: {error}");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
+        }
+    }
+}
+
+/// Takes everything in `namespace`, acking each; the ids in the order
+/// taken.
+#[cfg(test)]
+pub(crate) async fn drain_ids<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    loop {
+        let batch = store.take(namespace, "drain", 100).await.expect("take");
+        if batch.is_empty() {
+            return ids;
+        }
+        for entry in batch {
+            store.ack(&entry).await.expect("ack");
+            ids.push(entry.id);
         }
     }
 }

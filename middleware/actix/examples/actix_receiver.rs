@@ -15,7 +15,7 @@ use hooklatch_actix::{InboxWebhook, WebhookConfig};
 #[path = "../../example_support.rs"]
 mod support;
 
-use support::{NAMESPACE, Serve, Served, Settings};
+use support::{NAMESPACE, Serve, Served, Settings, worker};
 
 /// The receiver's routes: the extractor verifies and accepts; returning it
 /// answers 202 (new) or 200 (duplicate).
@@ -26,10 +26,13 @@ fn app(config: &mut web::ServiceConfig) {
     );
 }
 
-struct Actix;
+struct Actix(Settings);
 
 impl Serve for Actix {
-    async fn serve<S: Inbox + Clone + 'static>(self, settings: Settings, store: S) -> Served {
+    async fn serve<S: Inbox + Clone + 'static>(self, store: S) -> Served {
+        let Actix(settings) = self;
+        let (handled, _) = tokio::sync::mpsc::unbounded_channel();
+        actix_web::rt::spawn(worker(store.clone(), handled));
         let config = WebhookConfig::new(settings.verifier).with_inbox(store, NAMESPACE)?;
         let server = HttpServer::new(move || App::new().app_data(config.clone()).configure(app))
             .bind(&settings.address)?;
@@ -41,14 +44,14 @@ impl Serve for Actix {
 
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    support::serve_from_env(Actix).await
+    support::with_store_from_env(Actix(support::settings_from_env()?)).await
 }
 
 #[cfg(test)]
 mod tests {
     use hooklatch::dedup::MemoryStore;
 
-    use super::support::{check, worker};
+    use super::support::check;
     use super::*;
 
     #[actix_web::test]

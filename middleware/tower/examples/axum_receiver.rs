@@ -28,7 +28,7 @@ use hooklatch_tower::WebhookLayer;
 #[path = "../../example_support.rs"]
 mod support;
 
-use support::{NAMESPACE, Serve, Served, Settings};
+use support::{NAMESPACE, Serve, Served, Settings, worker};
 
 /// The receiver: verifies, accepts each event once into `store`.
 fn app<S: Inbox + Clone + 'static>(verifier: Verifier, store: S) -> Router {
@@ -39,10 +39,13 @@ fn app<S: Inbox + Clone + 'static>(verifier: Verifier, store: S) -> Router {
     )
 }
 
-struct Axum;
+struct Axum(Settings);
 
 impl Serve for Axum {
-    async fn serve<S: Inbox + Clone + 'static>(self, settings: Settings, store: S) -> Served {
+    async fn serve<S: Inbox + Clone + 'static>(self, store: S) -> Served {
+        let Axum(settings) = self;
+        let (handled, _) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(worker(store.clone(), handled));
         let listener = tokio::net::TcpListener::bind(&settings.address).await?;
         println!("listening on http://{}/webhooks", listener.local_addr()?);
         axum::serve(listener, app(settings.verifier, store)).await?;
@@ -52,14 +55,14 @@ impl Serve for Axum {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    support::serve_from_env(Axum).await
+    support::with_store_from_env(Axum(support::settings_from_env()?)).await
 }
 
 #[cfg(test)]
 mod tests {
     use hooklatch::dedup::MemoryStore;
 
-    use super::support::{check, worker};
+    use super::support::check;
     use super::*;
 
     #[tokio::test]
