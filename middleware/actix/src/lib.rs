@@ -53,3 +53,5 @@ pub use config::WebhookConfig;
 pub use error::WebhookError;
 pub use extract::{InboxWebhook, LeasedWebhook, RawWebhook, Webhook};
 pub use headers::ActixHeaders;
+/// The core crate, so that one dependency line is enough.
+pub use hooklatch;
