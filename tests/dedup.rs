@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use hooklatch::dedup::{
-    Acceptance, Claim, DedupError, Inbox, IncomingEvent, LeaseStore, MemoryStore, NackOutcome,
-    PostgresStore, RedisStore, SqliteStore, StoreOptions,
+    Acceptance, Claim, DedupError, EventMeta, Inbox, IncomingEvent, LeaseStore, MemoryStore,
+    NackOutcome, PostgresStore, RedisStore, SqliteStore, StoreOptions,
 };
 
 /// A store for one test, a namespace no other test uses, and whatever must
@@ -339,6 +339,34 @@ async fn dead_letters_after_max_attempts<B: Backend>() {
             .unwrap(),
         Acceptance::Duplicate
     );
+}
+
+/// What the provider said about an event stays with it: through a take,
+/// a retry after a nack, and into the dead letters.
+async fn provider_metadata_stays_with_the_event_to_the_dead_letters<B: Backend>() {
+    let f = B::fixture(StoreOptions::default().with_max_attempts(2)).await;
+    let mut meta = EventMeta::with_type("invoice.paid");
+    meta.delivery_id = Some("dlv_1".into());
+    meta.retry = Some(3);
+    meta.headers = vec![("x-account".into(), "acct_1".into())];
+    let with_meta = IncomingEvent::new(&f.namespace, "evt_meta", b"{}").with_meta(&meta);
+    assert_eq!(
+        f.store.accept(&with_meta).await.unwrap(),
+        Acceptance::Accepted
+    );
+    let plain = IncomingEvent::new(&f.namespace, "evt_plain", b"{}");
+    assert_eq!(f.store.accept(&plain).await.unwrap(), Acceptance::Accepted);
+    let mut taken = f.store.take(&f.namespace, "w1", 10).await.unwrap();
+    taken.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!((taken[0].id.as_str(), &taken[0].meta), ("evt_meta", &meta));
+    assert_eq!(taken[1].meta, EventMeta::default());
+    f.store.ack(&taken[1]).await.unwrap();
+    f.store.nack(&taken[0], Duration::ZERO).await.unwrap();
+    let again = f.store.take(&f.namespace, "w1", 10).await.unwrap();
+    assert_eq!(again[0].meta, meta, "kept through a retry");
+    f.store.nack(&again[0], Duration::ZERO).await.unwrap();
+    let dead = f.store.dead_letters(&f.namespace, 10).await.unwrap();
+    assert_eq!(dead[0].meta, meta, "kept in the dead letters");
 }
 
 async fn crashed_worker_event_comes_back_and_acked_never_does<B: Backend>() {
@@ -795,6 +823,7 @@ macro_rules! for_every_store {
                 takes_in_order_and_ack_removes,
                 nack_redelivers_after_the_delay,
                 dead_letters_after_max_attempts,
+                provider_metadata_stays_with_the_event_to_the_dead_letters,
                 crashed_worker_event_comes_back_and_acked_never_does,
                 sixty_four_concurrent_accepts_of_one_id_enqueue_once,
                 sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once,

@@ -398,6 +398,67 @@ struct Call {
 /// How long the server stays down.
 const OUTAGE: Duration = Duration::from_secs(3);
 
+/// Turns a store's tables back into what a release before the inbox kept
+/// metadata made: no `meta` column, no record of that upgrade.
+fn before_metadata(prefix: &str) -> [AssertSqlSafe<String>; 2] {
+    [
+        AssertSqlSafe(format!("ALTER TABLE {prefix}_inbox DROP COLUMN meta")),
+        AssertSqlSafe(format!(
+            "DELETE FROM hooklatch_schema_versions WHERE component = 'inbox-meta:{prefix}_inbox'"
+        )),
+    ]
+}
+
+#[tokio::test]
+async fn sqlite_inbox_from_before_metadata_upgrades_in_place_and_keeps_its_events() {
+    let dir = support::TempDir::new("sqlite-upgrade");
+    let path = dir.path().join("inbox.db");
+    let old = SqliteStore::open(&path).await.unwrap();
+    let _ = old.accept(&event("ns", "old_evt", SMALL)).await.unwrap();
+    for statement in before_metadata("hooklatch") {
+        sqlx::query(statement).execute(old.pool()).await.unwrap();
+    }
+    drop(old);
+    let upgraded = SqliteStore::open(&path).await.unwrap();
+    let meta = hooklatch::dedup::EventMeta::with_type("ping");
+    let _ = upgraded
+        .accept(&event("ns", "new_evt", SMALL).with_meta(&meta))
+        .await
+        .unwrap();
+    let taken = upgraded.take("ns", "w", 10).await.unwrap();
+    let found: Vec<_> = taken
+        .iter()
+        .map(|e| (e.id.as_str(), e.meta.event_type.as_deref()))
+        .collect();
+    assert_eq!(found, [("old_evt", None), ("new_evt", Some("ping"))]);
+}
+
+#[tokio::test]
+async fn postgres_inbox_from_before_metadata_upgrades_in_place_and_keeps_its_events() {
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let prefix = support::unique("upgrade");
+    let old = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    old.migrate().await.unwrap();
+    let _ = old.accept(&event("ns", "old_evt", SMALL)).await.unwrap();
+    for statement in before_metadata(&prefix) {
+        sqlx::query(statement).execute(&pool).await.unwrap();
+    }
+    let upgraded = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    upgraded.migrate().await.unwrap();
+    let meta = hooklatch::dedup::EventMeta::with_type("ping");
+    let _ = upgraded
+        .accept(&event("ns", "new_evt", SMALL).with_meta(&meta))
+        .await
+        .unwrap();
+    let taken = upgraded.take("ns", "w", 10).await.unwrap();
+    let found: Vec<_> = taken
+        .iter()
+        .map(|e| (e.id.as_str(), e.meta.event_type.as_deref()))
+        .collect();
+    assert_eq!(found, [("old_evt", None), ("new_evt", Some("ping"))]);
+}
+
 /// Puts `count` claims made at the epoch (long past any retention) straight
 /// into `{prefix}_claims`, in one statement both databases run.
 fn old_claims(prefix: &str, count: u64) -> AssertSqlSafe<String> {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    Acceptance, Claim, DedupError, Inbox, InboxEntry, IncomingEvent, Lease, LeaseStore,
+    Acceptance, Claim, DedupError, EventMeta, Inbox, InboxEntry, IncomingEvent, Lease, LeaseStore,
     NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
 };
 
@@ -44,6 +44,7 @@ struct Row {
     id: String,
     body: Vec<u8>,
     signed_at: Option<i64>,
+    meta: EventMeta,
     attempts: u32,
     available_at: i64,
     taken: Option<Hold>,
@@ -94,6 +95,7 @@ impl MemoryStore {
             body: row.body.clone(),
             signed_at: row.signed_at,
             attempt: row.attempts,
+            meta: row.meta.clone(),
             receipt: Receipt {
                 entry: entry.to_string(),
                 token,
@@ -162,6 +164,7 @@ impl Inbox for MemoryStore {
                     id: event.id.to_owned(),
                     body: event.body.to_vec(),
                     signed_at: event.signed_at,
+                    meta: event.meta.cloned().unwrap_or_default(),
                     attempts: 0,
                     available_at: now,
                     taken: None,

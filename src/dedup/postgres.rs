@@ -87,8 +87,8 @@ super::sql::sql_store_common!(
 fn accept_statement(claim_done: &str, inbox: &str) -> String {
     format!(
         "WITH claim AS ({claim_done} RETURNING namespace, event_id, claimed_at) \
-         INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
-         SELECT namespace, event_id, $4, $5, claimed_at, claimed_at FROM claim"
+         INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
+         SELECT namespace, event_id, $4, $5, claimed_at, claimed_at, $6 FROM claim"
     )
 }
 
@@ -98,7 +98,7 @@ fn take_statement(inbox: &str) -> String {
     format!(
         "WITH ready AS (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2{}) \
          UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry \
-         RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead",
+         RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead, meta",
         ready_condition("$1", POSTGRES.now),
         POSTGRES.lock_rows,
         take_assignments("$3", "$4", &format!("{} + $5", POSTGRES.now)),
@@ -115,6 +115,7 @@ impl PostgresStore {
             .bind(self.retention_ms())
             .bind(event.body)
             .bind(event.signed_at)
+            .bind(event.meta_text())
             .execute(&self.pool)
             .await?
             .rows_affected();

@@ -90,8 +90,8 @@ sql_store_common!(
 /// both in one call, saving a round trip to the worker.
 fn accept_statement(claim_done: &str, inbox: &str) -> String {
     format!(
-        "{claim_done}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at) \
-         SELECT $1, $2, $4, $5, {now}, {now} WHERE changes() = 1",
+        "{claim_done}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
+         SELECT $1, $2, $4, $5, {now}, {now}, $6 WHERE changes() = 1",
         now = SQLITE.now
     )
 }
@@ -101,7 +101,7 @@ fn take_statement(inbox: &str) -> String {
     format!(
         "UPDATE {inbox} SET {} WHERE entry IN \
          (SELECT entry FROM {inbox} WHERE {} ORDER BY entry LIMIT $2{}) \
-         RETURNING entry, event_id, body, signed_at, attempts, dead",
+         RETURNING entry, event_id, body, signed_at, attempts, dead, meta",
         take_assignments("$3", "$4", &format!("{} + $5", SQLITE.now)),
         ready_condition("$1", SQLITE.now),
         SQLITE.lock_rows,
@@ -121,6 +121,7 @@ impl SqliteStore {
             .bind(self.retention_ms())
             .bind(event.body)
             .bind(event.signed_at)
+            .bind(event.meta_text())
             .execute(&mut *tx)
             .await?
             .rows_affected();

@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use super::Rejection;
 use super::provider::ProviderInfo;
+use crate::dedup::EventMeta;
 use crate::verify::{EventKey, HeaderKey, Headers, KeyError, Verified, Verifier};
 
 /// A request that passed verification, as every framework adapter hands it
@@ -99,6 +100,16 @@ impl VerifiedEvent {
     /// says so (Slack's `X-Slack-Retry-Num`).
     pub fn retry(&self) -> Option<u32> {
         self.provider.retry
+    }
+
+    /// All of the above, as the inbox keeps it with the event.
+    pub fn meta(&self) -> EventMeta {
+        EventMeta {
+            event_type: self.event_type().map(str::to_owned),
+            delivery_id: self.delivery_id().map(str::to_owned),
+            retry: self.retry(),
+            headers: self.kept_headers().to_vec(),
+        }
     }
 
     /// The headers the receiver was asked to keep

@@ -15,7 +15,10 @@ pub async fn accept<S: Inbox + ?Sized>(
     event: &VerifiedEvent,
 ) -> Result<Acceptance, Rejection> {
     let key = event.key()?;
-    let incoming = IncomingEvent::new(namespace, key, &event.body).with_signed_at(event.timestamp);
+    let meta = event.meta();
+    let incoming = IncomingEvent::new(namespace, key, &event.body)
+        .with_signed_at(event.timestamp)
+        .with_meta(&meta);
     let acceptance = store
         .accept(&incoming)
         .await

@@ -29,6 +29,9 @@ pub(crate) struct Dialect {
     /// scan on Postgres) instead of joining against the whole table.
     pub(crate) row_id: &'static str,
     pub(crate) row_ids_in: (&'static str, &'static str),
+    /// Adds a column in an upgrade (the version table runs it once; where
+    /// the database can, it is safe to repeat too).
+    pub(crate) add_column: &'static str,
 }
 
 impl Dialect {
@@ -52,6 +55,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     now: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
     row_id: "rowid",
     row_ids_in: ("IN (", ")"),
+    add_column: "ADD COLUMN",
 };
 
 #[cfg(feature = "postgres")]
@@ -72,6 +76,7 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     // an array of ids is fetched id by id.
     row_id: "ctid",
     row_ids_in: ("= ANY(ARRAY(", "))"),
+    add_column: "ADD COLUMN IF NOT EXISTS",
 };
 
 /// A statement whose only dynamic parts are table names that passed

@@ -50,6 +50,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod builder;
 mod clock;
 mod encoding;
 mod envelope;
@@ -63,6 +64,7 @@ mod template;
 mod validity;
 mod verifier;
 
+pub use builder::VerifierBuilder;
 pub use clock::{Clock, SystemClock};
 pub use encoding::Encoding;
 pub use envelope::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
@@ -77,5 +79,4 @@ pub use signer::{SignedHeaders, Signer};
 pub use validity::Validity;
 pub use verifier::{
     DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, MAX_ED25519_SIGNATURES, Verified, Verifier,
-    VerifierBuilder,
 };

@@ -11,8 +11,8 @@ use super::RedisStore;
 use super::scripts::{ACCEPT_SCRIPT, GROUP, NACK_SCRIPT};
 use super::scripts::{ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
 use crate::dedup::{
-    Acceptance, DedupError, Inbox, InboxEntry, IncomingEvent, NackOutcome, Receipt, check_key,
-    check_namespace, millis,
+    Acceptance, DedupError, EventMeta, Inbox, InboxEntry, IncomingEvent, NackOutcome, Receipt,
+    check_key, check_namespace, millis,
 };
 
 impl Inbox for RedisStore {
@@ -29,6 +29,7 @@ impl Inbox for RedisStore {
             .arg(event.id)
             .arg(event.body)
             .arg(event.signed_at.map(|t| t.to_string()).unwrap_or_default())
+            .arg(event.meta_text().unwrap_or_default())
             .invoke_async(&mut connection)
             .await?;
         // A duplicate waits too: the accept it repeats may be the one whose
@@ -186,6 +187,7 @@ impl Inbox for RedisStore {
                     body: field("body"),
                     signed_at: text("signed_at").parse().ok(),
                     attempt: text("attempts").parse().unwrap_or(0),
+                    meta: EventMeta::from_text(Some(&text("meta"))),
                     receipt: Receipt {
                         entry: entry.id.clone(),
                         token: String::new(),

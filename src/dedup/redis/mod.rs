@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use redis::{AsyncCommands as _, Script};
 
-use super::{DedupError, InboxEntry, Receipt, StoreOptions, check_namespace, millis};
+use super::{DedupError, EventMeta, InboxEntry, Receipt, StoreOptions, check_namespace, millis};
 use crate::store::redis::RedisConnection;
 use scripts::{GROUP, SHARDS_SCRIPT, TAKE_SCRIPT};
 pub use shards::{DEFAULT_SHARDS, MAX_SHARDS};
@@ -263,13 +263,14 @@ impl RedisStore {
     }
 
     fn delivery(namespace: &str, shard: u16, row: TakenRow) -> InboxEntry {
-        let (entry, id, body, signed_at, attempt, token) = row;
+        let (entry, id, body, signed_at, attempt, token, meta) = row;
         InboxEntry {
             namespace: namespace.to_owned(),
             id,
             body,
             signed_at: signed_at.parse().ok(),
             attempt: attempt.parse().unwrap_or(u32::MAX),
+            meta: EventMeta::from_text(Some(&meta)),
             receipt: Receipt {
                 entry: receipt_entry(shard, &entry),
                 token,
@@ -292,7 +293,7 @@ impl RedisStore {
     }
 }
 
-type TakenRow = (String, String, Vec<u8>, String, String, String);
+type TakenRow = (String, String, Vec<u8>, String, String, String, String);
 
 impl RedisStore {
     /// Runs a fenced script on a taken entry (`ack`, heartbeat): it answers

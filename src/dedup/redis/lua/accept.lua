@@ -3,7 +3,7 @@
 -- again before the script ends, so nothing is kept.
 if not redis.call('SET', KEYS[1], 'done', 'NX', 'PX', ARGV[1]) then return 0 end
 local added = redis.pcall('XADD', KEYS[2], '*',
-  'id', ARGV[2], 'body', ARGV[3], 'signed_at', ARGV[4], 'attempts', '0')
+  'id', ARGV[2], 'body', ARGV[3], 'signed_at', ARGV[4], 'attempts', '0', 'meta', ARGV[5])
 if type(added) == 'table' and added.err then
   redis.call('DEL', KEYS[1])
   return added

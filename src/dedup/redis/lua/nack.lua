@@ -15,8 +15,10 @@ local list, f = entries[1][2], {}
 for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
 local n = tostring(tonumber(f['attempts']) + tonumber(token))
 if tonumber(n) >= max then
-  redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'], 'signed_at', f['signed_at'], 'attempts', n)
+  redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'], 'signed_at', f['signed_at'],
+    'attempts', n, 'meta', f['meta'] or '')
   return 1
 end
-redis.call('ZADD', delayed, retry_at, cmsgpack.pack({f['id'], f['body'], f['signed_at'], n}))
+redis.call('ZADD', delayed, retry_at,
+  cmsgpack.pack({f['id'], f['body'], f['signed_at'], n, f['meta'] or ''}))
 return 0

@@ -1,6 +1,7 @@
 -- Moves due retries back onto the stream, reclaims entries whose worker
 -- died, reads new ones, and dead-letters any past its last attempt.
--- Returns `{entry, id, body, signed_at, attempt}` for each delivery.
+-- Returns `{entry, id, body, signed_at, attempt, token, meta}` for each
+-- delivery (`meta` is empty for entries made before it was kept).
 local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, consumer = ARGV[1], ARGV[2]
 local count, visibility, max = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
@@ -10,7 +11,8 @@ redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
 for _, packed in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, count)) do
   local e = cmsgpack.unpack(packed)
   redis.call('ZREM', delayed, packed)
-  redis.call('XADD', stream, '*', 'id', e[1], 'body', e[2], 'signed_at', e[3], 'attempts', e[4])
+  redis.call('XADD', stream, '*', 'id', e[1], 'body', e[2], 'signed_at', e[3], 'attempts', e[4],
+    'meta', e[5] or '')
 end
 local out = {}
 local function deliver(entry)
@@ -21,13 +23,13 @@ local function deliver(entry)
   local n = tonumber(f['attempts']) + redis.call('HINCRBY', attempts, eid, 1)
   if n > max then
     redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'],
-      'signed_at', f['signed_at'], 'attempts', tostring(n - 1))
+      'signed_at', f['signed_at'], 'attempts', tostring(n - 1), 'meta', f['meta'] or '')
     redis.call('XACK', stream, group, eid)
     redis.call('XDEL', stream, eid)
     redis.call('HDEL', attempts, eid)
   else
     out[#out + 1] = {eid, f['id'], f['body'], f['signed_at'], tostring(n),
-      redis.call('HGET', attempts, eid)}
+      redis.call('HGET', attempts, eid), f['meta'] or ''}
   end
 end
 local reclaimed = redis.call('XAUTOCLAIM', stream, group, consumer, visibility, '0-0', 'COUNT', count)

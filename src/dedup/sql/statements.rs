@@ -1,0 +1,203 @@
+//! The tables of the SQLite and Postgres inbox stores and the statements
+//! both run.
+//!
+//! Times are milliseconds since the Unix epoch in `BIGINT` columns, read
+//! from the database's own clock inside each statement (the dialect's
+//! `now`), so that every client of a shared store decides expiry on one
+//! clock whatever its own says. Statements take durations, never times.
+//! A claim row whose `lease_token` is NULL is done; otherwise a lease holds
+//! it until `lease_until`.
+
+use sqlx::SqlStr;
+
+pub(crate) use crate::store::sql::statement;
+use crate::store::sql::{Dialect, Schema};
+
+/// The claims and inbox tables and their indexes (version 1).
+pub(crate) fn schema(claims: &str, inbox: &str, dialect: &Dialect) -> Schema {
+    let Dialect {
+        int,
+        bytes,
+        boolean,
+        false_value,
+        serial_key,
+        ..
+    } = dialect;
+    Schema {
+        component: format!("claims:{claims}"),
+        version: 1,
+        statements: vec![
+            format!(
+                "CREATE TABLE IF NOT EXISTS {claims} (\
+                 namespace TEXT NOT NULL, event_id TEXT NOT NULL, claimed_at {int} NOT NULL, \
+                 lease_token TEXT, lease_until {int}, PRIMARY KEY (namespace, event_id))"
+            ),
+            format!("CREATE INDEX IF NOT EXISTS {claims}_claimed_at ON {claims} (claimed_at)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {inbox} (\
+                 entry {serial_key}, namespace TEXT NOT NULL, event_id TEXT NOT NULL, \
+                 body {bytes} NOT NULL, signed_at {int}, received_at {int} NOT NULL, \
+                 attempts {int} NOT NULL DEFAULT 0, available_at {int} NOT NULL, \
+                 taken_token TEXT, taken_until {int}, dead {boolean} NOT NULL DEFAULT {false_value})"
+            ),
+            format!(
+                "CREATE INDEX IF NOT EXISTS {inbox}_ready ON {inbox} (namespace, dead, available_at, entry)"
+            ),
+        ],
+    }
+}
+
+/// Version 2 of the inbox: the provider's metadata with each event, a
+/// JSON text (`EventMeta`). A component of its own, so that stores made
+/// before it upgrade in place.
+pub(crate) fn meta_schema(inbox: &str, dialect: &Dialect) -> Schema {
+    Schema {
+        component: format!("inbox-meta:{inbox}"),
+        version: 1,
+        statements: vec![format!(
+            "ALTER TABLE {inbox} {} meta TEXT",
+            dialect.add_column
+        )],
+    }
+}
+
+/// The statements a SQL store runs, for one table prefix: those both
+/// dialects share, and each dialect's own atomic accept and take.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    /// `{prefix}_claims`.
+    pub(crate) claims: String,
+    /// `{prefix}_inbox`.
+    pub(crate) inbox: String,
+    /// $1 namespace, $2 id, $3 retention ms, $4 body, $5 signed at.
+    /// Claims as done and enqueues, or does neither.
+    pub(crate) accept: SqlStr,
+    /// $1 namespace, $2 limit, $3 max attempts, $4 token, $5 visibility
+    /// ms. Returns the rows taken or dead-lettered.
+    pub(crate) take: SqlStr,
+    /// $1 namespace, $2 id, $3 retention ms. Claims as done.
+    pub(crate) claim_done: SqlStr,
+    /// $1 namespace, $2 id, $3 retention ms, $4 token, $5 lease ms.
+    pub(crate) claim_lease: SqlStr,
+    /// $1 namespace, $2 id. The token and the lease's ms left.
+    pub(crate) read_claim: SqlStr,
+    /// $1 namespace, $2 id, $3 token.
+    pub(crate) complete: SqlStr,
+    /// $1 namespace, $2 id, $3 token.
+    pub(crate) release: SqlStr,
+    /// $1 namespace, $2 id, $3 token, $4 lease ms.
+    pub(crate) extend_lease: SqlStr,
+    /// $1 entry, $2 token.
+    pub(crate) ack: SqlStr,
+    /// $1 entry, $2 token, $3 visibility ms.
+    pub(crate) extend_taken: SqlStr,
+    /// $1 entry, $2 token, $3 max attempts, $4 retry in ms. Returns dead.
+    pub(crate) nack: SqlStr,
+    /// $1 namespace, $2 limit.
+    pub(crate) dead_letters: SqlStr,
+    /// $1 older than ms, $2 batch size.
+    pub(crate) purge_claims: SqlStr,
+}
+
+impl Statements {
+    /// The statements on `{prefix}_claims` and `{prefix}_inbox` in
+    /// `dialect`, with the dialect's `accept` (given the claim-as-done
+    /// statement and the inbox table) and `take` (given the inbox table).
+    pub(crate) fn new(
+        prefix: &str,
+        dialect: &Dialect,
+        accept: fn(claim_done: &str, inbox: &str) -> String,
+        take: fn(inbox: &str) -> String,
+    ) -> Result<Self, crate::dedup::DedupError> {
+        crate::dedup::check_prefix(prefix)?;
+        let claims = format!("{prefix}_claims");
+        let inbox = format!("{prefix}_inbox");
+        let now = dialect.now;
+        let claim_done = format!(
+            "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, {now}) \
+             ON CONFLICT (namespace, event_id) DO UPDATE \
+             SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
+             WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - $3"
+        );
+        Ok(Self {
+            accept: statement(accept(&claim_done, &inbox)),
+            take: statement(take(&inbox)),
+            claim_done: statement(claim_done),
+            claim_lease: statement(format!(
+                "INSERT INTO {claims} (namespace, event_id, claimed_at, lease_token, lease_until) \
+                 VALUES ($1, $2, {now}, $4, {now} + $5) \
+                 ON CONFLICT (namespace, event_id) DO UPDATE \
+                 SET claimed_at = excluded.claimed_at, lease_token = excluded.lease_token, \
+                     lease_until = excluded.lease_until \
+                 WHERE ({claims}.lease_token IS NOT NULL AND {claims}.lease_until <= {now}) \
+                    OR ({claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - $3)"
+            )),
+            read_claim: statement(format!(
+                "SELECT lease_token, lease_until - {now} AS left_ms FROM {claims} \
+                 WHERE namespace = $1 AND event_id = $2"
+            )),
+            complete: statement(format!(
+                "UPDATE {claims} SET lease_token = NULL, lease_until = NULL, claimed_at = {now} \
+                 WHERE namespace = $1 AND event_id = $2 AND lease_token = $3"
+            )),
+            release: statement(format!(
+                "DELETE FROM {claims} WHERE namespace = $1 AND event_id = $2 AND lease_token = $3"
+            )),
+            extend_lease: statement(format!(
+                "UPDATE {claims} SET lease_until = {now} + $4 \
+                 WHERE namespace = $1 AND event_id = $2 AND lease_token = $3 \
+                 AND lease_until > {now}"
+            )),
+            ack: statement(format!(
+                "DELETE FROM {inbox} WHERE entry = $1 AND taken_token = $2 AND NOT dead"
+            )),
+            extend_taken: statement(format!(
+                "UPDATE {inbox} SET taken_until = {now} + $3 \
+                 WHERE entry = $1 AND taken_token = $2 AND NOT dead"
+            )),
+            nack: statement(format!(
+                "UPDATE {inbox} SET taken_token = NULL, taken_until = NULL, \
+                 dead = (attempts >= $3), available_at = {now} + $4 \
+                 WHERE entry = $1 AND taken_token = $2 AND NOT dead RETURNING dead"
+            )),
+            dead_letters: statement(format!(
+                "SELECT entry, event_id, body, signed_at, attempts, meta FROM {inbox} \
+                 WHERE namespace = $1 AND dead ORDER BY entry LIMIT $2"
+            )),
+            // One bounded batch, oldest first, by the `claimed_at` index;
+            // on Postgres rows another client holds are skipped, not waited
+            // for.
+            purge_claims: statement(format!(
+                "DELETE FROM {claims} WHERE {}",
+                dialect.picked(&format!(
+                    "SELECT {row_id} FROM {claims} \
+                     WHERE claimed_at < {now} - $1 AND lease_token IS NULL \
+                     ORDER BY claimed_at LIMIT $2{lock_rows}",
+                    row_id = dialect.row_id,
+                    lock_rows = dialect.lock_rows
+                ))
+            )),
+            claims,
+            inbox,
+        })
+    }
+}
+
+/// The condition for an inbox row a worker may take at time `now`.
+pub(crate) fn ready_condition(namespace: &str, now: &str) -> String {
+    format!(
+        "namespace = {namespace} AND NOT dead AND available_at <= {now} \
+         AND (taken_until IS NULL OR taken_until <= {now})"
+    )
+}
+
+/// The assignments that take a row (or dead-letter it when it has had
+/// `$max` attempts): `$token` and `$until` mark the taking.
+pub(crate) fn take_assignments(max: &str, token: &str, until: &str) -> String {
+    format!(
+        "dead = (attempts >= {max}), \
+         attempts = CASE WHEN attempts >= {max} THEN attempts ELSE attempts + 1 END, \
+         taken_token = CASE WHEN attempts >= {max} THEN NULL ELSE {token} END, \
+         taken_until = CASE WHEN attempts >= {max} THEN NULL ELSE {until} END"
+    )
+}
