@@ -18,6 +18,7 @@
 
 mod body;
 mod event;
+mod metrics;
 mod provider;
 mod receiver;
 mod rejection;

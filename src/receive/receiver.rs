@@ -1,13 +1,13 @@
 //! [`Receiver`]: from a request's headers and body stream to a
 //! [`VerifiedEvent`], the same way in every adapter.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Buf;
 use futures_core::Stream;
 
 use super::body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
-use super::{Rejection, VerifiedEvent};
+use super::{Rejection, VerifiedEvent, metrics};
 use crate::verify::{ConfigError, EventKey, HeaderKey, HeaderLookup, Headers, Verifier};
 
 /// How a request becomes a [`VerifiedEvent`]: the verifier, the body's
@@ -131,16 +131,27 @@ impl Receiver {
         S: Stream<Item = Result<D, E>>,
         D: Buf,
     {
-        check_declared_length(declared_length(headers), self.body_limit)?;
-        let body = read_limited(body, self.body_limit, self.body_timeout).await?;
-        let verified = self
-            .verifier
-            .verify(headers, &body)
-            .map_err(Rejection::Unverified)?;
-        Ok(
-            VerifiedEvent::new(&self.key, &self.verifier, &verified, body.clone())
-                .with_provider_headers(headers, &self.keep),
-        )
+        let scheme = self.verifier.scheme().name();
+        let refused = |rejection: Rejection| {
+            metrics::rejected(&rejection, scheme, "");
+            rejection
+        };
+        check_declared_length(declared_length(headers), self.body_limit).map_err(refused)?;
+        let body = read_limited(body, self.body_limit, self.body_timeout)
+            .await
+            .map_err(refused)?;
+        let started = Instant::now();
+        let verified = self.verifier.verify(headers, &body);
+        metrics::verify_took(scheme, started.elapsed());
+        let verified = verified.map_err(|error| refused(Rejection::Unverified(error)))?;
+        let event = VerifiedEvent::new(&self.key, &self.verifier, &verified, body.clone())
+            .with_provider_headers(headers, &self.keep);
+        let span = tracing::Span::current();
+        span.record("scheme", scheme);
+        if let Some(id) = &event.id {
+            span.record("id", id.as_str());
+        }
+        Ok(event)
     }
 }
 

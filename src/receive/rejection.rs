@@ -109,6 +109,33 @@ impl Rejection {
         }
     }
 
+    /// A short, fixed name for the reason: the `reason` label of the
+    /// `hooklatch_requests_total` metric and the `reason` field of the
+    /// request's span.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BodyTooLarge { .. } | Self::Unverified(VerifyError::BodyTooLarge { .. }) => {
+                "body_too_large"
+            }
+            Self::BodyUnreadable => "body_unreadable",
+            Self::BodyTimeout { .. } => "body_timeout",
+            Self::Unverified(
+                VerifyError::TimestampTooOld { .. } | VerifyError::TimestampInFuture { .. },
+            ) => "timestamp",
+            Self::Unverified(VerifyError::SignatureMismatch { .. }) => "signature",
+            Self::Unverified(_) => "malformed",
+            Self::MissingEventId => "missing_event_id",
+            Self::InvalidEventId(_) => "invalid_event_id",
+            Self::InProgress { .. } => "in_progress",
+            Self::StoreUnavailable(_) => "store_unavailable",
+            Self::HandlerTimedOut { .. } => "handler_timed_out",
+            Self::InvalidJson(_) => "invalid_json",
+            Self::NotConfigured => "not_configured",
+            Self::UnknownTenant => "unknown_tenant",
+            Self::TenantLookupFailed(_) => "tenant_lookup_failed",
+        }
+    }
+
     /// The precise reason, for logs.
     pub fn reason(&self) -> String {
         match self {

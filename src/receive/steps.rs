@@ -1,8 +1,9 @@
 //! What a receiver does with a verified event, whatever the framework:
 //! accept it into an inbox, or claim it under a lease and settle the lease.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::metrics::{self, Outcome};
 use super::{Rejection, VerifiedEvent};
 use crate::dedup::{Acceptance, Claim, DedupError, Inbox, IncomingEvent, Lease, LeaseStore};
 
@@ -14,15 +15,26 @@ pub async fn accept<S: Inbox + ?Sized>(
     namespace: &str,
     event: &VerifiedEvent,
 ) -> Result<Acceptance, Rejection> {
-    let key = event.key()?;
+    let refused = |rejection: Rejection| {
+        metrics::rejected(&rejection, &event.scheme, namespace);
+        rejection
+    };
+    let key = event
+        .key()
+        .map_err(|rejection| refused(rejection.clone()))?;
     let meta = event.meta();
     let incoming = IncomingEvent::new(namespace, key, &event.body)
         .with_signed_at(event.timestamp)
         .with_meta(&meta);
-    let acceptance = store
-        .accept(&incoming)
-        .await
-        .map_err(Rejection::from_store)?;
+    let started = Instant::now();
+    let accepted = store.accept(&incoming).await;
+    metrics::store_took("accept", started.elapsed());
+    let acceptance = accepted.map_err(|error| refused(Rejection::from_store(error)))?;
+    let outcome = match acceptance {
+        Acceptance::Accepted => Outcome::Accepted,
+        Acceptance::Duplicate => Outcome::Duplicate,
+    };
+    metrics::request(outcome, None, &event.scheme, namespace);
     tracing::debug!(namespace, id = key, ?acceptance, "webhook received");
     Ok(acceptance)
 }
@@ -46,16 +58,28 @@ pub async fn claim<S: LeaseStore + ?Sized>(
     event: &VerifiedEvent,
     lease_for: Duration,
 ) -> Result<Claimed, Rejection> {
-    let key = event.key()?;
-    let claimed = store
-        .claim(namespace, key, lease_for)
-        .await
-        .map_err(Rejection::from_store)?;
+    let refused = |rejection: Rejection| {
+        metrics::rejected(&rejection, &event.scheme, namespace);
+        rejection
+    };
+    let key = event
+        .key()
+        .map_err(|rejection| refused(rejection.clone()))?;
+    let started = Instant::now();
+    let claimed = store.claim(namespace, key, lease_for).await;
+    metrics::store_took("claim", started.elapsed());
+    let claimed = claimed.map_err(|error| refused(Rejection::from_store(error)))?;
     tracing::debug!(namespace, id = key, ?claimed, "webhook claim");
     match claimed {
-        Claim::Fresh(lease) => Ok(Claimed::Fresh(lease)),
-        Claim::Done => Ok(Claimed::Done),
-        Claim::InProgress { retry_after } => Err(Rejection::InProgress { retry_after }),
+        Claim::Fresh(lease) => {
+            metrics::request(Outcome::Accepted, None, &event.scheme, namespace);
+            Ok(Claimed::Fresh(lease))
+        }
+        Claim::Done => {
+            metrics::request(Outcome::Duplicate, None, &event.scheme, namespace);
+            Ok(Claimed::Done)
+        }
+        Claim::InProgress { retry_after } => Err(refused(Rejection::InProgress { retry_after })),
     }
 }
 
@@ -114,7 +138,10 @@ pub async fn complete_with_retries<S: LeaseStore + ?Sized>(
     let mut wait = Duration::from_millis(100);
     let mut attempt = 1;
     loop {
-        match store.complete(lease).await {
+        let started = Instant::now();
+        let completed = store.complete(lease).await;
+        metrics::store_took("complete", started.elapsed());
+        match completed {
             Err(error)
                 if attempt < COMPLETE_TRIES
                     && !matches!(

@@ -267,7 +267,13 @@ impl Tenants {
         headers: &dyn Headers,
     ) -> impl Future<Output = Result<Tenant, Rejection>> + Send + '_ {
         let name = self.key.name_in(path, headers);
-        async move { self.lookup(name.ok_or(Rejection::UnknownTenant)?).await }
+        async move {
+            let found = match name {
+                Some(name) => self.lookup(name).await,
+                None => Err(Rejection::UnknownTenant),
+            };
+            found.inspect_err(|rejection| super::metrics::rejected(rejection, "", ""))
+        }
     }
 
     async fn lookup(&self, name: String) -> Result<Tenant, Rejection> {

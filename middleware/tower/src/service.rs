@@ -9,7 +9,6 @@ use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use hooklatch::receive::{check_declared_length, content_length};
 use http_body_util::BodyExt as _;
 
 use crate::future::ResponseFuture;
@@ -59,52 +58,58 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // Refused before anything is allocated; `receive` checks again.
-        if let Source::Fixed(receiver) = &self.config.source {
-            let declared = content_length(request.headers());
-            if let Err(rejection) = check_declared_length(declared, receiver.body_limit()) {
-                return ResponseFuture::rejected(self.config.answers.reject(rejection));
-            }
-        }
         // The service that was polled ready is the one to call: keep it and
         // leave a fresh clone behind.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let config = Arc::clone(&self.config);
-        ResponseFuture::running(Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            let tenant = match &config.source {
-                Source::Fixed(_) => None,
-                Source::Tenants(tenants) => {
-                    match tenants.resolve(parts.uri.path(), &parts.headers).await {
-                        Ok(tenant) => Some(tenant),
-                        Err(rejection) => return Ok(config.answers.reject(rejection)),
+        // One span per request; the core records the scheme, namespace,
+        // event id, outcome and reason on it as they become known.
+        let span = tracing::info_span!(
+            "webhook",
+            scheme = tracing::field::Empty,
+            namespace = tracing::field::Empty,
+            id = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            reason = tracing::field::Empty,
+        );
+        ResponseFuture::running(Box::pin(tracing::Instrument::instrument(
+            async move {
+                let (parts, body) = request.into_parts();
+                let tenant = match &config.source {
+                    Source::Fixed(_) => None,
+                    Source::Tenants(tenants) => {
+                        match tenants.resolve(parts.uri.path(), &parts.headers).await {
+                            Ok(tenant) => Some(tenant),
+                            Err(rejection) => return Ok(config.answers.reject(rejection)),
+                        }
                     }
-                }
-            };
-            let receiver = match (&config.source, &tenant) {
-                (Source::Fixed(receiver), _) => receiver,
-                (Source::Tenants(_), Some(tenant)) => tenant.receiver(),
-                (Source::Tenants(_), None) => unreachable!("a tenant was resolved above"),
-            };
-            let received = receiver
-                .receive(&parts.headers, body.into_data_stream())
-                .await;
-            let event = match received {
-                Ok(event) => event,
-                Err(rejection) => return Ok(config.answers.reject(rejection)),
-            };
-            // Each mode puts the event where it goes: into the request for
-            // the inner service, or into the layer's own answer.
-            let request = Request::from_parts(parts, ReqBody::from(event.body.clone()));
-            let call = Call {
-                event,
-                request,
-                next: Ready::new(inner),
-                answers: &config.answers,
-                tenant: tenant.as_ref().map(Tenant::namespace),
-            };
-            config.mode.run(call).await
-        }))
+                };
+                let receiver = match (&config.source, &tenant) {
+                    (Source::Fixed(receiver), _) => receiver,
+                    (Source::Tenants(_), Some(tenant)) => tenant.receiver(),
+                    (Source::Tenants(_), None) => unreachable!("a tenant was resolved above"),
+                };
+                let received = receiver
+                    .receive(&parts.headers, body.into_data_stream())
+                    .await;
+                let event = match received {
+                    Ok(event) => event,
+                    Err(rejection) => return Ok(config.answers.reject(rejection)),
+                };
+                // Each mode puts the event where it goes: into the request for
+                // the inner service, or into the layer's own answer.
+                let request = Request::from_parts(parts, ReqBody::from(event.body.clone()));
+                let call = Call {
+                    event,
+                    request,
+                    next: Ready::new(inner),
+                    answers: &config.answers,
+                    tenant: tenant.as_ref().map(Tenant::namespace),
+                };
+                config.mode.run(call).await
+            },
+            span,
+        )))
     }
 }
