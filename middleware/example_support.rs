@@ -239,6 +239,16 @@ pub(crate) mod check {
         assert!(store_choice(env(&[("REDIS_WAIT_REPLICAS", "1")])).is_err());
     }
 
+    /// Sends one event `id` signed with `secret`; the status.
+    pub(crate) async fn send(url: &str, id: &str, secret: &str, body: &[u8]) -> u16 {
+        let signer = Signer::new(Scheme::standard_webhooks(), [secret]).unwrap();
+        let mut request = reqwest::Client::new().post(url).body(body.to_vec());
+        for (name, value) in signer.sign(id, SystemTime::now(), body).unwrap().iter() {
+            request = request.header(name, value);
+        }
+        request.send().await.unwrap().status().as_u16()
+    }
+
     /// Sends three events to `url`, 3, 1 and 2 times, each answered 2xx,
     /// then asserts the worker handled each exactly once.
     pub(crate) async fn each_event_is_handled_once(

@@ -2,7 +2,6 @@
 //! outcome through the axum layer, read back from a recording recorder.
 //! One test, so that no other test in this binary records into it.
 
-
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
@@ -79,7 +78,9 @@ async fn send(url: &str, id: &str, at: SystemTime, secret: &str, body: &[u8]) ->
 async fn each_outcome_is_counted_once_with_bounded_labels() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    recorder.install().expect("the only recorder in this process");
+    recorder
+        .install()
+        .expect("the only recorder in this process");
 
     let up = serve(layer(MemoryStore::new(), "orders")).await;
     let down = serve(layer(Down, "orders")).await;
@@ -125,11 +126,21 @@ async fn each_outcome_is_counted_once_with_bounded_labels() {
     assert_eq!(count("rejected", "timestamp", ""), 1);
     assert_eq!(count("too_large", "body_too_large", ""), 1);
     assert_eq!(count("store_error", "store_unavailable", "orders"), 1);
-    assert_eq!(counts.values().sum::<u64>(), 6, "nothing else counted: {counts:#?}");
+    assert_eq!(
+        counts.values().sum::<u64>(),
+        6,
+        "nothing else counted: {counts:#?}"
+    );
     assert!(
         counts.keys().all(|name| !name.contains("msg_")),
         "no event id in a label"
     );
-    assert_eq!(samples["hooklatch_verify_duration_seconds"], 5, "every verify timed");
-    assert_eq!(samples["hooklatch_store_duration_seconds"], 3, "every accept timed");
+    assert_eq!(
+        samples["hooklatch_verify_duration_seconds"], 5,
+        "every verify timed"
+    );
+    assert_eq!(
+        samples["hooklatch_store_duration_seconds"], 3,
+        "every accept timed"
+    );
 }

@@ -7,6 +7,8 @@
 //! Settings come from the environment, as `example_support.rs` says:
 //! `HOOKLATCH_SECRET` (required), `HOOKLATCH_ADDR`, and `DATABASE_URL` or
 //! `REDIS_URL` for a shared store (otherwise the SQLite file `hooklatch.db`).
+//! With `HOOKLATCH_METRICS=1` it also serves Prometheus metrics at
+//! `GET /metrics` on `HOOKLATCH_METRICS_ADDR` (default `127.0.0.1:9090`).
 //!
 //! Try it with the CLI:
 //!
@@ -20,23 +22,43 @@
 //! ```
 
 use axum::Router;
-use axum::routing::post;
+use axum::routing::{get, post};
 use hooklatch::dedup::Inbox;
 use hooklatch::verify::Verifier;
 use hooklatch_tower::WebhookLayer;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 #[path = "../../example_support.rs"]
 mod support;
 
 use support::{NAMESPACE, Serve, Served, Settings, worker};
 
-/// The receiver: verifies, accepts each event once into `store`.
-fn app<S: Inbox + Clone + 'static>(verifier: Verifier, store: S) -> Router {
-    Router::new().route("/webhooks", post(|| async {})).layer(
-        WebhookLayer::new(verifier)
-            .with_inbox(store, NAMESPACE)
-            .expect("the namespace is valid"),
-    )
+/// The receiver: verifies, accepts each event once into `store` under
+/// `namespace`.
+fn app<S: Inbox + Clone + 'static>(verifier: Verifier, store: S, namespace: &str) -> Router {
+    let endpoint = WebhookLayer::new(verifier)
+        .with_inbox(store, namespace)
+        .expect("the namespace is valid")
+        .into_endpoint();
+    Router::new().route("/webhooks", axum::routing::post_service(endpoint))
+}
+
+/// `GET /metrics`: what the recorder `metrics` holds, in Prometheus' text
+/// format.
+fn metrics_app(metrics: PrometheusHandle) -> Router {
+    Router::new().route("/metrics", get(move || async move { metrics.render() }))
+}
+
+/// Installs the Prometheus recorder, once per process.
+fn prometheus() -> PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<PrometheusHandle> = std::sync::OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            PrometheusBuilder::new()
+                .install_recorder()
+                .expect("no other recorder is installed")
+        })
+        .clone()
 }
 
 struct Axum(Settings);
@@ -46,9 +68,16 @@ impl Serve for Axum {
         let Axum(settings) = self;
         let (handled, _) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(worker(store.clone(), handled));
+        if std::env::var("HOOKLATCH_METRICS").as_deref() == Ok("1") {
+            let address =
+                std::env::var("HOOKLATCH_METRICS_ADDR").unwrap_or_else(|_| "127.0.0.1:9090".into());
+            let listener = tokio::net::TcpListener::bind(&address).await?;
+            println!("metrics on http://{}/metrics", listener.local_addr()?);
+            tokio::spawn(axum::serve(listener, metrics_app(prometheus())).into_future());
+        }
         let listener = tokio::net::TcpListener::bind(&settings.address).await?;
         println!("listening on http://{}/webhooks", listener.local_addr()?);
-        axum::serve(listener, app(settings.verifier, store)).await?;
+        axum::serve(listener, app(settings.verifier, store, NAMESPACE)).await?;
         Ok(())
     }
 }
@@ -72,7 +101,54 @@ mod tests {
         tokio::spawn(worker(store.clone(), handled));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/webhooks", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app(check::verifier(), store)).await });
+        let app = app(check::verifier(), store, NAMESPACE);
+        tokio::spawn(async move { axum::serve(listener, app).await });
         check::each_event_is_handled_once(&url, &mut handled_ids).await;
+    }
+
+    /// New, repeated and forged webhooks, then a scrape of `/metrics`: the
+    /// counts are exactly what was sent.
+    #[tokio::test]
+    async fn metrics_count_what_was_sent() {
+        let metrics = prometheus();
+        let serve = |app: Router| async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap();
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            address
+        };
+        let receiver = serve(app(check::verifier(), MemoryStore::new(), "metrics-test")).await;
+        let scrape = serve(metrics_app(metrics)).await;
+        let url = format!("http://{receiver}/webhooks");
+        for (id, secret) in [
+            ("msg_1", check::SECRET),
+            ("msg_1", check::SECRET),
+            ("msg_1", check::SECRET),
+            ("msg_2", check::SECRET),
+            ("msg_3", "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"),
+        ] {
+            check::send(&url, id, secret, b"{}").await;
+        }
+        let text = reqwest::get(format!("http://{scrape}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let count = |outcome: &str, reason: &str, namespace: &str| -> u64 {
+            let labels = format!(
+                r#"outcome="{outcome}",reason="{reason}",scheme="standard",namespace="{namespace}""#
+            );
+            text.lines()
+                .find(|line| {
+                    line.starts_with("hooklatch_requests_total{") && line.contains(&labels)
+                })
+                .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        assert_eq!(count("accepted", "", "metrics-test"), 2, "{text}");
+        assert_eq!(count("duplicate", "", "metrics-test"), 2);
+        assert_eq!(count("rejected", "signature", ""), 1);
+        assert!(text.contains("hooklatch_verify_duration_seconds"));
     }
 }
