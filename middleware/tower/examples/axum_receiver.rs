@@ -22,7 +22,7 @@
 //! ```
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{get, post_service};
 use hooklatch::dedup::Inbox;
 use hooklatch::verify::Verifier;
 use hooklatch_tower::WebhookLayer;
@@ -40,7 +40,7 @@ fn app<S: Inbox + Clone + 'static>(verifier: Verifier, store: S, namespace: &str
         .with_inbox(store, namespace)
         .expect("the namespace is valid")
         .into_endpoint();
-    Router::new().route("/webhooks", axum::routing::post_service(endpoint))
+    Router::new().route("/webhooks", post_service(endpoint))
 }
 
 /// `GET /metrics`: what the recorder `metrics` holds, in Prometheus' text
