@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use hooklatch::dedup::{
-    Acceptance, Claim, DedupError, EventMeta, Inbox, IncomingEvent, LeaseStore, MemoryStore,
-    NackOutcome, PostgresStore, RedisStore, SqliteStore, StoreOptions,
+    Acceptance, Claim, DedupError, EventMeta, Inbox, InboxStats, IncomingEvent, LeaseStore,
+    MemoryStore, NackOutcome, PostgresStore, RedisStore, SqliteStore, StoreOptions,
 };
 
 /// A store for one test, a namespace no other test uses, and whatever must
@@ -367,6 +367,56 @@ async fn provider_metadata_stays_with_the_event_to_the_dead_letters<B: Backend>(
     f.store.nack(&again[0], Duration::ZERO).await.unwrap();
     let dead = f.store.dead_letters(&f.namespace, 10).await.unwrap();
     assert_eq!(dead[0].meta, meta, "kept in the dead letters");
+}
+
+/// The counts follow events from waiting to taken to dead, and a requeue
+/// brings one dead letter, or all, back with their attempts from zero;
+/// their claims stay, so the sender's retry is still a duplicate.
+async fn stats_count_each_state_and_requeue_brings_dead_letters_back<B: Backend>() {
+    let f = B::fixture(StoreOptions::default().with_max_attempts(1)).await;
+    for id in ["a", "b", "c"] {
+        let _ = f.store.accept(&event(&f.namespace, id)).await.unwrap();
+    }
+    let stats = |waiting, taken, dead| {
+        let mut stats = InboxStats::default();
+        (stats.waiting, stats.taken, stats.dead) = (waiting, taken, dead);
+        stats
+    };
+    assert_eq!(f.store.stats(&f.namespace).await.unwrap(), stats(3, 0, 0));
+    let taken = f.store.take(&f.namespace, "w", 2).await.unwrap();
+    assert_eq!(f.store.stats(&f.namespace).await.unwrap(), stats(1, 2, 0));
+    for entry in &taken {
+        assert_eq!(
+            f.store.nack(entry, Duration::ZERO).await.unwrap(),
+            NackOutcome::DeadLettered
+        );
+    }
+    assert_eq!(f.store.stats(&f.namespace).await.unwrap(), stats(1, 0, 2));
+    let first = taken[0].id.clone();
+    assert_eq!(
+        f.store
+            .requeue_dead(&f.namespace, Some(&first))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        f.store
+            .requeue_dead(&f.namespace, Some("nope"))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(f.store.stats(&f.namespace).await.unwrap(), stats(2, 0, 1));
+    assert_eq!(f.store.requeue_dead(&f.namespace, None).await.unwrap(), 1);
+    assert_eq!(f.store.stats(&f.namespace).await.unwrap(), stats(3, 0, 0));
+    let mut again = drain(&f.store, &f.namespace).await;
+    again.sort();
+    assert_eq!(again, ["a", "b", "c"]);
+    assert_eq!(
+        f.store.accept(&event(&f.namespace, "a")).await.unwrap(),
+        Acceptance::Duplicate
+    );
 }
 
 async fn crashed_worker_event_comes_back_and_acked_never_does<B: Backend>() {
@@ -824,6 +874,7 @@ macro_rules! for_every_store {
                 nack_redelivers_after_the_delay,
                 dead_letters_after_max_attempts,
                 provider_metadata_stays_with_the_event_to_the_dead_letters,
+                stats_count_each_state_and_requeue_brings_dead_letters_back,
                 crashed_worker_event_comes_back_and_acked_never_does,
                 sixty_four_concurrent_accepts_of_one_id_enqueue_once,
                 sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once,

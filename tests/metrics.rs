@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use axum::Router;
 use axum::routing::post;
 use hooklatch::dedup::{
-    Acceptance, DedupError, Inbox, InboxEntry, IncomingEvent, MemoryStore, NackOutcome,
+    Acceptance, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, MemoryStore, NackOutcome,
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 use hooklatch_tower::WebhookLayer;
@@ -38,6 +38,12 @@ impl Inbox for Down {
     }
     async fn dead_letters(&self, _: &str, _: usize) -> Result<Vec<InboxEntry>, DedupError> {
         Ok(Vec::new())
+    }
+    async fn stats(&self, _: &str) -> Result<InboxStats, DedupError> {
+        Err(DedupError::LeaseLost)
+    }
+    async fn requeue_dead(&self, _: &str, _: Option<&str>) -> Result<u64, DedupError> {
+        Err(DedupError::LeaseLost)
     }
 }
 

@@ -3,6 +3,7 @@
 //! (`send`) with the library's own receiver and sender.
 
 mod explain;
+mod inbox;
 mod listen;
 mod send;
 
@@ -38,6 +39,9 @@ enum Command {
     /// Deliver one signed event with retries, printing every attempt. Exit
     /// 0 when delivered, 1 when abandoned or gone (410), 2 on usage errors.
     Send(send::SendArgs),
+    /// Look into an inbox: counts, dead letters, and requeueing them. Exit
+    /// 1 when the store fails, 2 on usage errors.
+    Inbox(inbox::InboxArgs),
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +323,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify(args),
         Command::Listen(args) => listen::listen(args),
         Command::Send(args) => send::send(args),
+        Command::Inbox(args) => inbox::inbox(args),
     };
     outcome.unwrap_or_else(|UsageError(message)| {
         eprintln!("hooklatch: {message}");

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    Acceptance, Claim, DedupError, EventMeta, Inbox, InboxEntry, IncomingEvent, Lease, LeaseStore,
-    NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
+    Acceptance, Claim, DedupError, EventMeta, Inbox, InboxEntry, InboxStats, IncomingEvent, Lease,
+    LeaseStore, NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
 };
 
 /// Claims and inbox in process memory, behind one mutex.
@@ -270,6 +270,50 @@ impl Inbox for MemoryStore {
             .take(max)
             .map(|(entry, row)| Self::delivery(namespace, *entry, row, String::new()))
             .collect())
+    }
+
+    async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
+        check_namespace(namespace)?;
+        let now = self.options.now_millis();
+        let state = self.lock();
+        let mut stats = InboxStats::default();
+        for row in state
+            .inbox
+            .get(namespace)
+            .into_iter()
+            .flat_map(|rows| rows.values())
+        {
+            if row.dead {
+                stats.dead += 1;
+            } else if row.taken.as_ref().is_some_and(|hold| hold.until > now) {
+                stats.taken += 1;
+            } else {
+                stats.waiting += 1;
+            }
+        }
+        Ok(stats)
+    }
+
+    async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Result<u64, DedupError> {
+        check_namespace(namespace)?;
+        let now = self.options.now_millis();
+        let mut state = self.lock();
+        let mut requeued = 0;
+        for row in state
+            .inbox
+            .get_mut(namespace)
+            .into_iter()
+            .flat_map(|rows| rows.values_mut())
+        {
+            if row.dead && id.is_none_or(|id| row.id == id) {
+                row.dead = false;
+                row.attempts = 0;
+                row.available_at = now;
+                row.taken = None;
+                requeued += 1;
+            }
+        }
+        Ok(requeued)
     }
 }
 

@@ -307,6 +307,33 @@ pub trait Inbox: Send + Sync {
         namespace: &str,
         max: usize,
     ) -> impl Future<Output = Result<Vec<InboxEntry>, DedupError>> + Send;
+
+    /// How many events of `namespace` wait (ready, or due later after a
+    /// nack), are taken by a worker, and are dead-lettered.
+    fn stats(&self, namespace: &str)
+    -> impl Future<Output = Result<InboxStats, DedupError>> + Send;
+
+    /// Puts dead letters of `namespace` back in the inbox, ready now, with
+    /// their attempts counted from zero: the one with event id `id`, or
+    /// every one when `id` is `None`. Returns how many. Their claims never
+    /// went away, so a retry from the sender is still a duplicate.
+    fn requeue_dead(
+        &self,
+        namespace: &str,
+        id: Option<&str>,
+    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
+}
+
+/// What [`Inbox::stats`] counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InboxStats {
+    /// Events ready for a worker, or due later after a nack.
+    pub waiting: u64,
+    /// Events a worker holds now.
+    pub taken: u64,
+    /// Dead-lettered events.
+    pub dead: u64,
 }
 
 /// Claims for handlers that run inline, while the sender waits.

@@ -8,11 +8,11 @@ use futures_util::future::join_all;
 use redis::AsyncCommands as _;
 
 use super::RedisStore;
-use super::scripts::{ACCEPT_SCRIPT, GROUP, NACK_SCRIPT};
+use super::scripts::{ACCEPT_SCRIPT, GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT};
 use super::scripts::{ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
 use crate::dedup::{
-    Acceptance, DedupError, EventMeta, Inbox, InboxEntry, IncomingEvent, NackOutcome, Receipt,
-    check_key, check_namespace, millis,
+    Acceptance, DedupError, EventMeta, Inbox, InboxEntry, InboxStats, IncomingEvent, NackOutcome,
+    Receipt, check_key, check_namespace, millis,
 };
 
 impl Inbox for RedisStore {
@@ -195,5 +195,59 @@ impl Inbox for RedisStore {
                 }
             })
             .collect())
+    }
+
+    async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
+        check_namespace(namespace)?;
+        let shards = join_all(self.shards.from(0).map(|shard| {
+            let [stream, _, delayed, dead] = self.shards.inbox_keys(namespace, shard);
+            let mut connection = self.connection.clone();
+            async move {
+                let counts: Result<(u64, u64, u64), _> = STATS_SCRIPT
+                    .key(stream)
+                    .key(delayed)
+                    .key(dead)
+                    .arg(GROUP)
+                    .invoke_async(&mut connection)
+                    .await;
+                counts
+            }
+        }))
+        .await;
+        let mut stats = InboxStats::default();
+        for counts in shards {
+            let (waiting, taken, dead) = counts?;
+            stats.waiting += waiting;
+            stats.taken += taken;
+            stats.dead += dead;
+        }
+        Ok(stats)
+    }
+
+    async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Result<u64, DedupError> {
+        check_namespace(namespace)?;
+        let shards: Vec<u16> = match id {
+            Some(id) => vec![self.shards.of(id)],
+            None => self.shards.from(0).collect(),
+        };
+        let moved = join_all(shards.into_iter().map(|shard| {
+            let [stream, _, _, dead] = self.shards.inbox_keys(namespace, shard);
+            let mut connection = self.connection.clone();
+            async move {
+                let moved: Result<u64, _> = REQUEUE_DEAD_SCRIPT
+                    .key(stream)
+                    .key(dead)
+                    .arg(id.unwrap_or_default())
+                    .invoke_async(&mut connection)
+                    .await;
+                moved
+            }
+        }))
+        .await;
+        let mut total = 0;
+        for moved in moved {
+            total += moved?;
+        }
+        Ok(total)
     }
 }

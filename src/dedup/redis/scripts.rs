@@ -58,3 +58,11 @@ pub(super) static SHARDS_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new
 
 /// The consumer group every worker joins.
 pub(super) const GROUP: &str = "hooklatch";
+
+/// One shard's counts: `{waiting, taken, dead}`.
+pub(super) static STATS_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/stats.lua")));
+
+/// Moves one shard's dead letters back onto its stream; returns how many.
+pub(super) static REQUEUE_DEAD_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/requeue_dead.lua")));

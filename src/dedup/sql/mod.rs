@@ -306,6 +306,41 @@ macro_rules! sql_store_common {
             ) -> Result<Vec<$crate::dedup::InboxEntry>, $crate::dedup::DedupError> {
                 self.dead_rows(namespace, max).await
             }
+
+            async fn stats(
+                &self,
+                namespace: &str,
+            ) -> Result<$crate::dedup::InboxStats, $crate::dedup::DedupError> {
+                use sqlx::Row as _;
+                $crate::dedup::check_namespace(namespace)?;
+                let row = sqlx::query(self.statements.stats.clone())
+                    .bind(namespace)
+                    .fetch_one(&self.pool)
+                    .await?;
+                let count = |name: &str| -> Result<u64, $crate::dedup::DedupError> {
+                    Ok(row.try_get::<i64, _>(name)?.max(0).unsigned_abs())
+                };
+                let (total, dead, taken) = (count("total")?, count("dead")?, count("taken")?);
+                Ok($crate::dedup::InboxStats {
+                    waiting: total - dead - taken,
+                    taken,
+                    dead,
+                })
+            }
+
+            async fn requeue_dead(
+                &self,
+                namespace: &str,
+                id: Option<&str>,
+            ) -> Result<u64, $crate::dedup::DedupError> {
+                $crate::dedup::check_namespace(namespace)?;
+                let requeued = sqlx::query(self.statements.requeue_dead.clone())
+                    .bind(namespace)
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(requeued.rows_affected())
+            }
         }
 
         impl $crate::dedup::LeaseStore for $store {

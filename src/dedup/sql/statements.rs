@@ -97,6 +97,10 @@ pub(crate) struct Statements {
     pub(crate) dead_letters: SqlStr,
     /// $1 older than ms, $2 batch size.
     pub(crate) purge_claims: SqlStr,
+    /// $1 namespace. Counts `dead`, `taken` and `total`.
+    pub(crate) stats: SqlStr,
+    /// $1 namespace, $2 event id or NULL for all.
+    pub(crate) requeue_dead: SqlStr,
 }
 
 impl Statements {
@@ -176,6 +180,18 @@ impl Statements {
                     row_id = dialect.row_id,
                     lock_rows = dialect.lock_rows
                 ))
+            )),
+            stats: statement(format!(
+                "SELECT COUNT(*) AS total, \
+                 COALESCE(SUM(CASE WHEN dead THEN 1 ELSE 0 END), 0) AS dead, \
+                 COALESCE(SUM(CASE WHEN NOT dead AND taken_until > {now} THEN 1 ELSE 0 END), 0) \
+                 AS taken FROM {inbox} WHERE namespace = $1"
+            )),
+            requeue_dead: statement(format!(
+                "UPDATE {inbox} SET dead = {false_value}, attempts = 0, available_at = {now}, \
+                 taken_token = NULL, taken_until = NULL \
+                 WHERE namespace = $1 AND dead AND ($2 IS NULL OR event_id = $2)",
+                false_value = dialect.false_value
             )),
             claims,
             inbox,

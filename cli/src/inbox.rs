@@ -1,0 +1,161 @@
+//! `hooklatch inbox`: look into an inbox and put dead letters back.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use hooklatch::dedup::{
+    DedupError, Inbox, InboxEntry, InboxStats, PostgresStore, RedisStore, SqliteStore,
+};
+
+use crate::UsageError;
+
+#[derive(Debug, Args)]
+pub(crate) struct InboxArgs {
+    /// The store: `sqlite:PATH`, `postgres://…`, `redis://…` or
+    /// `redis+cluster://host:port,…`.
+    #[arg(long, global = true, default_value = "sqlite:hooklatch-listen.db")]
+    store: String,
+    /// The namespace.
+    #[arg(long, global = true, default_value = "listen")]
+    namespace: String,
+    #[command(subcommand)]
+    command: InboxCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum InboxCommand {
+    /// How many events wait, are taken by a worker, and are dead-lettered.
+    Stats,
+    /// The dead letters, oldest first: id, attempts, type and a body
+    /// preview.
+    Dead {
+        /// How many to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Put dead letters back in the inbox, their attempts counted from
+    /// zero: one (`--id`) or all (`--all`).
+    Requeue {
+        /// The event id of the dead letter to requeue.
+        #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+        id: Option<String>,
+        /// Requeue every dead letter of the namespace.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+/// One of the stores the CLI can open.
+enum AnyInbox {
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+    Redis(RedisStore),
+}
+
+impl AnyInbox {
+    /// The store `spec` names, or why it cannot be reached; a `spec` that
+    /// names no store is a usage error.
+    async fn open(spec: &str) -> Result<Result<Self, DedupError>, UsageError> {
+        const REDIS: [&str; 4] = [
+            "redis://",
+            "rediss://",
+            "redis+cluster://",
+            "rediss+cluster://",
+        ];
+        if spec.starts_with("sqlite:") {
+            Ok(SqliteStore::connect(spec).await.map(Self::Sqlite))
+        } else if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            Ok(PostgresStore::connect(spec).await.map(Self::Postgres))
+        } else if REDIS.iter().any(|scheme| spec.starts_with(scheme)) {
+            Ok(RedisStore::connect(spec).await.map(Self::Redis))
+        } else {
+            Err(UsageError(format!(
+                "--store `{spec}`: use sqlite:PATH, postgres://…, redis://… or redis+cluster://…"
+            )))
+        }
+    }
+
+    async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
+        match self {
+            Self::Sqlite(store) => store.stats(namespace).await,
+            Self::Postgres(store) => store.stats(namespace).await,
+            Self::Redis(store) => store.stats(namespace).await,
+        }
+    }
+
+    async fn dead(&self, namespace: &str, limit: usize) -> Result<Vec<InboxEntry>, DedupError> {
+        match self {
+            Self::Sqlite(store) => store.dead_letters(namespace, limit).await,
+            Self::Postgres(store) => store.dead_letters(namespace, limit).await,
+            Self::Redis(store) => store.dead_letters(namespace, limit).await,
+        }
+    }
+
+    async fn requeue(&self, namespace: &str, id: Option<&str>) -> Result<u64, DedupError> {
+        match self {
+            Self::Sqlite(store) => store.requeue_dead(namespace, id).await,
+            Self::Postgres(store) => store.requeue_dead(namespace, id).await,
+            Self::Redis(store) => store.requeue_dead(namespace, id).await,
+        }
+    }
+}
+
+/// The first `max` characters of a body, on one line.
+fn preview(body: &[u8], max: usize) -> String {
+    let text: String = String::from_utf8_lossy(body)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max + 1)
+        .collect();
+    if text.chars().count() > max {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    } else {
+        text
+    }
+}
+
+pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
+    hooklatch::dedup::validate_namespace(&args.namespace)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let store = match AnyInbox::open(&args.store).await? {
+            Ok(store) => store,
+            Err(error) => {
+                eprintln!("hooklatch: cannot open {}: {error}", args.store);
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        let namespace = args.namespace.as_str();
+        let done = match args.command {
+            InboxCommand::Stats => store.stats(namespace).await.map(|stats| {
+                println!(
+                    "waiting {}, taken {}, dead {}",
+                    stats.waiting, stats.taken, stats.dead
+                );
+            }),
+            InboxCommand::Dead { limit } => store.dead(namespace, limit).await.map(|dead| {
+                for entry in dead {
+                    println!(
+                        "{} attempts={} type={} {}",
+                        entry.id,
+                        entry.attempt,
+                        entry.meta.event_type.as_deref().unwrap_or("-"),
+                        preview(&entry.body, 80)
+                    );
+                }
+            }),
+            InboxCommand::Requeue { id, all: _ } => {
+                store.requeue(namespace, id.as_deref()).await.map(|moved| {
+                    println!("requeued {moved}");
+                })
+            }
+        };
+        match done {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(error) => {
+                eprintln!("hooklatch: {error}");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    })
+}

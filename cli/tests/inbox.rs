@@ -1,0 +1,113 @@
+//! `hooklatch inbox` against real stores: counts, dead letters and
+//! requeueing, on SQLite and Postgres, checked against the store itself.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use hooklatch::dedup::{
+    EventMeta, Inbox, IncomingEvent, NackOutcome, PostgresStore, SqliteStore, StoreOptions,
+};
+
+/// Three events, two of them dead-lettered (one attempt each).
+async fn seed<S: Inbox>(store: &S, namespace: &str) {
+    let meta = EventMeta::with_type("invoice.paid");
+    for id in ["evt_a", "evt_b", "evt_c"] {
+        let event = IncomingEvent::new(namespace, id, br#"{"amount":100}"#).with_meta(&meta);
+        let _ = store.accept(&event).await.unwrap();
+    }
+    for entry in store.take(namespace, "w", 2).await.unwrap() {
+        assert_eq!(
+            store.nack(&entry, Duration::ZERO).await.unwrap(),
+            NackOutcome::DeadLettered
+        );
+    }
+}
+
+fn run(store: &str, namespace: &str, args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["inbox", "--store", store, "--namespace", namespace])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+async fn the_inbox_commands_show_and_requeue_what_the_store_holds<S: Inbox>(store: &S, spec: &str) {
+    let namespace = support::unique("cli");
+    seed(store, &namespace).await;
+    assert_eq!(
+        run(spec, &namespace, &["stats"]),
+        (0, "waiting 1, taken 0, dead 2\n".into())
+    );
+    let (code, dead) = run(spec, &namespace, &["dead"]);
+    assert_eq!(code, 0);
+    let mut lines: Vec<&str> = dead.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            r#"evt_a attempts=1 type=invoice.paid {"amount":100}"#,
+            r#"evt_b attempts=1 type=invoice.paid {"amount":100}"#,
+        ]
+    );
+    assert_eq!(
+        run(spec, &namespace, &["requeue", "--id", "evt_a"]),
+        (0, "requeued 1\n".into())
+    );
+    assert_eq!(store.stats(&namespace).await.unwrap().dead, 1);
+    assert_eq!(
+        run(spec, &namespace, &["requeue", "--all"]),
+        (0, "requeued 1\n".into())
+    );
+    let stats = store.stats(&namespace).await.unwrap();
+    assert_eq!((stats.waiting, stats.dead), (3, 0));
+    assert_eq!(run(spec, &namespace, &["requeue"]).0, 2, "--id or --all");
+    assert_eq!(
+        run("mysql://x", &namespace, &["stats"]).0,
+        2,
+        "unknown store"
+    );
+}
+
+#[tokio::test]
+async fn the_inbox_commands_work_on_sqlite() {
+    let dir = support::TempDir::new("cli-inbox");
+    let path = dir.path().join("inbox.db");
+    let store = SqliteStore::open(&path)
+        .await
+        .unwrap()
+        .with_options(StoreOptions::default().with_max_attempts(1));
+    let spec = format!("sqlite:{}", path.display());
+    the_inbox_commands_show_and_requeue_what_the_store_holds(&store, &spec).await;
+}
+
+#[tokio::test]
+async fn the_inbox_commands_work_on_postgres() {
+    let server = support::postgres();
+    let store = PostgresStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_options(StoreOptions::default().with_max_attempts(1));
+    the_inbox_commands_show_and_requeue_what_the_store_holds(&store, &server.url()).await;
+}
+
+#[test]
+fn a_store_that_is_down_is_exit_one() {
+    let port = support::free_port();
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([
+            "inbox",
+            "--store",
+            &format!("postgres://x@127.0.0.1:{port}/db"),
+            "stats",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+}
