@@ -46,7 +46,7 @@ enum InboxCommand {
 }
 
 /// One of the stores the CLI can open.
-enum AnyInbox {
+pub(crate) enum AnyInbox {
     Sqlite(SqliteStore),
     Postgres(PostgresStore),
     Redis(RedisStore),
@@ -55,7 +55,7 @@ enum AnyInbox {
 impl AnyInbox {
     /// The store `spec` names, or why it cannot be reached; a `spec` that
     /// names no store is a usage error.
-    async fn open(spec: &str) -> Result<Result<Self, DedupError>, UsageError> {
+    pub(crate) async fn open(spec: &str) -> Result<Result<Self, DedupError>, UsageError> {
         const REDIS: [&str; 4] = [
             "redis://",
             "rediss://",

@@ -2,6 +2,7 @@
 //! signature does not match; receive them (`listen`) and send them
 //! (`send`) with the library's own receiver and sender.
 
+mod console;
 mod explain;
 mod inbox;
 mod listen;
@@ -42,6 +43,9 @@ enum Command {
     /// Look into an inbox: counts, dead letters, and requeueing them. Exit
     /// 1 when the store fails, 2 on usage errors.
     Inbox(inbox::InboxArgs),
+    /// Serve the ops console: counts and dead letters per namespace, with
+    /// requeueing, behind a token.
+    Console(console::ConsoleArgs),
 }
 
 #[derive(Debug, Args)]
@@ -324,6 +328,7 @@ fn main() -> ExitCode {
         Command::Listen(args) => listen::listen(args),
         Command::Send(args) => send::send(args),
         Command::Inbox(args) => inbox::inbox(args),
+        Command::Console(args) => console::console(args),
     };
     outcome.unwrap_or_else(|UsageError(message)| {
         eprintln!("hooklatch: {message}");

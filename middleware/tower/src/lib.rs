@@ -53,6 +53,8 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "console")]
+pub mod console;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;

@@ -1,0 +1,302 @@
+//! The ops console in a real browser: headless Chromium, driven through
+//! ChromeDriver's WebDriver API, signs in, sees the dead letters of a
+//! Postgres store, and requeues one through the page; the store changes.
+//! Chromium and ChromeDriver come from Debian's `chromium` and
+//! `chromium-driver` packages, which `scripts/test` installs: without them
+//! this test fails, it does not skip.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use hooklatch::dedup::{Inbox, IncomingEvent, PostgresStore, StoreOptions};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "console-test-token-0123456789";
+
+/// A child process killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `hooklatch console` on the store, and its address.
+fn start_console(store: &str, namespace: &str) -> (Running, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["console", "--store", store, "--namespace", namespace])
+        .args(["--addr", "127.0.0.1:0"])
+        .env("HOOKLATCH_CONSOLE_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("hooklatch console runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("console on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+        .to_owned();
+    (Running(child), url)
+}
+
+/// A WebDriver session on a ChromeDriver of this test's own.
+struct Browser {
+    _driver: Running,
+    client: reqwest::Client,
+    session: String,
+    _profile: support::TempDir,
+}
+
+impl Browser {
+    async fn start() -> Self {
+        let port = support::free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs: install Debian's chromium and chromium-driver, or run scripts/test");
+        let client = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while client.get(format!("{base}/status")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = support::TempDir::new("chromium");
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1200,900",
+        ]
+        .map(str::to_owned)
+        .into_iter()
+        .chain([format!("--user-data-dir={}", profile.path().display())])
+        .collect::<Vec<_>>();
+        let created: Value = client
+            .post(format!("{base}/session"))
+            .body(
+                json!({"capabilities": {"alwaysMatch": {
+                    "browserName": "chrome",
+                    "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}
+                }}})
+                .to_string(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .map(|text| serde_json::from_str(&text).unwrap())
+            .unwrap();
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {created}"))
+            .to_owned();
+        Self {
+            _driver: Running(driver),
+            client,
+            session: format!("{base}/session/{session}"),
+            _profile: profile,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.session));
+        if !body.is_null() {
+            request = request.body(body.to_string());
+        }
+        let answer: Value = request
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .map(|text| serde_json::from_str(&text).unwrap_or(Value::Null))
+            .unwrap();
+        answer["value"].clone()
+    }
+
+    async fn open(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", json!({ "url": url }))
+            .await;
+    }
+
+    async fn find(&self, css: &str) -> String {
+        let found = self
+            .call(
+                reqwest::Method::POST,
+                "/element",
+                json!({"using": "css selector", "value": css}),
+            )
+            .await;
+        found
+            .as_object()
+            .and_then(|element| element.values().next())
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no element {css}: {found}"))
+            .to_owned()
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let element = self.find(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/value"),
+            json!({ "text": text }),
+        )
+        .await;
+    }
+
+    async fn click(&self, css: &str) {
+        let element = self.find(css).await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/click"),
+            json!({}),
+        )
+        .await;
+    }
+
+    async fn source(&self) -> String {
+        let source = self
+            .call(reqwest::Method::GET, "/source", Value::Null)
+            .await;
+        source
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no page source: {source}"))
+    }
+
+    /// The page's source once it contains `text` (a click's navigation
+    /// may still be under way when the click returns).
+    async fn source_with(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let source = self.source().await;
+            if source.contains(text) {
+                return source;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the page never showed {text}: {source}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn screenshot(&self) -> Vec<u8> {
+        let png = self
+            .call(reqwest::Method::GET, "/screenshot", Value::Null)
+            .await;
+        base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap_or_default())
+            .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_dead_letters_and_requeues_one_in_a_real_browser() {
+    let server = support::postgres();
+    let store = PostgresStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_options(StoreOptions::default().with_max_attempts(1));
+    let namespace = support::unique("console");
+    for id in ["evt_a", "evt_b"] {
+        let body = format!(r#"{{"id":"{id}","note":"<b>not bold</b>"}}"#);
+        let _ = store
+            .accept(&IncomingEvent::new(&namespace, id, body.as_bytes()))
+            .await
+            .unwrap();
+    }
+    for entry in store.take(&namespace, "w", 10).await.unwrap() {
+        store.nack(&entry, Duration::ZERO).await.unwrap();
+    }
+    assert_eq!(store.stats(&namespace).await.unwrap().dead, 2);
+
+    let (_console, url) = start_console(&server.url(), &namespace);
+    let anonymous = reqwest::get(&url).await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401, "no token, no console");
+
+    let browser = Browser::start().await;
+    browser.open(&url).await;
+    browser.type_into("input[name=token]", TOKEN).await;
+    browser.click("#login").await;
+    let page = browser.source_with("dead 2").await;
+    assert!(page.contains("evt_a") && page.contains("evt_b"), "{page}");
+    assert!(page.contains("dead 2"), "{page}");
+    assert!(
+        page.contains("&lt;b&gt;not bold&lt;/b&gt;") && !page.contains("<b>not bold</b>"),
+        "the body preview is escaped"
+    );
+    let shot = browser.screenshot().await;
+    let folder = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("console.png"), &shot).unwrap();
+    assert!(shot.starts_with(b"\x89PNG"), "a PNG screenshot");
+
+    browser.click("button[data-requeue=evt_a]").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.stats(&namespace).await.unwrap().dead != 1 {
+        assert!(Instant::now() < deadline, "the requeue reached the store");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let page = browser.source().await;
+    assert!(
+        page.contains("dead 1") && page.contains("waiting 1"),
+        "{page}"
+    );
+    let dead: Vec<String> = store
+        .dead_letters(&namespace, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.id)
+        .collect();
+    assert_eq!(dead, ["evt_b"]);
+}
+
+/// A change needs the page's CSRF token: a form posted from anywhere else
+/// is refused, even with the operator's cookie.
+#[tokio::test]
+async fn a_requeue_without_the_pages_csrf_token_is_refused() {
+    let dir = support::TempDir::new("console-csrf");
+    let spec = format!("sqlite:{}", dir.path().join("inbox.db").display());
+    let (_console, url) = start_console(&spec, "listen");
+    let client = reqwest::Client::new();
+    let forged = client
+        .post(format!("{url}requeue"))
+        .header("cookie", format!("hooklatch_console={TOKEN}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("csrf=guess&namespace=listen")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 403);
+    let signed_in = client
+        .get(&url)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status().as_u16(), 200);
+}

@@ -1,0 +1,314 @@
+//! The ops console: a small, server-rendered page over an inbox, to mount
+//! in your axum app (or run with `hooklatch console`). It shows each
+//! namespace's counts and dead letters with a body preview, and requeues
+//! one dead letter or all of them.
+//!
+//! It is safe to expose to operators:
+//!
+//! - every request needs the bearer token, as an `Authorization: Bearer`
+//!   header or the cookie the login form sets (`HttpOnly`,
+//!   `SameSite=Strict`), compared in constant time; without it the answer
+//!   is 401;
+//! - a change is a POST that carries a CSRF token derived from the bearer
+//!   token, so another site cannot make an operator's browser send one;
+//! - everything shown is HTML-escaped; the page uses no JavaScript and
+//!   loads nothing from elsewhere.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Form, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use hmac::{Hmac, KeyInit as _, Mac as _};
+use hooklatch::dedup::{Inbox, validate_namespace};
+use sha2::Sha256;
+use subtle::ConstantTimeEq as _;
+
+/// The console's settings: the token, the store and the namespaces shown.
+///
+/// ```
+/// use hooklatch::dedup::MemoryStore;
+/// use hooklatch_tower::console::Console;
+///
+/// let console = Console::new(MemoryStore::new(), "a long random token", ["stripe", "github"])?;
+/// let app: axum::Router = axum::Router::new().nest("/ops", console.router());
+/// # let _ = app;
+/// # Ok::<(), hooklatch_tower::console::ConsoleError>(())
+/// ```
+pub struct Console<S> {
+    store: S,
+    token: String,
+    namespaces: Vec<String>,
+}
+
+/// A console that cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsoleError {
+    /// The token is shorter than 16 characters: too easy to guess.
+    #[error("the console token must be at least 16 characters")]
+    WeakToken,
+    /// A namespace cannot be stored.
+    #[error(transparent)]
+    Namespace(#[from] hooklatch::dedup::DedupError),
+}
+
+const COOKIE: &str = "hooklatch_console";
+
+impl<S: Inbox + Clone + 'static> Console<S> {
+    /// A console over `store` for `namespaces`, for whoever holds `token`
+    /// (16 characters or more).
+    pub fn new<N: AsRef<str>>(
+        store: S,
+        token: &str,
+        namespaces: impl IntoIterator<Item = N>,
+    ) -> Result<Self, ConsoleError> {
+        if token.chars().count() < 16 {
+            return Err(ConsoleError::WeakToken);
+        }
+        let namespaces = namespaces
+            .into_iter()
+            .map(|namespace| {
+                validate_namespace(namespace.as_ref())?;
+                Ok(namespace.as_ref().to_owned())
+            })
+            .collect::<Result<_, ConsoleError>>()?;
+        Ok(Self {
+            store,
+            token: token.to_owned(),
+            namespaces,
+        })
+    }
+
+    /// The console's routes: `GET /`, `POST /login`, `POST /requeue`.
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/", get(page::<S>))
+            .route("/login", post(login::<S>))
+            .route("/requeue", post(requeue::<S>))
+            .with_state(Arc::new(self))
+    }
+
+    /// Whether the request carries the token, in the header or the cookie.
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        let cookie = headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(';'))
+            .find_map(|pair| pair.trim().strip_prefix(&format!("{COOKIE}=")));
+        [bearer, cookie]
+            .into_iter()
+            .flatten()
+            .any(|given| self.is_token(given))
+    }
+
+    fn is_token(&self, given: &str) -> bool {
+        given.len() == self.token.len() && bool::from(given.as_bytes().ct_eq(self.token.as_bytes()))
+    }
+
+    /// The token a form must carry: an HMAC of a fixed label under the
+    /// bearer token, which a page of another site cannot know.
+    fn csrf(&self) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(self.token.as_bytes())
+            .expect("HMAC takes any key length");
+        mac.update(b"hooklatch console csrf");
+        mac.finalize()
+            .into_bytes()
+            .iter()
+            .fold(String::new(), |mut hex, byte| {
+                let _ = write!(hex, "{byte:02x}");
+                hex
+            })
+    }
+}
+
+/// Text made safe to put in HTML, in an element or a quoted attribute.
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// The first 120 characters of a body, on one line.
+fn preview(body: &[u8]) -> String {
+    let text: String = String::from_utf8_lossy(body)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(121)
+        .collect();
+    if text.chars().count() > 120 {
+        format!("{}…", text.chars().take(120).collect::<String>())
+    } else {
+        text
+    }
+}
+
+const STYLE: &str = "body{font:15px/1.5 system-ui,sans-serif;margin:2rem auto;max-width:64rem;\
+color:#1d2330;padding:0 1rem}h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}\
+.counts span{display:inline-block;margin-right:1.5rem;padding:.3rem .7rem;border-radius:.4rem;\
+background:#eef2f8}.counts .dead{background:#fde8e8}table{border-collapse:collapse;width:100%}\
+td,th{text-align:left;padding:.4rem .5rem;border-bottom:1px solid #e3e7ee;vertical-align:top}\
+code{font-size:.85rem;word-break:break-all}button{font:inherit;padding:.25rem .8rem;\
+border-radius:.3rem;border:1px solid #8aa0c8;background:#f6f8fc;cursor:pointer}";
+
+fn shell(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>{}</title>\
+         <style>{STYLE}</style></head><body>{body}</body></html>",
+        escape(title)
+    )
+}
+
+fn login_page() -> Response {
+    let form = "<h1>hooklatch console</h1><form method=post action=login>\
+                <label>Token <input type=password name=token autocomplete=off></label> \
+                <button type=submit id=login>Sign in</button></form>";
+    (
+        StatusCode::UNAUTHORIZED,
+        Html(shell("hooklatch console", form)),
+    )
+        .into_response()
+}
+
+async fn page<S: Inbox + Clone + 'static>(
+    State(console): State<Arc<Console<S>>>,
+    headers: HeaderMap,
+) -> Response {
+    if !console.authorized(&headers) {
+        return login_page();
+    }
+    let csrf = console.csrf();
+    let mut body = String::from("<h1>hooklatch console</h1>");
+    for namespace in &console.namespaces {
+        let ns = escape(namespace);
+        let _ = write!(body, "<h2>Inbox <code>{ns}</code></h2>");
+        let (stats, dead) = match (
+            console.store.stats(namespace).await,
+            console.store.dead_letters(namespace, 50).await,
+        ) {
+            (Ok(stats), Ok(dead)) => (stats, dead),
+            (Err(error), _) | (_, Err(error)) => {
+                let _ = write!(
+                    body,
+                    "<p>store unavailable: {}</p>",
+                    escape(&error.to_string())
+                );
+                continue;
+            }
+        };
+        let _ = write!(
+            body,
+            "<p class=counts><span>waiting {}</span><span>taken {}</span>\
+             <span class=dead>dead {}</span></p>",
+            stats.waiting, stats.taken, stats.dead
+        );
+        if dead.is_empty() {
+            body.push_str("<p>No dead letters.</p>");
+            continue;
+        }
+        let _ = write!(
+            body,
+            "<form method=post action=requeue><input type=hidden name=csrf value={csrf}>\
+             <input type=hidden name=namespace value=\"{ns}\">\
+             <button type=submit>Requeue all dead letters</button></form>\
+             <table><tr><th>event</th><th>type</th><th>attempts</th><th>body</th><th></th></tr>"
+        );
+        for entry in dead {
+            let id = escape(&entry.id);
+            let _ = write!(
+                body,
+                "<tr><td><code>{id}</code></td><td>{}</td><td>{}</td><td><code>{}</code></td>\
+                 <td><form method=post action=requeue><input type=hidden name=csrf value={csrf}>\
+                 <input type=hidden name=namespace value=\"{ns}\">\
+                 <input type=hidden name=id value=\"{id}\">\
+                 <button type=submit data-requeue=\"{id}\">Requeue</button></form></td></tr>",
+                escape(entry.meta.event_type.as_deref().unwrap_or("-")),
+                entry.attempt,
+                escape(&preview(&entry.body)),
+            );
+        }
+        body.push_str("</table>");
+    }
+    Html(shell("hooklatch console", &body)).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct Login {
+    token: String,
+}
+
+async fn login<S: Inbox + Clone + 'static>(
+    State(console): State<Arc<Console<S>>>,
+    Form(form): Form<Login>,
+) -> Response {
+    if !console.is_token(&form.token) {
+        return login_page();
+    }
+    let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", form.token);
+    ([(header::SET_COOKIE, cookie)], Redirect::to(".")).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct RequeueForm {
+    csrf: String,
+    namespace: String,
+    id: Option<String>,
+}
+
+async fn requeue<S: Inbox + Clone + 'static>(
+    State(console): State<Arc<Console<S>>>,
+    headers: HeaderMap,
+    Form(form): Form<RequeueForm>,
+) -> Response {
+    if !console.authorized(&headers) {
+        return login_page();
+    }
+    let expected = console.csrf();
+    let csrf_ok = form.csrf.len() == expected.len()
+        && bool::from(form.csrf.as_bytes().ct_eq(expected.as_bytes()));
+    if !csrf_ok || !console.namespaces.contains(&form.namespace) {
+        return (StatusCode::FORBIDDEN, "refused").into_response();
+    }
+    match console
+        .store
+        .requeue_dead(&form.namespace, form.id.as_deref())
+        .await
+    {
+        Ok(_) => Redirect::to(".").into_response(),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Html(shell("store unavailable", &escape(&error.to_string()))),
+        )
+            .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+
+    #[test]
+    fn everything_shown_is_escaped() {
+        assert_eq!(
+            escape(r#"<script>alert("x")</script>&'"#),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;"
+        );
+    }
+}
