@@ -23,8 +23,9 @@ use std::time::{Duration, Instant, SystemTime};
 use criterion::Criterion;
 use futures_util::future::join_all;
 use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, Jitter, Policy, PostgresDeliveries,
-    RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport, TransportError,
+    Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, HealthChange, Jitter, Policy,
+    PostgresDeliveries, RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport,
+    TransportError,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;
@@ -120,19 +121,24 @@ async fn direct<S: DeliveryStore>(store: &S, round: usize, concurrent: bool) -> 
                 Duration::from_secs(60),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .taken;
         if taken.is_empty() {
             return start.elapsed();
         }
         let finish_all = taken.iter().map(|taken| {
             let attempt = Attempt::new(1, SystemTime::now(), Ok(204));
             async move {
-                assert!(
-                    store
-                        .finish(taken, &attempt, Step::Done(Final::Delivered))
-                        .await
-                        .unwrap()
-                );
+                let recorded = store
+                    .finish(
+                        taken,
+                        &attempt,
+                        Step::Done(Final::Delivered),
+                        Some(HealthChange::Succeeded),
+                    )
+                    .await
+                    .unwrap();
+                assert!(recorded.is_some());
             }
         });
         if concurrent {

@@ -405,7 +405,7 @@ impl DeliveryStore for CountingTakes {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<hooklatch::sender::Taken>, hooklatch::dedup::DedupError> {
+    ) -> Result<hooklatch::sender::Due, hooklatch::dedup::DedupError> {
         self.takes.fetch_add(1, Ordering::SeqCst);
         self.inner.take_due(endpoint, now, limit, lease).await
     }
@@ -414,8 +414,9 @@ impl DeliveryStore for CountingTakes {
         taken: &hooklatch::sender::Taken,
         attempt: &hooklatch::sender::Attempt,
         step: hooklatch::sender::Step,
-    ) -> Result<bool, hooklatch::dedup::DedupError> {
-        self.inner.finish(taken, attempt, step).await
+        change: Option<HealthChange>,
+    ) -> Result<Option<hooklatch::sender::EndpointHealth>, hooklatch::dedup::DedupError> {
+        self.inner.finish(taken, attempt, step, change).await
     }
     async fn put_back(
         &self,
@@ -449,19 +450,6 @@ impl DeliveryStore for CountingTakes {
     }
     async fn purge(&self, before: SystemTime) -> Result<u64, hooklatch::dedup::DedupError> {
         self.inner.purge(before).await
-    }
-    async fn health(
-        &self,
-        endpoint: &str,
-    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
-        self.inner.health(endpoint).await
-    }
-    async fn merge_health(
-        &self,
-        endpoint: &str,
-        change: HealthChange,
-    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
-        self.inner.merge_health(endpoint, change).await
     }
     async fn disable(
         &self,

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{DeliveryState, DisableReason, EndpointHealth};
+use super::{DeliveryState, DisableReason, Due, EndpointHealth, HealthChange, Taken};
 use crate::sender::{AttemptError, Step, WaitReason};
 use crate::store::{millis, unix_millis};
 
@@ -54,9 +54,12 @@ pub(crate) fn reason_from_code(code: i64) -> WaitReason {
     }
 }
 
-/// An endpoint's health as stored fields: failing since (ms), disabled (NULL,
-/// 1 gone, 2 no success), and the no-success limit (ms).
-pub(crate) fn health_fields(health: EndpointHealth) -> (Option<i64>, Option<i64>, Option<i64>) {
+/// An endpoint's health as stored fields: failing since (ms), disabled
+/// (NULL, 1 gone, 2 no success), and the no-success limit (ms).
+pub(crate) type HealthFields = (Option<i64>, Option<i64>, Option<i64>);
+
+/// An endpoint's health as [`HealthFields`].
+pub(crate) fn health_fields(health: EndpointHealth) -> HealthFields {
     let (disabled, after) = match health.disabled {
         None => (None, None),
         Some(DisableReason::Gone) => (Some(1), None),
@@ -66,11 +69,7 @@ pub(crate) fn health_fields(health: EndpointHealth) -> (Option<i64>, Option<i64>
 }
 
 /// The inverse of [`health_fields`].
-pub(crate) fn health_from_fields(
-    failing_since: Option<i64>,
-    disabled: Option<i64>,
-    after: Option<i64>,
-) -> EndpointHealth {
+pub(crate) fn health_from_fields((failing_since, disabled, after): HealthFields) -> EndpointHealth {
     EndpointHealth {
         failing_since: failing_since.map(from_millis),
         disabled: match disabled {
@@ -81,6 +80,47 @@ pub(crate) fn health_from_fields(
             ))),
         },
     }
+}
+
+/// What a store writes for a health change: the failed attempt's time, or
+/// none for a success.
+pub(crate) fn failed_at(change: HealthChange) -> Option<i64> {
+    match change {
+        HealthChange::Succeeded => None,
+        HealthChange::Failed { at } => Some(unix_millis(at)),
+    }
+}
+
+/// A leased delivery as stored fields: id, body, tries, attempts, due at
+/// (ms), waited (ms) and the wait's reason code.
+pub(crate) type TakenRow = (String, Vec<u8>, i64, i64, i64, i64, i64);
+
+/// What a take found: the endpoint's `health`, and the deliveries leased
+/// under `token`, earliest due first.
+pub(crate) fn due(
+    endpoint: &str,
+    token: &str,
+    health: EndpointHealth,
+    rows: impl IntoIterator<Item = TakenRow>,
+) -> Due {
+    let mut taken: Vec<Taken> = rows
+        .into_iter()
+        .map(
+            |(id, body, tries, attempts, due_at, waited, reason)| Taken {
+                endpoint: endpoint.to_owned(),
+                id,
+                body,
+                tries: count(tries),
+                attempts: count(attempts),
+                due_at: from_millis(due_at),
+                waited: duration_ms(waited),
+                reason: reason_from_code(reason),
+                token: token.to_owned(),
+            },
+        )
+        .collect();
+    taken.sort_by_key(|delivery| delivery.due_at);
+    Due { health, taken }
 }
 
 /// A stored count as a `u32`.

@@ -8,11 +8,12 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands as _, Script};
 
 use super::codes::{
-    count, duration_ms, from_millis, health_fields, health_from_fields, micros, reason_code,
-    reason_from_code, result_fields, result_from_fields, step_fields,
+    HealthFields, TakenRow, due, duration_ms, failed_at, from_millis, health_fields,
+    health_from_fields, micros, reason_code, reason_from_code, result_fields, result_from_fields,
+    step_fields,
 };
 use super::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, Step,
+    DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange, Step,
     StoredDelivery, Taken,
 };
 use crate::dedup::{DedupError, check_key, check_namespace};
@@ -33,8 +34,6 @@ static REPLAY_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/replay.lua")));
 static PURGE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/purge.lua")));
-static MERGE_HEALTH_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/merge_health.lua")));
 static DISABLE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/disable.lua")));
 
@@ -75,9 +74,6 @@ impl std::fmt::Debug for RedisDeliveries {
             .finish_non_exhaustive()
     }
 }
-
-/// What `lua/take.lua` returns for each delivery.
-type TakenRow = (String, Vec<u8>, i64, i64, i64, i64, i64);
 
 impl RedisDeliveries {
     /// Connects to `url` (such as `redis://127.0.0.1:6379`). The connection
@@ -156,11 +152,11 @@ impl DeliveryStore for RedisDeliveries {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<Taken>, DedupError> {
+    ) -> Result<Due, DedupError> {
         let mut connection = self.connection.clone();
         let token = new_token();
         let now = unix_millis(now);
-        let rows: Vec<TakenRow> = TAKE_SCRIPT
+        let (health, rows): (HealthFields, Vec<TakenRow>) = TAKE_SCRIPT
             .key(self.base(endpoint))
             .arg(now)
             .arg(limit)
@@ -168,22 +164,7 @@ impl DeliveryStore for RedisDeliveries {
             .arg(now.saturating_add(millis(lease)))
             .invoke_async(&mut connection)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(id, body, tries, attempts, due_at, waited, reason)| Taken {
-                    endpoint: endpoint.to_owned(),
-                    id,
-                    body,
-                    tries: count(tries),
-                    attempts: count(attempts),
-                    due_at: from_millis(due_at),
-                    waited: duration_ms(waited),
-                    reason: reason_from_code(reason),
-                    token: token.clone(),
-                },
-            )
-            .collect())
+        Ok(due(endpoint, &token, health_from_fields(health), rows))
     }
 
     async fn finish(
@@ -191,11 +172,17 @@ impl DeliveryStore for RedisDeliveries {
         taken: &Taken,
         attempt: &Attempt,
         step: Step,
-    ) -> Result<bool, DedupError> {
+        change: Option<HealthChange>,
+    ) -> Result<Option<EndpointHealth>, DedupError> {
         let (state, due, waited, reason) = step_fields(step);
         let (status, error) = result_fields(&attempt.result);
+        let change = match change.map(failed_at) {
+            None => String::new(),
+            Some(None) => "success".to_owned(),
+            Some(Some(at)) => at.to_string(),
+        };
         let mut connection = self.connection.clone();
-        let recorded: i64 = FINISH_SCRIPT
+        let health: Option<HealthFields> = FINISH_SCRIPT
             .key(self.base(&taken.endpoint))
             .arg(&taken.id)
             .arg(&taken.token)
@@ -213,9 +200,10 @@ impl DeliveryStore for RedisDeliveries {
             .arg(error.unwrap_or_default())
             .arg(micros(attempt.duration))
             .arg(&attempt.excerpt)
+            .arg(change)
             .invoke_async(&mut connection)
             .await?;
-        Ok(recorded == 1)
+        Ok(health.map(health_from_fields))
     }
 
     async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<bool, DedupError> {
@@ -323,35 +311,6 @@ impl DeliveryStore for RedisDeliveries {
             purged += count;
         }
         Ok(purged)
-    }
-
-    async fn health(&self, endpoint: &str) -> Result<EndpointHealth, DedupError> {
-        let mut connection = self.connection.clone();
-        let fields: HashMap<String, i64> = connection.hgetall(self.health_key(endpoint)).await?;
-        Ok(health_from_fields(
-            fields.get("failing_since").copied(),
-            fields.get("disabled").copied(),
-            fields.get("disabled_after_ms").copied(),
-        ))
-    }
-
-    async fn merge_health(
-        &self,
-        endpoint: &str,
-        change: HealthChange,
-    ) -> Result<EndpointHealth, DedupError> {
-        let failed_at = match change {
-            HealthChange::Succeeded => String::new(),
-            HealthChange::Failed { at } => unix_millis(at).to_string(),
-        };
-        let mut connection = self.connection.clone();
-        let (failing_since, disabled, after): (Option<i64>, Option<i64>, Option<i64>) =
-            MERGE_HEALTH_SCRIPT
-                .key(self.health_key(endpoint))
-                .arg(failed_at)
-                .invoke_async(&mut connection)
-                .await?;
-        Ok(health_from_fields(failing_since, disabled, after))
     }
 
     async fn disable(

@@ -55,15 +55,34 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
     }
 }
 
+/// A row of [`Statements::take`]: the delivery's
+/// [`TakenRow`](super::codes::TakenRow), then the endpoint's
+/// [`HealthFields`](super::codes::HealthFields).
+pub(crate) type TakeRow = (
+    String,
+    Vec<u8>,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
 /// The statements both SQL delivery stores run.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
     /// $1 endpoint, $2 id, $3 body, $4 due, $5 now.
     pub(crate) enqueue: SqlStr,
-    /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until.
+    /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until: nothing
+    /// while the endpoint is disabled; each row carries the endpoint's
+    /// saved health.
     pub(crate) take: SqlStr,
     /// $1 endpoint, $2 id, $3 token, $4 state, $5 due, $6 waited, $7 reason,
-    /// $8 finished at (NULL while pending).
+    /// $8 finished at (NULL while pending): one row, the endpoint's saved
+    /// health, if the lease held.
     pub(crate) finish: SqlStr,
     /// $1 endpoint, $2 id, then the attempt's columns $3 to $11.
     pub(crate) record_attempt: SqlStr,
@@ -83,7 +102,7 @@ pub(crate) struct Statements {
     pub(crate) purge_deliveries: SqlStr,
     /// $1 endpoint.
     pub(crate) read_health: SqlStr,
-    /// $1 endpoint, $2 failed at (NULL for a success).
+    /// $1 endpoint, $2 failed at (NULL for a success): the health after it.
     pub(crate) merge_health: SqlStr,
     /// $1 endpoint, $2 disabled code: unless disabled already.
     pub(crate) disable: SqlStr,
@@ -99,23 +118,37 @@ impl Statements {
         let (deliveries, attempts, endpoints) = tables(prefix);
         let lock = dialect.lock_rows;
         let leased = "endpoint = $1 AND event_id = $2 AND lease_token = $3";
+        // The endpoint's saved health, as of the statement that reads it.
+        let saved_health = format!(
+            "(SELECT failing_since FROM {endpoints} WHERE endpoint = $1) AS failing_since, \
+             (SELECT disabled FROM {endpoints} WHERE endpoint = $1) AS disabled, \
+             (SELECT disabled_after_ms FROM {endpoints} WHERE endpoint = $1) \
+             AS disabled_after_ms"
+        );
         Self {
             enqueue: statement(format!(
                 "INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (endpoint, event_id) DO NOTHING"
             )),
+            // The disable check and the health returned read the
+            // statement's one view of the endpoint's row: the rows it
+            // returns were leased while the endpoint was enabled.
             take: statement(format!(
                 "UPDATE {deliveries} SET lease_token = $4, lease_until = $5 \
                  WHERE endpoint = $1 AND event_id IN (\
                  SELECT event_id FROM {deliveries} WHERE endpoint = $1 AND state = 0 \
                  AND due_at <= $2 AND (lease_until IS NULL OR lease_until <= $2) \
                  ORDER BY due_at LIMIT $3{lock}) \
-                 RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason"
+                 AND NOT EXISTS (SELECT 1 FROM {endpoints} \
+                 WHERE endpoint = $1 AND disabled IS NOT NULL) \
+                 RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason, \
+                 {saved_health}"
             )),
             finish: statement(format!(
                 "UPDATE {deliveries} SET tries = tries + 1, attempts = attempts + 1, state = $4, \
                  due_at = $5, waited_ms = $6, reason = $7, finished_at = $8, \
-                 lease_token = NULL, lease_until = NULL WHERE {leased}"
+                 lease_token = NULL, lease_until = NULL WHERE {leased} \
+                 RETURNING {saved_health}"
             )),
             record_attempt: statement(format!(
                 "INSERT INTO {attempts} (endpoint, event_id, number, sent_at, waited_ms, reason, \
@@ -193,12 +226,14 @@ macro_rules! sql_delivery_store {
             use sqlx::Row as _;
             use $crate::dedup::{DedupError, check_key};
             use $crate::sender::outbox::codes::{
-                count, duration_ms, from_millis, health_fields, health_from_fields, micros,
-                reason_code, reason_from_code, result_fields, result_from_fields, step_fields,
+                HealthFields, count, due, duration_ms, failed_at, from_millis, health_fields,
+                health_from_fields, micros, reason_code, reason_from_code, result_fields,
+                result_from_fields, step_fields,
             };
+            use $crate::sender::outbox::sql::TakeRow;
             use $crate::sender::{
-                Attempt, DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange,
-                Step, StoredDelivery, Taken,
+                Attempt, DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth,
+                HealthChange, Step, StoredDelivery, Taken,
             };
             use $crate::store::{millis, new_token, now_millis, unix_millis};
 
@@ -229,35 +264,36 @@ macro_rules! sql_delivery_store {
                     now: SystemTime,
                     limit: usize,
                     lease: Duration,
-                ) -> Result<Vec<Taken>, DedupError> {
+                ) -> Result<Due, DedupError> {
                     let token = new_token();
                     let now_ms = unix_millis(now);
-                    let rows = sqlx::query(self.statements.take.clone())
-                        .bind(endpoint)
-                        .bind(now_ms)
-                        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                        .bind(&token)
-                        .bind(now_ms.saturating_add(millis(lease)))
-                        .fetch_all(&self.pool)
-                        .await?;
-                    let mut taken = rows
-                        .into_iter()
-                        .map(|row| {
-                            Ok(Taken {
-                                endpoint: endpoint.to_owned(),
-                                id: row.try_get("event_id")?,
-                                body: row.try_get("body")?,
-                                tries: count(row.try_get("tries")?),
-                                attempts: count(row.try_get("attempts")?),
-                                due_at: from_millis(row.try_get("due_at")?),
-                                waited: duration_ms(row.try_get("waited_ms")?),
-                                reason: reason_from_code(row.try_get("reason")?),
-                                token: token.clone(),
-                            })
-                        })
-                        .collect::<Result<Vec<_>, sqlx::Error>>()?;
-                    taken.sort_by_key(|delivery| delivery.due_at);
-                    Ok(taken)
+                    let rows: Vec<TakeRow> = if limit == 0 {
+                        Vec::new()
+                    } else {
+                        sqlx::query_as(self.statements.take.clone())
+                            .bind(endpoint)
+                            .bind(now_ms)
+                            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                            .bind(&token)
+                            .bind(now_ms.saturating_add(millis(lease)))
+                            .fetch_all(&self.pool)
+                            .await?
+                    };
+                    // Leasing nothing, the take read no health: read it.
+                    let health = match rows.first() {
+                        Some(row) => (row.7, row.8, row.9),
+                        None => sqlx::query_as(self.statements.read_health.clone())
+                            .bind(endpoint)
+                            .fetch_optional(&self.pool)
+                            .await?
+                            .unwrap_or_default(),
+                    };
+                    let rows = rows.into_iter().map(
+                        |(id, body, tries, attempts, due_at, waited, reason, ..)| {
+                            (id, body, tries, attempts, due_at, waited, reason)
+                        },
+                    );
+                    Ok(due(endpoint, &token, health_from_fields(health), rows))
                 }
 
                 async fn finish(
@@ -265,27 +301,28 @@ macro_rules! sql_delivery_store {
                     taken: &Taken,
                     attempt: &Attempt,
                     step: Step,
-                ) -> Result<bool, DedupError> {
+                    change: Option<HealthChange>,
+                ) -> Result<Option<EndpointHealth>, DedupError> {
                     let (state, due, waited, reason) = step_fields(step);
                     let due = due.unwrap_or(unix_millis(taken.due_at));
                     let finished = (state != DeliveryState::Pending).then(now_millis);
                     let mut tx = self.pool.begin().await?;
-                    let updated = sqlx::query(self.statements.finish.clone())
-                        .bind(&taken.endpoint)
-                        .bind(&taken.id)
-                        .bind(&taken.token)
-                        .bind(state.code())
-                        .bind(due)
-                        .bind(waited)
-                        .bind(reason)
-                        .bind(finished)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                    if updated != 1 {
+                    let saved: Option<HealthFields> =
+                        sqlx::query_as(self.statements.finish.clone())
+                            .bind(&taken.endpoint)
+                            .bind(&taken.id)
+                            .bind(&taken.token)
+                            .bind(state.code())
+                            .bind(due)
+                            .bind(waited)
+                            .bind(reason)
+                            .bind(finished)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                    let Some(saved) = saved else {
                         tx.rollback().await?;
-                        return Ok(false);
-                    }
+                        return Ok(None);
+                    };
                     let (status, error) = result_fields(&attempt.result);
                     sqlx::query(self.statements.record_attempt.clone())
                         .bind(&taken.endpoint)
@@ -301,8 +338,22 @@ macro_rules! sql_delivery_store {
                         .bind(&attempt.excerpt)
                         .execute(&mut *tx)
                         .await?;
+                    // Most attempts change nothing (a success on a healthy
+                    // endpoint): write, and lock the endpoint's row, only
+                    // when the merge does. The write merges atomically, so
+                    // a concurrent change in between is kept.
+                    let mut health = health_from_fields(saved);
+                    if let Some(change) = change.filter(|change| health.merged(*change) != health) {
+                        let merged: HealthFields =
+                            sqlx::query_as(self.statements.merge_health.clone())
+                                .bind(&taken.endpoint)
+                                .bind(failed_at(change))
+                                .fetch_one(&mut *tx)
+                                .await?;
+                        health = health_from_fields(merged);
+                    }
                     tx.commit().await?;
-                    Ok(true)
+                    Ok(Some(health))
                 }
 
                 async fn put_back(
@@ -413,42 +464,6 @@ macro_rules! sql_delivery_store {
                         .rows_affected();
                     tx.commit().await?;
                     Ok(purged)
-                }
-
-                async fn health(&self, endpoint: &str) -> Result<EndpointHealth, DedupError> {
-                    let row = sqlx::query(self.statements.read_health.clone())
-                        .bind(endpoint)
-                        .fetch_optional(&self.pool)
-                        .await?;
-                    Ok(match row {
-                        None => EndpointHealth::default(),
-                        Some(row) => health_from_fields(
-                            row.try_get("failing_since")?,
-                            row.try_get("disabled")?,
-                            row.try_get("disabled_after_ms")?,
-                        ),
-                    })
-                }
-
-                async fn merge_health(
-                    &self,
-                    endpoint: &str,
-                    change: HealthChange,
-                ) -> Result<EndpointHealth, DedupError> {
-                    let failed_at = match change {
-                        HealthChange::Succeeded => None,
-                        HealthChange::Failed { at } => Some(unix_millis(at)),
-                    };
-                    let row = sqlx::query(self.statements.merge_health.clone())
-                        .bind(endpoint)
-                        .bind(failed_at)
-                        .fetch_one(&self.pool)
-                        .await?;
-                    Ok(health_from_fields(
-                        row.try_get("failing_since")?,
-                        row.try_get("disabled")?,
-                        row.try_get("disabled_after_ms")?,
-                    ))
                 }
 
                 async fn disable(
