@@ -81,7 +81,7 @@ impl SqliteStore {
     }
 
     async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
-        Self::migrated(sqlite_pool(options).await?).await
+        Self::migrated(sqlite_pool(options, 4).await?).await
     }
 
     /// A store on `pool` whose tables are `{prefix}_claims` and
