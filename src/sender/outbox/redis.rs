@@ -8,9 +8,8 @@ use redis::aio::ConnectionManager;
 use redis::{AsyncCommands as _, Script};
 
 use super::codes::{
-    HealthFields, TakenRow, due, duration_ms, failed_at, from_millis, health_fields,
-    health_from_fields, micros, reason_code, reason_from_code, result_fields, result_from_fields,
-    step_fields,
+    HealthFields, TakenRow, attempt_fields, attempt_from_fields, disable_fields, due, failed_at,
+    health_from_fields, step_fields, stored,
 };
 use super::{
     DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange, Step,
@@ -175,7 +174,17 @@ impl DeliveryStore for RedisDeliveries {
         change: Option<HealthChange>,
     ) -> Result<Option<EndpointHealth>, DedupError> {
         let (state, due, waited, reason) = step_fields(step);
-        let (status, error) = result_fields(&attempt.result);
+        let (
+            number,
+            sent_at,
+            attempt_waited,
+            attempt_reason,
+            held,
+            status,
+            error,
+            duration,
+            excerpt,
+        ) = attempt_fields(attempt);
         let change = match change.map(failed_at) {
             None => String::new(),
             Some(None) => "success".to_owned(),
@@ -191,15 +200,15 @@ impl DeliveryStore for RedisDeliveries {
             .arg(waited)
             .arg(reason)
             .arg(now_millis())
-            .arg(attempt.number)
-            .arg(unix_millis(attempt.sent_at))
-            .arg(millis(attempt.waited))
-            .arg(reason_code(attempt.reason))
-            .arg(millis(attempt.held))
+            .arg(number)
+            .arg(sent_at)
+            .arg(attempt_waited)
+            .arg(attempt_reason)
+            .arg(held)
             .arg(status.map(|status| status.to_string()).unwrap_or_default())
             .arg(error.unwrap_or_default())
-            .arg(micros(attempt.duration))
-            .arg(&attempt.excerpt)
+            .arg(duration)
+            .arg(excerpt)
             .arg(change)
             .invoke_async(&mut connection)
             .await?;
@@ -229,7 +238,6 @@ impl DeliveryStore for RedisDeliveries {
         if fields.is_empty() {
             return Ok(None);
         }
-        let state = DeliveryState::from_code(number(&fields, "state"));
         let recorded = number(&fields, "attempts");
         let rows: Vec<HashMap<String, Vec<u8>>> = if recorded > 0 {
             let mut pipe = redis::pipe();
@@ -246,30 +254,23 @@ impl DeliveryStore for RedisDeliveries {
             .filter(|(row, _)| !row.is_empty())
             .map(|(row, n)| {
                 let status = row.get("status").filter(|s| !s.is_empty());
-                let error = row
-                    .get("error")
-                    .map(|e| String::from_utf8_lossy(e).into_owned());
-                Attempt {
-                    number: n,
-                    sent_at: from_millis(number(row, "sent_at")),
-                    waited: duration_ms(number(row, "waited_ms")),
-                    reason: reason_from_code(number(row, "reason")),
-                    held: duration_ms(number(row, "held_ms")),
-                    result: result_from_fields(status.map(|_| number(row, "status")), error),
-                    duration: Duration::from_micros(number(row, "duration_us").unsigned_abs()),
-                    excerpt: row.get("excerpt").cloned().unwrap_or_default(),
-                }
+                attempt_from_fields((
+                    n,
+                    number(row, "sent_at"),
+                    number(row, "waited_ms"),
+                    number(row, "reason"),
+                    number(row, "held_ms"),
+                    status.map(|_| number(row, "status")),
+                    row.get("error")
+                        .map(|e| String::from_utf8_lossy(e).into_owned()),
+                    number(row, "duration_us"),
+                    row.get("excerpt").cloned().unwrap_or_default(),
+                ))
             })
             .collect();
-        Ok(Some(StoredDelivery {
-            endpoint: endpoint.to_owned(),
-            id: id.to_owned(),
-            body: fields.get("body").cloned().unwrap_or_default(),
-            due_at: (state == DeliveryState::Pending)
-                .then(|| from_millis(number(&fields, "due_at"))),
-            state,
-            attempts,
-        }))
+        let body = fields.get("body").cloned().unwrap_or_default();
+        let state = (number(&fields, "state"), number(&fields, "due_at"));
+        Ok(Some(stored(endpoint, id, body, state, attempts)))
     }
 
     async fn list(
@@ -319,23 +320,15 @@ impl DeliveryStore for RedisDeliveries {
         reason: DisableReason,
         now: SystemTime,
     ) -> Result<bool, DedupError> {
-        let (_, disabled, after) = health_fields(EndpointHealth {
-            failing_since: None,
-            disabled: Some(reason),
-        });
-        let latest = match reason {
-            DisableReason::Gone => String::new(),
-            DisableReason::NoSuccessFor(wait) => match now.checked_sub(wait) {
-                Some(latest) => unix_millis(latest).to_string(),
-                None => return Ok(false),
-            },
+        let Some((disabled, after, latest)) = disable_fields(reason, now) else {
+            return Ok(false);
         };
         let mut connection = self.connection.clone();
         let disabled_now: i64 = DISABLE_SCRIPT
             .key(self.health_key(endpoint))
-            .arg(disabled.unwrap_or_default())
+            .arg(disabled)
             .arg(after.map(|after| after.to_string()).unwrap_or_default())
-            .arg(latest)
+            .arg(latest.map(|latest| latest.to_string()).unwrap_or_default())
             .invoke_async(&mut connection)
             .await?;
         Ok(disabled_now == 1)

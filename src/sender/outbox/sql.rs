@@ -56,20 +56,8 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
 }
 
 /// A row of [`Statements::take`]: the delivery's
-/// [`TakenRow`](super::codes::TakenRow), then the endpoint's
-/// [`HealthFields`](super::codes::HealthFields).
-pub(crate) type TakeRow = (
-    String,
-    Vec<u8>,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-);
+/// [`TakenRow`](super::codes::TakenRow), then the endpoint's failing time.
+pub(crate) type TakeRow = (String, Vec<u8>, i64, i64, i64, i64, i64, Option<i64>);
 
 /// The statements both SQL delivery stores run.
 #[derive(Debug, Clone)]
@@ -78,7 +66,7 @@ pub(crate) struct Statements {
     pub(crate) enqueue: SqlStr,
     /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until: nothing
     /// while the endpoint is disabled; each row carries the endpoint's
-    /// saved health.
+    /// `failing_since`.
     pub(crate) take: SqlStr,
     /// $1 endpoint, $2 id, $3 token, $4 state, $5 due, $6 waited, $7 reason,
     /// $8 finished at (NULL while pending): one row, the endpoint's saved
@@ -130,9 +118,10 @@ impl Statements {
                 "INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (endpoint, event_id) DO NOTHING"
             )),
-            // The disable check and the health returned read the
+            // The disable check and the failing time returned read the
             // statement's one view of the endpoint's row: the rows it
-            // returns were leased while the endpoint was enabled.
+            // returns were leased while the endpoint was enabled, which
+            // had that failing time.
             take: statement(format!(
                 "UPDATE {deliveries} SET lease_token = $4, lease_until = $5 \
                  WHERE endpoint = $1 AND event_id IN (\
@@ -142,7 +131,7 @@ impl Statements {
                  AND NOT EXISTS (SELECT 1 FROM {endpoints} \
                  WHERE endpoint = $1 AND disabled IS NOT NULL) \
                  RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason, \
-                 {saved_health}"
+                 (SELECT failing_since FROM {endpoints} WHERE endpoint = $1) AS failing_since"
             )),
             finish: statement(format!(
                 "UPDATE {deliveries} SET tries = tries + 1, attempts = attempts + 1, state = $4, \
@@ -223,12 +212,10 @@ macro_rules! sql_delivery_store {
         const _: () = {
             use std::time::{Duration, SystemTime};
 
-            use sqlx::Row as _;
             use $crate::dedup::{DedupError, check_key};
             use $crate::sender::outbox::codes::{
-                HealthFields, count, due, duration_ms, failed_at, from_millis, health_fields,
-                health_from_fields, micros, reason_code, reason_from_code, result_fields,
-                result_from_fields, step_fields,
+                AttemptRow, HealthFields, attempt_fields, attempt_from_fields, disable_fields, due,
+                failed_at, health_from_fields, step_fields, stored,
             };
             use $crate::sender::outbox::sql::TakeRow;
             use $crate::sender::{
@@ -279,9 +266,10 @@ macro_rules! sql_delivery_store {
                             .fetch_all(&self.pool)
                             .await?
                     };
-                    // Leasing nothing, the take read no health: read it.
+                    // Rows were leased only while the endpoint was enabled;
+                    // leasing nothing, the take read no health: read it.
                     let health = match rows.first() {
-                        Some(row) => (row.7, row.8, row.9),
+                        Some(row) => (row.7, None, None),
                         None => sqlx::query_as(self.statements.read_health.clone())
                             .bind(endpoint)
                             .fetch_optional(&self.pool)
@@ -289,7 +277,7 @@ macro_rules! sql_delivery_store {
                             .unwrap_or_default(),
                     };
                     let rows = rows.into_iter().map(
-                        |(id, body, tries, attempts, due_at, waited, reason, ..)| {
+                        |(id, body, tries, attempts, due_at, waited, reason, _)| {
                             (id, body, tries, attempts, due_at, waited, reason)
                         },
                     );
@@ -323,19 +311,20 @@ macro_rules! sql_delivery_store {
                         tx.rollback().await?;
                         return Ok(None);
                     };
-                    let (status, error) = result_fields(&attempt.result);
+                    let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
+                        attempt_fields(attempt);
                     sqlx::query(self.statements.record_attempt.clone())
                         .bind(&taken.endpoint)
                         .bind(&taken.id)
-                        .bind(i64::from(attempt.number))
-                        .bind(unix_millis(attempt.sent_at))
-                        .bind(millis(attempt.waited))
-                        .bind(reason_code(attempt.reason))
-                        .bind(millis(attempt.held))
+                        .bind(number)
+                        .bind(sent_at)
+                        .bind(waited)
+                        .bind(reason)
+                        .bind(held)
                         .bind(status)
                         .bind(error)
-                        .bind(micros(attempt.duration))
-                        .bind(&attempt.excerpt)
+                        .bind(duration)
+                        .bind(excerpt)
                         .execute(&mut *tx)
                         .await?;
                     // Most attempts change nothing (a success on a healthy
@@ -377,7 +366,7 @@ macro_rules! sql_delivery_store {
                     endpoint: &str,
                     id: &str,
                 ) -> Result<Option<StoredDelivery>, DedupError> {
-                    let Some(row) = sqlx::query(self.statements.read.clone())
+                    let Some((body, state, due_at)) = sqlx::query_as(self.statements.read.clone())
                         .bind(endpoint)
                         .bind(id)
                         .fetch_optional(&self.pool)
@@ -385,39 +374,14 @@ macro_rules! sql_delivery_store {
                     else {
                         return Ok(None);
                     };
-                    let state = DeliveryState::from_code(row.try_get("state")?);
-                    let attempts = sqlx::query(self.statements.read_attempts.clone())
-                        .bind(endpoint)
-                        .bind(id)
-                        .fetch_all(&self.pool)
-                        .await?
-                        .into_iter()
-                        .map(|row| {
-                            let status: Option<i64> = row.try_get("status")?;
-                            let error: Option<String> = row.try_get("error")?;
-                            let duration: i64 = row.try_get("duration_us")?;
-                            Ok(Attempt {
-                                number: count(row.try_get("number")?),
-                                sent_at: from_millis(row.try_get("sent_at")?),
-                                waited: duration_ms(row.try_get("waited_ms")?),
-                                reason: reason_from_code(row.try_get("reason")?),
-                                held: duration_ms(row.try_get("held_ms")?),
-                                result: result_from_fields(status, error),
-                                duration: Duration::from_micros(duration.unsigned_abs()),
-                                excerpt: row.try_get("excerpt")?,
-                            })
-                        })
-                        .collect::<Result<Vec<_>, sqlx::Error>>()?;
-                    Ok(Some(StoredDelivery {
-                        endpoint: endpoint.to_owned(),
-                        id: id.to_owned(),
-                        body: row.try_get("body")?,
-                        due_at: (state == DeliveryState::Pending)
-                            .then(|| row.try_get("due_at").map(from_millis))
-                            .transpose()?,
-                        state,
-                        attempts,
-                    }))
+                    let attempts: Vec<AttemptRow> =
+                        sqlx::query_as(self.statements.read_attempts.clone())
+                            .bind(endpoint)
+                            .bind(id)
+                            .fetch_all(&self.pool)
+                            .await?;
+                    let attempts = attempts.into_iter().map(attempt_from_fields).collect();
+                    Ok(Some(stored(endpoint, id, body, (state, due_at), attempts)))
                 }
 
                 async fn list(
@@ -472,24 +436,18 @@ macro_rules! sql_delivery_store {
                     reason: DisableReason,
                     now: SystemTime,
                 ) -> Result<bool, DedupError> {
-                    let (_, disabled, after) = health_fields(EndpointHealth {
-                        failing_since: None,
-                        disabled: Some(reason),
-                    });
-                    let query = match reason {
-                        DisableReason::Gone => sqlx::query(self.statements.disable.clone())
+                    let Some((disabled, after, latest)) = disable_fields(reason, now) else {
+                        return Ok(false);
+                    };
+                    let query = match latest {
+                        None => sqlx::query(self.statements.disable.clone())
                             .bind(endpoint)
                             .bind(disabled),
-                        DisableReason::NoSuccessFor(wait) => {
-                            let Some(latest) = now.checked_sub(wait) else {
-                                return Ok(false);
-                            };
-                            sqlx::query(self.statements.disable_stale.clone())
-                                .bind(endpoint)
-                                .bind(disabled)
-                                .bind(after)
-                                .bind(unix_millis(latest))
-                        }
+                        Some(latest) => sqlx::query(self.statements.disable_stale.clone())
+                            .bind(endpoint)
+                            .bind(disabled)
+                            .bind(after)
+                            .bind(latest),
                     };
                     Ok(query.execute(&self.pool).await?.rows_affected() == 1)
                 }
