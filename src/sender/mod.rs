@@ -52,7 +52,9 @@ pub use outbox::{
 pub use policy::Policy;
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 pub use schedule::{Jitter, Schedule};
-pub use transport::{BoxError, EXCERPT_LEN, Response, Transport, TransportError};
+pub use transport::{
+    BoxError, EXCERPT_LEN, Response, Transport, TransportError, TransportFn, transport_fn,
+};
 #[cfg(feature = "sender-http")]
 pub use transport::{
     DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport, HttpTransportBuilder,
