@@ -1,7 +1,7 @@
 //! The [`Dispatcher`]'s own behaviour, on the memory outbox: the
 //! concurrency limit, auto-disable, 410, the breaker, a transport that
-//! panics, refused input, the lease check, the presets and a detached
-//! loop's pace.
+//! panics, refused input, the lease check, the presets, a detached loop's
+//! pace and the store calls an attempt costs.
 
 #[path = "support/receiver.rs"]
 mod receiver;
@@ -382,14 +382,17 @@ fn the_presets_are_complete_configurations() {
     );
 }
 
-/// A store that counts how often the loop looks for due deliveries.
+/// A store that counts how often the loop looks for due deliveries,
+/// records an attempt, and reads an endpoint's health on its own.
 #[derive(Clone, Default)]
-struct CountingTakes {
+struct Counting {
     inner: MemoryDeliveries,
     takes: Arc<AtomicUsize>,
+    finishes: Arc<AtomicUsize>,
+    health_reads: Arc<AtomicUsize>,
 }
 
-impl DeliveryStore for CountingTakes {
+impl DeliveryStore for Counting {
     async fn enqueue(
         &self,
         endpoint: &str,
@@ -416,6 +419,7 @@ impl DeliveryStore for CountingTakes {
         step: hooklatch::sender::Step,
         change: Option<HealthChange>,
     ) -> Result<Option<hooklatch::sender::EndpointHealth>, hooklatch::dedup::DedupError> {
+        self.finishes.fetch_add(1, Ordering::SeqCst);
         self.inner.finish(taken, attempt, step, change).await
     }
     async fn put_back(
@@ -451,6 +455,13 @@ impl DeliveryStore for CountingTakes {
     async fn purge(&self, before: SystemTime) -> Result<u64, hooklatch::dedup::DedupError> {
         self.inner.purge(before).await
     }
+    async fn health(
+        &self,
+        endpoint: &str,
+    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
+        self.health_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.health(endpoint).await
+    }
     async fn disable(
         &self,
         endpoint: &str,
@@ -469,7 +480,7 @@ impl DeliveryStore for CountingTakes {
 #[tokio::test]
 async fn a_detached_loop_keeps_its_pace() {
     let receiver = Receiver::answering(200);
-    let store = CountingTakes::default();
+    let store = Counting::default();
     let dispatcher = Dispatcher::new(store.clone(), receiver.clone())
         .with_poll_interval(Duration::from_millis(100));
     add(&dispatcher, every(Duration::from_millis(10), 3)).await;
@@ -483,4 +494,32 @@ async fn a_detached_loop_keeps_its_pace() {
         idle_takes <= 7,
         "about one look per 100 ms, not a spin: {idle_takes}"
     );
+}
+
+/// An attempt costs the store one call, `finish`, which records it and
+/// merges the endpoint's health; the loop reads the health only with its
+/// takes, never in a call of its own (adding the endpoint reads it once).
+#[tokio::test]
+async fn each_attempt_costs_one_finish_and_no_health_read() {
+    let receiver = Receiver::answering(200);
+    let store = Counting::default();
+    let dispatcher = dispatcher(store.clone(), &receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    let ids = ids(20);
+    for id in &ids {
+        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    let running = dispatcher.start();
+    wait_until("all delivered", || async {
+        receiver.successes().len() == ids.len()
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(store.finishes.load(Ordering::SeqCst), ids.len());
+    assert_eq!(
+        store.health_reads.load(Ordering::SeqCst),
+        1,
+        "once, when the endpoint was added"
+    );
+    assert!(store.takes.load(Ordering::SeqCst) >= 2);
 }
