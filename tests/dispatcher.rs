@@ -27,17 +27,26 @@ async fn the_concurrency_limit_holds_per_endpoint() {
         every(Duration::from_millis(50), 3).with_concurrency(3),
     )
     .await;
-    let ids = ids(30);
-    for id in &ids {
-        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    deliver_all(&dispatcher, &receiver, 30).await;
+    assert_eq!(receiver.peak(), 3, "three at once, never more");
+}
+
+/// Sends `count` events, runs the loop until the receiver has had each,
+/// and stops it.
+async fn deliver_all<S: DeliveryStore>(
+    dispatcher: &Dispatcher<S, Receiver>,
+    receiver: &Receiver,
+    count: usize,
+) {
+    for id in ids(count) {
+        dispatcher.send(ENDPOINT, &id, b"{}").await.unwrap();
     }
     let running = dispatcher.start();
     wait_until("all delivered", || async {
-        receiver.successes().len() == ids.len()
+        receiver.successes().len() == count
     })
     .await;
     running.stop().await;
-    assert_eq!(receiver.peak(), 3, "three at once, never more");
 }
 
 #[tokio::test]
@@ -505,17 +514,8 @@ async fn each_attempt_costs_one_finish_and_no_health_read() {
     let store = Counting::default();
     let dispatcher = dispatcher(store.clone(), &receiver);
     add(&dispatcher, every(Duration::from_millis(10), 3)).await;
-    let ids = ids(20);
-    for id in &ids {
-        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
-    }
-    let running = dispatcher.start();
-    wait_until("all delivered", || async {
-        receiver.successes().len() == ids.len()
-    })
-    .await;
-    running.stop().await;
-    assert_eq!(store.finishes.load(Ordering::SeqCst), ids.len());
+    deliver_all(&dispatcher, &receiver, 20).await;
+    assert_eq!(store.finishes.load(Ordering::SeqCst), 20);
     assert_eq!(
         store.health_reads.load(Ordering::SeqCst),
         1,
