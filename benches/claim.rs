@@ -11,8 +11,6 @@
 
 #[path = "common/mod.rs"]
 mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::future::Future;
 use std::hint::black_box;
@@ -20,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::StoreBench;
 use criterion::{BenchmarkId, Criterion};
 use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresStore, RedisStore, SqliteStore};
 use sqlx::AssertSqlSafe;
@@ -105,15 +104,11 @@ fn bench_pair<S, F, Fut>(
 }
 
 fn main() {
-    let mut criterion = Criterion::default().configure_from_args();
-    let runtime = common::runtime();
-    let postgres = support::postgres();
-    let redis = support::redis();
-    let sqlite_dir = support::TempDir::new("bench-sqlite");
+    let mut bench = StoreBench::start("bench-sqlite");
 
     // SQLite: the store, and a floor table in the same file and pool.
-    let sqlite = runtime.block_on(async {
-        let store = SqliteStore::open(sqlite_dir.path().join("bench.db"))
+    let sqlite = bench.runtime.block_on(async {
+        let store = SqliteStore::open(bench.sqlite_dir.path().join("bench.db"))
             .await
             .unwrap();
         sqlx::query(
@@ -126,8 +121,8 @@ fn main() {
     });
     let pool = sqlite.pool().clone();
     bench_pair(
-        &mut criterion,
-        &runtime,
+        &mut bench.criterion,
+        &bench.runtime,
         "sqlite",
         sqlite,
         move |id: String| {
@@ -146,11 +141,11 @@ fn main() {
     );
 
     // Postgres: the store on a fresh prefix, and a floor table.
-    let prefix = support::unique("bench");
-    let postgres_store = runtime.block_on(async {
+    let prefix = common::support::unique("bench");
+    let postgres_store = bench.runtime.block_on(async {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(32)
-            .connect(&postgres.url())
+            .connect(&bench.postgres.url())
             .await
             .unwrap();
         sqlx::query(AssertSqlSafe(format!(
@@ -168,8 +163,8 @@ fn main() {
         "INSERT INTO {prefix}_floor (event_id, body) VALUES ($1, $2)"
     ));
     bench_pair(
-        &mut criterion,
-        &runtime,
+        &mut bench.criterion,
+        &bench.runtime,
         "postgres",
         postgres_store,
         move |id: String| {
@@ -186,15 +181,15 @@ fn main() {
     );
 
     // Redis: the store, and SET NX PX on the same kind of connection.
-    let (redis_store, connection) = runtime.block_on(async {
-        let store = RedisStore::connect(&redis.url()).await.unwrap();
-        let client = redis::Client::open(redis.url()).unwrap();
+    let (redis_store, connection) = bench.runtime.block_on(async {
+        let store = RedisStore::connect(&bench.redis.url()).await.unwrap();
+        let client = redis::Client::open(bench.redis.url()).unwrap();
         let connection = redis::aio::ConnectionManager::new(client).await.unwrap();
         (store, connection)
     });
     bench_pair(
-        &mut criterion,
-        &runtime,
+        &mut bench.criterion,
+        &bench.runtime,
         "redis",
         redis_store,
         move |id: String| {
@@ -214,7 +209,7 @@ fn main() {
         },
     );
 
-    criterion.final_summary();
+    bench.criterion.final_summary();
     print_table();
 }
 

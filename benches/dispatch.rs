@@ -13,18 +13,19 @@
 
 #[path = "common/mod.rs"]
 mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use common::StoreBench;
 use criterion::Criterion;
 use futures_util::future::join_all;
 use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, Jitter, Policy, PostgresDeliveries,
-    RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport, TransportError,
+    Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, HealthChange, Jitter, Policy,
+    PostgresDeliveries, RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport,
+    transport_fn,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;
@@ -34,27 +35,19 @@ const BATCH: usize = 200;
 const BODY: &[u8] = &[b'x'; 512];
 const CONCURRENCY: usize = 10;
 
-/// Answers 204 at once and counts.
-#[derive(Clone, Default)]
-struct Instant204 {
-    answered: Arc<AtomicUsize>,
-    done: Arc<Notify>,
-    target: Arc<AtomicUsize>,
-}
-
-impl Transport for Instant204 {
-    async fn post(
-        &self,
-        _: &str,
-        _: &[(String, String)],
-        _: &[u8],
-    ) -> Result<Response, TransportError> {
-        let answered = self.answered.fetch_add(1, Ordering::SeqCst) + 1;
-        if answered == self.target.load(Ordering::SeqCst) {
-            self.done.notify_one();
+/// A receiver in the process that answers 204 at once, and the signal it
+/// gives once it has answered `BATCH` requests.
+fn instant_204() -> (impl Transport, Arc<Notify>) {
+    let answered = AtomicUsize::new(0);
+    let done = Arc::new(Notify::new());
+    let all_answered = Arc::clone(&done);
+    let transport = transport_fn(move |_, _, _| {
+        if answered.fetch_add(1, Ordering::SeqCst) + 1 == BATCH {
+            all_answered.notify_one();
         }
-        Ok(Response::new(204))
-    }
+        std::future::ready(Ok(Response::new(204)))
+    });
+    (transport, done)
 }
 
 fn ids(round: usize) -> Vec<String> {
@@ -63,9 +56,8 @@ fn ids(round: usize) -> Vec<String> {
 
 /// `BATCH` deliveries through a dispatcher, enqueue to last record.
 async fn through_dispatcher<S: DeliveryStore + Clone>(store: &S, round: usize) -> Duration {
-    let transport = Instant204::default();
-    transport.target.store(BATCH, Ordering::SeqCst);
-    let dispatcher = Dispatcher::new(store.clone(), transport.clone());
+    let (transport, all_answered) = instant_204();
+    let dispatcher = Dispatcher::new(store.clone(), transport);
     let policy = Policy::new(Schedule::Table {
         delays: vec![Duration::ZERO; 3],
         jitter: Jitter::None,
@@ -86,7 +78,7 @@ async fn through_dispatcher<S: DeliveryStore + Clone>(store: &S, round: usize) -
         dispatcher.send(&endpoint, &id, BODY).await.unwrap();
     }
     let running = dispatcher.start();
-    transport.done.notified().await;
+    all_answered.notified().await;
     // Stopping waits for the last attempts to be recorded.
     running.stop().await;
     let elapsed = start.elapsed();
@@ -120,19 +112,24 @@ async fn direct<S: DeliveryStore>(store: &S, round: usize, concurrent: bool) -> 
                 Duration::from_secs(60),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .taken;
         if taken.is_empty() {
             return start.elapsed();
         }
         let finish_all = taken.iter().map(|taken| {
             let attempt = Attempt::new(1, SystemTime::now(), Ok(204));
             async move {
-                assert!(
-                    store
-                        .finish(taken, &attempt, Step::Done(Final::Delivered))
-                        .await
-                        .unwrap()
-                );
+                let recorded = store
+                    .finish(
+                        taken,
+                        &attempt,
+                        Step::Done(Final::Delivered),
+                        Some(HealthChange::Succeeded),
+                    )
+                    .await
+                    .unwrap();
+                assert!(recorded.is_some());
             }
         });
         if concurrent {
@@ -145,6 +142,19 @@ async fn direct<S: DeliveryStore>(store: &S, round: usize, concurrent: bool) -> 
     }
 }
 
+/// The total time of `iters` runs of `run`, each on a round of its own.
+async fn timed<F: Future<Output = Duration>>(
+    iters: u64,
+    round: &AtomicUsize,
+    run: impl Fn(usize) -> F,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        total += run(round.fetch_add(1, Ordering::Relaxed)).await;
+    }
+    total
+}
+
 fn bench_store<S: DeliveryStore + Clone>(
     criterion: &mut Criterion,
     runtime: &tokio::runtime::Runtime,
@@ -155,72 +165,76 @@ fn bench_store<S: DeliveryStore + Clone>(
     let mut group = criterion.benchmark_group(format!("dispatch_{name}"));
     group.sample_size(10);
     group.throughput(criterion::Throughput::Elements(BATCH as u64));
-    let round = Arc::new(AtomicUsize::new(0));
+    let round = AtomicUsize::new(0);
     group.bench_function("dispatcher", |bench| {
         bench.iter_custom(|iters| {
-            runtime.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let round = round.fetch_add(1, Ordering::Relaxed);
-                    total += through_dispatcher(&store, round).await;
-                }
-                total
-            })
+            runtime.block_on(timed(iters, &round, |round| {
+                through_dispatcher(&store, round)
+            }))
         });
     });
     group.bench_function("floor", |bench| {
         bench.iter_custom(|iters| {
-            runtime.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let round = round.fetch_add(1, Ordering::Relaxed);
-                    total += direct(&store, round, concurrent).await;
-                }
-                total
-            })
+            runtime.block_on(timed(iters, &round, |round| {
+                direct(&store, round, concurrent)
+            }))
         });
     });
     group.finish();
 }
 
 fn main() {
-    let mut criterion = Criterion::default().configure_from_args();
-    let runtime = common::runtime();
-    let postgres = support::postgres();
-    let redis = support::redis();
-    let sqlite_dir = support::TempDir::new("bench-dispatch");
+    let mut bench = StoreBench::start("bench-dispatch");
 
-    let sqlite = runtime.block_on(async {
-        SqliteDeliveries::open(sqlite_dir.path().join("outbox.db"))
+    let sqlite = bench.runtime.block_on(async {
+        SqliteDeliveries::open(bench.sqlite_dir.path().join("outbox.db"))
             .await
             .unwrap()
     });
     // SQLite has one writer: its floor records attempts one after another
     // (ten at once only adds lock waits).
-    bench_store(&mut criterion, &runtime, "sqlite", sqlite, false);
+    bench_store(
+        &mut bench.criterion,
+        &bench.runtime,
+        "sqlite",
+        sqlite,
+        false,
+    );
 
-    let postgres_store = runtime.block_on(async {
+    let postgres_store = bench.runtime.block_on(async {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(16)
-            .connect(&postgres.url())
+            .connect(&bench.postgres.url())
             .await
             .unwrap();
-        let store = PostgresDeliveries::new(pool, &support::unique("bench")).unwrap();
+        let store = PostgresDeliveries::new(pool, &common::support::unique("bench")).unwrap();
         store.migrate().await.unwrap();
         store
     });
-    bench_store(&mut criterion, &runtime, "postgres", postgres_store, true);
+    bench_store(
+        &mut bench.criterion,
+        &bench.runtime,
+        "postgres",
+        postgres_store,
+        true,
+    );
 
-    let redis_store = runtime.block_on(async {
-        RedisDeliveries::connect(&redis.url())
+    let redis_store = bench.runtime.block_on(async {
+        RedisDeliveries::connect(&bench.redis.url())
             .await
             .unwrap()
-            .with_prefix(&support::unique("bench"))
+            .with_prefix(&common::support::unique("bench"))
             .unwrap()
     });
-    bench_store(&mut criterion, &runtime, "redis", redis_store, true);
+    bench_store(
+        &mut bench.criterion,
+        &bench.runtime,
+        "redis",
+        redis_store,
+        true,
+    );
 
-    criterion.final_summary();
+    bench.criterion.final_summary();
     print_table();
 }
 

@@ -1,7 +1,7 @@
 //! The [`Dispatcher`]'s own behaviour, on the memory outbox: the
 //! concurrency limit, auto-disable, 410, the breaker, a transport that
-//! panics, refused input, the lease check, the presets and a detached
-//! loop's pace.
+//! panics, refused input, the lease check, the presets, a detached loop's
+//! pace and the store calls an attempt costs.
 
 #[path = "support/receiver.rs"]
 mod receiver;
@@ -27,17 +27,26 @@ async fn the_concurrency_limit_holds_per_endpoint() {
         every(Duration::from_millis(50), 3).with_concurrency(3),
     )
     .await;
-    let ids = ids(30);
-    for id in &ids {
-        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    deliver_all(&dispatcher, &receiver, 30).await;
+    assert_eq!(receiver.peak(), 3, "three at once, never more");
+}
+
+/// Sends `count` events, runs the loop until the receiver has had each,
+/// and stops it.
+async fn deliver_all<S: DeliveryStore>(
+    dispatcher: &Dispatcher<S, Receiver>,
+    receiver: &Receiver,
+    count: usize,
+) {
+    for id in ids(count) {
+        dispatcher.send(ENDPOINT, &id, b"{}").await.unwrap();
     }
     let running = dispatcher.start();
     wait_until("all delivered", || async {
-        receiver.successes().len() == ids.len()
+        receiver.successes().len() == count
     })
     .await;
     running.stop().await;
-    assert_eq!(receiver.peak(), 3, "three at once, never more");
 }
 
 #[tokio::test]
@@ -382,14 +391,17 @@ fn the_presets_are_complete_configurations() {
     );
 }
 
-/// A store that counts how often the loop looks for due deliveries.
+/// A store that counts how often the loop looks for due deliveries,
+/// records an attempt, and reads an endpoint's health on its own.
 #[derive(Clone, Default)]
-struct CountingTakes {
+struct Counting {
     inner: MemoryDeliveries,
     takes: Arc<AtomicUsize>,
+    finishes: Arc<AtomicUsize>,
+    health_reads: Arc<AtomicUsize>,
 }
 
-impl DeliveryStore for CountingTakes {
+impl DeliveryStore for Counting {
     async fn enqueue(
         &self,
         endpoint: &str,
@@ -405,7 +417,7 @@ impl DeliveryStore for CountingTakes {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<hooklatch::sender::Taken>, hooklatch::dedup::DedupError> {
+    ) -> Result<hooklatch::sender::Due, hooklatch::dedup::DedupError> {
         self.takes.fetch_add(1, Ordering::SeqCst);
         self.inner.take_due(endpoint, now, limit, lease).await
     }
@@ -414,8 +426,10 @@ impl DeliveryStore for CountingTakes {
         taken: &hooklatch::sender::Taken,
         attempt: &hooklatch::sender::Attempt,
         step: hooklatch::sender::Step,
-    ) -> Result<bool, hooklatch::dedup::DedupError> {
-        self.inner.finish(taken, attempt, step).await
+        change: Option<HealthChange>,
+    ) -> Result<Option<hooklatch::sender::EndpointHealth>, hooklatch::dedup::DedupError> {
+        self.finishes.fetch_add(1, Ordering::SeqCst);
+        self.inner.finish(taken, attempt, step, change).await
     }
     async fn put_back(
         &self,
@@ -454,14 +468,8 @@ impl DeliveryStore for CountingTakes {
         &self,
         endpoint: &str,
     ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
+        self.health_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.health(endpoint).await
-    }
-    async fn merge_health(
-        &self,
-        endpoint: &str,
-        change: HealthChange,
-    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
-        self.inner.merge_health(endpoint, change).await
     }
     async fn disable(
         &self,
@@ -481,7 +489,7 @@ impl DeliveryStore for CountingTakes {
 #[tokio::test]
 async fn a_detached_loop_keeps_its_pace() {
     let receiver = Receiver::answering(200);
-    let store = CountingTakes::default();
+    let store = Counting::default();
     let dispatcher = Dispatcher::new(store.clone(), receiver.clone())
         .with_poll_interval(Duration::from_millis(100));
     add(&dispatcher, every(Duration::from_millis(10), 3)).await;
@@ -495,4 +503,23 @@ async fn a_detached_loop_keeps_its_pace() {
         idle_takes <= 7,
         "about one look per 100 ms, not a spin: {idle_takes}"
     );
+}
+
+/// An attempt costs the store one call, `finish`, which records it and
+/// merges the endpoint's health; the loop reads the health only with its
+/// takes, never in a call of its own (adding the endpoint reads it once).
+#[tokio::test]
+async fn each_attempt_costs_one_finish_and_no_health_read() {
+    let receiver = Receiver::answering(200);
+    let store = Counting::default();
+    let dispatcher = dispatcher(store.clone(), &receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    deliver_all(&dispatcher, &receiver, 20).await;
+    assert_eq!(store.finishes.load(Ordering::SeqCst), 20);
+    assert_eq!(
+        store.health_reads.load(Ordering::SeqCst),
+        1,
+        "once, when the endpoint was added"
+    );
+    assert!(store.takes.load(Ordering::SeqCst) >= 2);
 }

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
-    DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
-    HealthChange, MemoryDeliveries, Policy, PostgresDeliveries, RedisDeliveries, Response,
-    SqliteDeliveries, Transport, TransportError,
+    Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
+    Final, HealthChange, MemoryDeliveries, Policy, PostgresDeliveries, RedisDeliveries, Response,
+    SqliteDeliveries, Step, Taken, Transport, TransportError,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -475,25 +475,67 @@ async fn purge_keeps_pending_and_dead(backend: impl Backend) {
     assert!(again.attempts.is_empty());
 }
 
-/// The store merges health changes: a failure keeps the earliest
-/// failing time, a disable sticks through failures and successes until
-/// enabled, the first reason stays, and a no-success disable needs a
-/// failing time old enough.
+/// The time now in whole milliseconds, as the stores keep times.
+fn now_in_millis() -> SystemTime {
+    let since_epoch = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap();
+    SystemTime::UNIX_EPOCH + Duration::from_millis(since_epoch.as_millis() as u64)
+}
+
+/// Leases `n` new deliveries to the endpoint, as a dispatcher does before
+/// its attempts.
+async fn lease(store: &impl DeliveryStore, endpoint: &str, n: usize) -> Vec<Taken> {
+    let now = SystemTime::now();
+    for i in 0..n {
+        let id = format!("msg_{i}");
+        assert!(store.enqueue(endpoint, &id, b"{}", now).await.unwrap());
+    }
+    let due = store
+        .take_due(endpoint, now, n, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(due.taken.len(), n);
+    due.taken
+}
+
+/// Records a last attempt on `taken` that shows `change` of the
+/// endpoint's health: the health after it, or `None` if the lease was lost.
+async fn record(
+    store: &impl DeliveryStore,
+    taken: &Taken,
+    change: Option<HealthChange>,
+) -> Option<EndpointHealth> {
+    let attempt = Attempt::new(taken.attempts + 1, SystemTime::now(), Ok(500));
+    store
+        .finish(taken, &attempt, Step::Done(Final::Dead), change)
+        .await
+        .unwrap()
+}
+
+/// Recording an attempt merges it into the endpoint's health and returns
+/// the merged health: a failure keeps the earliest failing time, a
+/// disable sticks through failures and successes until enabled, the first
+/// reason stays, and a no-success disable needs a failing time old
+/// enough.
 async fn health_merges_in_the_store(backend: impl Backend) {
     let store = backend.open().await;
     let at = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs);
-    let failed = |secs| HealthChange::Failed { at: at(secs) };
+    let failed = |secs| Some(HealthChange::Failed { at: at(secs) });
     let day = Duration::from_secs(24 * 3600);
     assert_eq!(
         store.health(ENDPOINT).await.unwrap(),
         EndpointHealth::default()
     );
+    // Leased before the disable below, as a dispatcher's attempts under
+    // way are.
+    let taken = lease(&store, ENDPOINT, 6).await;
 
-    let merged = store.merge_health(ENDPOINT, failed(20)).await.unwrap();
+    let merged = record(&store, &taken[0], failed(20)).await.unwrap();
     assert_eq!(merged.failing_since, Some(at(20)));
-    let merged = store.merge_health(ENDPOINT, failed(10)).await.unwrap();
+    let merged = record(&store, &taken[1], failed(10)).await.unwrap();
     assert_eq!(merged.failing_since, Some(at(10)), "the earlier failure");
-    let merged = store.merge_health(ENDPOINT, failed(30)).await.unwrap();
+    let merged = record(&store, &taken[2], failed(30)).await.unwrap();
     assert_eq!(merged.failing_since, Some(at(10)), "still the earliest");
     assert_eq!(merged.disabled, None);
 
@@ -519,15 +561,14 @@ async fn health_merges_in_the_store(backend: impl Backend) {
         "already disabled: the first reason stays"
     );
 
-    let merged = store.merge_health(ENDPOINT, failed(5)).await.unwrap();
+    let merged = record(&store, &taken[3], failed(5)).await.unwrap();
     assert_eq!(
         merged.disabled,
         Some(no_success),
         "a failure keeps a disable"
     );
     assert_eq!(merged.failing_since, Some(at(5)));
-    let merged = store
-        .merge_health(ENDPOINT, HealthChange::Succeeded)
+    let merged = record(&store, &taken[4], Some(HealthChange::Succeeded))
         .await
         .unwrap();
     assert_eq!(
@@ -539,6 +580,11 @@ async fn health_merges_in_the_store(backend: impl Backend) {
         "a success clears the failing time, not the disable"
     );
     assert_eq!(store.health(ENDPOINT).await.unwrap(), merged);
+    assert_eq!(
+        record(&store, &taken[5], None).await,
+        Some(merged),
+        "no change: the saved health"
+    );
 
     store.enable(ENDPOINT).await.unwrap();
     assert_eq!(
@@ -563,6 +609,91 @@ async fn health_merges_in_the_store(backend: impl Backend) {
         Some(DisableReason::Gone)
     );
     assert_eq!(store.health(ENDPOINT).await.unwrap().disabled, None);
+}
+
+/// A take reads the endpoint's health with its leases: while the endpoint
+/// is disabled it leases nothing and reports the disable; once enabled it
+/// leases as before and reports the failing time; a take of 0 only reads.
+async fn a_take_reports_health_and_leases_nothing_while_disabled(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = now_in_millis();
+    let lease = Duration::from_secs(60);
+    assert!(store.enqueue(ENDPOINT, "msg_1", b"{}", now).await.unwrap());
+    assert!(
+        store
+            .disable(ENDPOINT, DisableReason::Gone, now)
+            .await
+            .unwrap()
+    );
+    let due = store.take_due(ENDPOINT, now, 10, lease).await.unwrap();
+    assert!(due.taken.is_empty(), "disabled: nothing leased");
+    assert_eq!(due.health.disabled, Some(DisableReason::Gone));
+
+    store.enable(ENDPOINT).await.unwrap();
+    let due = store.take_due(ENDPOINT, now, 0, lease).await.unwrap();
+    assert!(due.taken.is_empty(), "a take of 0 leases nothing");
+    assert_eq!(due.health, EndpointHealth::default());
+    let due = store.take_due(ENDPOINT, now, 10, lease).await.unwrap();
+    let ids: Vec<&str> = due.taken.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["msg_1"], "enabled: the held delivery is leased");
+    assert_eq!(due.health, EndpointHealth::default());
+
+    let failed_at = now - Duration::from_secs(5);
+    let merged = record(
+        &store,
+        &due.taken[0],
+        Some(HealthChange::Failed { at: failed_at }),
+    )
+    .await;
+    assert_eq!(merged.and_then(|h| h.failing_since), Some(failed_at));
+    assert!(store.enqueue(ENDPOINT, "msg_2", b"{}", now).await.unwrap());
+    let due = store.take_due(ENDPOINT, now, 10, lease).await.unwrap();
+    assert_eq!(due.taken.len(), 1);
+    assert_eq!(
+        due.health,
+        EndpointHealth {
+            failing_since: Some(failed_at),
+            disabled: None
+        },
+        "the health read with the leases"
+    );
+}
+
+/// A dispatcher whose lease ran out, and whose delivery another took,
+/// records nothing and merges nothing into the endpoint's health: the
+/// attempt that counts is the new holder's.
+async fn a_lost_lease_records_and_merges_nothing(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = now_in_millis();
+    assert!(store.enqueue(ENDPOINT, "msg_1", b"{}", now).await.unwrap());
+    let first = store
+        .take_due(ENDPOINT, now, 1, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .taken;
+    let later = now + Duration::from_secs(2);
+    let second = store
+        .take_due(ENDPOINT, later, 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .taken;
+    assert_eq!((first.len(), second.len()), (1, 1), "taken again");
+
+    let failed = Some(HealthChange::Failed { at: now });
+    assert_eq!(record(&store, &first[0], failed).await, None, "lease lost");
+    assert_eq!(
+        store.health(ENDPOINT).await.unwrap(),
+        EndpointHealth::default(),
+        "nothing merged"
+    );
+    let stored = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
+    assert!(stored.attempts.is_empty(), "nothing recorded");
+
+    let merged = record(&store, &second[0], failed).await.unwrap();
+    assert_eq!(merged.failing_since, Some(now));
+    let stored = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
+    assert_eq!(stored.state, DeliveryState::Dead);
+    assert_eq!(stored.attempts.len(), 1);
 }
 
 /// Dispatcher B's attempt fails after dispatcher A disabled the endpoint
@@ -811,6 +942,16 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn health_merges_keep_a_disable_and_the_earliest_failure() {
                 health_merges_in_the_store($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn health_a_take_leases_nothing_while_disabled_and_reports_it() {
+                a_take_reports_health_and_leases_nothing_while_disabled($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn health_a_lost_lease_records_and_merges_nothing() {
+                a_lost_lease_records_and_merges_nothing($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

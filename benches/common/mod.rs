@@ -1,7 +1,13 @@
 //! What the benches share: reading criterion's medians for the same-run
-//! tables they print, and a runtime for the store benches.
+//! tables they print, a runtime for the store benches, and the servers and
+//! files those benches start from.
 
 #![allow(dead_code)] // each bench uses its own part
+
+#[path = "../../tests/support/mod.rs"]
+pub(crate) mod support;
+
+use criterion::Criterion;
 
 /// Criterion's median estimate, in nanoseconds, for the benchmark `id`
 /// (`group/function/parameter`), once it has run.
@@ -19,4 +25,29 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
+}
+
+/// What a store bench starts from: criterion configured from the command
+/// line, a runtime, Postgres and Redis (the servers in
+/// `HOOKLATCH_TEST_POSTGRES_URL` and `HOOKLATCH_TEST_REDIS_URL`, or private
+/// ones), and a directory for SQLite files, removed when dropped.
+pub(crate) struct StoreBench {
+    pub(crate) criterion: Criterion,
+    pub(crate) runtime: tokio::runtime::Runtime,
+    pub(crate) postgres: support::Server,
+    pub(crate) redis: support::Server,
+    pub(crate) sqlite_dir: support::TempDir,
+}
+
+impl StoreBench {
+    /// Starts the servers; `name` names the SQLite directory.
+    pub(crate) fn start(name: &str) -> Self {
+        Self {
+            criterion: Criterion::default().configure_from_args(),
+            runtime: runtime(),
+            postgres: support::postgres(),
+            redis: support::redis(),
+            sqlite_dir: support::TempDir::new(name),
+        }
+    }
 }

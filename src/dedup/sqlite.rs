@@ -74,7 +74,7 @@ impl SqliteStore {
     }
 
     async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
-        Self::migrated(sqlite_pool(options).await?).await
+        Self::migrated(sqlite_pool(options, 4).await?).await
     }
 }
 

@@ -188,7 +188,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::sender::{Breaker, Jitter, Response, Schedule};
+    use crate::sender::{Breaker, Jitter, Response, Schedule, transport_fn};
     use crate::verify::{Scheme, Signer};
 
     /// How a test transport ends an attempt.
@@ -200,21 +200,11 @@ mod tests {
         Panic,
     }
 
-    struct Ends(Ending);
-
-    impl Transport for Ends {
-        async fn post(
-            &self,
-            _: &str,
-            _: &[(String, String)],
-            _: &[u8],
-        ) -> Result<Response, TransportError> {
-            match self.0 {
-                Ending::Answer(status) => Ok(Response {
-                    status,
-                    retry_after: None,
-                    body: Vec::new(),
-                }),
+    /// A transport that ends every attempt the same way.
+    fn ends(ending: Ending) -> impl Transport {
+        transport_fn(move |_, _, _| async move {
+            match ending {
+                Ending::Answer(status) => Ok(Response::new(status)),
                 Ending::TransportError => Err(TransportError::Connect("connection refused".into())),
                 Ending::Hang => {
                     tokio::time::sleep(Duration::from_secs(60)).await;
@@ -222,7 +212,7 @@ mod tests {
                 }
                 Ending::Panic => panic!("a transport bug"),
             }
-        }
+        })
     }
 
     fn policy() -> Policy {
@@ -268,7 +258,7 @@ mod tests {
             let pass = probing.try_breaker().expect("the probe");
             let policy = policy();
             attempt_once(
-                &Ends(ending),
+                &ends(ending),
                 &probing,
                 pass,
                 &policy,
@@ -325,7 +315,7 @@ mod tests {
         let pass = endpoint.try_breaker().unwrap();
         let policy = policy();
         attempt_once(
-            &Ends(Ending::Answer(204)),
+            &ends(Ending::Answer(204)),
             &endpoint,
             pass,
             &policy,

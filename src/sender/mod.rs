@@ -46,13 +46,15 @@ pub use outbox::RedisDeliveries;
 #[cfg(feature = "sqlite")]
 pub use outbox::SqliteDeliveries;
 pub use outbox::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, MemoryDeliveries,
-    StoredDelivery, Taken,
+    DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange,
+    MemoryDeliveries, StoredDelivery, Taken,
 };
 pub use policy::Policy;
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 pub use schedule::{Jitter, Schedule};
-pub use transport::{BoxError, EXCERPT_LEN, Response, Transport, TransportError};
+pub use transport::{
+    BoxError, EXCERPT_LEN, Response, Transport, TransportError, TransportFn, transport_fn,
+};
 #[cfg(feature = "sender-http")]
 pub use transport::{
     DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, HttpTransport, HttpTransportBuilder,

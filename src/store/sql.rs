@@ -190,11 +190,12 @@ pub(crate) async fn migrate_postgres(
     bring_up_to_date!(tx, schema, POSTGRES)
 }
 
-/// A pool on a file made durable: WAL, `synchronous=FULL`, created if
-/// missing, waiting up to 10 s for a lock.
+/// A pool of up to `connections` connections on a file made durable: WAL,
+/// `synchronous=FULL`, created if missing, waiting up to 10 s for a lock.
 #[cfg(feature = "sqlite")]
 pub(crate) async fn sqlite_pool(
     options: sqlx::sqlite::SqliteConnectOptions,
+    connections: u32,
 ) -> Result<sqlx::SqlitePool, sqlx::Error> {
     use sqlx::sqlite::{SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
     let options = options
@@ -203,7 +204,7 @@ pub(crate) async fn sqlite_pool(
         .synchronous(SqliteSynchronous::Full)
         .busy_timeout(Duration::from_secs(10));
     SqlitePoolOptions::new()
-        .max_connections(4)
+        .max_connections(connections)
         .connect_with(options)
         .await
 }

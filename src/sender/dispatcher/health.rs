@@ -1,5 +1,6 @@
-//! An endpoint's health as one dispatcher sees it, and how an attempt's
-//! outcome is merged into the health every dispatcher on the store shares.
+//! An endpoint's health as one dispatcher sees it, what an attempt's
+//! outcome changes in the health every dispatcher on the store shares, and
+//! the disable that follows.
 
 use std::sync::{MutexGuard, PoisonError};
 use std::time::SystemTime;
@@ -30,52 +31,51 @@ impl Route {
         seen.health = health;
         seen.writes += 1;
     }
+
+    /// Keeps `health`, read by a poll that started when the route had seen
+    /// `writes` writes, unless an attempt or an enable wrote a newer value
+    /// meanwhile.
+    pub(super) fn saw(&self, writes: u64, health: EndpointHealth) {
+        let mut seen = self.seen();
+        if seen.writes == writes {
+            seen.health = health;
+        }
+    }
+}
+
+/// What an attempt sent at `sent_at` that ended in `outcome` shows of the
+/// endpoint's health: none for a 410, which disables the endpoint instead.
+pub(super) fn health_change(sent_at: SystemTime, outcome: Outcome) -> Option<HealthChange> {
+    match outcome {
+        Outcome::Delivered => Some(HealthChange::Succeeded),
+        Outcome::Gone => None,
+        Outcome::GiveUp | Outcome::Retry { .. } => Some(HealthChange::Failed { at: sent_at }),
+    }
 }
 
 impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
-    /// Reads the route's health from the store into the route, and says
-    /// whether the endpoint is enabled. If the store cannot be read, the
-    /// health last seen stands.
-    pub(super) async fn refresh_health(&self, route: &Route) -> bool {
-        let writes = route.seen().writes;
-        match self.store.health(&route.name).await {
-            Ok(health) => {
-                let mut seen = route.seen();
-                // An attempt or an enable wrote a newer value meanwhile.
-                if seen.writes == writes {
-                    seen.health = health;
-                }
-                seen.health.disabled.is_none()
-            }
-            Err(error) => {
-                tracing::warn!(endpoint = %route.name, %error, "cannot read the endpoint's health");
-                route.seen().health.disabled.is_none()
-            }
-        }
-    }
-    /// Merges what the attempt showed into the endpoint's health in the
-    /// store, disables the endpoint when the attempt calls for it, and
+    /// Keeps `merged`, the health the store returned on recording the
+    /// attempt, disables the endpoint when the attempt calls for it, and
     /// tells the owner if this dispatcher is the one that disabled it.
-    pub(super) async fn track_health(&self, route: &Route, sent_at: SystemTime, outcome: Outcome) {
+    pub(super) async fn track_health(
+        &self,
+        route: &Route,
+        sent_at: SystemTime,
+        outcome: Outcome,
+        merged: EndpointHealth,
+    ) {
+        route.set_health(merged);
         let reason = match outcome {
-            Outcome::Delivered => {
-                self.merge_health(route, HealthChange::Succeeded).await;
-                None
-            }
+            Outcome::Delivered => None,
             Outcome::Gone => Some(DisableReason::Gone),
-            Outcome::GiveUp | Outcome::Retry { .. } => {
-                let merged = self
-                    .merge_health(route, HealthChange::Failed { at: sent_at })
-                    .await;
-                merged
-                    .filter(|health| health.disabled.is_none())
-                    .and_then(|health| health.failing_since)
-                    .zip(route.policy.disable_after())
-                    .filter(|(since, after)| {
-                        sent_at.duration_since(*since).unwrap_or_default() >= *after
-                    })
-                    .map(|(_, after)| DisableReason::NoSuccessFor(after))
-            }
+            Outcome::GiveUp | Outcome::Retry { .. } => Some(merged)
+                .filter(|health| health.disabled.is_none())
+                .and_then(|health| health.failing_since)
+                .zip(route.policy.disable_after())
+                .filter(|(since, after)| {
+                    sent_at.duration_since(*since).unwrap_or_default() >= *after
+                })
+                .map(|(_, after)| DisableReason::NoSuccessFor(after)),
         };
         let Some(reason) = reason else {
             return;
@@ -93,7 +93,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 tracing::warn!(endpoint = %route.name, %error, "cannot read the endpoint's health");
                 EndpointHealth {
                     disabled: disabled_now.then_some(reason),
-                    ..route.seen().health
+                    ..merged
                 }
             }
         };
@@ -111,21 +111,6 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         tracing::warn!(endpoint = %disabled.endpoint, reason = ?disabled.reason, "endpoint disabled");
         if let Some(hook) = &self.on_disable {
             hook(&disabled);
-        }
-    }
-
-    /// Merges `change` into the endpoint's saved health and keeps the
-    /// result; `None` if the store failed.
-    async fn merge_health(&self, route: &Route, change: HealthChange) -> Option<EndpointHealth> {
-        match self.store.merge_health(&route.name, change).await {
-            Ok(health) => {
-                route.set_health(health);
-                Some(health)
-            }
-            Err(error) => {
-                tracing::warn!(endpoint = %route.name, %error, "cannot save the endpoint's health");
-                None
-            }
         }
     }
 }

@@ -76,14 +76,16 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 /// they share and what each keeps for itself:
 ///
 /// - **Health is shared, in the store.** Each attempt's result is merged
-///   into it atomically ([`DeliveryStore::merge_health`]): a disable
-///   sticks until [`enable`](Self::enable), whichever dispatcher saves a
-///   failure after it; the time an endpoint started failing is the
-///   earliest any dispatcher saw. Every dispatcher reads the endpoint's
-///   health from the store on each poll before it takes deliveries, so a
-///   disable or an enable by one reaches the others within a poll
-///   interval (an attempt already under way finishes). The owner is told
-///   of a disable once, by the dispatcher that made it.
+///   into it atomically, in the transaction that records the attempt
+///   ([`DeliveryStore::finish`]): a disable sticks until
+///   [`enable`](Self::enable), whichever dispatcher saves a failure after
+///   it; the time an endpoint started failing is the earliest any
+///   dispatcher saw. Every dispatcher reads the endpoint's health on each
+///   poll in the step that leases its due deliveries
+///   ([`DeliveryStore::take_due`]), which leases nothing while it is
+///   disabled, so a disable or an enable by one reaches the others within
+///   a poll interval (an attempt already under way finishes). The owner is
+///   told of a disable once, by the dispatcher that made it.
 /// - **The breaker and the concurrency limit are per dispatcher.** Each
 ///   counts only its own attempts: two dispatchers with
 ///   [`with_concurrency(n)`](Policy::with_concurrency) may have up to

@@ -10,7 +10,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::DisableHook;
-use super::health::Seen;
+use super::health::{Seen, health_change};
 use crate::sender::attempt::{later, plan};
 use crate::sender::deliver::attempt_once;
 use crate::sender::endpoint::Endpoint;
@@ -65,30 +65,30 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         while in_flight.join_next().await.is_some() {}
     }
 
-    /// Reads the route's health from the store (another dispatcher may
-    /// have disabled or enabled it), then leases as many of its due
-    /// deliveries as it has free slots, and starts an attempt for each.
+    /// Leases as many of the route's due deliveries as it has free slots,
+    /// and starts an attempt for each. The take reads the endpoint's health
+    /// too (another dispatcher may have disabled or enabled it) and leases
+    /// nothing while it is disabled.
     async fn take_for(self: &Arc<Self>, route: &Arc<Route>, in_flight: &mut JoinSet<()>) {
         let free = route.limit.available_permits();
         if free == 0 || route.endpoint.breaker_open() {
             return;
         }
-        if !self.refresh_health(route).await {
-            return;
-        }
+        let writes = route.seen().writes;
         let now = route.policy.now();
-        let taken = match self
+        let due = match self
             .store
             .take_due(&route.name, now, free, self.lease)
             .await
         {
-            Ok(taken) => taken,
+            Ok(due) => due,
             Err(error) => {
                 tracing::warn!(endpoint = %route.name, %error, "cannot take due deliveries");
                 return;
             }
         };
-        for delivery in taken {
+        route.saw(writes, due.health);
+        for delivery in due.taken {
             let Ok(permit) = Arc::clone(&route.limit).try_acquire_owned() else {
                 // Only this loop acquires, so a slot counted free is free.
                 break;
@@ -98,7 +98,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         }
     }
 
-    async fn attempt(&self, route: &Route, taken: Taken, _permit: OwnedSemaphorePermit) {
+    async fn attempt(&self, route: &Route, taken: Taken, permit: OwnedSemaphorePermit) {
         let pass = match route.endpoint.try_breaker() {
             Ok(pass) => pass,
             Err(wait) => {
@@ -128,9 +128,17 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             fastrand::f64(),
             route.policy.now(),
         );
-        match self.store.finish(&taken, &tried.attempt, step).await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
+        let change = health_change(tried.attempt.sent_at, tried.outcome);
+        match self
+            .store
+            .finish(&taken, &tried.attempt, step, change)
+            .await
+        {
+            Ok(Some(health)) => {
+                self.track_health(route, tried.attempt.sent_at, tried.outcome, health)
+                    .await;
+            }
+            Ok(None) => tracing::warn!(
                 endpoint = %route.name, id = %taken.id,
                 "lease lost during an attempt: another dispatcher took the delivery"
             ),
@@ -140,9 +148,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 "cannot record an attempt; it will be retried when its lease ends"
             ),
         }
-        self.track_health(route, tried.attempt.sent_at, tried.outcome)
-            .await;
         // A slot is free: look for more due deliveries now.
+        drop(permit);
         self.wake.notify_one();
     }
 }

@@ -3,8 +3,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{DeliveryState, DisableReason, EndpointHealth};
-use crate::sender::{AttemptError, Step, WaitReason};
+use super::{
+    DeliveryState, DisableReason, Due, EndpointHealth, HealthChange, StoredDelivery, Taken,
+};
+use crate::sender::{Attempt, AttemptError, Step, WaitReason};
 use crate::store::{millis, unix_millis};
 
 impl DeliveryState {
@@ -54,9 +56,12 @@ pub(crate) fn reason_from_code(code: i64) -> WaitReason {
     }
 }
 
-/// An endpoint's health as stored fields: failing since (ms), disabled (NULL,
-/// 1 gone, 2 no success), and the no-success limit (ms).
-pub(crate) fn health_fields(health: EndpointHealth) -> (Option<i64>, Option<i64>, Option<i64>) {
+/// An endpoint's health as stored fields: failing since (ms), disabled
+/// (NULL, 1 gone, 2 no success), and the no-success limit (ms).
+pub(crate) type HealthFields = (Option<i64>, Option<i64>, Option<i64>);
+
+/// An endpoint's health as [`HealthFields`].
+pub(crate) fn health_fields(health: EndpointHealth) -> HealthFields {
     let (disabled, after) = match health.disabled {
         None => (None, None),
         Some(DisableReason::Gone) => (Some(1), None),
@@ -66,11 +71,7 @@ pub(crate) fn health_fields(health: EndpointHealth) -> (Option<i64>, Option<i64>
 }
 
 /// The inverse of [`health_fields`].
-pub(crate) fn health_from_fields(
-    failing_since: Option<i64>,
-    disabled: Option<i64>,
-    after: Option<i64>,
-) -> EndpointHealth {
+pub(crate) fn health_from_fields((failing_since, disabled, after): HealthFields) -> EndpointHealth {
     EndpointHealth {
         failing_since: failing_since.map(from_millis),
         disabled: match disabled {
@@ -81,6 +82,47 @@ pub(crate) fn health_from_fields(
             ))),
         },
     }
+}
+
+/// What a store writes for a health change: the failed attempt's time, or
+/// none for a success.
+pub(crate) fn failed_at(change: HealthChange) -> Option<i64> {
+    match change {
+        HealthChange::Succeeded => None,
+        HealthChange::Failed { at } => Some(unix_millis(at)),
+    }
+}
+
+/// A leased delivery as stored fields: id, body, tries, attempts, due at
+/// (ms), waited (ms) and the wait's reason code.
+pub(crate) type TakenRow = (String, Vec<u8>, i64, i64, i64, i64, i64);
+
+/// What a take found: the endpoint's `health`, and the deliveries leased
+/// under `token`, earliest due first.
+pub(crate) fn due(
+    endpoint: &str,
+    token: &str,
+    health: EndpointHealth,
+    rows: impl IntoIterator<Item = TakenRow>,
+) -> Due {
+    let mut taken: Vec<Taken> = rows
+        .into_iter()
+        .map(
+            |(id, body, tries, attempts, due_at, waited, reason)| Taken {
+                endpoint: endpoint.to_owned(),
+                id,
+                body,
+                tries: count(tries),
+                attempts: count(attempts),
+                due_at: from_millis(due_at),
+                waited: duration_ms(waited),
+                reason: reason_from_code(reason),
+                token: token.to_owned(),
+            },
+        )
+        .collect();
+    taken.sort_by_key(|delivery| delivery.due_at);
+    Due { health, taken }
 }
 
 /// A stored count as a `u32`.
@@ -107,23 +149,96 @@ pub(crate) fn step_fields(step: Step) -> (DeliveryState, Option<i64>, i64, i64) 
     }
 }
 
-/// An attempt's result as stored: the status, or the error's text.
-pub(crate) fn result_fields(result: &Result<u16, AttemptError>) -> (Option<i64>, Option<&str>) {
-    match result {
+/// An attempt as stored fields: number, sent at (ms), waited (ms), the
+/// wait's reason code, held (ms), the status or the error's text, duration
+/// (µs) and the excerpt.
+pub(crate) type AttemptRow = (
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+    i64,
+    Vec<u8>,
+);
+
+/// An attempt as [`AttemptRow`] fields.
+pub(crate) fn attempt_fields(attempt: &Attempt) -> AttemptRow {
+    let (status, error) = match &attempt.result {
         Ok(status) => (Some(i64::from(*status)), None),
-        Err(error) => (None, Some(error.as_str())),
+        Err(error) => (None, Some(error.as_str().to_owned())),
+    };
+    (
+        i64::from(attempt.number),
+        unix_millis(attempt.sent_at),
+        millis(attempt.waited),
+        reason_code(attempt.reason),
+        millis(attempt.held),
+        status,
+        error,
+        micros(attempt.duration),
+        attempt.excerpt.clone(),
+    )
+}
+
+/// The inverse of [`attempt_fields`].
+pub(crate) fn attempt_from_fields(
+    (number, sent_at, waited, reason, held, status, error, duration, excerpt): AttemptRow,
+) -> Attempt {
+    Attempt {
+        number: count(number),
+        sent_at: from_millis(sent_at),
+        waited: duration_ms(waited),
+        reason: reason_from_code(reason),
+        held: duration_ms(held),
+        result: match status {
+            Some(status) => Ok(u16::try_from(status).unwrap_or(0)),
+            None => Err(AttemptError::new(error.unwrap_or_default())),
+        },
+        duration: Duration::from_micros(duration.unsigned_abs()),
+        excerpt,
     }
 }
 
-/// The inverse of [`result_fields`].
-pub(crate) fn result_from_fields(
-    status: Option<i64>,
-    error: Option<String>,
-) -> Result<u16, AttemptError> {
-    match status {
-        Some(status) => Ok(u16::try_from(status).unwrap_or(0)),
-        None => Err(AttemptError::new(error.unwrap_or_default())),
+/// A delivery from its stored body, state code and due time (which counts
+/// only while it is pending), with its attempts.
+pub(crate) fn stored(
+    endpoint: &str,
+    id: &str,
+    body: Vec<u8>,
+    (state, due_at): (i64, i64),
+    attempts: Vec<Attempt>,
+) -> StoredDelivery {
+    let state = DeliveryState::from_code(state);
+    StoredDelivery {
+        endpoint: endpoint.to_owned(),
+        id: id.to_owned(),
+        body,
+        due_at: (state == DeliveryState::Pending).then(|| from_millis(due_at)),
+        state,
+        attempts,
     }
+}
+
+/// What a store writes to disable an endpoint for `reason` at `now`: the
+/// disabled code, the no-success limit (ms), and for a no-success disable
+/// the latest failing time (ms) that has failed long enough. `None` when no
+/// failing time can have (`now` is less than the limit after the epoch).
+pub(crate) fn disable_fields(
+    reason: DisableReason,
+    now: SystemTime,
+) -> Option<(i64, Option<i64>, Option<i64>)> {
+    let (_, disabled, after) = health_fields(EndpointHealth {
+        failing_since: None,
+        disabled: Some(reason),
+    });
+    let latest = match reason {
+        DisableReason::Gone => None,
+        DisableReason::NoSuccessFor(wait) => Some(unix_millis(now.checked_sub(wait)?)),
+    };
+    Some((disabled?, after, latest))
 }
 
 /// A duration in whole microseconds, saturating, as attempts keep theirs.

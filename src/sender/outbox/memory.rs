@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, Step,
+    DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange, Step,
     StoredDelivery, Taken,
 };
 use crate::dedup::{DedupError, check_key};
@@ -57,6 +57,11 @@ fn key(endpoint: &str, id: &str) -> (String, String) {
 }
 
 impl Deliveries {
+    /// The endpoint's saved health.
+    fn health(&self, endpoint: &str) -> EndpointHealth {
+        self.health.get(endpoint).copied().unwrap_or_default()
+    }
+
     /// The entry `taken` leases, if the lease still holds.
     fn leased(&mut self, taken: &Taken) -> Option<&mut Entry> {
         self.by_key
@@ -111,8 +116,15 @@ impl DeliveryStore for MemoryDeliveries {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<Taken>, DedupError> {
+    ) -> Result<Due, DedupError> {
         Ok(self.with(|deliveries| {
+            let health = deliveries.health(endpoint);
+            if health.disabled.is_some() {
+                return Due {
+                    health,
+                    taken: Vec::new(),
+                };
+            }
             let mut due: Vec<&mut Entry> = deliveries
                 .by_key
                 .values_mut()
@@ -124,7 +136,8 @@ impl DeliveryStore for MemoryDeliveries {
                 })
                 .collect();
             due.sort_by_key(|entry| (entry.stored.due_at, entry.order));
-            due.into_iter()
+            let taken = due
+                .into_iter()
                 .take(limit)
                 .map(|entry| {
                     let token = new_token();
@@ -141,7 +154,8 @@ impl DeliveryStore for MemoryDeliveries {
                         token,
                     }
                 })
-                .collect()
+                .collect();
+            Due { health, taken }
         }))
     }
 
@@ -150,11 +164,10 @@ impl DeliveryStore for MemoryDeliveries {
         taken: &Taken,
         attempt: &Attempt,
         step: Step,
-    ) -> Result<bool, DedupError> {
+        change: Option<HealthChange>,
+    ) -> Result<Option<EndpointHealth>, DedupError> {
         Ok(self.with(|deliveries| {
-            let Some(entry) = deliveries.leased(taken) else {
-                return false;
-            };
+            let entry = deliveries.leased(taken)?;
             entry.lease = None;
             entry.tries += 1;
             entry.stored.attempts.push(attempt.clone());
@@ -169,7 +182,12 @@ impl DeliveryStore for MemoryDeliveries {
                     entry.finished_at = Some(SystemTime::now());
                 }
             }
-            true
+            let health = deliveries.health(&taken.endpoint);
+            let merged = change.map_or(health, |change| health.merged(change));
+            if merged != health {
+                deliveries.health.insert(taken.endpoint.clone(), merged);
+            }
+            Some(merged)
         }))
     }
 
@@ -249,27 +267,6 @@ impl DeliveryStore for MemoryDeliveries {
                 !(finished && entry.finished_at.is_some_and(|at| at < finished_before))
             });
             (before - deliveries.by_key.len()) as u64
-        }))
-    }
-
-    async fn health(&self, endpoint: &str) -> Result<EndpointHealth, DedupError> {
-        Ok(self.with(|deliveries| deliveries.health.get(endpoint).copied().unwrap_or_default()))
-    }
-
-    async fn merge_health(
-        &self,
-        endpoint: &str,
-        change: HealthChange,
-    ) -> Result<EndpointHealth, DedupError> {
-        Ok(self.with(|deliveries| {
-            let health = deliveries.health.entry(endpoint.to_owned()).or_default();
-            health.failing_since = match change {
-                HealthChange::Succeeded => None,
-                HealthChange::Failed { at } => {
-                    Some(health.failing_since.map_or(at, |since| since.min(at)))
-                }
-            };
-            *health
         }))
     }
 

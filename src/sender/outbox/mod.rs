@@ -80,6 +80,17 @@ pub struct Taken {
     pub token: String,
 }
 
+/// What [`DeliveryStore::take_due`] found: the endpoint's saved health and
+/// the deliveries it leased, read and leased in one atomic step.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Due {
+    /// The endpoint's health as saved when the deliveries were leased.
+    pub health: EndpointHealth,
+    /// The leased deliveries, earliest due first; none while the endpoint
+    /// is disabled.
+    pub taken: Vec<Taken>,
+}
+
 /// A delivery as a store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredDelivery {
@@ -109,8 +120,26 @@ pub struct EndpointHealth {
     pub disabled: Option<DisableReason>,
 }
 
-/// What an attempt shows of an endpoint's health, for
-/// [`DeliveryStore::merge_health`].
+impl EndpointHealth {
+    /// This health with `change` merged in: a failure keeps the earlier of
+    /// `failing_since` and its own time, a success clears it, and neither
+    /// touches a disable.
+    pub(crate) fn merged(self, change: HealthChange) -> Self {
+        let failing_since = match change {
+            HealthChange::Succeeded => None,
+            HealthChange::Failed { at } => {
+                Some(self.failing_since.map_or(at, |since| since.min(at)))
+            }
+        };
+        Self {
+            failing_since,
+            ..self
+        }
+    }
+}
+
+/// What an attempt shows of an endpoint's health, merged into its saved
+/// health by [`DeliveryStore::finish`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HealthChange {
@@ -153,26 +182,37 @@ pub trait DeliveryStore: Send + Sync + 'static {
         due: SystemTime,
     ) -> impl Future<Output = Result<bool, DedupError>> + Send;
 
-    /// Leases up to `limit` of the endpoint's pending deliveries due by
-    /// `now` (and not leased by another dispatcher) until `now + lease`,
-    /// earliest due first.
+    /// Reads the endpoint's saved health and, unless it is disabled,
+    /// leases up to `limit` of its pending deliveries due by `now` (and not
+    /// leased by another dispatcher) until `now + lease`, earliest due
+    /// first, in one atomic step. A disabled endpoint's deliveries are left
+    /// as they are: a disable saved by any dispatcher stops every other one
+    /// at its next take. With a `limit` of 0 it only reads the health.
     fn take_due(
         &self,
         endpoint: &str,
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> impl Future<Output = Result<Vec<Taken>, DedupError>> + Send;
+    ) -> impl Future<Output = Result<Due, DedupError>> + Send;
 
-    /// Records `attempt` and the `step` after it and ends the lease, in one
-    /// transaction. Returns false, recording nothing, if the lease was
-    /// lost to another dispatcher.
+    /// Records `attempt` and the `step` after it, ends the lease and merges
+    /// `change` (none for an attempt that shows nothing of the endpoint's
+    /// health) into the endpoint's saved health, in one transaction, and
+    /// returns the health after it. A failure keeps the earlier of the
+    /// saved `failing_since` and its own time; a success clears
+    /// `failing_since`. Neither touches a disable: only
+    /// [`enable`](Self::enable) ends one.
+    ///
+    /// Returns `None`, recording and merging nothing, if the lease was lost
+    /// to another dispatcher: the attempt that counts is that dispatcher's.
     fn finish(
         &self,
         taken: &Taken,
         attempt: &Attempt,
         step: Step,
-    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+        change: Option<HealthChange>,
+    ) -> impl Future<Output = Result<Option<EndpointHealth>, DedupError>> + Send;
 
     /// Ends the lease without an attempt, due again at `due` (an open
     /// breaker held it back). Returns false if the lease was lost.
@@ -217,22 +257,19 @@ pub trait DeliveryStore: Send + Sync + 'static {
         finished_before: SystemTime,
     ) -> impl Future<Output = Result<u64, DedupError>> + Send;
 
-    /// The endpoint's health as saved; the default if never saved.
+    /// The endpoint's health as saved; the default if never saved. It is
+    /// what [`take_due`](Self::take_due) reports when it leases nothing.
     fn health(
         &self,
         endpoint: &str,
-    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
-
-    /// Merges `change` into the endpoint's saved health in one atomic step
-    /// and returns the health after it. A failure keeps the earlier of the
-    /// saved `failing_since` and its own time; a success clears
-    /// `failing_since`. Neither touches a disable: only
-    /// [`enable`](Self::enable) ends one.
-    fn merge_health(
-        &self,
-        endpoint: &str,
-        change: HealthChange,
-    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
+    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send {
+        async move {
+            let due = self
+                .take_due(endpoint, SystemTime::now(), 0, Duration::ZERO)
+                .await?;
+            Ok(due.health)
+        }
+    }
 
     /// Disables the endpoint for `reason`, in one atomic step, unless it is
     /// disabled already (the first reason stays). For

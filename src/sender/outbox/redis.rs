@@ -7,11 +7,11 @@ use std::time::{Duration, SystemTime};
 use redis::{AsyncCommands as _, Script};
 
 use super::codes::{
-    count, duration_ms, from_millis, health_fields, health_from_fields, micros, reason_code,
-    reason_from_code, result_fields, result_from_fields, step_fields,
+    HealthFields, TakenRow, attempt_fields, attempt_from_fields, disable_fields, due, failed_at,
+    health_from_fields, step_fields, stored,
 };
 use super::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange, Step,
+    DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange, Step,
     StoredDelivery, Taken,
 };
 use crate::dedup::{DedupError, check_key, check_namespace};
@@ -32,8 +32,6 @@ static REPLAY_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/replay.lua")));
 static PURGE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/purge.lua")));
-static MERGE_HEALTH_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/merge_health.lua")));
 static DISABLE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/disable.lua")));
 
@@ -74,9 +72,6 @@ impl std::fmt::Debug for RedisDeliveries {
             .finish_non_exhaustive()
     }
 }
-
-/// What `lua/take.lua` returns for each delivery.
-type TakenRow = (String, Vec<u8>, i64, i64, i64, i64, i64);
 
 impl RedisDeliveries {
     /// Connects to `url` (such as `redis://127.0.0.1:6379`). The connection
@@ -160,11 +155,11 @@ impl DeliveryStore for RedisDeliveries {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<Taken>, DedupError> {
+    ) -> Result<Due, DedupError> {
         let mut connection = self.connection.clone();
         let token = new_token();
         let now = unix_millis(now);
-        let rows: Vec<TakenRow> = TAKE_SCRIPT
+        let (health, rows): (HealthFields, Vec<TakenRow>) = TAKE_SCRIPT
             .key(self.base(endpoint))
             .arg(now)
             .arg(limit)
@@ -172,22 +167,7 @@ impl DeliveryStore for RedisDeliveries {
             .arg(now.saturating_add(millis(lease)))
             .invoke_async(&mut connection)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(id, body, tries, attempts, due_at, waited, reason)| Taken {
-                    endpoint: endpoint.to_owned(),
-                    id,
-                    body,
-                    tries: count(tries),
-                    attempts: count(attempts),
-                    due_at: from_millis(due_at),
-                    waited: duration_ms(waited),
-                    reason: reason_from_code(reason),
-                    token: token.clone(),
-                },
-            )
-            .collect())
+        Ok(due(endpoint, &token, health_from_fields(health), rows))
     }
 
     async fn finish(
@@ -195,11 +175,27 @@ impl DeliveryStore for RedisDeliveries {
         taken: &Taken,
         attempt: &Attempt,
         step: Step,
-    ) -> Result<bool, DedupError> {
+        change: Option<HealthChange>,
+    ) -> Result<Option<EndpointHealth>, DedupError> {
         let (state, due, waited, reason) = step_fields(step);
-        let (status, error) = result_fields(&attempt.result);
+        let (
+            number,
+            sent_at,
+            attempt_waited,
+            attempt_reason,
+            held,
+            status,
+            error,
+            duration,
+            excerpt,
+        ) = attempt_fields(attempt);
+        let change = match change.map(failed_at) {
+            None => String::new(),
+            Some(None) => "success".to_owned(),
+            Some(Some(at)) => at.to_string(),
+        };
         let mut connection = self.connection.clone();
-        let recorded: i64 = FINISH_SCRIPT
+        let health: Option<HealthFields> = FINISH_SCRIPT
             .key(self.base(&taken.endpoint))
             .arg(&taken.id)
             .arg(&taken.token)
@@ -208,18 +204,19 @@ impl DeliveryStore for RedisDeliveries {
             .arg(waited)
             .arg(reason)
             .arg(now_millis())
-            .arg(attempt.number)
-            .arg(unix_millis(attempt.sent_at))
-            .arg(millis(attempt.waited))
-            .arg(reason_code(attempt.reason))
-            .arg(millis(attempt.held))
+            .arg(number)
+            .arg(sent_at)
+            .arg(attempt_waited)
+            .arg(attempt_reason)
+            .arg(held)
             .arg(status.map(|status| status.to_string()).unwrap_or_default())
             .arg(error.unwrap_or_default())
-            .arg(micros(attempt.duration))
-            .arg(&attempt.excerpt)
+            .arg(duration)
+            .arg(excerpt)
+            .arg(change)
             .invoke_async(&mut connection)
             .await?;
-        Ok(recorded == 1)
+        Ok(health.map(health_from_fields))
     }
 
     async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<bool, DedupError> {
@@ -245,7 +242,6 @@ impl DeliveryStore for RedisDeliveries {
         if fields.is_empty() {
             return Ok(None);
         }
-        let state = DeliveryState::from_code(number(&fields, "state"));
         let recorded = number(&fields, "attempts");
         let rows: Vec<HashMap<String, Vec<u8>>> = if recorded > 0 {
             let mut pipe = redis::pipe();
@@ -262,30 +258,23 @@ impl DeliveryStore for RedisDeliveries {
             .filter(|(row, _)| !row.is_empty())
             .map(|(row, n)| {
                 let status = row.get("status").filter(|s| !s.is_empty());
-                let error = row
-                    .get("error")
-                    .map(|e| String::from_utf8_lossy(e).into_owned());
-                Attempt {
-                    number: n,
-                    sent_at: from_millis(number(row, "sent_at")),
-                    waited: duration_ms(number(row, "waited_ms")),
-                    reason: reason_from_code(number(row, "reason")),
-                    held: duration_ms(number(row, "held_ms")),
-                    result: result_from_fields(status.map(|_| number(row, "status")), error),
-                    duration: Duration::from_micros(number(row, "duration_us").unsigned_abs()),
-                    excerpt: row.get("excerpt").cloned().unwrap_or_default(),
-                }
+                attempt_from_fields((
+                    n,
+                    number(row, "sent_at"),
+                    number(row, "waited_ms"),
+                    number(row, "reason"),
+                    number(row, "held_ms"),
+                    status.map(|_| number(row, "status")),
+                    row.get("error")
+                        .map(|e| String::from_utf8_lossy(e).into_owned()),
+                    number(row, "duration_us"),
+                    row.get("excerpt").cloned().unwrap_or_default(),
+                ))
             })
             .collect();
-        Ok(Some(StoredDelivery {
-            endpoint: endpoint.to_owned(),
-            id: id.to_owned(),
-            body: fields.get("body").cloned().unwrap_or_default(),
-            due_at: (state == DeliveryState::Pending)
-                .then(|| from_millis(number(&fields, "due_at"))),
-            state,
-            attempts,
-        }))
+        let body = fields.get("body").cloned().unwrap_or_default();
+        let state = (number(&fields, "state"), number(&fields, "due_at"));
+        Ok(Some(stored(endpoint, id, body, state, attempts)))
     }
 
     async fn list(
@@ -329,58 +318,21 @@ impl DeliveryStore for RedisDeliveries {
         Ok(purged)
     }
 
-    async fn health(&self, endpoint: &str) -> Result<EndpointHealth, DedupError> {
-        let mut connection = self.connection.clone();
-        let fields: HashMap<String, i64> = connection.hgetall(self.health_key(endpoint)).await?;
-        Ok(health_from_fields(
-            fields.get("failing_since").copied(),
-            fields.get("disabled").copied(),
-            fields.get("disabled_after_ms").copied(),
-        ))
-    }
-
-    async fn merge_health(
-        &self,
-        endpoint: &str,
-        change: HealthChange,
-    ) -> Result<EndpointHealth, DedupError> {
-        let failed_at = match change {
-            HealthChange::Succeeded => String::new(),
-            HealthChange::Failed { at } => unix_millis(at).to_string(),
-        };
-        let mut connection = self.connection.clone();
-        let (failing_since, disabled, after): (Option<i64>, Option<i64>, Option<i64>) =
-            MERGE_HEALTH_SCRIPT
-                .key(self.health_key(endpoint))
-                .arg(failed_at)
-                .invoke_async(&mut connection)
-                .await?;
-        Ok(health_from_fields(failing_since, disabled, after))
-    }
-
     async fn disable(
         &self,
         endpoint: &str,
         reason: DisableReason,
         now: SystemTime,
     ) -> Result<bool, DedupError> {
-        let (_, disabled, after) = health_fields(EndpointHealth {
-            failing_since: None,
-            disabled: Some(reason),
-        });
-        let latest = match reason {
-            DisableReason::Gone => String::new(),
-            DisableReason::NoSuccessFor(wait) => match now.checked_sub(wait) {
-                Some(latest) => unix_millis(latest).to_string(),
-                None => return Ok(false),
-            },
+        let Some((disabled, after, latest)) = disable_fields(reason, now) else {
+            return Ok(false);
         };
         let mut connection = self.connection.clone();
         let disabled_now: i64 = DISABLE_SCRIPT
             .key(self.health_key(endpoint))
-            .arg(disabled.unwrap_or_default())
+            .arg(disabled)
             .arg(after.map(|after| after.to_string()).unwrap_or_default())
-            .arg(latest)
+            .arg(latest.map(|latest| latest.to_string()).unwrap_or_default())
             .invoke_async(&mut connection)
             .await?;
         Ok(disabled_now == 1)

@@ -55,15 +55,22 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
     }
 }
 
+/// A row of [`Statements::take`]: the delivery's
+/// [`TakenRow`](super::codes::TakenRow), then the endpoint's failing time.
+pub(crate) type TakeRow = (String, Vec<u8>, i64, i64, i64, i64, i64, Option<i64>);
+
 /// The statements both SQL delivery stores run.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
     /// $1 endpoint, $2 id, $3 body, $4 due, $5 now.
     pub(crate) enqueue: SqlStr,
-    /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until.
+    /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until: nothing
+    /// while the endpoint is disabled; each row carries the endpoint's
+    /// `failing_since`.
     pub(crate) take: SqlStr,
     /// $1 endpoint, $2 id, $3 token, $4 state, $5 due, $6 waited, $7 reason,
-    /// $8 finished at (NULL while pending).
+    /// $8 finished at (NULL while pending): one row, the endpoint's saved
+    /// health, if the lease held.
     pub(crate) finish: SqlStr,
     /// $1 endpoint, $2 id, then the attempt's columns $3 to $11.
     pub(crate) record_attempt: SqlStr,
@@ -83,7 +90,7 @@ pub(crate) struct Statements {
     pub(crate) purge_deliveries: SqlStr,
     /// $1 endpoint.
     pub(crate) read_health: SqlStr,
-    /// $1 endpoint, $2 failed at (NULL for a success).
+    /// $1 endpoint, $2 failed at (NULL for a success): the health after it.
     pub(crate) merge_health: SqlStr,
     /// $1 endpoint, $2 disabled code: unless disabled already.
     pub(crate) disable: SqlStr,
@@ -99,23 +106,38 @@ impl Statements {
         let (deliveries, attempts, endpoints) = tables(prefix);
         let lock = dialect.lock_rows;
         let leased = "endpoint = $1 AND event_id = $2 AND lease_token = $3";
+        // The endpoint's saved health, as of the statement that reads it.
+        let saved_health = format!(
+            "(SELECT failing_since FROM {endpoints} WHERE endpoint = $1) AS failing_since, \
+             (SELECT disabled FROM {endpoints} WHERE endpoint = $1) AS disabled, \
+             (SELECT disabled_after_ms FROM {endpoints} WHERE endpoint = $1) \
+             AS disabled_after_ms"
+        );
         Self {
             enqueue: statement(format!(
                 "INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (endpoint, event_id) DO NOTHING"
             )),
+            // The disable check and the failing time returned read the
+            // statement's one view of the endpoint's row: the rows it
+            // returns were leased while the endpoint was enabled, which
+            // had that failing time.
             take: statement(format!(
                 "UPDATE {deliveries} SET lease_token = $4, lease_until = $5 \
                  WHERE endpoint = $1 AND event_id IN (\
                  SELECT event_id FROM {deliveries} WHERE endpoint = $1 AND state = 0 \
                  AND due_at <= $2 AND (lease_until IS NULL OR lease_until <= $2) \
                  ORDER BY due_at LIMIT $3{lock}) \
-                 RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason"
+                 AND NOT EXISTS (SELECT 1 FROM {endpoints} \
+                 WHERE endpoint = $1 AND disabled IS NOT NULL) \
+                 RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason, \
+                 (SELECT failing_since FROM {endpoints} WHERE endpoint = $1) AS failing_since"
             )),
             finish: statement(format!(
                 "UPDATE {deliveries} SET tries = tries + 1, attempts = attempts + 1, state = $4, \
                  due_at = $5, waited_ms = $6, reason = $7, finished_at = $8, \
-                 lease_token = NULL, lease_until = NULL WHERE {leased}"
+                 lease_token = NULL, lease_until = NULL WHERE {leased} \
+                 RETURNING {saved_health}"
             )),
             record_attempt: statement(format!(
                 "INSERT INTO {attempts} (endpoint, event_id, number, sent_at, waited_ms, reason, \
@@ -190,15 +212,15 @@ macro_rules! sql_delivery_store {
         const _: () = {
             use std::time::{Duration, SystemTime};
 
-            use sqlx::Row as _;
             use $crate::dedup::{DedupError, check_key};
             use $crate::sender::outbox::codes::{
-                count, duration_ms, from_millis, health_fields, health_from_fields, micros,
-                reason_code, reason_from_code, result_fields, result_from_fields, step_fields,
+                AttemptRow, HealthFields, attempt_fields, attempt_from_fields, disable_fields, due,
+                failed_at, health_from_fields, step_fields, stored,
             };
+            use $crate::sender::outbox::sql::TakeRow;
             use $crate::sender::{
-                Attempt, DeliveryState, DeliveryStore, DisableReason, EndpointHealth, HealthChange,
-                Step, StoredDelivery, Taken,
+                Attempt, DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth,
+                HealthChange, Step, StoredDelivery, Taken,
             };
             use $crate::store::{millis, new_token, now_millis, unix_millis};
 
@@ -229,35 +251,37 @@ macro_rules! sql_delivery_store {
                     now: SystemTime,
                     limit: usize,
                     lease: Duration,
-                ) -> Result<Vec<Taken>, DedupError> {
+                ) -> Result<Due, DedupError> {
                     let token = new_token();
                     let now_ms = unix_millis(now);
-                    let rows = sqlx::query(self.statements.take.clone())
-                        .bind(endpoint)
-                        .bind(now_ms)
-                        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                        .bind(&token)
-                        .bind(now_ms.saturating_add(millis(lease)))
-                        .fetch_all(&self.pool)
-                        .await?;
-                    let mut taken = rows
-                        .into_iter()
-                        .map(|row| {
-                            Ok(Taken {
-                                endpoint: endpoint.to_owned(),
-                                id: row.try_get("event_id")?,
-                                body: row.try_get("body")?,
-                                tries: count(row.try_get("tries")?),
-                                attempts: count(row.try_get("attempts")?),
-                                due_at: from_millis(row.try_get("due_at")?),
-                                waited: duration_ms(row.try_get("waited_ms")?),
-                                reason: reason_from_code(row.try_get("reason")?),
-                                token: token.clone(),
-                            })
-                        })
-                        .collect::<Result<Vec<_>, sqlx::Error>>()?;
-                    taken.sort_by_key(|delivery| delivery.due_at);
-                    Ok(taken)
+                    let rows: Vec<TakeRow> = if limit == 0 {
+                        Vec::new()
+                    } else {
+                        sqlx::query_as(self.statements.take.clone())
+                            .bind(endpoint)
+                            .bind(now_ms)
+                            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                            .bind(&token)
+                            .bind(now_ms.saturating_add(millis(lease)))
+                            .fetch_all(&self.pool)
+                            .await?
+                    };
+                    // Rows were leased only while the endpoint was enabled;
+                    // leasing nothing, the take read no health: read it.
+                    let health = match rows.first() {
+                        Some(row) => (row.7, None, None),
+                        None => sqlx::query_as(self.statements.read_health.clone())
+                            .bind(endpoint)
+                            .fetch_optional(&self.pool)
+                            .await?
+                            .unwrap_or_default(),
+                    };
+                    let rows = rows.into_iter().map(
+                        |(id, body, tries, attempts, due_at, waited, reason, _)| {
+                            (id, body, tries, attempts, due_at, waited, reason)
+                        },
+                    );
+                    Ok(due(endpoint, &token, health_from_fields(health), rows))
                 }
 
                 async fn finish(
@@ -265,44 +289,60 @@ macro_rules! sql_delivery_store {
                     taken: &Taken,
                     attempt: &Attempt,
                     step: Step,
-                ) -> Result<bool, DedupError> {
+                    change: Option<HealthChange>,
+                ) -> Result<Option<EndpointHealth>, DedupError> {
                     let (state, due, waited, reason) = step_fields(step);
                     let due = due.unwrap_or(unix_millis(taken.due_at));
                     let finished = (state != DeliveryState::Pending).then(now_millis);
                     let mut tx = self.pool.begin().await?;
-                    let updated = sqlx::query(self.statements.finish.clone())
-                        .bind(&taken.endpoint)
-                        .bind(&taken.id)
-                        .bind(&taken.token)
-                        .bind(state.code())
-                        .bind(due)
-                        .bind(waited)
-                        .bind(reason)
-                        .bind(finished)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                    if updated != 1 {
+                    let saved: Option<HealthFields> =
+                        sqlx::query_as(self.statements.finish.clone())
+                            .bind(&taken.endpoint)
+                            .bind(&taken.id)
+                            .bind(&taken.token)
+                            .bind(state.code())
+                            .bind(due)
+                            .bind(waited)
+                            .bind(reason)
+                            .bind(finished)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                    let Some(saved) = saved else {
                         tx.rollback().await?;
-                        return Ok(false);
-                    }
-                    let (status, error) = result_fields(&attempt.result);
+                        return Ok(None);
+                    };
+                    let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
+                        attempt_fields(attempt);
                     sqlx::query(self.statements.record_attempt.clone())
                         .bind(&taken.endpoint)
                         .bind(&taken.id)
-                        .bind(i64::from(attempt.number))
-                        .bind(unix_millis(attempt.sent_at))
-                        .bind(millis(attempt.waited))
-                        .bind(reason_code(attempt.reason))
-                        .bind(millis(attempt.held))
+                        .bind(number)
+                        .bind(sent_at)
+                        .bind(waited)
+                        .bind(reason)
+                        .bind(held)
                         .bind(status)
                         .bind(error)
-                        .bind(micros(attempt.duration))
-                        .bind(&attempt.excerpt)
+                        .bind(duration)
+                        .bind(excerpt)
                         .execute(&mut *tx)
                         .await?;
+                    // Most attempts change nothing (a success on a healthy
+                    // endpoint): write, and lock the endpoint's row, only
+                    // when the merge does. The write merges atomically, so
+                    // a concurrent change in between is kept.
+                    let mut health = health_from_fields(saved);
+                    if let Some(change) = change.filter(|change| health.merged(*change) != health) {
+                        let merged: HealthFields =
+                            sqlx::query_as(self.statements.merge_health.clone())
+                                .bind(&taken.endpoint)
+                                .bind(failed_at(change))
+                                .fetch_one(&mut *tx)
+                                .await?;
+                        health = health_from_fields(merged);
+                    }
                     tx.commit().await?;
-                    Ok(true)
+                    Ok(Some(health))
                 }
 
                 async fn put_back(
@@ -326,7 +366,7 @@ macro_rules! sql_delivery_store {
                     endpoint: &str,
                     id: &str,
                 ) -> Result<Option<StoredDelivery>, DedupError> {
-                    let Some(row) = sqlx::query(self.statements.read.clone())
+                    let Some((body, state, due_at)) = sqlx::query_as(self.statements.read.clone())
                         .bind(endpoint)
                         .bind(id)
                         .fetch_optional(&self.pool)
@@ -334,39 +374,14 @@ macro_rules! sql_delivery_store {
                     else {
                         return Ok(None);
                     };
-                    let state = DeliveryState::from_code(row.try_get("state")?);
-                    let attempts = sqlx::query(self.statements.read_attempts.clone())
-                        .bind(endpoint)
-                        .bind(id)
-                        .fetch_all(&self.pool)
-                        .await?
-                        .into_iter()
-                        .map(|row| {
-                            let status: Option<i64> = row.try_get("status")?;
-                            let error: Option<String> = row.try_get("error")?;
-                            let duration: i64 = row.try_get("duration_us")?;
-                            Ok(Attempt {
-                                number: count(row.try_get("number")?),
-                                sent_at: from_millis(row.try_get("sent_at")?),
-                                waited: duration_ms(row.try_get("waited_ms")?),
-                                reason: reason_from_code(row.try_get("reason")?),
-                                held: duration_ms(row.try_get("held_ms")?),
-                                result: result_from_fields(status, error),
-                                duration: Duration::from_micros(duration.unsigned_abs()),
-                                excerpt: row.try_get("excerpt")?,
-                            })
-                        })
-                        .collect::<Result<Vec<_>, sqlx::Error>>()?;
-                    Ok(Some(StoredDelivery {
-                        endpoint: endpoint.to_owned(),
-                        id: id.to_owned(),
-                        body: row.try_get("body")?,
-                        due_at: (state == DeliveryState::Pending)
-                            .then(|| row.try_get("due_at").map(from_millis))
-                            .transpose()?,
-                        state,
-                        attempts,
-                    }))
+                    let attempts: Vec<AttemptRow> =
+                        sqlx::query_as(self.statements.read_attempts.clone())
+                            .bind(endpoint)
+                            .bind(id)
+                            .fetch_all(&self.pool)
+                            .await?;
+                    let attempts = attempts.into_iter().map(attempt_from_fields).collect();
+                    Ok(Some(stored(endpoint, id, body, (state, due_at), attempts)))
                 }
 
                 async fn list(
@@ -415,66 +430,24 @@ macro_rules! sql_delivery_store {
                     Ok(purged)
                 }
 
-                async fn health(&self, endpoint: &str) -> Result<EndpointHealth, DedupError> {
-                    let row = sqlx::query(self.statements.read_health.clone())
-                        .bind(endpoint)
-                        .fetch_optional(&self.pool)
-                        .await?;
-                    Ok(match row {
-                        None => EndpointHealth::default(),
-                        Some(row) => health_from_fields(
-                            row.try_get("failing_since")?,
-                            row.try_get("disabled")?,
-                            row.try_get("disabled_after_ms")?,
-                        ),
-                    })
-                }
-
-                async fn merge_health(
-                    &self,
-                    endpoint: &str,
-                    change: HealthChange,
-                ) -> Result<EndpointHealth, DedupError> {
-                    let failed_at = match change {
-                        HealthChange::Succeeded => None,
-                        HealthChange::Failed { at } => Some(unix_millis(at)),
-                    };
-                    let row = sqlx::query(self.statements.merge_health.clone())
-                        .bind(endpoint)
-                        .bind(failed_at)
-                        .fetch_one(&self.pool)
-                        .await?;
-                    Ok(health_from_fields(
-                        row.try_get("failing_since")?,
-                        row.try_get("disabled")?,
-                        row.try_get("disabled_after_ms")?,
-                    ))
-                }
-
                 async fn disable(
                     &self,
                     endpoint: &str,
                     reason: DisableReason,
                     now: SystemTime,
                 ) -> Result<bool, DedupError> {
-                    let (_, disabled, after) = health_fields(EndpointHealth {
-                        failing_since: None,
-                        disabled: Some(reason),
-                    });
-                    let query = match reason {
-                        DisableReason::Gone => sqlx::query(self.statements.disable.clone())
+                    let Some((disabled, after, latest)) = disable_fields(reason, now) else {
+                        return Ok(false);
+                    };
+                    let query = match latest {
+                        None => sqlx::query(self.statements.disable.clone())
                             .bind(endpoint)
                             .bind(disabled),
-                        DisableReason::NoSuccessFor(wait) => {
-                            let Some(latest) = now.checked_sub(wait) else {
-                                return Ok(false);
-                            };
-                            sqlx::query(self.statements.disable_stale.clone())
-                                .bind(endpoint)
-                                .bind(disabled)
-                                .bind(after)
-                                .bind(unix_millis(latest))
-                        }
+                        Some(latest) => sqlx::query(self.statements.disable_stale.clone())
+                            .bind(endpoint)
+                            .bind(disabled)
+                            .bind(after)
+                            .bind(latest),
                     };
                     Ok(query.execute(&self.pool).await?.rows_affected() == 1)
                 }

@@ -44,9 +44,15 @@ pub struct SqliteDeliveries {
 impl SqliteDeliveries {
     /// Opens (creating if needed) the database file at `path`, in WAL mode
     /// with `synchronous=FULL`, and runs [`migrate`](Self::migrate).
+    ///
+    /// The pool has one connection. SQLite has one writer and nearly every
+    /// outbox step writes, so the steps take turns in the process rather
+    /// than in SQLite's busy handler, which sleeps between tries (1 ms at
+    /// first, up to 100 ms): with several connections, the dispatcher's
+    /// concurrent attempts spent more time asleep there than writing.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
-        let pool =
-            crate::store::sql::sqlite_pool(SqliteConnectOptions::new().filename(path)).await?;
+        let options = SqliteConnectOptions::new().filename(path);
+        let pool = crate::store::sql::sqlite_pool(options, 1).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
         Ok(store)

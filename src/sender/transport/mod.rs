@@ -71,6 +71,54 @@ pub trait Transport: Send + Sync {
     ) -> impl Future<Output = Result<Response, TransportError>> + Send;
 }
 
+/// A [`Transport`] that answers every POST with `answer`, called with the
+/// URL, headers and body: for tests, benches and in-process receivers (as
+/// tower's `service_fn` makes a service of a function). The future it
+/// returns owns what it needs; it cannot borrow the arguments.
+///
+/// ```
+/// use hooklatch::sender::{Response, Transport, transport_fn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let gone = transport_fn(|_url, _headers, _body| async { Ok(Response::new(410)) });
+/// let answer = gone.post("https://example.com/hooks", &[], b"{}").await.unwrap();
+/// assert_eq!(answer.status, 410);
+/// # }
+/// ```
+pub fn transport_fn<F, Fut>(answer: F) -> TransportFn<F>
+where
+    F: Fn(&str, &[(String, String)], &[u8]) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Response, TransportError>> + Send,
+{
+    TransportFn(answer)
+}
+
+/// The [`Transport`] [`transport_fn`] makes.
+#[derive(Clone, Copy)]
+pub struct TransportFn<F>(F);
+
+impl<F> std::fmt::Debug for TransportFn<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportFn").finish_non_exhaustive()
+    }
+}
+
+impl<F, Fut> Transport for TransportFn<F>
+where
+    F: Fn(&str, &[(String, String)], &[u8]) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<Response, TransportError>> + Send,
+{
+    fn post(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> impl Future<Output = Result<Response, TransportError>> + Send {
+        (self.0)(url, headers, body)
+    }
+}
+
 /// The error of the HTTP client under a transport.
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
