@@ -43,12 +43,8 @@ async fn serve<S: Inbox + Clone + 'static>(
 pub(crate) fn console(args: ConsoleArgs) -> Result<ExitCode, UsageError> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let store = match AnyInbox::open(&args.store).await? {
-            Ok(store) => store,
-            Err(error) => {
-                eprintln!("hooklatch: cannot open {}: {error}", args.store);
-                return Ok(ExitCode::FAILURE);
-            }
+        let Some(store) = AnyInbox::open_or_say(&args.store).await? else {
+            return Ok(ExitCode::FAILURE);
         };
         match store {
             AnyInbox::Sqlite(store) => serve(store, &args).await,

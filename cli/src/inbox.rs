@@ -75,6 +75,18 @@ impl AnyInbox {
         }
     }
 
+    /// The store `spec` names; `None`, having said why, when it cannot be
+    /// reached (exit 1).
+    pub(crate) async fn open_or_say(spec: &str) -> Result<Option<Self>, UsageError> {
+        match Self::open(spec).await? {
+            Ok(store) => Ok(Some(store)),
+            Err(error) => {
+                eprintln!("hooklatch: cannot open {spec}: {error}");
+                Ok(None)
+            }
+        }
+    }
+
     async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
         match self {
             Self::Sqlite(store) => store.stats(namespace).await,
@@ -118,12 +130,8 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
     hooklatch::dedup::validate_namespace(&args.namespace)?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let store = match AnyInbox::open(&args.store).await? {
-            Ok(store) => store,
-            Err(error) => {
-                eprintln!("hooklatch: cannot open {}: {error}", args.store);
-                return Ok(ExitCode::FAILURE);
-            }
+        let Some(store) = AnyInbox::open_or_say(&args.store).await? else {
+            return Ok(ExitCode::FAILURE);
         };
         let namespace = args.namespace.as_str();
         let done = match args.command {

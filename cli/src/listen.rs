@@ -15,7 +15,6 @@ use clap::Args;
 use hooklatch::RedisConnection;
 use hooklatch::dedup::{LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
 use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
-use hooklatch::verify::Verifier;
 use hooklatch_tower::{Rejection, VerifiedEvent, WebhookLayer};
 
 use crate::{SchemeArgs, UsageError, rfc3339};
@@ -93,14 +92,8 @@ const LEASE: Duration = Duration::from_secs(30);
 
 pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
     let scheme = args.scheme.scheme()?;
-    let mut builder = Verifier::builder(scheme.clone());
-    for secret in &args.secrets {
-        builder = builder.with_secret(secret)?;
-    }
-    if let Some(seconds) = args.tolerance {
-        builder = builder.with_tolerance(Duration::from_secs(seconds));
-    }
-    let verifier = builder.build()?;
+    let verifier =
+        crate::verifier_builder(scheme.clone(), &args.secrets, args.tolerance)?.build()?;
     // Events are claimed by what the signature covers: the signed id
     // header, Stripe's body `id`, or a digest of the signed content.
     let mut layer = WebhookLayer::new(verifier);

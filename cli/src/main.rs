@@ -261,15 +261,26 @@ fn sign(args: SignArgs) -> Result<ExitCode, UsageError> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
-    let scheme = args.scheme.scheme()?;
-    let mut builder = Verifier::builder(scheme.clone());
-    for secret in &args.secrets {
+/// A verifier builder for `scheme` with `secrets` and, if given, a
+/// tolerance in seconds: what `verify` and `listen` share.
+fn verifier_builder(
+    scheme: Scheme,
+    secrets: &[String],
+    tolerance: Option<u64>,
+) -> Result<hooklatch::verify::VerifierBuilder, UsageError> {
+    let mut builder = Verifier::builder(scheme);
+    for secret in secrets {
         builder = builder.with_secret(secret)?;
     }
-    if let Some(seconds) = args.tolerance {
+    if let Some(seconds) = tolerance {
         builder = builder.with_tolerance(Duration::from_secs(seconds));
     }
+    Ok(builder)
+}
+
+fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
+    let scheme = args.scheme.scheme()?;
+    let mut builder = verifier_builder(scheme.clone(), &args.secrets, args.tolerance)?;
     if args.ignore_timestamp {
         builder = builder.insecure_skip_timestamp_check();
     }

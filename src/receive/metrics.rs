@@ -13,6 +13,20 @@ use std::time::Duration;
 
 use super::Rejection;
 
+/// The span a framework adapter runs one request in: the core records the
+/// scheme, namespace, event id, outcome and reason on it as they become
+/// known, so an OpenTelemetry layer gets a trace per request.
+pub fn request_span() -> tracing::Span {
+    tracing::info_span!(
+        "webhook",
+        scheme = tracing::field::Empty,
+        namespace = tracing::field::Empty,
+        id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        reason = tracing::field::Empty,
+    )
+}
+
 /// What became of a request, the `outcome` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {

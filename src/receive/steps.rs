@@ -15,10 +15,7 @@ pub async fn accept<S: Inbox + ?Sized>(
     namespace: &str,
     event: &VerifiedEvent,
 ) -> Result<Acceptance, Rejection> {
-    let refused = |rejection: Rejection| {
-        metrics::rejected(&rejection, &event.scheme, namespace);
-        rejection
-    };
+    let refused = refusal(event, namespace);
     let key = event
         .key()
         .map_err(|rejection| refused(rejection.clone()))?;
@@ -37,6 +34,17 @@ pub async fn accept<S: Inbox + ?Sized>(
     metrics::request(outcome, None, &event.scheme, namespace);
     tracing::debug!(namespace, id = key, ?acceptance, "webhook received");
     Ok(acceptance)
+}
+
+/// Counts a refusal of `event` in `namespace` and hands the rejection on.
+fn refusal<'a>(
+    event: &'a VerifiedEvent,
+    namespace: &'a str,
+) -> impl Fn(Rejection) -> Rejection + 'a {
+    move |rejection| {
+        metrics::rejected(&rejection, &event.scheme, namespace);
+        rejection
+    }
 }
 
 /// What [`claim`] found: a lease to run the handler under, or an event that
@@ -58,10 +66,7 @@ pub async fn claim<S: LeaseStore + ?Sized>(
     event: &VerifiedEvent,
     lease_for: Duration,
 ) -> Result<Claimed, Rejection> {
-    let refused = |rejection: Rejection| {
-        metrics::rejected(&rejection, &event.scheme, namespace);
-        rejection
-    };
+    let refused = refusal(event, namespace);
     let key = event
         .key()
         .map_err(|rejection| refused(rejection.clone()))?;

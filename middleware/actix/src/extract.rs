@@ -49,16 +49,7 @@ where
             let event = receiver.receive(&headers, payload).await?;
             step(config, event, tenant).await
         };
-        // One span per request; the core records the scheme, namespace,
-        // event id, outcome and reason on it as they become known.
-        let span = tracing::info_span!(
-            "webhook",
-            scheme = tracing::field::Empty,
-            namespace = tracing::field::Empty,
-            id = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-            reason = tracing::field::Empty,
-        );
+        let span = hooklatch::receive::request_span();
         tracing::Instrument::instrument(run, span)
             .await
             .map_err(|error| error.answered_by(respond))

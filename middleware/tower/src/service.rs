@@ -63,16 +63,7 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let config = Arc::clone(&self.config);
-        // One span per request; the core records the scheme, namespace,
-        // event id, outcome and reason on it as they become known.
-        let span = tracing::info_span!(
-            "webhook",
-            scheme = tracing::field::Empty,
-            namespace = tracing::field::Empty,
-            id = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-            reason = tracing::field::Empty,
-        );
+        let span = hooklatch::receive::request_span();
         ResponseFuture::running(Box::pin(tracing::Instrument::instrument(
             async move {
                 let (parts, body) = request.into_parts();
