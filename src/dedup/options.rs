@@ -59,7 +59,7 @@ impl StoreOptions {
         self
     }
 
-    /// The clock [`MemoryStore`] keeps time by. Defaults to the system
+    /// The clock [`MemoryStore`](super::MemoryStore) keeps time by. Defaults to the system
     /// clock.
     ///
     /// Shared stores never decide on the client's clock: SQLite reads the

@@ -132,7 +132,7 @@ impl VerifierBuilder {
         self
     }
 
-    /// Uses `clock` for [`Verifier::verify`]. Defaults to [`SystemClock`].
+    /// Uses `clock` for [`Verifier::verify`]. Defaults to [`SystemClock`](super::SystemClock).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
         self
