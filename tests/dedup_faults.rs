@@ -266,6 +266,107 @@ async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
     );
 }
 
+/// Group commit under load: 512 concurrent accepts of 128 ids, four
+/// deliveries each, many sharing a batch. Each id is accepted exactly once,
+/// every other delivery is answered duplicate, and the inbox holds each id
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_accepts_sharing_a_batch_each_get_their_own_outcome() {
+    let dir = support::TempDir::new("sqlite-batch");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..512)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let id = format!("evt_{}", n % 128);
+                (
+                    id.clone(),
+                    store.accept(&event("ns", &id, SMALL)).await.unwrap(),
+                )
+            })
+        })
+        .collect();
+    let mut accepted: HashMap<String, usize> = HashMap::new();
+    for task in tasks {
+        let (id, outcome) = task.await.unwrap();
+        *accepted.entry(id).or_default() += usize::from(outcome == Acceptance::Accepted);
+    }
+    assert_eq!(accepted.len(), 128);
+    assert!(accepted.values().all(|&n| n == 1), "{accepted:?}");
+    let mut ids = support::drain(&store, "ns").await;
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 128);
+    assert_eq!(
+        support::drain(&store, "ns").await.len(),
+        0,
+        "each id was enqueued once"
+    );
+}
+
+/// A batch whose transaction fails answers each of its callers with the
+/// error and keeps none of its claims: every caller answered `Accepted` has
+/// its event in the inbox, and every caller that got an error has no claim
+/// (its retry is accepted). Callers that gave up do not break the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims() {
+    let dir = support::TempDir::new("sqlite-batch-fail");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER small_bodies BEFORE INSERT ON hooklatch_inbox \
+         WHEN length(NEW.body) >= 100 BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let tasks: Vec<_> = (0..200)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let id = format!("evt_{n}");
+                let body = if n % 20 == 0 { LARGE } else { SMALL };
+                if n % 25 == 1 {
+                    // Gives up at once: dropped while queued or committing.
+                    let _ =
+                        tokio::time::timeout(Duration::ZERO, store.accept(&event("ns", &id, body)))
+                            .await;
+                    return (id, None);
+                }
+                (
+                    id.clone(),
+                    Some(store.accept(&event("ns", &id, body)).await.is_ok()),
+                )
+            })
+        })
+        .collect();
+    let mut answered = Vec::new();
+    for task in tasks {
+        answered.push(task.await.unwrap());
+    }
+    let in_inbox: HashSet<String> = support::drain(&store, "ns").await.into_iter().collect();
+    let mut failed = 0;
+    for (id, ok) in answered {
+        match ok {
+            Some(true) => assert!(in_inbox.contains(&id), "{id} was answered accepted"),
+            Some(false) => {
+                failed += 1;
+                assert!(!in_inbox.contains(&id), "{id} failed but was enqueued");
+                assert_eq!(
+                    store.accept(&event("ns", &id, SMALL)).await.unwrap(),
+                    Acceptance::Accepted,
+                    "{id} failed, so its claim was not kept"
+                );
+            }
+            None => {}
+        }
+    }
+    assert!(failed >= 10, "the large bodies failed: {failed}");
+}
+
 #[tokio::test]
 async fn postgres_rolled_back_caller_transaction_keeps_no_claim() {
     let server = support::postgres();

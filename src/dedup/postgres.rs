@@ -68,6 +68,14 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
+    fn assemble(pool: PgPool, statements: Statements) -> Self {
+        Self {
+            pool,
+            options: StoreOptions::default(),
+            statements,
+        }
+    }
+
     /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate).
     pub async fn connect(url: &str) -> Result<Self, DedupError> {

@@ -5,6 +5,7 @@ use std::str::FromStr as _;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
+use super::group_commit::GroupCommit;
 use super::sql::{Statements, ready_condition, sql_store_common, take_assignments};
 use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
@@ -12,10 +13,17 @@ use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 /// Claims and inbox in one SQLite file: the default store, for a single
 /// receiver process (or several on one host sharing the file).
 ///
-/// [`accept`](super::Inbox::accept) is one transaction that inserts the claim
-/// (`ON CONFLICT DO NOTHING`) and, only if that inserted a row
-/// (`changes() = 1`), the inbox row. The file uses WAL with `synchronous=FULL`, so an accepted event has
-/// reached the disk before `accept` returns.
+/// [`accept`](super::Inbox::accept) inserts the claim (`ON CONFLICT DO
+/// NOTHING`) and, only if that inserted a row (`changes() = 1`), the inbox
+/// row, in one transaction. The file uses WAL with `synchronous=FULL`, so an
+/// accepted event has reached the disk before `accept` returns.
+///
+/// Accepts that arrive together share a transaction (group commit): while
+/// one commit is on its way to the disk, the next accepts queue, and one
+/// writer commits them all at once, up to 256, in the order they came. Each
+/// caller is answered only after that commit; if anything in a batch fails,
+/// none of its claims is kept and every caller in it gets the error. A
+/// caller alone waits for nobody.
 ///
 /// # Schema
 ///
@@ -58,9 +66,19 @@ pub struct SqliteStore {
     pool: SqlitePool,
     options: StoreOptions,
     statements: Statements,
+    group: GroupCommit,
 }
 
 impl SqliteStore {
+    fn assemble(pool: SqlitePool, statements: Statements) -> Self {
+        Self {
+            pool,
+            options: StoreOptions::default(),
+            statements,
+            group: GroupCommit::default(),
+        }
+    }
+
     /// Opens (creating if needed) the database file at `path` and runs
     /// [`migrate`](Self::migrate).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
@@ -109,27 +127,17 @@ fn take_statement(inbox: &str) -> String {
 }
 
 impl SqliteStore {
-    /// The atomic claim-and-enqueue step of [`Inbox::accept`](super::Inbox::accept).
+    /// The atomic claim-and-enqueue step of [`Inbox::accept`](super::Inbox::accept),
+    /// in the next group commit (see [`SqliteStore`]'s docs).
     async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
-        let mut tx = self.pool.begin().await?;
-        // Both inserts in one call: the second runs only if the first
-        // inserted a row (`changes()`), saving a round trip to the worker.
-        let inserted = sqlx::query(self.statements.accept.clone())
-            .bind(event.namespace)
-            .bind(event.id)
-            .bind(self.retention_ms())
-            .bind(event.body)
-            .bind(event.signed_at)
-            .bind(event.meta_text())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if inserted == 0 {
-            tx.rollback().await?;
-            return Ok(Acceptance::Duplicate);
-        }
-        tx.commit().await?;
-        Ok(Acceptance::Accepted)
+        self.group
+            .accept(
+                &self.pool,
+                &self.statements.accept,
+                event,
+                self.retention_ms(),
+            )
+            .await
     }
 }

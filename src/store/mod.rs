@@ -28,6 +28,16 @@ impl StoreError {
     pub fn backend(&self) -> &'static str {
         self.backend
     }
+
+    /// An error known only by its text, such as one a batch shares with
+    /// each of its callers.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn message(backend: &'static str, message: &str) -> Self {
+        Self {
+            backend,
+            source: message.to_owned().into(),
+        }
+    }
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

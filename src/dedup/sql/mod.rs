@@ -32,11 +32,7 @@ macro_rules! sql_store_common {
                     accept_statement,
                     take_statement,
                 )?;
-                Ok(Self {
-                    pool,
-                    options: $crate::dedup::StoreOptions::default(),
-                    statements,
-                })
+                Ok(Self::assemble(pool, statements))
             }
 
             /// Creates or upgrades the tables and indexes. Safe to run from
