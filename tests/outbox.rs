@@ -1,7 +1,8 @@
 //! The outbox suite, stamped over every delivery store (memory, SQLite,
-//! Postgres, Redis) against real servers (see tests/support): restarts
-//! (graceful and a crash), two dispatchers on one store, replay, purge,
-//! shared endpoint health and the per-dispatcher concurrency limit.
+//! Postgres, Redis on one server and as a cluster) against real servers
+//! (see tests/support): restarts (graceful and a crash), two dispatchers
+//! on one store, replay, purge, shared endpoint health and the
+//! per-dispatcher concurrency limit.
 
 #[path = "support/receiver.rs"]
 mod receiver;
@@ -87,6 +88,15 @@ fn sqlite() -> Sqlite {
 fn redis() -> Redis {
     Redis {
         server: support::redis(),
+        prefix: support::unique("d"),
+    }
+}
+
+/// Redis as a cluster of three masters and three replicas: every script
+/// names its keys, all in one slot.
+fn redis_cluster() -> Redis {
+    Redis {
+        server: support::redis_cluster(),
         prefix: support::unique("d"),
     }
 }
@@ -981,3 +991,4 @@ suite!(memory_store, memory());
 suite!(sqlite_store, sqlite());
 suite!(postgres_store, postgres());
 suite!(redis_store, redis());
+suite!(redis_cluster_store, redis_cluster());
