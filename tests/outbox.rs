@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
-    Final, HealthChange, MemoryDeliveries, Policy, PostgresDeliveries, RedisDeliveries, Response,
-    SqliteDeliveries, Step, Taken, Transport, TransportError,
+    Final, HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, Policy, PostgresDeliveries,
+    RedisDeliveries, Response, SqliteDeliveries, Step, Taken, Transport, TransportError,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -485,6 +485,65 @@ async fn purge_keeps_pending_and_dead(backend: impl Backend) {
     assert!(again.attempts.is_empty());
 }
 
+/// More finished deliveries than two purge batches are all purged, with
+/// their attempts, and a pending and a dead one are kept.
+async fn purge_takes_every_batch(backend: impl Backend) {
+    use futures_util::StreamExt as _;
+    let store = backend.open().await;
+    let count = usize::try_from(2 * OUTBOX_PURGE_BATCH + 7).unwrap();
+    let taken = lease(&store, ENDPOINT, count + 1).await;
+    let (dead, delivered) = taken.split_last().unwrap();
+    futures_util::stream::iter(delivered)
+        .for_each_concurrent(16, |taken| {
+            let store = &store;
+            async move {
+                let attempt = Attempt::new(taken.attempts + 1, SystemTime::now(), Ok(200));
+                let step = Step::Done(Final::Delivered);
+                assert!(
+                    store
+                        .finish(taken, &attempt, step, None)
+                        .await
+                        .unwrap()
+                        .is_some()
+                );
+            }
+        })
+        .await;
+    let _ = record(&store, dead, None).await.unwrap();
+    assert!(
+        store
+            .enqueue(ENDPOINT, "pending", b"{}", SystemTime::now())
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+
+    let purged = store.purge(SystemTime::now()).await.unwrap();
+    assert_eq!(
+        purged,
+        u64::try_from(count).unwrap(),
+        "every batch is purged"
+    );
+    assert_eq!(store.purge(SystemTime::now()).await.unwrap(), 0);
+    let delivered = store
+        .list(ENDPOINT, DeliveryState::Delivered, 10)
+        .await
+        .unwrap();
+    assert!(delivered.is_empty(), "{delivered:?}");
+    assert_eq!(state_of(&store, &dead.id).await, DeliveryState::Dead);
+    assert_eq!(state_of(&store, "pending").await, DeliveryState::Pending);
+    // The last id of the last batch is forgotten with its attempts.
+    let last = &taken[count - 1].id;
+    assert!(
+        store
+            .enqueue(ENDPOINT, last, b"{}", SystemTime::now())
+            .await
+            .unwrap()
+    );
+    let again = store.delivery(ENDPOINT, last).await.unwrap().unwrap();
+    assert!(again.attempts.is_empty());
+}
+
 /// The time now in whole milliseconds, as the stores keep times.
 fn now_in_millis() -> SystemTime {
     let since_epoch = SystemTime::now()
@@ -937,6 +996,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn purge_forgets_finished_deliveries_only() {
                 purge_keeps_pending_and_dead($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn purge_deletes_in_bounded_batches_and_misses_no_finished_delivery() {
+                purge_takes_every_batch($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,7 +47,7 @@ pub use outbox::RedisDeliveries;
 pub use outbox::SqliteDeliveries;
 pub use outbox::{
     DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange,
-    MemoryDeliveries, StoredDelivery, Taken,
+    MemoryDeliveries, OUTBOX_PURGE_BATCH, StoredDelivery, Taken,
 };
 pub use policy::Policy;
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};

@@ -30,6 +30,15 @@ pub use redis::RedisDeliveries;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteDeliveries;
 
+/// How many finished deliveries a SQL or Redis outbox purges in one
+/// transaction or script, at most, so a large purge never holds locks (or
+/// the Redis server) for long.
+///
+/// ```
+/// assert!(hooklatch::sender::OUTBOX_PURGE_BATCH >= 100);
+/// ```
+pub const OUTBOX_PURGE_BATCH: u64 = 1_000;
+
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -251,7 +260,10 @@ pub trait DeliveryStore: Send + Sync + 'static {
     /// Deletes the delivered and gone deliveries that ended before
     /// `finished_before`, with their attempts, and returns how many.
     /// Pending and dead deliveries are kept (dead ones can be replayed).
-    /// A purged id is forgotten: sending it again delivers it again.
+    /// A purged id is forgotten: sending it again delivers it again. The
+    /// SQL and Redis stores delete [`OUTBOX_PURGE_BATCH`] deliveries at a
+    /// time, each batch in its own short transaction or script; a failure
+    /// stops the purge, and what was deleted stays deleted.
     fn purge(
         &self,
         finished_before: SystemTime,

@@ -52,7 +52,8 @@ static DISABLE_SCRIPT: LazyLock<Script> =
 /// hash tag, so each script runs on one Cluster node: a take first reads
 /// the due ids, and its script leases those still due; a purge reads the
 /// finished ids and their attempt counts, and its script deletes those
-/// still finished, [`PURGE_BATCH`] at a time.
+/// still finished, [`OUTBOX_PURGE_BATCH`](super::OUTBOX_PURGE_BATCH) at
+/// a time.
 ///
 /// ```no_run
 /// use hooklatch::sender::RedisDeliveries;
@@ -142,10 +143,6 @@ impl RedisDeliveries {
     }
 }
 
-/// How many finished deliveries one purge script deletes at most, so no
-/// script blocks the server for long.
-const PURGE_BATCH: usize = 500;
-
 /// A number from a Redis hash field.
 fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
     fields
@@ -157,7 +154,7 @@ fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
 
 impl RedisDeliveries {
     /// Deletes the endpoint's deliveries that ended before
-    /// `finished_before`, [`PURGE_BATCH`] a script, and returns how many.
+    /// `finished_before`, a bounded batch a script, and returns how many.
     async fn purge_endpoint(
         &self,
         endpoint: &str,
@@ -166,7 +163,7 @@ impl RedisDeliveries {
         let mut connection = self.connection.clone();
         let finished = self.key(endpoint, "finished");
         let cutoff = unix_millis(finished_before);
-        let batch = isize::try_from(PURGE_BATCH).unwrap_or(isize::MAX);
+        let batch = isize::try_from(super::OUTBOX_PURGE_BATCH).unwrap_or(isize::MAX);
         let mut purged = 0;
         loop {
             let ids: Vec<String> = connection
@@ -196,7 +193,9 @@ impl RedisDeliveries {
             }
             let deleted: u64 = script.invoke_async(&mut connection).await?;
             purged += deleted;
-            if ids.len() < PURGE_BATCH || deleted == 0 {
+            if ids.len() < usize::try_from(super::OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX)
+                || deleted == 0
+            {
                 return Ok(purged);
             }
         }
