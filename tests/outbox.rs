@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
     Final, HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, Policy, PostgresDeliveries,
-    RedisDeliveries, Response, SqliteDeliveries, Step, Taken, Transport, TransportError,
+    RedisDeliveries, Response, SqliteDeliveries, Step, Taken, Transport, TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -544,6 +544,103 @@ async fn purge_takes_every_batch(backend: impl Backend) {
     assert!(again.attempts.is_empty());
 }
 
+/// A take across endpoints leases round-robin (every endpoint's first
+/// before any endpoint's second), within each endpoint's limit and the
+/// limit in all, nothing of a disabled endpoint (whose health it reports)
+/// and nothing leased already.
+async fn take_across_is_fair_and_bounded(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    for i in 0..50 {
+        assert!(
+            store
+                .enqueue("busy", &format!("b{i:02}"), b"{}", now)
+                .await
+                .unwrap()
+        );
+    }
+    assert!(store.enqueue("quiet", "q", b"{}", now).await.unwrap());
+    for id in ["o1", "o2"] {
+        assert!(store.enqueue("off", id, b"{}", now).await.unwrap());
+    }
+    assert!(
+        store
+            .disable("off", DisableReason::Gone, now)
+            .await
+            .unwrap()
+    );
+    let later = now + Duration::from_millis(1);
+    let wanted = [
+        Wanted::new("busy", 100, later),
+        Wanted::new("quiet", 5, later),
+        Wanted::new("off", 5, later),
+    ];
+    let lease = Duration::from_secs(60);
+    let found = store.take_due_across(&wanted, 3, lease).await.unwrap();
+    let taken: Vec<_> = found.taken.iter().map(|t| t.id.as_str()).collect();
+    assert!(taken.len() <= 3 && taken.contains(&"q"), "{taken:?}");
+    assert!(taken.iter().all(|id| !id.starts_with('o')), "{taken:?}");
+    assert_eq!(found.health["off"].disabled, Some(DisableReason::Gone));
+    assert_eq!(found.health.get("busy").and_then(|h| h.disabled), None);
+
+    let again = store.take_due_across(&wanted, 100, lease).await.unwrap();
+    let busy = again.taken.iter().filter(|t| t.endpoint == "busy").count();
+    let quiet = again.taken.iter().filter(|t| t.endpoint == "quiet").count();
+    assert_eq!(quiet, 0, "q is leased already");
+    assert_eq!(busy + found.taken.len() - 1, 50, "the rest of busy");
+    let capped = [Wanted::new("busy", 4, later)];
+    assert!(store.enqueue("busy", "b99", b"{}", now).await.unwrap());
+    let found = store.take_due_across(&capped, 100, lease).await.unwrap();
+    assert_eq!(found.taken.len(), 1, "only b99 is left unleased");
+}
+
+/// One endpoint with 1,000 due deliveries does not hold back another's
+/// single delivery: it goes out in the first poll, with the busy
+/// endpoint's first attempts.
+async fn a_busy_endpoint_does_not_starve_a_quiet_one(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    receiver.set_delay(Duration::from_millis(20));
+    let store = backend.open().await;
+    let dispatcher = dispatcher(store.clone(), &receiver);
+    add(
+        &dispatcher,
+        every(Duration::from_millis(50), 3).with_concurrency(4),
+    )
+    .await;
+    let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap();
+    dispatcher
+        .add_endpoint(
+            "quiet",
+            "https://quiet.example/",
+            signer,
+            every(Duration::from_millis(50), 3),
+        )
+        .await
+        .unwrap();
+    let now = SystemTime::now();
+    for i in 0..1000 {
+        assert!(
+            store
+                .enqueue(ENDPOINT, &format!("busy_{i}"), b"{}", now)
+                .await
+                .unwrap()
+        );
+    }
+    assert!(store.enqueue("quiet", "quiet_1", b"{}", now).await.unwrap());
+    let running = dispatcher.start();
+    wait_until("quiet_1 is answered", || async {
+        receiver.answered().iter().any(|(id, _)| id == "quiet_1")
+    })
+    .await;
+    running.stop().await;
+    let answered = receiver.answered();
+    let at = answered.iter().position(|(id, _)| id == "quiet_1").unwrap();
+    assert!(
+        at < 5,
+        "with the first poll's attempts, not after the busy ones: {at}"
+    );
+}
+
 /// The time now in whole milliseconds, as the stores keep times.
 fn now_in_millis() -> SystemTime {
     let since_epoch = SystemTime::now()
@@ -1001,6 +1098,16 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn purge_deletes_in_bounded_batches_and_misses_no_finished_delivery() {
                 purge_takes_every_batch($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_take_across_endpoints_is_round_robin_within_limits_and_skips_disabled() {
+                take_across_is_fair_and_bounded($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_busy_endpoint_does_not_delay_another_beyond_one_poll() {
+                a_busy_endpoint_does_not_starve_a_quiet_one($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

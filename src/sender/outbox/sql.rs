@@ -210,8 +210,7 @@ impl Statements {
     }
 }
 
-/// Deletes the attempts of `count` deliveries, given as `count` (endpoint,
-/// id) parameter pairs.
+/// Deletes the attempts of `count` deliveries, given as (endpoint, id) pairs.
 pub(crate) fn purge_attempts(prefix: &str, count: usize) -> sqlx::AssertSqlSafe<String> {
     let pairs: Vec<_> = (1..=count)
         .map(|i| format!("(${}, ${})", 2 * i - 1, 2 * i))
@@ -227,7 +226,7 @@ pub(crate) fn purge_attempts(prefix: &str, count: usize) -> sqlx::AssertSqlSafe<
 /// the fields `pool` and `statements`: the code is the same for SQLite and
 /// Postgres, only the row and pool types differ.
 macro_rules! sql_delivery_store {
-    ($store:ty) => {
+    ($store:ty, $dialect:expr) => {
         const _: () = {
             use std::time::{Duration, SystemTime};
 
@@ -245,6 +244,8 @@ macro_rules! sql_delivery_store {
             use $crate::store::{millis, new_token, now_millis, unix_millis};
 
             impl DeliveryStore for $store {
+                $crate::sender::outbox::across::sql_take_due_across!($dialect);
+
                 async fn enqueue(
                     &self,
                     endpoint: &str,
