@@ -80,6 +80,10 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             asked.insert(route.name.as_str(), (route, route.seen().writes));
         }
         let limit = wanted.iter().map(|want| want.limit).sum();
+        if limit == 0 {
+            // Every slot is busy: the attempts' `finish`es report health.
+            return;
+        }
         let due = match self.store.take_due_across(&wanted, limit, self.lease).await {
             Ok(due) => due,
             Err(error) => {
