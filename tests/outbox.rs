@@ -641,6 +641,43 @@ async fn a_busy_endpoint_does_not_starve_a_quiet_one(backend: impl Backend) {
     );
 }
 
+/// A take across more endpoints than one statement can name (three
+/// parameters each: 12,000 is over SQLite's limit, 25,000 over
+/// Postgres's) still leases each due delivery once.
+async fn take_across_more_endpoints_than_one_statement_binds(backend: impl Backend, count: usize) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    let names: Vec<String> = (0..count).map(|n| format!("e{n}")).collect();
+    for name in [&names[0], &names[count / 2], &names[count - 1]] {
+        assert!(store.enqueue(name, "only", b"{}", now).await.unwrap());
+    }
+    let later = now + Duration::from_millis(1);
+    let wanted: Vec<Wanted> = names.iter().map(|n| Wanted::new(n, 2, later)).collect();
+    let found = store
+        .take_due_across(&wanted, 100, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut taken: Vec<_> = found.taken.iter().map(|t| t.endpoint.clone()).collect();
+    taken.sort();
+    let mut expected = vec![
+        names[0].clone(),
+        names[count / 2].clone(),
+        names[count - 1].clone(),
+    ];
+    expected.sort();
+    assert_eq!(taken, expected);
+}
+
+#[tokio::test]
+async fn sqlite_takes_across_more_endpoints_than_one_statement_binds() {
+    take_across_more_endpoints_than_one_statement_binds(sqlite(), 12_000).await;
+}
+
+#[tokio::test]
+async fn postgres_takes_across_more_endpoints_than_one_statement_binds() {
+    take_across_more_endpoints_than_one_statement_binds(postgres(), 25_000).await;
+}
+
 /// The time now in whole milliseconds, as the stores keep times.
 fn now_in_millis() -> SystemTime {
     let since_epoch = SystemTime::now()

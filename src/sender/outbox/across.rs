@@ -135,6 +135,12 @@ pub(crate) fn disabled_sql(prefix: &str, count: usize) -> sqlx::AssertSqlSafe<St
     ))
 }
 
+/// How many endpoints one statement of a SQL take across endpoints names
+/// at most: three parameters each stay under SQLite's 32,766 and
+/// Postgres's 65,535. More endpoints take one statement per chunk.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) const ACROSS_CHUNK: usize = 5_000;
+
 /// A row of [`take_across_sql`]: the endpoint, then a take's row.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) type AcrossRow = (
@@ -168,21 +174,26 @@ macro_rules! sql_take_due_across {
                 return Ok(found);
             }
             let token = new_token();
-            let mut query = sqlx::query_as(take_across_sql(&self.prefix, &$dialect, wanted.len()))
-                .bind(&token)
-                .bind(millis(lease))
-                .bind(i64::try_from(limit).unwrap_or(i64::MAX));
-            for want in wanted {
-                query = query
-                    .bind(&want.endpoint)
-                    .bind(i64::try_from(want.limit).unwrap_or(i64::MAX))
-                    .bind(unix_millis(want.now));
+            let chunk = $crate::sender::outbox::across::ACROSS_CHUNK;
+            let mut rows: Vec<AcrossRow> = Vec::new();
+            for wanted in wanted.chunks(chunk) {
+                let left = limit.saturating_sub(rows.len());
+                if left == 0 {
+                    break;
+                }
+                let sql = take_across_sql(&self.prefix, &$dialect, wanted.len());
+                let mut query = sqlx::query_as(sql)
+                    .bind(&token)
+                    .bind(millis(lease))
+                    .bind(i64::try_from(left).unwrap_or(i64::MAX));
+                for want in wanted {
+                    query = query
+                        .bind(&want.endpoint)
+                        .bind(i64::try_from(want.limit).unwrap_or(i64::MAX))
+                        .bind(unix_millis(want.now));
+                }
+                rows.extend(query.fetch_all(&self.pool).await?);
             }
-            let rows: Vec<AcrossRow> = if limit == 0 {
-                Vec::new()
-            } else {
-                query.fetch_all(&self.pool).await?
-            };
             let mut by_endpoint: std::collections::HashMap<String, Vec<_>> =
                 std::collections::HashMap::new();
             for (endpoint, id, body, tries, attempts, due_at, waited, reason, failing) in rows {
@@ -197,16 +208,18 @@ macro_rules! sql_take_due_across {
                 due(&endpoint, &token, EndpointHealth::default(), rows).taken
             });
             found.taken = $crate::sender::outbox::across::round_robin(taken.collect());
-            let mut query = sqlx::query_as(disabled_sql(&self.prefix, wanted.len()));
-            for want in wanted {
-                query = query.bind(&want.endpoint);
-            }
-            let disabled: Vec<(String, Option<i64>, Option<i64>, Option<i64>)> =
-                query.fetch_all(&self.pool).await?;
-            for (endpoint, failing, code, after) in disabled {
-                found
-                    .health
-                    .insert(endpoint, health_from_fields((failing, code, after)));
+            for wanted in wanted.chunks(chunk) {
+                let mut query = sqlx::query_as(disabled_sql(&self.prefix, wanted.len()));
+                for want in wanted {
+                    query = query.bind(&want.endpoint);
+                }
+                let disabled: Vec<(String, Option<i64>, Option<i64>, Option<i64>)> =
+                    query.fetch_all(&self.pool).await?;
+                for (endpoint, failing, code, after) in disabled {
+                    found
+                        .health
+                        .insert(endpoint, health_from_fields((failing, code, after)));
+                }
             }
             Ok(found)
         }
