@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Breaker, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
-    HealthChange, MemoryDeliveries, Policy, Response, Transport, TransportError,
+    HealthChange, MemoryDeliveries, Policy, Response, Transport, TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -398,6 +398,7 @@ struct Counting {
     inner: MemoryDeliveries,
     takes: Arc<AtomicUsize>,
     finishes: Arc<AtomicUsize>,
+    put_backs: Arc<AtomicUsize>,
     health_reads: Arc<AtomicUsize>,
 }
 
@@ -421,6 +422,15 @@ impl DeliveryStore for Counting {
         self.takes.fetch_add(1, Ordering::SeqCst);
         self.inner.take_due(endpoint, now, limit, lease).await
     }
+    async fn take_due_across(
+        &self,
+        wanted: &[Wanted],
+        limit: usize,
+        lease: Duration,
+    ) -> Result<hooklatch::sender::DueAcross, hooklatch::dedup::DedupError> {
+        self.takes.fetch_add(1, Ordering::SeqCst);
+        self.inner.take_due_across(wanted, limit, lease).await
+    }
     async fn finish(
         &self,
         taken: &hooklatch::sender::Taken,
@@ -436,6 +446,7 @@ impl DeliveryStore for Counting {
         taken: &hooklatch::sender::Taken,
         due: SystemTime,
     ) -> Result<bool, hooklatch::dedup::DedupError> {
+        self.put_backs.fetch_add(1, Ordering::SeqCst);
         self.inner.put_back(taken, due).await
     }
     async fn delivery(
@@ -482,6 +493,47 @@ impl DeliveryStore for Counting {
     async fn enable(&self, endpoint: &str) -> Result<(), hooklatch::dedup::DedupError> {
         self.inner.enable(endpoint).await
     }
+}
+
+/// The store calls a delivered event costs (its `finish` and its share of
+/// the takes) do not grow with the number of endpoints: one take a poll
+/// covers them all.
+#[tokio::test]
+async fn store_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
+    let mut per_event = Vec::new();
+    for endpoints in [1, 300] {
+        let receiver = Receiver::answering(200);
+        let store = Counting::default();
+        let dispatcher = dispatcher(store.clone(), &receiver);
+        add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+        for n in 1..endpoints {
+            let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap();
+            let policy = every(Duration::from_millis(10), 3);
+            dispatcher
+                .add_endpoint(
+                    &format!("idle_{n}"),
+                    "https://idle.example/",
+                    signer,
+                    policy,
+                )
+                .await
+                .unwrap();
+        }
+        deliver_all(&dispatcher, &receiver, 40).await;
+        let calls = store.takes.load(Ordering::SeqCst)
+            + store.finishes.load(Ordering::SeqCst)
+            + store.put_backs.load(Ordering::SeqCst);
+        per_event.push(calls as f64 / 40.0);
+    }
+    let (one, many) = (per_event[0], per_event[1]);
+    assert!(
+        many <= 3.0,
+        "at most a finish and two takes an event: {many}"
+    );
+    assert!(
+        many <= one * 1.5 + 0.5,
+        "300 endpoints cost what one does: {one} and {many} calls an event"
+    );
 }
 
 /// A loop whose `Running` handle was dropped keeps delivering, and polls at

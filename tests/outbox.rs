@@ -1,7 +1,8 @@
 //! The outbox suite, stamped over every delivery store (memory, SQLite,
-//! Postgres, Redis) against real servers (see tests/support): restarts
-//! (graceful and a crash), two dispatchers on one store, replay, purge,
-//! shared endpoint health and the per-dispatcher concurrency limit.
+//! Postgres, Redis on one server and as a cluster) against real servers
+//! (see tests/support): restarts (graceful and a crash), two dispatchers
+//! on one store, replay, purge, shared endpoint health and the
+//! per-dispatcher concurrency limit.
 
 #[path = "support/receiver.rs"]
 mod receiver;
@@ -13,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
-    Final, HealthChange, MemoryDeliveries, Policy, PostgresDeliveries, RedisDeliveries, Response,
-    SqliteDeliveries, Step, Taken, Transport, TransportError,
+    Final, HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, Policy, PostgresDeliveries,
+    RedisDeliveries, Response, SqliteDeliveries, Step, Taken, Transport, TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -87,6 +88,15 @@ fn sqlite() -> Sqlite {
 fn redis() -> Redis {
     Redis {
         server: support::redis(),
+        prefix: support::unique("d"),
+    }
+}
+
+/// Redis as a cluster of three masters and three replicas: every script
+/// names its keys, all in one slot.
+fn redis_cluster() -> Redis {
+    Redis {
+        server: support::redis_cluster(),
         prefix: support::unique("d"),
     }
 }
@@ -473,6 +483,199 @@ async fn purge_keeps_pending_and_dead(backend: impl Backend) {
     assert!(dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
     let again = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
     assert!(again.attempts.is_empty());
+}
+
+/// More finished deliveries than two purge batches are all purged, with
+/// their attempts, and a pending and a dead one are kept.
+async fn purge_takes_every_batch(backend: impl Backend) {
+    use futures_util::StreamExt as _;
+    let store = backend.open().await;
+    let count = usize::try_from(2 * OUTBOX_PURGE_BATCH + 7).unwrap();
+    let taken = lease(&store, ENDPOINT, count + 1).await;
+    let (dead, delivered) = taken.split_last().unwrap();
+    futures_util::stream::iter(delivered)
+        .for_each_concurrent(16, |taken| {
+            let store = &store;
+            async move {
+                let attempt = Attempt::new(taken.attempts + 1, SystemTime::now(), Ok(200));
+                let step = Step::Done(Final::Delivered);
+                assert!(
+                    store
+                        .finish(taken, &attempt, step, None)
+                        .await
+                        .unwrap()
+                        .is_some()
+                );
+            }
+        })
+        .await;
+    let _ = record(&store, dead, None).await.unwrap();
+    assert!(
+        store
+            .enqueue(ENDPOINT, "pending", b"{}", SystemTime::now())
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+
+    let purged = store.purge(SystemTime::now()).await.unwrap();
+    assert_eq!(
+        purged,
+        u64::try_from(count).unwrap(),
+        "every batch is purged"
+    );
+    assert_eq!(store.purge(SystemTime::now()).await.unwrap(), 0);
+    let delivered = store
+        .list(ENDPOINT, DeliveryState::Delivered, 10)
+        .await
+        .unwrap();
+    assert!(delivered.is_empty(), "{delivered:?}");
+    assert_eq!(state_of(&store, &dead.id).await, DeliveryState::Dead);
+    assert_eq!(state_of(&store, "pending").await, DeliveryState::Pending);
+    // The last id of the last batch is forgotten with its attempts.
+    let last = &taken[count - 1].id;
+    assert!(
+        store
+            .enqueue(ENDPOINT, last, b"{}", SystemTime::now())
+            .await
+            .unwrap()
+    );
+    let again = store.delivery(ENDPOINT, last).await.unwrap().unwrap();
+    assert!(again.attempts.is_empty());
+}
+
+/// A take across endpoints leases round-robin (every endpoint's first
+/// before any endpoint's second), within each endpoint's limit and the
+/// limit in all, nothing of a disabled endpoint (whose health it reports)
+/// and nothing leased already.
+async fn take_across_is_fair_and_bounded(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    for i in 0..50 {
+        assert!(
+            store
+                .enqueue("busy", &format!("b{i:02}"), b"{}", now)
+                .await
+                .unwrap()
+        );
+    }
+    assert!(store.enqueue("quiet", "q", b"{}", now).await.unwrap());
+    for id in ["o1", "o2"] {
+        assert!(store.enqueue("off", id, b"{}", now).await.unwrap());
+    }
+    assert!(
+        store
+            .disable("off", DisableReason::Gone, now)
+            .await
+            .unwrap()
+    );
+    let later = now + Duration::from_millis(1);
+    let wanted = [
+        Wanted::new("busy", 100, later),
+        Wanted::new("quiet", 5, later),
+        Wanted::new("off", 5, later),
+    ];
+    let lease = Duration::from_secs(60);
+    let found = store.take_due_across(&wanted, 3, lease).await.unwrap();
+    let taken: Vec<_> = found.taken.iter().map(|t| t.id.as_str()).collect();
+    assert!(taken.len() <= 3 && taken.contains(&"q"), "{taken:?}");
+    assert!(taken.iter().all(|id| !id.starts_with('o')), "{taken:?}");
+    assert_eq!(found.health["off"].disabled, Some(DisableReason::Gone));
+    assert_eq!(found.health.get("busy").and_then(|h| h.disabled), None);
+
+    let again = store.take_due_across(&wanted, 100, lease).await.unwrap();
+    let busy = again.taken.iter().filter(|t| t.endpoint == "busy").count();
+    let quiet = again.taken.iter().filter(|t| t.endpoint == "quiet").count();
+    assert_eq!(quiet, 0, "q is leased already");
+    assert_eq!(busy + found.taken.len() - 1, 50, "the rest of busy");
+    let capped = [Wanted::new("busy", 4, later)];
+    assert!(store.enqueue("busy", "b99", b"{}", now).await.unwrap());
+    let found = store.take_due_across(&capped, 100, lease).await.unwrap();
+    assert_eq!(found.taken.len(), 1, "only b99 is left unleased");
+}
+
+/// One endpoint with 1,000 due deliveries does not hold back another's
+/// single delivery: it goes out in the first poll, with the busy
+/// endpoint's first attempts.
+async fn a_busy_endpoint_does_not_starve_a_quiet_one(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    receiver.set_delay(Duration::from_millis(20));
+    let store = backend.open().await;
+    let dispatcher = dispatcher(store.clone(), &receiver);
+    add(
+        &dispatcher,
+        every(Duration::from_millis(50), 3).with_concurrency(4),
+    )
+    .await;
+    let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap();
+    dispatcher
+        .add_endpoint(
+            "quiet",
+            "https://quiet.example/",
+            signer,
+            every(Duration::from_millis(50), 3),
+        )
+        .await
+        .unwrap();
+    let now = SystemTime::now();
+    for i in 0..1000 {
+        assert!(
+            store
+                .enqueue(ENDPOINT, &format!("busy_{i}"), b"{}", now)
+                .await
+                .unwrap()
+        );
+    }
+    assert!(store.enqueue("quiet", "quiet_1", b"{}", now).await.unwrap());
+    let running = dispatcher.start();
+    wait_until("quiet_1 is answered", || async {
+        receiver.answered().iter().any(|(id, _)| id == "quiet_1")
+    })
+    .await;
+    running.stop().await;
+    let answered = receiver.answered();
+    let at = answered.iter().position(|(id, _)| id == "quiet_1").unwrap();
+    assert!(
+        at < 5,
+        "with the first poll's attempts, not after the busy ones: {at}"
+    );
+}
+
+/// A take across more endpoints than one statement can name (three
+/// parameters each: 12,000 is over SQLite's limit, 25,000 over
+/// Postgres's) still leases each due delivery once.
+async fn take_across_more_endpoints_than_one_statement_binds(backend: impl Backend, count: usize) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    let names: Vec<String> = (0..count).map(|n| format!("e{n}")).collect();
+    for name in [&names[0], &names[count / 2], &names[count - 1]] {
+        assert!(store.enqueue(name, "only", b"{}", now).await.unwrap());
+    }
+    let later = now + Duration::from_millis(1);
+    let wanted: Vec<Wanted> = names.iter().map(|n| Wanted::new(n, 2, later)).collect();
+    let found = store
+        .take_due_across(&wanted, 100, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut taken: Vec<_> = found.taken.iter().map(|t| t.endpoint.clone()).collect();
+    taken.sort();
+    let mut expected = vec![
+        names[0].clone(),
+        names[count / 2].clone(),
+        names[count - 1].clone(),
+    ];
+    expected.sort();
+    assert_eq!(taken, expected);
+}
+
+#[tokio::test]
+async fn sqlite_takes_across_more_endpoints_than_one_statement_binds() {
+    take_across_more_endpoints_than_one_statement_binds(sqlite(), 12_000).await;
+}
+
+#[tokio::test]
+async fn postgres_takes_across_more_endpoints_than_one_statement_binds() {
+    take_across_more_endpoints_than_one_statement_binds(postgres(), 25_000).await;
 }
 
 /// The time now in whole milliseconds, as the stores keep times.
@@ -930,6 +1133,21 @@ macro_rules! suite {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn purge_deletes_in_bounded_batches_and_misses_no_finished_delivery() {
+                purge_takes_every_batch($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_take_across_endpoints_is_round_robin_within_limits_and_skips_disabled() {
+                take_across_is_fair_and_bounded($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_busy_endpoint_does_not_delay_another_beyond_one_poll() {
+                a_busy_endpoint_does_not_starve_a_quiet_one($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_disabled_endpoint_stays_disabled_across_a_restart() {
                 disabled_stays_disabled_across_a_restart($backend).await;
             }
@@ -981,3 +1199,4 @@ suite!(memory_store, memory());
 suite!(sqlite_store, sqlite());
 suite!(postgres_store, postgres());
 suite!(redis_store, redis());
+suite!(redis_cluster_store, redis_cluster());

@@ -46,8 +46,8 @@ pub use outbox::RedisDeliveries;
 #[cfg(feature = "sqlite")]
 pub use outbox::SqliteDeliveries;
 pub use outbox::{
-    DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange,
-    MemoryDeliveries, StoredDelivery, Taken,
+    DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
+    MemoryDeliveries, OUTBOX_PURGE_BATCH, StoredDelivery, Taken, Wanted,
 };
 pub use policy::Policy;
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};

@@ -80,10 +80,11 @@ type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
 ///   ([`DeliveryStore::finish`]): a disable sticks until
 ///   [`enable`](Self::enable), whichever dispatcher saves a failure after
 ///   it; the time an endpoint started failing is the earliest any
-///   dispatcher saw. Every dispatcher reads the endpoint's health on each
-///   poll in the step that leases its due deliveries
-///   ([`DeliveryStore::take_due`]), which leases nothing while it is
-///   disabled, so a disable or an enable by one reaches the others within
+///   dispatcher saw. Every dispatcher reads its endpoints' health on each
+///   poll in the one store call that leases due deliveries across all of
+///   them ([`DeliveryStore::take_due_across`]), round-robin so one busy
+///   endpoint cannot starve the rest, and leasing nothing of a disabled
+///   endpoint, so a disable or an enable by one reaches the others within
 ///   a poll interval (an attempt already under way finishes). The owner is
 ///   told of a disable once, by the dispatcher that made it.
 /// - **The breaker and the concurrency limit are per dispatcher.** Each

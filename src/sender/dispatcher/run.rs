@@ -1,6 +1,6 @@
-//! The delivery loop: lease due deliveries, attempt each under the
-//! endpoint's breaker and concurrency limit, record the attempt and the
-//! step after it.
+//! The delivery loop: lease due deliveries across every endpoint in one
+//! store call a poll, attempt each under the endpoint's breaker and
+//! concurrency limit, record the attempt and the step after it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -14,7 +14,7 @@ use super::health::{Seen, health_change};
 use crate::sender::attempt::{later, plan};
 use crate::sender::deliver::attempt_once;
 use crate::sender::endpoint::Endpoint;
-use crate::sender::outbox::{DeliveryStore, Taken};
+use crate::sender::outbox::{DeliveryStore, EndpointHealth, Taken, Wanted};
 use crate::sender::policy::Policy;
 use crate::sender::transport::Transport;
 
@@ -52,9 +52,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 .values()
                 .cloned()
                 .collect();
-            for route in routes {
-                self.take_for(&route, &mut in_flight).await;
-            }
+            self.take(&routes, &mut in_flight).await;
             while in_flight.try_join_next().is_some() {}
             tokio::select! {
                 () = tokio::time::sleep(self.poll_interval) => {}
@@ -65,33 +63,62 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         while in_flight.join_next().await.is_some() {}
     }
 
-    /// Leases as many of the route's due deliveries as it has free slots,
-    /// and starts an attempt for each. The take reads the endpoint's health
-    /// too (another dispatcher may have disabled or enabled it) and leases
-    /// nothing while it is disabled.
-    async fn take_for(self: &Arc<Self>, route: &Arc<Route>, in_flight: &mut JoinSet<()>) {
-        let free = route.limit.available_permits();
-        if free == 0 || route.endpoint.breaker_open() {
+    /// Leases, in one store call across every endpoint, as many of each
+    /// route's due deliveries as it has free slots, and starts an attempt
+    /// for each. The take reports each endpoint's health too (another
+    /// dispatcher may have disabled or enabled it) and leases nothing of a
+    /// disabled one. A route whose breaker is open is left out.
+    async fn take(self: &Arc<Self>, routes: &[Arc<Route>], in_flight: &mut JoinSet<()>) {
+        let mut wanted = Vec::with_capacity(routes.len());
+        let mut asked = HashMap::with_capacity(routes.len());
+        for route in routes {
+            if route.endpoint.breaker_open() {
+                continue;
+            }
+            let free = route.limit.available_permits();
+            wanted.push(Wanted::new(&route.name, free, route.policy.now()));
+            asked.insert(route.name.as_str(), (route, route.seen().writes));
+        }
+        let limit = wanted.iter().map(|want| want.limit).sum();
+        if limit == 0 {
+            // Every slot is busy: the attempts' `finish`es report health.
             return;
         }
-        let writes = route.seen().writes;
-        let now = route.policy.now();
-        let due = match self
-            .store
-            .take_due(&route.name, now, free, self.lease)
-            .await
-        {
+        let due = match self.store.take_due_across(&wanted, limit, self.lease).await {
             Ok(due) => due,
             Err(error) => {
-                tracing::warn!(endpoint = %route.name, %error, "cannot take due deliveries");
+                tracing::warn!(%error, "cannot take due deliveries");
                 return;
             }
         };
-        route.saw(writes, due.health);
+        for (name, (route, writes)) in &asked {
+            match due.health.get(*name) {
+                Some(health) => route.saw(*writes, *health),
+                // Not reported: enabled.
+                None => {
+                    let seen = route.seen().health;
+                    if seen.disabled.is_some() {
+                        let enabled = EndpointHealth {
+                            disabled: None,
+                            ..seen
+                        };
+                        route.saw(*writes, enabled);
+                    }
+                }
+            }
+        }
         for delivery in due.taken {
+            let Some((route, _)) = asked.get(delivery.endpoint.as_str()) else {
+                continue;
+            };
             let Ok(permit) = Arc::clone(&route.limit).try_acquire_owned() else {
-                // Only this loop acquires, so a slot counted free is free.
-                break;
+                // Only this loop acquires, so a slot counted free is free;
+                // a store that leased more than asked gets it back.
+                let due_at = delivery.due_at;
+                if let Err(error) = self.store.put_back(&delivery, due_at).await {
+                    tracing::warn!(endpoint = %route.name, %error, "cannot put a delivery back");
+                }
+                continue;
             };
             let (inner, route) = (Arc::clone(self), Arc::clone(route));
             in_flight.spawn(async move { inner.attempt(&route, delivery, permit).await });

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::{
-    DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange, Step,
-    StoredDelivery, Taken,
+    DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
+    Step, StoredDelivery, Taken, Wanted,
 };
 use crate::dedup::{DedupError, check_key};
 use crate::sender::{Attempt, WaitReason};
@@ -49,6 +49,25 @@ impl MemoryDeliveries {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         )
+    }
+}
+
+impl Entry {
+    /// Leases the entry until `lease` after `now`.
+    fn lease(&mut self, now: SystemTime, lease: Duration) -> Taken {
+        let token = new_token();
+        self.lease = Some((token.clone(), crate::sender::attempt::later(now, lease)));
+        Taken {
+            endpoint: self.stored.endpoint.clone(),
+            id: self.stored.id.clone(),
+            body: self.stored.body.clone(),
+            tries: self.tries,
+            attempts: u32::try_from(self.stored.attempts.len()).unwrap_or(u32::MAX),
+            due_at: self.stored.due_at.unwrap_or(now),
+            waited: self.waited,
+            reason: self.reason,
+            token,
+        }
     }
 }
 
@@ -139,23 +158,61 @@ impl DeliveryStore for MemoryDeliveries {
             let taken = due
                 .into_iter()
                 .take(limit)
-                .map(|entry| {
-                    let token = new_token();
-                    entry.lease = Some((token.clone(), crate::sender::attempt::later(now, lease)));
-                    Taken {
-                        endpoint: entry.stored.endpoint.clone(),
-                        id: entry.stored.id.clone(),
-                        body: entry.stored.body.clone(),
-                        tries: entry.tries,
-                        attempts: u32::try_from(entry.stored.attempts.len()).unwrap_or(u32::MAX),
-                        due_at: entry.stored.due_at.unwrap_or(now),
-                        waited: entry.waited,
-                        reason: entry.reason,
-                        token,
-                    }
-                })
+                .map(|entry| entry.lease(now, lease))
                 .collect();
             Due { health, taken }
+        }))
+    }
+
+    async fn take_due_across(
+        &self,
+        wanted: &[Wanted],
+        limit: usize,
+        lease: Duration,
+    ) -> Result<DueAcross, DedupError> {
+        Ok(self.with(|deliveries| {
+            let mut found = DueAcross::default();
+            let mut enabled = HashMap::new();
+            for want in wanted {
+                let health = deliveries.health(&want.endpoint);
+                found.health.insert(want.endpoint.clone(), health);
+                if health.disabled.is_none() {
+                    enabled.insert(want.endpoint.as_str(), want);
+                }
+            }
+            // Each endpoint's due entries, earliest first, up to its limit.
+            let mut due: HashMap<&str, Vec<_>> = HashMap::new();
+            for (key, entry) in &deliveries.by_key {
+                let Some(want) = enabled.get(entry.stored.endpoint.as_str()) else {
+                    continue;
+                };
+                if entry.stored.state == DeliveryState::Pending
+                    && entry.stored.due_at.is_some_and(|at| at <= want.now)
+                    && entry
+                        .lease
+                        .as_ref()
+                        .is_none_or(|(_, until)| *until <= want.now)
+                {
+                    let at = (entry.stored.due_at, entry.order);
+                    due.entry(want.endpoint.as_str())
+                        .or_default()
+                        .push((at, key.clone()));
+                }
+            }
+            let mut ranked = Vec::new();
+            for (endpoint, mut entries) in due {
+                entries.sort();
+                let cap = enabled.get(endpoint).map_or(0, |want| want.limit);
+                ranked.extend(entries.into_iter().take(cap).enumerate());
+            }
+            ranked.sort();
+            for (_, (_, key)) in ranked.into_iter().take(limit) {
+                let now = enabled.get(key.0.as_str()).map(|want| want.now);
+                if let (Some(entry), Some(now)) = (deliveries.by_key.get_mut(&key), now) {
+                    found.taken.push(entry.lease(now, lease));
+                }
+            }
+            found
         }))
     }
 

@@ -4,6 +4,7 @@
 //! `PostgresDeliveries` and `RedisDeliveries` keep deliveries across a
 //! restart.
 
+pub(crate) mod across;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 pub(crate) mod codes;
 mod memory;
@@ -22,6 +23,7 @@ use std::time::{Duration, SystemTime};
 use super::attempt::{Attempt, Final, Step, WaitReason};
 use crate::dedup::DedupError;
 
+pub use across::{DueAcross, Wanted};
 pub use memory::MemoryDeliveries;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresDeliveries;
@@ -29,6 +31,15 @@ pub use postgres::PostgresDeliveries;
 pub use redis::RedisDeliveries;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteDeliveries;
+
+/// How many finished deliveries a SQL or Redis outbox purges in one
+/// transaction or script, at most, so a large purge never holds locks (or
+/// the Redis server) for long.
+///
+/// ```
+/// assert!(hooklatch::sender::OUTBOX_PURGE_BATCH >= 100);
+/// ```
+pub const OUTBOX_PURGE_BATCH: u64 = 1_000;
 
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -196,6 +207,53 @@ pub trait DeliveryStore: Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<Due, DedupError>> + Send;
 
+    /// Leases due deliveries of the `wanted` endpoints, at most `limit` in
+    /// all and each endpoint's own limit, skipping disabled endpoints,
+    /// round-robin: every endpoint's earliest due delivery before any
+    /// endpoint's second, so one busy endpoint cannot starve the rest. It
+    /// reports the health of every wanted endpoint that is disabled or had
+    /// deliveries leased; one not reported is enabled.
+    ///
+    /// The SQL stores do this in one statement (and one read of the
+    /// disabled endpoints) whatever the number of endpoints. The default,
+    /// which the Redis store uses for now, is one
+    /// [`take_due`](Self::take_due) per wanted endpoint, each with an even
+    /// share of `limit`.
+    fn take_due_across(
+        &self,
+        wanted: &[Wanted],
+        limit: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<DueAcross, DedupError>> + Send {
+        async move {
+            let mut found = DueAcross::default();
+            let mut taken: Vec<Taken> = Vec::new();
+            // An even share of the limit each first, so the first endpoints
+            // cannot take it all; then what is left to those that filled
+            // their share.
+            let share = limit.div_ceil(wanted.len().max(1)).max(1);
+            let mut full = Vec::new();
+            for want in wanted {
+                let ask = limit.saturating_sub(taken.len()).min(want.limit).min(share);
+                let due = self.take_due(&want.endpoint, want.now, ask, lease).await?;
+                found.health.insert(want.endpoint.clone(), due.health);
+                if ask > 0 && due.taken.len() == ask && ask < want.limit {
+                    full.push((want, want.limit - ask));
+                }
+                taken.extend(due.taken);
+            }
+            for (want, more) in full {
+                let ask = limit.saturating_sub(taken.len()).min(more);
+                if ask > 0 {
+                    let due = self.take_due(&want.endpoint, want.now, ask, lease).await?;
+                    taken.extend(due.taken);
+                }
+            }
+            found.taken = across::round_robin(taken);
+            Ok(found)
+        }
+    }
+
     /// Records `attempt` and the `step` after it, ends the lease and merges
     /// `change` (none for an attempt that shows nothing of the endpoint's
     /// health) into the endpoint's saved health, in one transaction, and
@@ -251,7 +309,10 @@ pub trait DeliveryStore: Send + Sync + 'static {
     /// Deletes the delivered and gone deliveries that ended before
     /// `finished_before`, with their attempts, and returns how many.
     /// Pending and dead deliveries are kept (dead ones can be replayed).
-    /// A purged id is forgotten: sending it again delivers it again.
+    /// A purged id is forgotten: sending it again delivers it again. The
+    /// SQL and Redis stores delete [`OUTBOX_PURGE_BATCH`] deliveries at a
+    /// time, each batch in its own short transaction or script; a failure
+    /// stops the purge, and what was deleted stays deleted.
     fn purge(
         &self,
         finished_before: SystemTime,

@@ -67,4 +67,4 @@ impl PostgresDeliveries {
     }
 }
 
-sql_delivery_store!(PostgresDeliveries);
+sql_delivery_store!(PostgresDeliveries, POSTGRES);

@@ -47,8 +47,13 @@ static DISABLE_SCRIPT: LazyLock<Script> =
 /// `d:ID` (a hash: body, state, due time, lease), `a:ID:N` (attempt N),
 /// `due` (due times), `s:0` to `s:3` (ids by state), `finished` (end
 /// times, for [`purge`](DeliveryStore::purge)) and `health`. The set
-/// `hooklatch:out:endpoints` lists the endpoints. The scripts build the
-/// per-delivery key names from the endpoint's base key.
+/// `hooklatch:out:endpoints` lists the endpoints. Every key a script
+/// touches is named in its `KEYS`, and all of them share the endpoint's
+/// hash tag, so each script runs on one Cluster node: a take first reads
+/// the due ids, and its script leases those still due; a purge reads the
+/// finished ids and their attempt counts, and its script deletes those
+/// still finished, [`OUTBOX_PURGE_BATCH`](super::OUTBOX_PURGE_BATCH) at
+/// a time.
 ///
 /// ```no_run
 /// use hooklatch::sender::RedisDeliveries;
@@ -108,9 +113,29 @@ impl RedisDeliveries {
         format!("{}:{{{endpoint}}}:out:", self.prefix)
     }
 
+    /// The key `name` of `endpoint` (such as `due` or `d:ID`).
+    fn key(&self, endpoint: &str, name: &str) -> String {
+        format!("{}{name}", self.base(endpoint))
+    }
+
     /// The hash holding the endpoint's health.
     fn health_key(&self, endpoint: &str) -> String {
-        format!("{}health", self.base(endpoint))
+        self.key(endpoint, "health")
+    }
+
+    /// The hash holding a delivery.
+    fn delivery_key(&self, endpoint: &str, id: &str) -> String {
+        self.key(endpoint, &format!("d:{id}"))
+    }
+
+    /// The hash holding a delivery's attempt `n` (from 1).
+    fn attempt_key(&self, endpoint: &str, id: &str, n: i64) -> String {
+        self.key(endpoint, &format!("a:{id}:{n}"))
+    }
+
+    /// The set of a state's ids.
+    fn state_key(&self, endpoint: &str, state: DeliveryState) -> String {
+        self.key(endpoint, &format!("s:{}", state.code()))
     }
 
     fn endpoints_key(&self) -> String {
@@ -127,6 +152,56 @@ fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
         .unwrap_or(0)
 }
 
+impl RedisDeliveries {
+    /// Deletes the endpoint's deliveries that ended before
+    /// `finished_before`, a bounded batch a script, and returns how many.
+    async fn purge_endpoint(
+        &self,
+        endpoint: &str,
+        finished_before: SystemTime,
+    ) -> Result<u64, DedupError> {
+        let mut connection = self.connection.clone();
+        let finished = self.key(endpoint, "finished");
+        let cutoff = unix_millis(finished_before);
+        let batch = isize::try_from(super::OUTBOX_PURGE_BATCH).unwrap_or(isize::MAX);
+        let mut purged = 0;
+        loop {
+            let ids: Vec<String> = connection
+                .zrangebyscore_limit(&finished, "-inf", format!("({cutoff}"), 0, batch)
+                .await?;
+            if ids.is_empty() {
+                return Ok(purged);
+            }
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.hget(self.delivery_key(endpoint, id), "attempts");
+            }
+            let counts: Vec<Option<i64>> = pipe.query_async(&mut connection).await?;
+            let mut script = PURGE_SCRIPT.prepare_invoke();
+            script
+                .key(&finished)
+                .key(self.state_key(endpoint, DeliveryState::Delivered))
+                .key(self.state_key(endpoint, DeliveryState::Gone))
+                .arg(cutoff);
+            for (id, count) in ids.iter().zip(counts) {
+                let count = count.unwrap_or(0).max(0);
+                script.key(self.delivery_key(endpoint, id));
+                for n in 1..=count {
+                    script.key(self.attempt_key(endpoint, id, n));
+                }
+                script.arg(id).arg(count);
+            }
+            let deleted: u64 = script.invoke_async(&mut connection).await?;
+            purged += deleted;
+            if ids.len() < usize::try_from(super::OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX)
+                || deleted == 0
+            {
+                return Ok(purged);
+            }
+        }
+    }
+}
+
 impl DeliveryStore for RedisDeliveries {
     async fn enqueue(
         &self,
@@ -138,7 +213,9 @@ impl DeliveryStore for RedisDeliveries {
         check_key(endpoint, id)?;
         let mut connection = self.connection.clone();
         let added: i64 = ENQUEUE_SCRIPT
-            .key(self.base(endpoint))
+            .key(self.delivery_key(endpoint, id))
+            .key(self.key(endpoint, "due"))
+            .key(self.state_key(endpoint, DeliveryState::Pending))
             .arg(id)
             .arg(body)
             .arg(unix_millis(due))
@@ -159,14 +236,26 @@ impl DeliveryStore for RedisDeliveries {
         let mut connection = self.connection.clone();
         let token = new_token();
         let now = unix_millis(now);
-        let (health, rows): (HealthFields, Vec<TakenRow>) = TAKE_SCRIPT
-            .key(self.base(endpoint))
+        let ids: Vec<String> = if limit == 0 {
+            Vec::new()
+        } else {
+            let count = isize::try_from(limit).unwrap_or(isize::MAX);
+            connection
+                .zrangebyscore_limit(self.key(endpoint, "due"), "-inf", now, 0, count)
+                .await?
+        };
+        let mut script = TAKE_SCRIPT.prepare_invoke();
+        script
+            .key(self.health_key(endpoint))
+            .key(self.key(endpoint, "due"))
             .arg(now)
-            .arg(limit)
             .arg(&token)
-            .arg(now.saturating_add(millis(lease)))
-            .invoke_async(&mut connection)
-            .await?;
+            .arg(now.saturating_add(millis(lease)));
+        for id in &ids {
+            script.key(self.delivery_key(endpoint, id)).arg(id);
+        }
+        let (health, rows): (HealthFields, Vec<TakenRow>) =
+            script.invoke_async(&mut connection).await?;
         Ok(due(endpoint, &token, health_from_fields(health), rows))
     }
 
@@ -195,8 +284,15 @@ impl DeliveryStore for RedisDeliveries {
             Some(Some(at)) => at.to_string(),
         };
         let mut connection = self.connection.clone();
+        let endpoint = &taken.endpoint;
         let health: Option<HealthFields> = FINISH_SCRIPT
-            .key(self.base(&taken.endpoint))
+            .key(self.delivery_key(endpoint, &taken.id))
+            .key(self.key(endpoint, "due"))
+            .key(self.state_key(endpoint, DeliveryState::Pending))
+            .key(self.state_key(endpoint, state))
+            .key(self.key(endpoint, "finished"))
+            .key(self.attempt_key(endpoint, &taken.id, number))
+            .key(self.health_key(endpoint))
             .arg(&taken.id)
             .arg(&taken.token)
             .arg(state.code())
@@ -222,7 +318,8 @@ impl DeliveryStore for RedisDeliveries {
     async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<bool, DedupError> {
         let mut connection = self.connection.clone();
         let put: i64 = PUT_BACK_SCRIPT
-            .key(self.base(&taken.endpoint))
+            .key(self.delivery_key(&taken.endpoint, &taken.id))
+            .key(self.key(&taken.endpoint, "due"))
             .arg(&taken.id)
             .arg(&taken.token)
             .arg(unix_millis(due))
@@ -237,8 +334,8 @@ impl DeliveryStore for RedisDeliveries {
         id: &str,
     ) -> Result<Option<StoredDelivery>, DedupError> {
         let mut connection = self.connection.clone();
-        let base = self.base(endpoint);
-        let fields: HashMap<String, Vec<u8>> = connection.hgetall(format!("{base}d:{id}")).await?;
+        let fields: HashMap<String, Vec<u8>> =
+            connection.hgetall(self.delivery_key(endpoint, id)).await?;
         if fields.is_empty() {
             return Ok(None);
         }
@@ -246,7 +343,7 @@ impl DeliveryStore for RedisDeliveries {
         let rows: Vec<HashMap<String, Vec<u8>>> = if recorded > 0 {
             let mut pipe = redis::pipe();
             for n in 1..=recorded {
-                pipe.hgetall(format!("{base}a:{id}:{n}"));
+                pipe.hgetall(self.attempt_key(endpoint, id, n));
             }
             pipe.query_async(&mut connection).await?
         } else {
@@ -287,7 +384,7 @@ impl DeliveryStore for RedisDeliveries {
             return Ok(Vec::new());
         }
         let mut connection = self.connection.clone();
-        let key = format!("{}s:{}", self.base(endpoint), state.code());
+        let key = self.state_key(endpoint, state);
         let last = isize::try_from(limit - 1).unwrap_or(isize::MAX);
         Ok(connection.zrange(key, 0, last).await?)
     }
@@ -295,7 +392,12 @@ impl DeliveryStore for RedisDeliveries {
     async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, DedupError> {
         let mut connection = self.connection.clone();
         let replayed: i64 = REPLAY_SCRIPT
-            .key(self.base(endpoint))
+            .key(self.delivery_key(endpoint, id))
+            .key(self.key(endpoint, "due"))
+            .key(self.key(endpoint, "finished"))
+            .key(self.state_key(endpoint, DeliveryState::Pending))
+            .key(self.state_key(endpoint, DeliveryState::Gone))
+            .key(self.state_key(endpoint, DeliveryState::Dead))
             .arg(id)
             .arg(unix_millis(now))
             .invoke_async(&mut connection)
@@ -308,12 +410,7 @@ impl DeliveryStore for RedisDeliveries {
         let endpoints: Vec<String> = connection.smembers(self.endpoints_key()).await?;
         let mut purged = 0;
         for endpoint in endpoints {
-            let count: u64 = PURGE_SCRIPT
-                .key(self.base(&endpoint))
-                .arg(unix_millis(finished_before))
-                .invoke_async(&mut connection)
-                .await?;
-            purged += count;
+            purged += self.purge_endpoint(&endpoint, finished_before).await?;
         }
         Ok(purged)
     }

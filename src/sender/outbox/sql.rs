@@ -18,7 +18,7 @@ pub(crate) fn tables(prefix: &str) -> (String, String, String) {
     )
 }
 
-/// The outbox's tables and index (version 1).
+/// The outbox's tables and indexes (version 2).
 pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
     let (deliveries, attempts, endpoints) = tables(prefix);
     let Dialect { int, bytes, .. } = dialect;
@@ -35,6 +35,8 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
         format!(
             "CREATE INDEX IF NOT EXISTS {deliveries}_due ON {deliveries} (endpoint, state, due_at)"
         ),
+        // Version 2: purges pick the oldest finished deliveries by it.
+        format!("CREATE INDEX IF NOT EXISTS {deliveries}_finished ON {deliveries} (finished_at)"),
         format!(
             "CREATE TABLE IF NOT EXISTS {attempts} (\
              endpoint TEXT NOT NULL, event_id TEXT NOT NULL, number {int} NOT NULL, \
@@ -50,7 +52,7 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
     ];
     Schema {
         component: format!("outbox:{prefix}"),
-        version: 1,
+        version: 2,
         statements,
     }
 }
@@ -84,9 +86,8 @@ pub(crate) struct Statements {
     pub(crate) list: SqlStr,
     /// $1 endpoint, $2 id, $3 now.
     pub(crate) replay: SqlStr,
-    /// $1 finished before.
-    pub(crate) purge_attempts: SqlStr,
-    /// $1 finished before.
+    /// $1 finished before, $2 batch size: the deleted rows' endpoint and
+    /// id.
     pub(crate) purge_deliveries: SqlStr,
     /// $1 endpoint.
     pub(crate) read_health: SqlStr,
@@ -165,13 +166,18 @@ impl Statements {
                  reason = 0, finished_at = NULL, lease_token = NULL, lease_until = NULL \
                  WHERE endpoint = $1 AND event_id = $2 AND state IN (2, 3)"
             )),
-            purge_attempts: statement(format!(
-                "DELETE FROM {attempts} WHERE (endpoint, event_id) IN (\
-                 SELECT endpoint, event_id FROM {deliveries} \
-                 WHERE state IN (1, 2) AND finished_at < $1)"
-            )),
+            // One bounded batch (deleted with its attempts in one short
+            // transaction, so a large purge holds no long locks), oldest
+            // first by the `finished_at` index, rows picked by physical id;
+            // on Postgres rows another client holds are skipped.
             purge_deliveries: statement(format!(
-                "DELETE FROM {deliveries} WHERE state IN (1, 2) AND finished_at < $1"
+                "DELETE FROM {deliveries} WHERE {} RETURNING endpoint, event_id",
+                dialect.picked(&format!(
+                    "SELECT {row_id} FROM {deliveries} \
+                     WHERE state IN (1, 2) AND finished_at < $1 \
+                     ORDER BY finished_at LIMIT $2{lock}",
+                    row_id = dialect.row_id,
+                ))
             )),
             read_health: statement(format!(
                 "SELECT failing_since, disabled, disabled_after_ms FROM {endpoints} \
@@ -204,20 +210,33 @@ impl Statements {
     }
 }
 
+/// Deletes the attempts of `count` deliveries, given as (endpoint, id) pairs.
+pub(crate) fn purge_attempts(prefix: &str, count: usize) -> sqlx::AssertSqlSafe<String> {
+    let pairs: Vec<_> = (1..=count)
+        .map(|i| format!("(${}, ${})", 2 * i - 1, 2 * i))
+        .collect();
+    sqlx::AssertSqlSafe(format!(
+        "DELETE FROM {} WHERE (endpoint, event_id) IN (VALUES {})",
+        tables(prefix).1,
+        pairs.join(", ")
+    ))
+}
+
 /// Implements [`DeliveryStore`](super::DeliveryStore) for a SQL store with
 /// the fields `pool` and `statements`: the code is the same for SQLite and
 /// Postgres, only the row and pool types differ.
 macro_rules! sql_delivery_store {
-    ($store:ty) => {
+    ($store:ty, $dialect:expr) => {
         const _: () = {
             use std::time::{Duration, SystemTime};
 
             use $crate::dedup::{DedupError, check_key};
+            use $crate::sender::outbox::OUTBOX_PURGE_BATCH;
             use $crate::sender::outbox::codes::{
                 AttemptRow, HealthFields, attempt_fields, attempt_from_fields, disable_fields, due,
                 failed_at, health_from_fields, step_fields, stored,
             };
-            use $crate::sender::outbox::sql::TakeRow;
+            use $crate::sender::outbox::sql::{TakeRow, purge_attempts};
             use $crate::sender::{
                 Attempt, DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth,
                 HealthChange, Step, StoredDelivery, Taken,
@@ -225,6 +244,8 @@ macro_rules! sql_delivery_store {
             use $crate::store::{millis, new_token, now_millis, unix_millis};
 
             impl DeliveryStore for $store {
+                $crate::sender::outbox::across::sql_take_due_across!($dialect);
+
                 async fn enqueue(
                     &self,
                     endpoint: &str,
@@ -416,18 +437,30 @@ macro_rules! sql_delivery_store {
 
                 async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
                     let before = unix_millis(finished_before);
-                    let mut tx = self.pool.begin().await?;
-                    sqlx::query(self.statements.purge_attempts.clone())
-                        .bind(before)
-                        .execute(&mut *tx)
-                        .await?;
-                    let purged = sqlx::query(self.statements.purge_deliveries.clone())
-                        .bind(before)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                    tx.commit().await?;
-                    Ok(purged)
+                    let batch = OUTBOX_PURGE_BATCH;
+                    let mut purged = 0;
+                    loop {
+                        let mut tx = self.pool.begin().await?;
+                        let deleted: Vec<(String, String)> =
+                            sqlx::query_as(self.statements.purge_deliveries.clone())
+                                .bind(before)
+                                .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+                                .fetch_all(&mut *tx)
+                                .await?;
+                        if !deleted.is_empty() {
+                            let sql = purge_attempts(&self.prefix, deleted.len());
+                            let mut query = sqlx::query(sql);
+                            for (endpoint, id) in &deleted {
+                                query = query.bind(endpoint).bind(id);
+                            }
+                            query.execute(&mut *tx).await?;
+                        }
+                        tx.commit().await?;
+                        purged += u64::try_from(deleted.len()).unwrap_or(u64::MAX);
+                        if u64::try_from(deleted.len()).unwrap_or(u64::MAX) < batch {
+                            return Ok(purged);
+                        }
+                    }
                 }
 
                 async fn disable(

@@ -83,4 +83,4 @@ impl SqliteDeliveries {
     }
 }
 
-sql_delivery_store!(SqliteDeliveries);
+sql_delivery_store!(SqliteDeliveries, SQLITE);

@@ -1,0 +1,230 @@
+//! Taking due deliveries across many endpoints in one store call:
+//! [`Wanted`] and [`DueAcross`], and the SQL both SQL stores run for it.
+//!
+//! The SQL ranks each endpoint's due deliveries by due time
+//! (`row_number() OVER (PARTITION BY endpoint ...)`) and leases them in
+//! rank order, so every endpoint's first due delivery comes before any
+//! endpoint's second: one busy endpoint cannot starve the rest.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use super::{EndpointHealth, Taken};
+
+/// One endpoint in a [take across endpoints](super::DeliveryStore::take_due_across):
+/// its name, how many of its due deliveries may be leased (its free
+/// concurrency) and the time now on its policy's clock.
+///
+/// ```
+/// use std::time::SystemTime;
+/// use hooklatch::sender::Wanted;
+///
+/// let wanted = Wanted::new("orders", 4, SystemTime::now());
+/// assert_eq!(wanted.limit, 4);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Wanted {
+    /// The endpoint's name.
+    pub endpoint: String,
+    /// At most this many of its deliveries; with 0 the take only reports
+    /// whether it is disabled.
+    pub limit: usize,
+    /// Deliveries due at or before this time are due.
+    pub now: SystemTime,
+}
+
+impl Wanted {
+    /// Up to `limit` deliveries of `endpoint` due at `now`.
+    pub fn new(endpoint: &str, limit: usize, now: SystemTime) -> Self {
+        Self {
+            endpoint: endpoint.to_owned(),
+            limit,
+            now,
+        }
+    }
+}
+
+/// What [`DeliveryStore::take_due_across`](super::DeliveryStore::take_due_across)
+/// found.
+///
+/// ```
+/// use hooklatch::sender::DueAcross;
+///
+/// let found = DueAcross::default();
+/// assert!(found.taken.is_empty() && found.health.is_empty());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DueAcross {
+    /// The leased deliveries, round-robin over endpoints: every endpoint's
+    /// earliest due delivery before any endpoint's second.
+    pub taken: Vec<Taken>,
+    /// The saved health of each wanted endpoint that is disabled or had
+    /// deliveries leased (a store may report more). A wanted endpoint
+    /// missing here is enabled.
+    pub health: HashMap<String, EndpointHealth>,
+}
+
+/// Orders `taken` round-robin over endpoints: by each delivery's rank
+/// within its endpoint (earliest due first), then by due time.
+pub(crate) fn round_robin(mut taken: Vec<Taken>) -> Vec<Taken> {
+    taken.sort_by_key(|delivery| (delivery.endpoint.clone(), delivery.due_at));
+    let mut rank = 0;
+    let mut ranked: Vec<(usize, Taken)> = Vec::with_capacity(taken.len());
+    for delivery in taken {
+        rank = match ranked.last() {
+            Some((_, last)) if last.endpoint == delivery.endpoint => rank + 1,
+            _ => 0,
+        };
+        ranked.push((rank, delivery));
+    }
+    ranked.sort_by_key(|(rank, delivery)| (*rank, delivery.due_at));
+    ranked.into_iter().map(|(_, delivery)| delivery).collect()
+}
+
+/// The statement that leases due deliveries across `count` endpoints:
+/// $1 token, $2 lease (ms), $3 limit in all, then for each endpoint its
+/// name, limit and now (ms). Each endpoint's due rows are ranked by due
+/// time and leased in rank order, disabled endpoints skipped. Window
+/// functions cannot lock rows, so the update checks again that each row is
+/// still due and unleased: of two dispatchers that picked one row, one
+/// leases it.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn take_across_sql(
+    prefix: &str,
+    dialect: &crate::store::sql::Dialect,
+    count: usize,
+) -> sqlx::AssertSqlSafe<String> {
+    let (deliveries, _, endpoints) = super::sql::tables(prefix);
+    let values: Vec<String> = (0..count)
+        .map(|i| format!("(${}, ${}, ${})", 3 * i + 4, 3 * i + 5, 3 * i + 6))
+        .collect();
+    let (row_id, (open, close)) = (dialect.row_id, dialect.row_ids_in);
+    sqlx::AssertSqlSafe(format!(
+        "WITH w (endpoint, cap, now) AS (VALUES {values}) \
+         UPDATE {deliveries} SET lease_token = $1, lease_until = w.now + $2 FROM w \
+         WHERE {deliveries}.endpoint = w.endpoint AND {deliveries}.{row_id} {open}\
+         SELECT rid FROM (SELECT d.{row_id} AS rid, d.due_at, w.cap, \
+         row_number() OVER (PARTITION BY d.endpoint ORDER BY d.due_at, d.event_id) AS rnk \
+         FROM {deliveries} d JOIN w ON d.endpoint = w.endpoint \
+         WHERE d.state = 0 AND d.due_at <= w.now \
+         AND (d.lease_until IS NULL OR d.lease_until <= w.now) \
+         AND NOT EXISTS (SELECT 1 FROM {endpoints} e \
+         WHERE e.endpoint = d.endpoint AND e.disabled IS NOT NULL)) r \
+         WHERE rnk <= cap ORDER BY rnk, due_at LIMIT $3{close} \
+         AND {deliveries}.state = 0 \
+         AND ({deliveries}.lease_until IS NULL OR {deliveries}.lease_until <= w.now) \
+         RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, waited_ms, \
+         reason, (SELECT failing_since FROM {endpoints} e \
+         WHERE e.endpoint = {deliveries}.endpoint) AS failing_since",
+        values = values.join(", "),
+    ))
+}
+
+/// The statement that reads the health of those of `count` endpoints
+/// ($1 to $count) that are disabled.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn disabled_sql(prefix: &str, count: usize) -> sqlx::AssertSqlSafe<String> {
+    let (_, _, endpoints) = super::sql::tables(prefix);
+    let names: Vec<String> = (1..=count).map(|i| format!("${i}")).collect();
+    sqlx::AssertSqlSafe(format!(
+        "SELECT endpoint, failing_since, disabled, disabled_after_ms FROM {endpoints} \
+         WHERE disabled IS NOT NULL AND endpoint IN ({})",
+        names.join(", ")
+    ))
+}
+
+/// How many endpoints one statement of a SQL take across endpoints names
+/// at most: three parameters each stay under SQLite's 32,766 and
+/// Postgres's 65,535. More endpoints take one statement per chunk.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) const ACROSS_CHUNK: usize = 5_000;
+
+/// A row of [`take_across_sql`]: the endpoint, then a take's row.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) type AcrossRow = (
+    String,
+    String,
+    Vec<u8>,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+);
+
+/// `take_due_across` for a SQL store with the fields `pool` and `prefix`,
+/// in `$dialect`: one statement leases, one reads the disabled endpoints'
+/// health.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! sql_take_due_across {
+    ($dialect:expr) => {
+        async fn take_due_across(
+            &self,
+            wanted: &[$crate::sender::Wanted],
+            limit: usize,
+            lease: Duration,
+        ) -> Result<$crate::sender::DueAcross, DedupError> {
+            use $crate::sender::outbox::across::{AcrossRow, disabled_sql, take_across_sql};
+            use $crate::sender::outbox::codes::due;
+            let mut found = $crate::sender::DueAcross::default();
+            if wanted.is_empty() {
+                return Ok(found);
+            }
+            let token = new_token();
+            let chunk = $crate::sender::outbox::across::ACROSS_CHUNK;
+            let mut rows: Vec<AcrossRow> = Vec::new();
+            for wanted in wanted.chunks(chunk) {
+                let left = limit.saturating_sub(rows.len());
+                if left == 0 {
+                    break;
+                }
+                let sql = take_across_sql(&self.prefix, &$dialect, wanted.len());
+                let mut query = sqlx::query_as(sql)
+                    .bind(&token)
+                    .bind(millis(lease))
+                    .bind(i64::try_from(left).unwrap_or(i64::MAX));
+                for want in wanted {
+                    query = query
+                        .bind(&want.endpoint)
+                        .bind(i64::try_from(want.limit).unwrap_or(i64::MAX))
+                        .bind(unix_millis(want.now));
+                }
+                rows.extend(query.fetch_all(&self.pool).await?);
+            }
+            let mut by_endpoint: std::collections::HashMap<String, Vec<_>> =
+                std::collections::HashMap::new();
+            for (endpoint, id, body, tries, attempts, due_at, waited, reason, failing) in rows {
+                let health = health_from_fields((failing, None, None));
+                found.health.insert(endpoint.clone(), health);
+                by_endpoint
+                    .entry(endpoint)
+                    .or_default()
+                    .push((id, body, tries, attempts, due_at, waited, reason));
+            }
+            let taken = by_endpoint.into_iter().flat_map(|(endpoint, rows)| {
+                due(&endpoint, &token, EndpointHealth::default(), rows).taken
+            });
+            found.taken = $crate::sender::outbox::across::round_robin(taken.collect());
+            for wanted in wanted.chunks(chunk) {
+                let mut query = sqlx::query_as(disabled_sql(&self.prefix, wanted.len()));
+                for want in wanted {
+                    query = query.bind(&want.endpoint);
+                }
+                let disabled: Vec<(String, Option<i64>, Option<i64>, Option<i64>)> =
+                    query.fetch_all(&self.pool).await?;
+                for (endpoint, failing, code, after) in disabled {
+                    found
+                        .health
+                        .insert(endpoint, health_from_fields((failing, code, after)));
+                }
+            }
+            Ok(found)
+        }
+    };
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use sql_take_due_across;
