@@ -237,18 +237,27 @@ async fn wait_for(arrivals: &Arrivals, count: usize) {
 /// Deliveries/s and store calls per delivered event, every endpoint
 /// answering 204: `events` events to each endpoint, sent before the loop
 /// starts.
+impl<S> Counting<S> {
+    /// `store`, counting its calls (each endpoint of a take across them
+    /// when `per_endpoint`), and the count.
+    fn wrap(store: S, per_endpoint: bool) -> (Self, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counting = Self {
+            inner: store,
+            calls: Arc::clone(&calls),
+            per_endpoint,
+        };
+        (counting, calls)
+    }
+}
+
 async fn throughput<S: DeliveryStore + Clone>(
     store: S,
     per_endpoint: bool,
     endpoints: usize,
     events: usize,
 ) -> (f64, f64) {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let store = Counting {
-        inner: store,
-        calls: Arc::clone(&calls),
-        per_endpoint,
-    };
+    let (store, calls) = Counting::wrap(store, per_endpoint);
     let arrivals = Arrivals::default();
     let dispatcher = dispatcher(store, endpoints, &arrivals, None).await;
     for round in 0..events {
@@ -283,12 +292,7 @@ async fn latency<S: DeliveryStore + Clone>(
     seconds: u64,
     with_dead: bool,
 ) -> (Duration, f64, usize) {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let store = Counting {
-        inner: store,
-        calls: Arc::clone(&calls),
-        per_endpoint,
-    };
+    let (store, calls) = Counting::wrap(store, per_endpoint);
     let arrivals = Arrivals::default();
     let (dead_url, peak) = blackhole().await;
     let url = with_dead.then_some(dead_url.as_str());
