@@ -189,7 +189,9 @@ async fn failover_with_replica_acks_loses_nothing_and_accepts_nothing_twice() {
         "enqueued twice: {:?}",
         drill.enqueued_twice
     );
-    assert!(drill.failed_calls > 0, "the failover was felt: {drill:?}");
+    // That the failover happened is asserted inside the drill (a replica
+    // took over); the cluster client may ride it out without one failed
+    // call.
 }
 
 /// Without replica acks a failover may lose accepts the sender was already
