@@ -75,13 +75,13 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
     }
     async fn take_due_across(
         &self,
-        wanted: &[Wanted],
-        limit: usize,
-        lease: Duration,
+        w: &[Wanted],
+        n: usize,
+        l: Duration,
     ) -> Result<DueAcross, DedupError> {
-        let calls = if self.per_endpoint { wanted.len() } else { 1 };
+        let calls = if self.per_endpoint { w.len() } else { 1 };
         self.calls.fetch_add(calls, Ordering::Relaxed);
-        self.inner.take_due_across(wanted, limit, lease).await
+        self.inner.take_due_across(w, n, l).await
     }
     async fn finish(
         &self,

@@ -141,20 +141,6 @@ pub(crate) fn disabled_sql(prefix: &str, count: usize) -> sqlx::AssertSqlSafe<St
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const ACROSS_CHUNK: usize = 5_000;
 
-/// A row of [`take_across_sql`]: the endpoint, then a take's row.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) type AcrossRow = (
-    String,
-    String,
-    Vec<u8>,
-    i64,
-    i64,
-    i64,
-    i64,
-    i64,
-    Option<i64>,
-);
-
 /// `take_due_across` for a SQL store with the fields `pool` and `prefix`,
 /// in `$dialect`: one statement leases, one reads the disabled endpoints'
 /// health.
@@ -167,22 +153,27 @@ macro_rules! sql_take_due_across {
             limit: usize,
             lease: Duration,
         ) -> Result<$crate::sender::DueAcross, DedupError> {
-            use $crate::sender::outbox::across::{AcrossRow, disabled_sql, take_across_sql};
-            use $crate::sender::outbox::codes::due;
+            use sqlx::Row as _;
+            use $crate::sender::outbox::across::{disabled_sql, take_across_sql};
+            use $crate::sender::outbox::codes::{TakenRow, due};
             let mut found = $crate::sender::DueAcross::default();
             if wanted.is_empty() {
                 return Ok(found);
             }
             let token = new_token();
             let chunk = $crate::sender::outbox::across::ACROSS_CHUNK;
-            let mut rows: Vec<AcrossRow> = Vec::new();
+            // Each row of `take_across_sql`: the endpoint, a take's row
+            // (`TakenRow`), then the endpoint's failing time.
+            let mut by_endpoint: std::collections::HashMap<String, Vec<TakenRow>> =
+                std::collections::HashMap::new();
+            let mut leased = 0;
             for wanted in wanted.chunks(chunk) {
-                let left = limit.saturating_sub(rows.len());
+                let left = limit.saturating_sub(leased);
                 if left == 0 {
                     break;
                 }
                 let sql = take_across_sql(&self.prefix, &$dialect, wanted.len());
-                let mut query = sqlx::query_as(sql)
+                let mut query = sqlx::query(sql)
                     .bind(&token)
                     .bind(millis(lease))
                     .bind(i64::try_from(left).unwrap_or(i64::MAX));
@@ -192,17 +183,23 @@ macro_rules! sql_take_due_across {
                         .bind(i64::try_from(want.limit).unwrap_or(i64::MAX))
                         .bind(unix_millis(want.now));
                 }
-                rows.extend(query.fetch_all(&self.pool).await?);
-            }
-            let mut by_endpoint: std::collections::HashMap<String, Vec<_>> =
-                std::collections::HashMap::new();
-            for (endpoint, id, body, tries, attempts, due_at, waited, reason, failing) in rows {
-                let health = health_from_fields((failing, None, None));
-                found.health.insert(endpoint.clone(), health);
-                by_endpoint
-                    .entry(endpoint)
-                    .or_default()
-                    .push((id, body, tries, attempts, due_at, waited, reason));
+                for row in query.fetch_all(&self.pool).await? {
+                    let endpoint: String = row.try_get(0)?;
+                    let failing: Option<i64> = row.try_get(8)?;
+                    let health = health_from_fields((failing, None, None));
+                    found.health.insert(endpoint.clone(), health);
+                    let taken: TakenRow = (
+                        row.try_get(1)?,
+                        row.try_get(2)?,
+                        row.try_get(3)?,
+                        row.try_get(4)?,
+                        row.try_get(5)?,
+                        row.try_get(6)?,
+                        row.try_get(7)?,
+                    );
+                    by_endpoint.entry(endpoint).or_default().push(taken);
+                    leased += 1;
+                }
             }
             let taken = by_endpoint.into_iter().flat_map(|(endpoint, rows)| {
                 due(&endpoint, &token, EndpointHealth::default(), rows).taken
