@@ -27,6 +27,7 @@ mod deliver;
 mod dispatcher;
 mod endpoint;
 mod guard;
+mod metrics;
 pub(crate) mod outbox;
 mod policy;
 mod retry_after;

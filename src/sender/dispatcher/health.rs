@@ -109,6 +109,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             failing_since: health.failing_since,
         };
         tracing::warn!(endpoint = %disabled.endpoint, reason = ?disabled.reason, "endpoint disabled");
+        crate::sender::metrics::disabled(reason);
         if let Some(hook) = &self.on_disable {
             hook(&disabled);
         }

@@ -14,6 +14,7 @@ use super::health::{Seen, health_change};
 use crate::sender::attempt::{later, plan};
 use crate::sender::deliver::attempt_once;
 use crate::sender::endpoint::Endpoint;
+use crate::sender::metrics;
 use crate::sender::outbox::{DeliveryStore, EndpointHealth, Taken, Wanted};
 use crate::sender::policy::Policy;
 use crate::sender::transport::Transport;
@@ -129,6 +130,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         let pass = match route.endpoint.try_breaker() {
             Ok(pass) => pass,
             Err(wait) => {
+                metrics::held_by_breaker(&route.name);
                 let due = later(route.policy.now(), wait);
                 if let Err(error) = self.store.put_back(&taken, due).await {
                     tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
@@ -138,16 +140,28 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         };
         let now = route.policy.now();
         let held = now.duration_since(taken.due_at).unwrap_or_default();
-        let tried = attempt_once(
-            &self.transport,
-            &route.endpoint,
-            pass,
-            &route.policy,
-            (&taken.id, &taken.body),
-            taken.attempts + 1,
-            (taken.waited, taken.reason, held),
+        let span = metrics::attempt_span(&route.name, &taken.id, taken.attempts + 1);
+        let tried = tracing::Instrument::instrument(
+            attempt_once(
+                &self.transport,
+                &route.endpoint,
+                pass,
+                &route.policy,
+                (&taken.id, &taken.body),
+                taken.attempts + 1,
+                (taken.waited, taken.reason, held),
+            ),
+            span.clone(),
         )
         .await;
+        let status = tried.attempt.result.as_ref().ok().copied();
+        metrics::attempt(
+            &span,
+            &route.name,
+            tried.outcome,
+            status,
+            tried.attempt.duration,
+        );
         let step = plan(
             &route.policy,
             taken.tries + 1,
