@@ -24,8 +24,9 @@ use axum::http::HeaderMap;
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     AddressPolicy, Attempt, Breaker, DeliveryState, DeliveryStore, DisableReason, Dispatcher, Due,
-    DueAcross, EndpointHealth, HealthChange, HttpTransport, Jitter, Policy, PostgresDeliveries,
-    RedisDeliveries, Schedule, Step, StoredDelivery, Taken, Wanted,
+    DueAcross, EndpointHealth, EndpointRegistry, HealthChange, HttpTransport, Jitter, Policy,
+    PostgresDeliveries, RedisDeliveries, SavedEndpoints, Schedule, Step, StoredDelivery, Taken,
+    Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::net::TcpListener;
@@ -51,6 +52,24 @@ struct Counting<S> {
     inner: S,
     calls: Arc<AtomicUsize>,
     per_endpoint: bool,
+}
+
+impl<S: DeliveryStore + Clone> EndpointRegistry for Counting<S> {
+    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+        self.inner.save_endpoint(name, config).await
+    }
+    async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+        self.inner.remove_endpoint(name).await
+    }
+    // The dispatcher's refresh: counted, as it runs on every dispatcher.
+    async fn endpoints_version(&self) -> Result<u64, DedupError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.endpoints_version().await
+    }
+    async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.saved_endpoints().await
+    }
 }
 
 impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {

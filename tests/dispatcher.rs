@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     Breaker, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
-    HealthChange, MemoryDeliveries, Policy, Response, Transport, TransportError, Wanted,
+    EndpointRegistry, HealthChange, MemoryDeliveries, Policy, Response, SavedEndpoints, Transport,
+    TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -400,6 +402,21 @@ struct Counting {
     finishes: Arc<AtomicUsize>,
     put_backs: Arc<AtomicUsize>,
     health_reads: Arc<AtomicUsize>,
+}
+
+impl EndpointRegistry for Counting {
+    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+        self.inner.save_endpoint(name, config).await
+    }
+    async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+        self.inner.remove_endpoint(name).await
+    }
+    async fn endpoints_version(&self) -> Result<u64, DedupError> {
+        self.inner.endpoints_version().await
+    }
+    async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
+        self.inner.saved_endpoints().await
+    }
 }
 
 impl DeliveryStore for Counting {

@@ -14,99 +14,15 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
-    Final, HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, Policy, PostgresDeliveries,
-    RedisDeliveries, Response, SqliteDeliveries, Step, Taken, Transport, TransportError, Wanted,
+    Final, HealthChange, OUTBOX_PURGE_BATCH, Policy, Response, Step, Taken, Transport,
+    TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
 
-/// Opens the same store again, as a restarted process would.
-trait Backend: Send + Sync + 'static {
-    type Store: DeliveryStore + Clone;
-    async fn open(&self) -> Self::Store;
-}
-
-struct Memory(MemoryDeliveries);
-impl Backend for Memory {
-    type Store = MemoryDeliveries;
-    async fn open(&self) -> MemoryDeliveries {
-        self.0.clone()
-    }
-}
-
-struct Sqlite(support::TempDir);
-impl Backend for Sqlite {
-    type Store = SqliteDeliveries;
-    async fn open(&self) -> SqliteDeliveries {
-        SqliteDeliveries::open(self.0.path().join("outbox.db"))
-            .await
-            .expect("open sqlite")
-    }
-}
-
-struct Postgres {
-    server: support::Server,
-    prefix: String,
-}
-impl Backend for Postgres {
-    type Store = PostgresDeliveries;
-    async fn open(&self) -> PostgresDeliveries {
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(8)
-            .connect(&self.server.url())
-            .await
-            .expect("connect to postgres");
-        let store = PostgresDeliveries::new(pool, &self.prefix).expect("prefix");
-        store.migrate().await.expect("migrate");
-        store
-    }
-}
-
-struct Redis {
-    server: support::Server,
-    prefix: String,
-}
-impl Backend for Redis {
-    type Store = RedisDeliveries;
-    async fn open(&self) -> RedisDeliveries {
-        RedisDeliveries::connect(&self.server.url())
-            .await
-            .expect("connect to redis")
-            .with_prefix(&self.prefix)
-            .expect("prefix")
-    }
-}
-
-fn memory() -> Memory {
-    Memory(MemoryDeliveries::new())
-}
-
-fn sqlite() -> Sqlite {
-    Sqlite(support::TempDir::new("deliveries"))
-}
-
-fn redis() -> Redis {
-    Redis {
-        server: support::redis(),
-        prefix: support::unique("d"),
-    }
-}
-
-/// Redis as a cluster of three masters and three replicas: every script
-/// names its keys, all in one slot.
-fn redis_cluster() -> Redis {
-    Redis {
-        server: support::redis_cluster(),
-        prefix: support::unique("d"),
-    }
-}
-
-fn postgres() -> Postgres {
-    Postgres {
-        server: support::postgres(),
-        prefix: support::unique("d"),
-    }
-}
+#[path = "support/outbox_backends.rs"]
+mod backends;
+use backends::*;
 
 /// A dispatcher stopped while every delivery is failing; a new one on the
 /// same store, once the receiver recovers, delivers each exactly once.

@@ -20,12 +20,15 @@ use std::time::{Duration, Instant};
 /// assert!(breaker.try_acquire(now).is_err()); // open: nothing is sent
 /// assert!(breaker.try_acquire(now + Duration::from_secs(30)).is_ok()); // a probe
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Breaker {
     failure_threshold: u32,
     cool_down: Duration,
     max_probes: u32,
     successes_to_close: u32,
+    // The running state is each process's own: a stored breaker starts
+    // closed.
+    #[serde(skip)]
     state: State,
 }
 
@@ -34,6 +37,12 @@ enum State {
     Closed { failures: u32 },
     Open { until: Instant },
     HalfOpen { in_flight: u32, successes: u32 },
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self::Closed { failures: 0 }
+    }
 }
 
 /// The breaker's state, for logs and metrics.
@@ -64,6 +73,15 @@ impl Breaker {
             successes_to_close: 3,
             state: State::Closed { failures: 0 },
         }
+    }
+
+    /// This breaker with its limits applied as the `with_` methods apply
+    /// them, for one read back from a store.
+    pub(crate) fn normalized(mut self) -> Self {
+        self.failure_threshold = self.failure_threshold.max(1);
+        self.max_probes = self.max_probes.max(1);
+        self.successes_to_close = self.successes_to_close.max(1);
+        self
     }
 
     /// Opens after `failures` consecutive failures. Defaults to 5.

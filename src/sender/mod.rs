@@ -26,6 +26,7 @@ mod breaker;
 mod deliver;
 mod dispatcher;
 mod endpoint;
+mod endpoint_config;
 mod guard;
 mod metrics;
 pub(crate) mod outbox;
@@ -39,6 +40,7 @@ pub use breaker::{Breaker, BreakerState};
 pub use deliver::{DeliveryRecord, deliver, deliver_observed};
 pub use dispatcher::{Disabled, DispatchError, Dispatcher, Running};
 pub use endpoint::Endpoint;
+pub use endpoint_config::{EndpointConfig, EndpointConfigError};
 pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url};
 #[cfg(feature = "postgres")]
 pub use outbox::PostgresDeliveries;
@@ -47,8 +49,9 @@ pub use outbox::RedisDeliveries;
 #[cfg(feature = "sqlite")]
 pub use outbox::SqliteDeliveries;
 pub use outbox::{
-    DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
-    MemoryDeliveries, OUTBOX_PURGE_BATCH, StoredDelivery, Taken, Wanted,
+    DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, EndpointRegistry,
+    HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, SavedEndpoints, StoredDelivery, Taken,
+    Wanted,
 };
 pub use policy::Policy;
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};

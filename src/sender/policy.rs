@@ -25,16 +25,23 @@ use crate::verify::{Clock, SystemClock};
 /// assert_eq!(policy.attempt_timeout(), Duration::from_secs(10));
 /// assert_eq!(policy.disable_after(), Some(Duration::from_secs(3 * 24 * 3600)));
 /// ```
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
     schedule: Schedule,
     give_up_on: Vec<u16>,
+    // The clock is the process's own: a stored policy reads the system
+    // clock.
+    #[serde(skip, default = "system_clock")]
     clock: Arc<dyn Clock>,
     attempt_timeout: Duration,
     connect_timeout: Duration,
     breaker: Breaker,
     concurrency: usize,
     disable_after: Option<Duration>,
+}
+
+fn system_clock() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
 }
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -188,6 +195,13 @@ impl Policy {
     /// How long an endpoint may fail before it is disabled.
     pub fn disable_after(&self) -> Option<Duration> {
         self.disable_after
+    }
+
+    /// This policy with its limits applied as the `with_` methods apply
+    /// them, for one read back from a store.
+    pub(crate) fn normalized(self) -> Self {
+        let (concurrency, breaker) = (self.concurrency, self.breaker.clone().normalized());
+        self.with_concurrency(concurrency).with_breaker(breaker)
     }
 
     pub(crate) fn now(&self) -> SystemTime {

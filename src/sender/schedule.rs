@@ -4,7 +4,8 @@ use std::time::Duration;
 
 /// How a delay is randomized, so that many failed deliveries do not all
 /// retry in the same second.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Jitter {
     /// Exactly the nominal delay.
     None,
@@ -35,7 +36,8 @@ impl Jitter {
 }
 
 /// When the attempts of a delivery are made.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Schedule {
     /// A fixed table: `delays[0]` before the first attempt (usually zero),
     /// `delays[n]` between attempt `n` and `n + 1`.

@@ -22,7 +22,7 @@ use super::clock::unix_seconds;
 /// assert!(!old.contains(switch + Duration::from_secs(86_400)));
 /// assert!(!new.contains(switch - Duration::from_secs(1)));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Validity {
     not_before: Option<i64>,
     expires_at: Option<i64>,

@@ -4,13 +4,14 @@
 //! shared endpoint health.
 
 mod health;
+mod registry;
 mod run;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, watch};
 
 use super::attempt::{first_wait, later};
 use super::endpoint::Endpoint;
@@ -19,15 +20,17 @@ use super::policy::Policy;
 use super::transport::Transport;
 use crate::dedup::{DedupError, check_key};
 use crate::verify::Signer;
-use health::Seen;
-use run::{Inner, Route};
+use run::{Inner, Origin, Route};
 
 /// Why a dispatcher call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DispatchError {
-    /// No endpoint of that name was added.
-    #[error("no endpoint named `{0}`: add it with Dispatcher::add_endpoint first")]
+    /// No endpoint of that name was added to this dispatcher or saved in
+    /// the store.
+    #[error(
+        "no endpoint named `{0}`: save it with Dispatcher::save_endpoint or add it with Dispatcher::add_endpoint first"
+    )]
     UnknownEndpoint(String),
     /// The policy's attempt timeout is not shorter than the dispatcher's
     /// lease, so a slow attempt could be taken and sent again by another
@@ -44,6 +47,10 @@ pub enum DispatchError {
     /// The store failed, or the endpoint name or id cannot be stored.
     #[error(transparent)]
     Store(#[from] DedupError),
+    /// An endpoint's configuration cannot be used (its scheme, a secret,
+    /// or its stored form).
+    #[error(transparent)]
+    InvalidEndpoint(#[from] crate::sender::EndpointConfigError),
 }
 
 /// An endpoint the dispatcher stopped delivering to. Its pending
@@ -168,6 +175,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
                 lease: Duration::from_secs(120),
                 wake: Notify::new(),
                 on_disable: None,
+                endpoint_refresh: Duration::from_secs(1),
+                registry_version: Mutex::new(None),
             }),
         }
     }
@@ -221,6 +230,19 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         Ok(self.configure(|inner| inner.lease = lease))
     }
 
+    /// How often the loop checks the store for endpoints saved, changed or
+    /// removed by any dispatcher ([`save_endpoint`](Self::save_endpoint)):
+    /// one read of a version number, and of the endpoints only when it
+    /// moved. Defaults to 1 second.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn with_endpoint_refresh(self, every: Duration) -> Self {
+        self.configure(|inner| inner.endpoint_refresh = every)
+    }
+
     /// Calls `hook` when an endpoint is disabled (410, or no success for
     /// the policy's `disable_after`).
     ///
@@ -232,11 +254,19 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         self.configure(|inner| inner.on_disable = Some(Arc::new(hook)))
     }
 
-    /// Adds (or replaces) the endpoint `name`: where to POST, the secrets
-    /// to sign with, and its policy. The name keys its deliveries and its
-    /// saved health in the store (1 to 64 of `A-Z a-z 0-9 _ - . :`): an
-    /// endpoint disabled before a restart stays disabled. The policy's
-    /// attempt timeout must be shorter than the dispatcher's lease.
+    /// Adds (or replaces) the endpoint `name` in this dispatcher only:
+    /// where to POST, the secrets to sign with, and its policy. The name
+    /// keys its deliveries and its saved health in the store (1 to 64 of
+    /// `A-Z a-z 0-9 _ - . :`): an endpoint disabled before a restart stays
+    /// disabled. The policy's attempt timeout must be shorter than the
+    /// dispatcher's lease.
+    ///
+    /// Every process must add it again. To have every dispatcher on the
+    /// store see an endpoint, its changes and its removal, save it in the
+    /// store with [`save_endpoint`](Self::save_endpoint) instead; an
+    /// endpoint added here is left alone by what is saved under its name.
+    /// Adding takes any [`Signer`] and keeps the policy's clock, which a
+    /// saved endpoint cannot.
     pub async fn add_endpoint(
         &self,
         name: &str,
@@ -245,26 +275,28 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         policy: Policy,
     ) -> Result<(), DispatchError> {
         crate::dedup::validate_namespace(name)?;
-        if policy.attempt_timeout() >= self.inner.lease {
-            return Err(DispatchError::LeaseTooShort {
-                lease: self.inner.lease,
-                attempt_timeout: policy.attempt_timeout(),
-            });
-        }
+        self.check_lease(&policy)?;
         let health = self.inner.store.health(name).await?;
-        let route = Route {
-            name: name.to_owned(),
-            endpoint: Endpoint::new(url, signer).with_breaker(policy.breaker().clone()),
-            limit: Arc::new(Semaphore::new(policy.concurrency())),
-            policy,
-            health: Mutex::new(Seen { health, writes: 0 }),
-        };
+        let endpoint = Endpoint::new(url, signer);
+        let route = Route::new(name, endpoint, policy, health, Origin::Added);
         self.inner
             .routes
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name.to_owned(), Arc::new(route));
         Ok(())
+    }
+
+    /// The route of endpoint `name`, from the store's saved endpoints if
+    /// this dispatcher has not seen it yet.
+    async fn find_route(&self, name: &str) -> Result<Arc<Route>, DispatchError> {
+        match self.route(name) {
+            Err(DispatchError::UnknownEndpoint(_)) => {
+                self.inner.refresh_endpoints().await?;
+                self.route(name)
+            }
+            found => found,
+        }
     }
 
     fn route(&self, name: &str) -> Result<Arc<Route>, DispatchError> {
@@ -282,7 +314,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// storing nothing, if that endpoint already has a delivery with this
     /// id: sending the same event twice is safe.
     pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
-        let route = self.route(endpoint)?;
+        let route = self.find_route(endpoint).await?;
         check_key(endpoint, id)?;
         let due = later(
             route.policy.now(),
@@ -315,7 +347,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// schedule. Returns false if there is no such delivery or it is not
     /// dead or gone.
     pub async fn replay(&self, endpoint: &str, id: &str) -> Result<bool, DispatchError> {
-        let route = self.route(endpoint)?;
+        let route = self.find_route(endpoint).await?;
         let replayed = self
             .inner
             .store
@@ -346,7 +378,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// every dispatcher on the store sees it on its next poll, and the
     /// endpoint's pending deliveries go out again.
     pub async fn enable(&self, endpoint: &str) -> Result<(), DispatchError> {
-        let route = self.route(endpoint)?;
+        let route = self.find_route(endpoint).await?;
         self.inner.store.enable(endpoint).await?;
         route.set_health(EndpointHealth::default());
         self.inner.wake.notify_one();

@@ -27,6 +27,9 @@ pub(super) struct Inner<S, T> {
     pub(super) lease: Duration,
     pub(super) wake: Notify,
     pub(super) on_disable: Option<DisableHook>,
+    pub(super) endpoint_refresh: Duration,
+    /// The registry version the routes were last brought in line with.
+    pub(super) registry_version: Mutex<Option<u64>>,
 }
 
 /// One endpoint under a dispatcher.
@@ -37,6 +40,15 @@ pub(super) struct Route {
     pub(super) limit: Arc<Semaphore>,
     /// The endpoint's health as this dispatcher last saw it in the store.
     pub(super) health: Mutex<Seen>,
+    pub(super) origin: Origin,
+}
+
+/// Where a route came from.
+pub(super) enum Origin {
+    /// `add_endpoint`: this process's own.
+    Added,
+    /// The store's registry, with the configuration's JSON as saved.
+    Saved(String),
 }
 
 impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
@@ -45,7 +57,14 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         // Once the `Running` handle is dropped nothing can stop the loop,
         // and `changed` would return at once on every turn.
         let mut detached = false;
+        let mut refreshed: Option<tokio::time::Instant> = None;
         while !*stopped.borrow() {
+            if refreshed.is_none_or(|at| at.elapsed() >= self.endpoint_refresh) {
+                if let Err(error) = self.refresh_endpoints().await {
+                    tracing::warn!(%error, "cannot read the endpoints saved in the store");
+                }
+                refreshed = Some(tokio::time::Instant::now());
+            }
             let routes: Vec<Arc<Route>> = self
                 .routes
                 .read()

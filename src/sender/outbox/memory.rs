@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use super::registry::MemoryRegistry;
 use super::{
     DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
     Step, StoredDelivery, Taken, Wanted,
@@ -16,6 +17,7 @@ use crate::store::new_token;
 #[derive(Debug, Clone, Default)]
 pub struct MemoryDeliveries {
     deliveries: Arc<Mutex<Deliveries>>,
+    registry: Arc<MemoryRegistry>,
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +93,25 @@ impl Deliveries {
                     .as_ref()
                     .is_some_and(|(token, _)| *token == taken.token)
             })
+    }
+}
+
+impl super::EndpointRegistry for MemoryDeliveries {
+    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+        crate::dedup::validate_namespace(name)?;
+        Ok(self.registry.save(name, config))
+    }
+
+    async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+        Ok(self.registry.remove(name))
+    }
+
+    async fn endpoints_version(&self) -> Result<u64, DedupError> {
+        Ok(self.registry.version())
+    }
+
+    async fn saved_endpoints(&self) -> Result<super::SavedEndpoints, DedupError> {
+        Ok(self.registry.all())
     }
 }
 

@@ -12,6 +12,7 @@ mod memory;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+mod registry;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
@@ -29,6 +30,7 @@ pub use memory::MemoryDeliveries;
 pub use postgres::PostgresDeliveries;
 #[cfg(feature = "redis")]
 pub use redis::RedisDeliveries;
+pub use registry::{EndpointRegistry, SavedEndpoints};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteDeliveries;
 
@@ -182,7 +184,10 @@ pub enum DisableReason {
 /// process stopped mid-attempt) another dispatcher takes it again, so a
 /// receiver may see an attempt twice and must deduplicate, as it must
 /// anyway.
-pub trait DeliveryStore: Send + Sync + 'static {
+///
+/// Every delivery store is an [`EndpointRegistry`] too: the endpoints the
+/// dispatchers on it send to are kept next to their deliveries.
+pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
     /// Adds a pending delivery due at `due`. Returns false, changing
     /// nothing, if the endpoint already has a delivery with this id.
     fn enqueue(

@@ -2,6 +2,7 @@
 
 use sqlx::postgres::PgPool;
 
+use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema, sql_delivery_store};
 use crate::dedup::DedupError;
 use crate::dedup::check_prefix;
@@ -28,6 +29,7 @@ pub struct PostgresDeliveries {
     pool: PgPool,
     prefix: String,
     statements: Statements,
+    registry: RegistryStatements,
 }
 
 impl PostgresDeliveries {
@@ -48,6 +50,7 @@ impl PostgresDeliveries {
         check_prefix(prefix)?;
         Ok(Self {
             statements: Statements::new(prefix, &POSTGRES),
+            registry: RegistryStatements::new(prefix),
             prefix: prefix.to_owned(),
             pool,
         })
@@ -57,8 +60,13 @@ impl PostgresDeliveries {
     /// turns on an advisory lock; when the recorded version is current it
     /// only reads, so it is safe to run on every start.
     pub async fn migrate(&self) -> Result<(), DedupError> {
-        let schema = schema(&self.prefix, &POSTGRES);
-        Ok(crate::store::sql::migrate_postgres(&self.pool, &schema).await?)
+        for schema in [
+            schema(&self.prefix, &POSTGRES),
+            super::registry::sql::schema(&self.prefix, &POSTGRES),
+        ] {
+            crate::store::sql::migrate_postgres(&self.pool, &schema).await?;
+        }
+        Ok(())
     }
 
     /// The connection pool.
@@ -68,3 +76,4 @@ impl PostgresDeliveries {
 }
 
 sql_delivery_store!(PostgresDeliveries, POSTGRES);
+sql_endpoint_registry!(PostgresDeliveries);

@@ -66,8 +66,8 @@ static DISABLE_SCRIPT: LazyLock<Script> =
 /// ```
 #[derive(Clone)]
 pub struct RedisDeliveries {
-    connection: RedisConnection,
-    prefix: String,
+    pub(super) connection: RedisConnection,
+    pub(super) prefix: String,
 }
 
 impl std::fmt::Debug for RedisDeliveries {

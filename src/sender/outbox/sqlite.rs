@@ -4,6 +4,7 @@ use std::path::Path;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 
+use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema, sql_delivery_store};
 use crate::dedup::DedupError;
 use crate::dedup::check_prefix;
@@ -39,6 +40,7 @@ pub struct SqliteDeliveries {
     pool: SqlitePool,
     prefix: String,
     statements: Statements,
+    registry: RegistryStatements,
 }
 
 impl SqliteDeliveries {
@@ -65,6 +67,7 @@ impl SqliteDeliveries {
         check_prefix(prefix)?;
         Ok(Self {
             statements: Statements::new(prefix, &SQLITE),
+            registry: RegistryStatements::new(prefix),
             prefix: prefix.to_owned(),
             pool,
         })
@@ -73,8 +76,13 @@ impl SqliteDeliveries {
     /// Creates or upgrades the tables and index, in one immediate
     /// transaction.
     pub async fn migrate(&self) -> Result<(), DedupError> {
-        let schema = schema(&self.prefix, &SQLITE);
-        Ok(crate::store::sql::migrate_sqlite(&self.pool, &schema).await?)
+        for schema in [
+            schema(&self.prefix, &SQLITE),
+            super::registry::sql::schema(&self.prefix, &SQLITE),
+        ] {
+            crate::store::sql::migrate_sqlite(&self.pool, &schema).await?;
+        }
+        Ok(())
     }
 
     /// The connection pool.
@@ -84,3 +92,4 @@ impl SqliteDeliveries {
 }
 
 sql_delivery_store!(SqliteDeliveries, SQLITE);
+sql_endpoint_registry!(SqliteDeliveries);

@@ -1,0 +1,100 @@
+//! The delivery stores the outbox tests run on, each opened again as a
+//! restarted process would: memory, SQLite, Postgres, and Redis on one
+//! server and as a cluster. Included with `#[path]` by tests/outbox.rs and
+//! tests/endpoint_registry.rs.
+
+#![allow(dead_code, unreachable_pub)]
+
+use hooklatch::sender::{
+    DeliveryStore, MemoryDeliveries, PostgresDeliveries, RedisDeliveries, SqliteDeliveries,
+};
+
+use crate::support;
+
+/// Opens the same store again, as a restarted process would.
+pub trait Backend: Send + Sync + 'static {
+    type Store: DeliveryStore + Clone;
+    async fn open(&self) -> Self::Store;
+}
+
+pub struct Memory(pub MemoryDeliveries);
+impl Backend for Memory {
+    type Store = MemoryDeliveries;
+    async fn open(&self) -> MemoryDeliveries {
+        self.0.clone()
+    }
+}
+
+pub struct Sqlite(pub support::TempDir);
+impl Backend for Sqlite {
+    type Store = SqliteDeliveries;
+    async fn open(&self) -> SqliteDeliveries {
+        SqliteDeliveries::open(self.0.path().join("outbox.db"))
+            .await
+            .expect("open sqlite")
+    }
+}
+
+pub struct Postgres {
+    pub server: support::Server,
+    pub prefix: String,
+}
+impl Backend for Postgres {
+    type Store = PostgresDeliveries;
+    async fn open(&self) -> PostgresDeliveries {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(8)
+            .connect(&self.server.url())
+            .await
+            .expect("connect to postgres");
+        let store = PostgresDeliveries::new(pool, &self.prefix).expect("prefix");
+        store.migrate().await.expect("migrate");
+        store
+    }
+}
+
+pub struct Redis {
+    pub server: support::Server,
+    pub prefix: String,
+}
+impl Backend for Redis {
+    type Store = RedisDeliveries;
+    async fn open(&self) -> RedisDeliveries {
+        RedisDeliveries::connect(&self.server.url())
+            .await
+            .expect("connect to redis")
+            .with_prefix(&self.prefix)
+            .expect("prefix")
+    }
+}
+
+pub fn memory() -> Memory {
+    Memory(MemoryDeliveries::new())
+}
+
+pub fn sqlite() -> Sqlite {
+    Sqlite(support::TempDir::new("deliveries"))
+}
+
+pub fn redis() -> Redis {
+    Redis {
+        server: support::redis(),
+        prefix: support::unique("d"),
+    }
+}
+
+/// Redis as a cluster of three masters and three replicas: every script
+/// names its keys, all in one slot.
+pub fn redis_cluster() -> Redis {
+    Redis {
+        server: support::redis_cluster(),
+        prefix: support::unique("d"),
+    }
+}
+
+pub fn postgres() -> Postgres {
+    Postgres {
+        server: support::postgres(),
+        prefix: support::unique("d"),
+    }
+}
