@@ -23,10 +23,10 @@ use std::time::{Duration, Instant, SystemTime};
 use axum::http::HeaderMap;
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
-    AddressPolicy, Attempt, Breaker, DeliveryState, DeliveryStore, DisableReason, Dispatcher, Due,
-    DueAcross, EndpointHealth, EndpointRegistry, HealthChange, HttpTransport, Jitter, Policy,
-    PostgresDeliveries, RedisDeliveries, SavedEndpoints, Schedule, Step, StoredDelivery, Taken,
-    Wanted,
+    AddressPolicy, Attempt, Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason,
+    Dispatcher, Due, DueAcross, EndpointHealth, EndpointRegistry, HealthChange, HttpTransport,
+    Jitter, OutboxView, Policy, PostgresDeliveries, RecentAttempt, RedisDeliveries, SavedEndpoints,
+    Schedule, Step, StoredDelivery, Taken, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::net::TcpListener;
@@ -69,6 +69,18 @@ impl<S: DeliveryStore + Clone> EndpointRegistry for Counting<S> {
     async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.saved_endpoints().await
+    }
+}
+
+impl<S: DeliveryStore + Clone> OutboxView for Counting<S> {
+    async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
+        self.inner.endpoint_names().await
+    }
+    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
+        self.inner.counts(e, now).await
+    }
+    async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, DedupError> {
+        self.inner.recent_attempts(e, n).await
     }
 }
 

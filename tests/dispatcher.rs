@@ -12,9 +12,9 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
-    Breaker, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError, Dispatcher,
-    EndpointRegistry, HealthChange, MemoryDeliveries, Policy, Response, SavedEndpoints, Transport,
-    TransportError, Wanted,
+    Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError,
+    Dispatcher, EndpointRegistry, HealthChange, MemoryDeliveries, OutboxView, Policy,
+    RecentAttempt, Response, SavedEndpoints, Transport, TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -416,6 +416,18 @@ impl EndpointRegistry for Counting {
     }
     async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
         self.inner.saved_endpoints().await
+    }
+}
+
+impl OutboxView for Counting {
+    async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
+        self.inner.endpoint_names().await
+    }
+    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
+        self.inner.counts(e, now).await
+    }
+    async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, DedupError> {
+        self.inner.recent_attempts(e, n).await
     }
 }
 

@@ -49,9 +49,9 @@ pub use outbox::RedisDeliveries;
 #[cfg(feature = "sqlite")]
 pub use outbox::SqliteDeliveries;
 pub use outbox::{
-    DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, EndpointRegistry,
-    HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, SavedEndpoints, StoredDelivery, Taken,
-    Wanted,
+    DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
+    EndpointRegistry, HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, OutboxView,
+    RecentAttempt, SavedEndpoints, StoredDelivery, Taken, Wanted,
 };
 pub use policy::Policy;
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};

@@ -115,6 +115,75 @@ impl super::EndpointRegistry for MemoryDeliveries {
     }
 }
 
+impl super::OutboxView for MemoryDeliveries {
+    async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
+        let mut names: std::collections::BTreeSet<String> =
+            self.registry.all().endpoints.into_keys().collect();
+        self.with(|deliveries| {
+            names.extend(
+                deliveries
+                    .by_key
+                    .keys()
+                    .map(|(endpoint, _)| endpoint.clone()),
+            );
+            names.extend(deliveries.health.keys().cloned());
+        });
+        Ok(names.into_iter().collect())
+    }
+
+    async fn counts(
+        &self,
+        endpoint: &str,
+        now: SystemTime,
+    ) -> Result<super::DeliveryCounts, DedupError> {
+        Ok(self.with(|deliveries| {
+            let mut counts = super::DeliveryCounts::default();
+            for entry in deliveries.by_key.values() {
+                if entry.stored.endpoint != endpoint {
+                    continue;
+                }
+                match entry.stored.state {
+                    DeliveryState::Pending => {
+                        counts.pending += 1;
+                        let leased = entry.lease.as_ref().is_some_and(|(_, until)| *until > now);
+                        let due = entry.stored.due_at.is_some_and(|due| due <= now);
+                        counts.due += u64::from(due && !leased);
+                    }
+                    DeliveryState::Delivered => counts.delivered += 1,
+                    DeliveryState::Gone => counts.gone += 1,
+                    DeliveryState::Dead => counts.dead += 1,
+                }
+            }
+            counts
+        }))
+    }
+
+    async fn recent_attempts(
+        &self,
+        endpoint: &str,
+        limit: usize,
+    ) -> Result<Vec<super::RecentAttempt>, DedupError> {
+        let all = self.with(|deliveries| {
+            deliveries
+                .by_key
+                .values()
+                .filter(|entry| entry.stored.endpoint == endpoint)
+                .flat_map(|entry| {
+                    entry
+                        .stored
+                        .attempts
+                        .iter()
+                        .map(|attempt| super::RecentAttempt {
+                            id: entry.stored.id.clone(),
+                            attempt: attempt.clone(),
+                        })
+                })
+                .collect()
+        });
+        Ok(super::view::newest(all, limit))
+    }
+}
+
 impl DeliveryStore for MemoryDeliveries {
     async fn enqueue(
         &self,

@@ -17,6 +17,7 @@ mod registry;
 pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub(crate) mod view;
 
 use std::future::Future;
 use std::time::{Duration, SystemTime};
@@ -33,6 +34,7 @@ pub use redis::RedisDeliveries;
 pub use registry::{EndpointRegistry, SavedEndpoints};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteDeliveries;
+pub use view::{DeliveryCounts, OutboxView, RecentAttempt};
 
 /// How many finished deliveries a SQL or Redis outbox purges in one
 /// transaction or script, at most, so a large purge never holds locks (or
@@ -185,9 +187,10 @@ pub enum DisableReason {
 /// receiver may see an attempt twice and must deduplicate, as it must
 /// anyway.
 ///
-/// Every delivery store is an [`EndpointRegistry`] too: the endpoints the
-/// dispatchers on it send to are kept next to their deliveries.
-pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
+/// Every delivery store is an [`EndpointRegistry`] too (the endpoints the
+/// dispatchers on it send to are kept next to their deliveries) and an
+/// [`OutboxView`] (what an operator reads of it).
+pub trait DeliveryStore: EndpointRegistry + OutboxView + Send + Sync + 'static {
     /// Adds a pending delivery due at `due`. Returns false, changing
     /// nothing, if the endpoint already has a delivery with this id.
     fn enqueue(
@@ -310,6 +313,42 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         id: &str,
         now: SystemTime,
     ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+
+    /// Replays, as [`replay`](Self::replay) does, the endpoint's dead and
+    /// gone deliveries whose last attempt was sent at or after `since` and
+    /// before `until`, up to `limit` of them, oldest first, and returns
+    /// their ids: "send again what failed yesterday".
+    ///
+    /// It reads each dead or gone delivery of the endpoint: meant for an
+    /// operator's replay, not a hot path.
+    fn replay_between(
+        &self,
+        endpoint: &str,
+        since: SystemTime,
+        until: SystemTime,
+        now: SystemTime,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<String>, DedupError>> + Send {
+        async move {
+            let mut replayed = Vec::new();
+            for state in [DeliveryState::Dead, DeliveryState::Gone] {
+                for id in self.list(endpoint, state, usize::MAX).await? {
+                    if replayed.len() == limit {
+                        return Ok(replayed);
+                    }
+                    let Some(delivery) = self.delivery(endpoint, &id).await? else {
+                        continue;
+                    };
+                    let last = delivery.attempts.last().map(|attempt| attempt.sent_at);
+                    let in_range = last.is_some_and(|sent| since <= sent && sent < until);
+                    if in_range && self.replay(endpoint, &id, now).await? {
+                        replayed.push(id);
+                    }
+                }
+            }
+            Ok(replayed)
+        }
+    }
 
     /// Deletes the delivered and gone deliveries that ended before
     /// `finished_before`, with their attempts, and returns how many.

@@ -4,6 +4,7 @@ use sqlx::postgres::PgPool;
 
 use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema, sql_delivery_store};
+use super::view::sql::{ViewStatements, sql_outbox_view};
 use crate::dedup::DedupError;
 use crate::dedup::check_prefix;
 use crate::store::sql::POSTGRES;
@@ -30,6 +31,7 @@ pub struct PostgresDeliveries {
     prefix: String,
     statements: Statements,
     registry: RegistryStatements,
+    view: ViewStatements,
 }
 
 impl PostgresDeliveries {
@@ -51,6 +53,7 @@ impl PostgresDeliveries {
         Ok(Self {
             statements: Statements::new(prefix, &POSTGRES),
             registry: RegistryStatements::new(prefix),
+            view: ViewStatements::new(prefix),
             prefix: prefix.to_owned(),
             pool,
         })
@@ -63,6 +66,7 @@ impl PostgresDeliveries {
         for schema in [
             schema(&self.prefix, &POSTGRES),
             super::registry::sql::schema(&self.prefix, &POSTGRES),
+            super::view::sql::schema(&self.prefix),
         ] {
             crate::store::sql::migrate_postgres(&self.pool, &schema).await?;
         }
@@ -77,3 +81,4 @@ impl PostgresDeliveries {
 
 sql_delivery_store!(PostgresDeliveries, POSTGRES);
 sql_endpoint_registry!(PostgresDeliveries);
+sql_outbox_view!(PostgresDeliveries);

@@ -114,7 +114,7 @@ impl RedisDeliveries {
     }
 
     /// The key `name` of `endpoint` (such as `due` or `d:ID`).
-    fn key(&self, endpoint: &str, name: &str) -> String {
+    pub(super) fn key(&self, endpoint: &str, name: &str) -> String {
         format!("{}{name}", self.base(endpoint))
     }
 
@@ -134,11 +134,11 @@ impl RedisDeliveries {
     }
 
     /// The set of a state's ids.
-    fn state_key(&self, endpoint: &str, state: DeliveryState) -> String {
+    pub(super) fn state_key(&self, endpoint: &str, state: DeliveryState) -> String {
         self.key(endpoint, &format!("s:{}", state.code()))
     }
 
-    fn endpoints_key(&self) -> String {
+    pub(super) fn endpoints_key(&self) -> String {
         format!("{}:out:endpoints", self.prefix)
     }
 }

@@ -6,6 +6,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 
 use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema, sql_delivery_store};
+use super::view::sql::{ViewStatements, sql_outbox_view};
 use crate::dedup::DedupError;
 use crate::dedup::check_prefix;
 use crate::store::sql::SQLITE;
@@ -41,6 +42,7 @@ pub struct SqliteDeliveries {
     prefix: String,
     statements: Statements,
     registry: RegistryStatements,
+    view: ViewStatements,
 }
 
 impl SqliteDeliveries {
@@ -68,6 +70,7 @@ impl SqliteDeliveries {
         Ok(Self {
             statements: Statements::new(prefix, &SQLITE),
             registry: RegistryStatements::new(prefix),
+            view: ViewStatements::new(prefix),
             prefix: prefix.to_owned(),
             pool,
         })
@@ -79,6 +82,7 @@ impl SqliteDeliveries {
         for schema in [
             schema(&self.prefix, &SQLITE),
             super::registry::sql::schema(&self.prefix, &SQLITE),
+            super::view::sql::schema(&self.prefix),
         ] {
             crate::store::sql::migrate_sqlite(&self.pool, &schema).await?;
         }
@@ -93,3 +97,4 @@ impl SqliteDeliveries {
 
 sql_delivery_store!(SqliteDeliveries, SQLITE);
 sql_endpoint_registry!(SqliteDeliveries);
+sql_outbox_view!(SqliteDeliveries);

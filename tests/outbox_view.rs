@@ -1,0 +1,190 @@
+//! What an operator reads of an outbox and the replay of a time range,
+//! stamped over every delivery store (memory, SQLite, Postgres, Redis on
+//! one server and as a cluster).
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use hooklatch::sender::{
+    Attempt, DeliveryCounts, DeliveryState, DeliveryStore, EndpointRegistry, Final, OutboxView,
+    Step, Taken, WaitReason,
+};
+
+#[path = "support/outbox_backends.rs"]
+mod backends;
+use backends::*;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Enqueues `ids` to `endpoint`, due at `due`, and leases those due by now.
+async fn leased(store: &impl DeliveryStore, endpoint: &str, ids: &[&str]) -> Vec<Taken> {
+    let now = SystemTime::now();
+    for id in ids {
+        assert!(store.enqueue(endpoint, id, b"{}", now).await.unwrap());
+    }
+    let due = store
+        .take_due(endpoint, now, ids.len(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    // In the order of `ids`, whatever order the store leased them in.
+    ids.iter()
+        .map(|id| {
+            let taken = due.taken.iter().find(|taken| taken.id == *id);
+            taken.expect("every id leased").clone()
+        })
+        .collect()
+}
+
+async fn end(store: &impl DeliveryStore, taken: &Taken, sent_at: SystemTime, status: u16) {
+    let outcome = match status {
+        200..=299 => Final::Delivered,
+        410 => Final::Gone,
+        _ => Final::Dead,
+    };
+    let mut attempt = Attempt::new(taken.attempts + 1, sent_at, Ok(status));
+    attempt.excerpt = format!("answer {status}").into_bytes();
+    let recorded = store
+        .finish(taken, &attempt, Step::Done(outcome), None)
+        .await
+        .unwrap();
+    assert!(recorded.is_some());
+}
+
+/// Counts by state (the backlog apart from what is leased), every endpoint
+/// by name, and the latest attempts newest first.
+async fn counts_names_and_recent_attempts(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    let taken = leased(&store, "orders", &["ok_1", "ok_2", "dead", "gone", "held"]).await;
+    for (offset, (taken, status)) in taken.iter().zip([200, 201, 500, 410]).enumerate() {
+        let sent_at = now - HOUR + Duration::from_secs(60 * offset as u64);
+        end(&store, taken, sent_at, status).await;
+    }
+    // "held" stays leased; one more due now and one due tomorrow.
+    assert!(store.enqueue("orders", "due", b"{}", now).await.unwrap());
+    assert!(
+        store
+            .enqueue("orders", "later", b"{}", now + 24 * HOUR)
+            .await
+            .unwrap()
+    );
+    store.save_endpoint("configured", "{}").await.unwrap();
+
+    let counts = store
+        .counts("orders", now + Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        counts,
+        DeliveryCounts {
+            pending: 3,
+            due: 1,
+            delivered: 2,
+            gone: 1,
+            dead: 1,
+        }
+    );
+    assert_eq!(
+        store.counts("nobody", now).await.unwrap(),
+        DeliveryCounts::default()
+    );
+    assert_eq!(
+        store.endpoint_names().await.unwrap(),
+        ["configured", "orders"]
+    );
+
+    let recent = store.recent_attempts("orders", 3).await.unwrap();
+    let seen: Vec<(&str, Result<u16, _>)> = recent
+        .iter()
+        .map(|recent| {
+            (
+                recent.id.as_str(),
+                recent.attempt.result.clone().map_err(|_| ()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("gone", Ok(410)), ("dead", Ok(500)), ("ok_2", Ok(201))]
+    );
+    assert_eq!(recent[0].attempt.excerpt, b"answer 410");
+    assert_eq!(recent[0].attempt.reason, WaitReason::Schedule);
+    assert_eq!(store.recent_attempts("orders", 0).await.unwrap(), []);
+}
+
+/// Dead and gone deliveries whose last attempt falls in the range are
+/// replayed, those outside it and delivered ones are not, and the limit
+/// holds.
+async fn replay_of_a_time_range(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    let ids = [
+        "before",
+        "inside_1",
+        "inside_2",
+        "inside_gone",
+        "after",
+        "fine",
+    ];
+    let taken = leased(&store, "orders", &ids).await;
+    let yesterday = now - 24 * HOUR;
+    let plan = [
+        (yesterday - 2 * HOUR, 500),
+        (yesterday + HOUR, 500),
+        (yesterday + 2 * HOUR, 503),
+        (yesterday + 3 * HOUR, 410),
+        (now - HOUR, 500),
+        (yesterday + HOUR, 200),
+    ];
+    for (taken, (sent_at, status)) in taken.iter().zip(plan) {
+        end(&store, taken, sent_at, status).await;
+    }
+    let (since, until) = (yesterday, yesterday + 12 * HOUR);
+
+    let first = store
+        .replay_between("orders", since, until, now, 2)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 2, "{first:?}");
+    let rest = store
+        .replay_between("orders", since, until, now, 100)
+        .await
+        .unwrap();
+    let mut replayed: Vec<String> = first.into_iter().chain(rest).collect();
+    replayed.sort();
+    assert_eq!(replayed, ["inside_1", "inside_2", "inside_gone"]);
+    for id in ids {
+        let state = store.delivery("orders", id).await.unwrap().unwrap().state;
+        let expected = match id {
+            "before" | "after" => DeliveryState::Dead,
+            "fine" => DeliveryState::Delivered,
+            _ => DeliveryState::Pending,
+        };
+        assert_eq!(state, expected, "{id}");
+    }
+}
+
+macro_rules! suite {
+    ($module:ident, $backend:expr) => {
+        mod $module {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn counts_by_state_endpoint_names_and_latest_attempts_newest_first() {
+                counts_names_and_recent_attempts($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_time_range_replays_only_the_failed_deliveries_last_tried_in_it() {
+                replay_of_a_time_range($backend).await;
+            }
+        }
+    };
+}
+
+suite!(on_memory, memory());
+suite!(on_sqlite, sqlite());
+suite!(on_postgres, postgres());
+suite!(on_redis, redis());
+suite!(on_redis_cluster, redis_cluster());
