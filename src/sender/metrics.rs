@@ -89,6 +89,7 @@ pub(crate) fn disabled(reason: DisableReason) {
         let reason = match reason {
             DisableReason::Gone => "gone",
             DisableReason::NoSuccessFor(_) => "no_success",
+            DisableReason::Manual => "manual",
         };
         metrics::counter!("hooklatch_endpoints_disabled_total", "reason" => reason).increment(1);
     }

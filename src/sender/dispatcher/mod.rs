@@ -385,6 +385,22 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         Ok(())
     }
 
+    /// Disables the endpoint by hand ([`DisableReason::Manual`]), in the
+    /// store: every dispatcher stops delivering to it at its next poll, and
+    /// its deliveries wait, pending, until [`enable`](Self::enable).
+    /// Returns false if it was disabled already.
+    pub async fn disable(&self, endpoint: &str) -> Result<bool, DispatchError> {
+        let route = self.find_route(endpoint).await?;
+        let now = route.policy.now();
+        let disabled = self
+            .inner
+            .store
+            .disable(endpoint, DisableReason::Manual, now)
+            .await?;
+        route.set_health(self.inner.store.health(endpoint).await?);
+        Ok(disabled)
+    }
+
     /// Starts the delivery loop on the current tokio runtime.
     pub fn start(&self) -> Running {
         let (stop, stopped) = watch::channel(false);

@@ -57,7 +57,8 @@ pub(crate) fn reason_from_code(code: i64) -> WaitReason {
 }
 
 /// An endpoint's health as stored fields: failing since (ms), disabled
-/// (NULL, 1 gone, 2 no success), and the no-success limit (ms).
+/// (NULL, 1 gone, 2 no success, 3 by an operator), and the no-success
+/// limit (ms).
 pub(crate) type HealthFields = (Option<i64>, Option<i64>, Option<i64>);
 
 /// An endpoint's health as [`HealthFields`].
@@ -66,6 +67,7 @@ pub(crate) fn health_fields(health: EndpointHealth) -> HealthFields {
         None => (None, None),
         Some(DisableReason::Gone) => (Some(1), None),
         Some(DisableReason::NoSuccessFor(after)) => (Some(2), Some(millis(after))),
+        Some(DisableReason::Manual) => (Some(3), None),
     };
     (health.failing_since.map(unix_millis), disabled, after)
 }
@@ -77,6 +79,7 @@ pub(crate) fn health_from_fields((failing_since, disabled, after): HealthFields)
         disabled: match disabled {
             None => None,
             Some(1) => Some(DisableReason::Gone),
+            Some(3) => Some(DisableReason::Manual),
             Some(_) => Some(DisableReason::NoSuccessFor(Duration::from_millis(
                 after.unwrap_or(0).unsigned_abs(),
             ))),
@@ -235,7 +238,7 @@ pub(crate) fn disable_fields(
         disabled: Some(reason),
     });
     let latest = match reason {
-        DisableReason::Gone => None,
+        DisableReason::Gone | DisableReason::Manual => None,
         DisableReason::NoSuccessFor(wait) => Some(unix_millis(now.checked_sub(wait)?)),
     };
     Some((disabled?, after, latest))

@@ -426,7 +426,7 @@ impl DeliveryStore for MemoryDeliveries {
         Ok(self.with(|deliveries| {
             let health = deliveries.health.entry(endpoint.to_owned()).or_default();
             let due = match reason {
-                DisableReason::Gone => true,
+                DisableReason::Gone | DisableReason::Manual => true,
                 DisableReason::NoSuccessFor(after) => health
                     .failing_since
                     .zip(now.checked_sub(after))

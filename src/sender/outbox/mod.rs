@@ -175,6 +175,9 @@ pub enum DisableReason {
     /// It has not succeeded for this long (the policy's
     /// [`disable_after`](super::Policy::disable_after)).
     NoSuccessFor(Duration),
+    /// An operator disabled it ([`Dispatcher::disable`](super::Dispatcher::disable),
+    /// the console, `hooklatch outbox disable`).
+    Manual,
 }
 
 /// Where a [`Dispatcher`](super::Dispatcher) keeps deliveries: [`MemoryDeliveries`] for tests;

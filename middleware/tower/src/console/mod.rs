@@ -1,7 +1,10 @@
-//! The ops console: a small, server-rendered page over an inbox, to mount
-//! in your axum app (or run with `hooklatch console`). It shows each
-//! namespace's counts and dead letters with a body preview, and requeues
-//! one dead letter or all of them.
+//! The ops console: a small, server-rendered page over an inbox and,
+//! optionally, an outbox, to mount in your axum app (or run with
+//! `hooklatch console`). For the inbox it shows each namespace's counts and
+//! dead letters with a body preview, and requeues one dead letter or all of
+//! them; for the outbox ([`Console::with_outbox`]) each endpoint's health,
+//! deliveries by state and latest attempts, with replay (one delivery or a
+//! time range) and enable / disable.
 //!
 //! It is safe to expose to operators:
 //!
@@ -24,6 +27,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hmac::{Hmac, KeyInit as _, Mac as _};
 use hooklatch::dedup::{Inbox, validate_namespace};
+use hooklatch::sender::DeliveryStore;
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
 
@@ -40,8 +44,17 @@ use subtle::ConstantTimeEq as _;
 /// ```
 pub struct Console<S> {
     store: S,
-    token: String,
+    guard: Guard,
     namespaces: Vec<String>,
+    outbox: Option<Router>,
+    links_outbox: bool,
+}
+
+/// The token check and the CSRF token, shared by the inbox and outbox
+/// pages.
+#[derive(Clone)]
+struct Guard {
+    token: Arc<str>,
 }
 
 /// A console that cannot be built.
@@ -55,6 +68,9 @@ pub enum ConsoleError {
     #[error(transparent)]
     Namespace(#[from] hooklatch::dedup::DedupError),
 }
+
+mod outbox;
+mod time;
 
 const COOKIE: &str = "hooklatch_console";
 
@@ -78,20 +94,56 @@ impl<S: Inbox + Clone + 'static> Console<S> {
             .collect::<Result<_, ConsoleError>>()?;
         Ok(Self {
             store,
-            token: token.to_owned(),
+            guard: Guard {
+                token: Arc::from(token),
+            },
             namespaces,
+            outbox: None,
+            links_outbox: false,
         })
     }
 
-    /// The console's routes: `GET /`, `POST /login`, `POST /requeue`.
-    pub fn router(self) -> Router {
-        Router::new()
+    /// Adds the outbox pages over `deliveries`: every endpoint the store
+    /// knows with its health and deliveries by state, and per endpoint its
+    /// latest attempts and dead deliveries, replay of one or of those last
+    /// tried in a time range, and enable / disable.
+    ///
+    /// ```
+    /// use hooklatch::dedup::MemoryStore;
+    /// use hooklatch::sender::MemoryDeliveries;
+    /// use hooklatch_tower::console::Console;
+    ///
+    /// let console = Console::new(MemoryStore::new(), "a long random token", ["stripe"])?
+    ///     .with_outbox(MemoryDeliveries::new());
+    /// let app: axum::Router = axum::Router::new().nest("/ops", console.router());
+    /// # let _ = app;
+    /// # Ok::<(), hooklatch_tower::console::ConsoleError>(())
+    /// ```
+    #[must_use]
+    pub fn with_outbox<D: DeliveryStore + Clone>(mut self, deliveries: D) -> Self {
+        self.outbox = Some(outbox::router(deliveries, self.guard.clone()));
+        self
+    }
+
+    /// The console's routes: `GET /`, `POST /login`, `POST /requeue`, and
+    /// with an outbox `GET /outbox`, `GET /outbox/endpoint`, `POST
+    /// /outbox/replay`, `POST /outbox/enable` and `POST /outbox/disable`.
+    pub fn router(mut self) -> Router {
+        let outbox = self.outbox.take();
+        self.links_outbox = outbox.is_some();
+        let inbox = Router::new()
             .route("/", get(page::<S>))
             .route("/login", post(login::<S>))
             .route("/requeue", post(requeue::<S>))
-            .with_state(Arc::new(self))
+            .with_state(Arc::new(self));
+        match outbox {
+            Some(outbox) => inbox.nest("/outbox", outbox),
+            None => inbox,
+        }
     }
+}
 
+impl Guard {
     /// Whether the request carries the token, in the header or the cookie.
     fn authorized(&self, headers: &HeaderMap) -> bool {
         let bearer = headers
@@ -112,6 +164,12 @@ impl<S: Inbox + Clone + 'static> Console<S> {
 
     fn is_token(&self, given: &str) -> bool {
         given.len() == self.token.len() && bool::from(given.as_bytes().ct_eq(self.token.as_bytes()))
+    }
+
+    /// Whether a form's CSRF token is this console's.
+    fn is_csrf(&self, given: &str) -> bool {
+        let expected = self.csrf();
+        given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
     }
 
     /// The token a form must carry: an HMAC of a fixed label under the
@@ -191,11 +249,14 @@ async fn page<S: Inbox + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
     headers: HeaderMap,
 ) -> Response {
-    if !console.authorized(&headers) {
+    if !console.guard.authorized(&headers) {
         return login_page();
     }
-    let csrf = console.csrf();
+    let csrf = console.guard.csrf();
     let mut body = String::from("<h1>hooklatch console</h1>");
+    if console.links_outbox {
+        body.push_str("<p><a href=outbox>Outbox: endpoints and deliveries</a></p>");
+    }
     for namespace in &console.namespaces {
         let ns = escape(namespace);
         let _ = write!(body, "<h2>Inbox <code>{ns}</code></h2>");
@@ -258,7 +319,7 @@ async fn login<S: Inbox + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
     Form(form): Form<Login>,
 ) -> Response {
-    if !console.is_token(&form.token) {
+    if !console.guard.is_token(&form.token) {
         return login_page();
     }
     let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", form.token);
@@ -277,13 +338,10 @@ async fn requeue<S: Inbox + Clone + 'static>(
     headers: HeaderMap,
     Form(form): Form<RequeueForm>,
 ) -> Response {
-    if !console.authorized(&headers) {
+    if !console.guard.authorized(&headers) {
         return login_page();
     }
-    let expected = console.csrf();
-    let csrf_ok = form.csrf.len() == expected.len()
-        && bool::from(form.csrf.as_bytes().ct_eq(expected.as_bytes()));
-    if !csrf_ok || !console.namespaces.contains(&form.namespace) {
+    if !console.guard.is_csrf(&form.csrf) || !console.namespaces.contains(&form.namespace) {
         return (StatusCode::FORBIDDEN, "refused").into_response();
     }
     match console

@@ -1,0 +1,253 @@
+//! The console's outbox pages over HTTP, on a memory outbox: the token and
+//! CSRF checks, what the pages show (escaped), and that each change (replay
+//! of one delivery or of a time range, disable, enable) reaches the store.
+//! The browser test in cli/tests/console.rs drives the same pages on
+//! Postgres.
+#![cfg(feature = "console")]
+
+use std::time::{Duration, SystemTime};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use hooklatch::dedup::MemoryStore;
+use hooklatch::sender::{
+    Attempt, DeliveryState, DeliveryStore, DisableReason, Final, HealthChange, MemoryDeliveries,
+    Step,
+};
+use hooklatch_tower::console::Console;
+use tower::ServiceExt as _;
+
+const TOKEN: &str = "outbox-console-token-0123456789";
+
+/// An outbox with endpoint `orders`: two dead deliveries (one answered
+/// with a script in its body), one delivered, failing since an hour ago.
+async fn seeded() -> MemoryDeliveries {
+    let store = MemoryDeliveries::new();
+    let now = SystemTime::now();
+    let an_hour_ago = now - Duration::from_secs(3600);
+    for id in ["dead_1", "dead_2", "fine"] {
+        assert!(store.enqueue("orders", id, b"{}", now).await.unwrap());
+    }
+    let due = store
+        .take_due("orders", now, 3, Duration::from_secs(60))
+        .await
+        .unwrap();
+    for taken in &due.taken {
+        let (status, outcome) = if taken.id == "fine" {
+            (200, Final::Delivered)
+        } else {
+            (500, Final::Dead)
+        };
+        let mut attempt = Attempt::new(1, an_hour_ago, Ok(status));
+        attempt.excerpt = b"<script>alert(1)</script>".to_vec();
+        let change = (status == 500).then_some(HealthChange::Failed { at: an_hour_ago });
+        store
+            .finish(taken, &attempt, Step::Done(outcome), change)
+            .await
+            .unwrap();
+    }
+    store
+}
+
+fn app(store: MemoryDeliveries) -> axum::Router {
+    Console::new(MemoryStore::new(), TOKEN, ["stripe"])
+        .unwrap()
+        .with_outbox(store)
+        .router()
+}
+
+async fn get(app: &axum::Router, path: &str, token: Option<&str>) -> (StatusCode, String) {
+    let mut request = Request::get(path);
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+async fn post(app: &axum::Router, path: &str, form: &str) -> StatusCode {
+    let request = Request::post(path)
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form.to_owned()))
+        .unwrap();
+    app.clone().oneshot(request).await.unwrap().status()
+}
+
+/// The CSRF token the endpoint page's forms carry.
+fn csrf(page: &str) -> String {
+    let start = page.find("name=csrf value=").expect("a form") + "name=csrf value=".len();
+    page[start..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect()
+}
+
+#[tokio::test]
+async fn outbox_pages_need_the_token() {
+    let app = app(seeded().await);
+    for path in ["/outbox", "/outbox/endpoint?name=orders"] {
+        assert_eq!(get(&app, path, None).await.0, StatusCode::UNAUTHORIZED);
+        let wrong = "outbox-console-token-0123456788";
+        assert_eq!(
+            get(&app, path, Some(wrong)).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    let request = Request::post("/outbox/disable")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from("csrf=00&name=orders"))
+        .unwrap();
+    let status = app.clone().oneshot(request).await.unwrap().status();
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn the_endpoint_list_shows_health_and_counts_and_the_page_its_attempts_escaped() {
+    let app = app(seeded().await);
+    let (status, list) = get(&app, "/outbox", Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(list.contains("data-endpoint=\"orders\""), "{list}");
+    assert!(list.contains("failing since"), "{list}");
+    assert!(list.contains("<td>2</td>"), "two dead: {list}");
+
+    let (status, page) = get(&app, "/outbox/endpoint?name=orders", Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("data-replay=\"dead_1\"") && page.contains("data-replay=\"dead_2\""));
+    assert!(
+        page.contains("dead 2") && page.contains("delivered 1"),
+        "{page}"
+    );
+    assert!(!page.contains("<script>"), "the excerpt is escaped");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(page.contains("<td>500</td>") && page.contains("<td>200</td>"));
+}
+
+#[tokio::test]
+async fn replay_disable_and_enable_reach_the_store_and_need_the_csrf_token() {
+    let store = seeded().await;
+    let app = app(store.clone());
+    let (_, page) = get(&app, "/outbox/endpoint?name=orders", Some(TOKEN)).await;
+    let csrf = csrf(&page);
+    assert_eq!(csrf.len(), 64);
+
+    let forged = "csrf=0000&name=orders";
+    assert_eq!(
+        post(&app, "/outbox/disable", forged).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(store.health("orders").await.unwrap().disabled, None);
+
+    let form = format!("csrf={csrf}&name=orders");
+    assert_eq!(
+        post(&app, "/outbox/disable", &form).await,
+        StatusCode::SEE_OTHER
+    );
+    let health = store.health("orders").await.unwrap();
+    assert_eq!(health.disabled, Some(DisableReason::Manual));
+    let (_, page) = get(&app, "/outbox/endpoint?name=orders", Some(TOKEN)).await;
+    assert!(page.contains("disabled by an operator") && page.contains("id=enable"));
+    assert_eq!(
+        post(&app, "/outbox/enable", &form).await,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(store.health("orders").await.unwrap().disabled, None);
+
+    let one = format!("{form}&id=dead_1");
+    assert_eq!(
+        post(&app, "/outbox/replay", &one).await,
+        StatusCode::SEE_OTHER
+    );
+    let state = |id: &'static str| {
+        let store = store.clone();
+        async move { store.delivery("orders", id).await.unwrap().unwrap().state }
+    };
+    assert_eq!(state("dead_1").await, DeliveryState::Pending);
+    assert_eq!(state("dead_2").await, DeliveryState::Dead);
+
+    // dead_2 was last tried an hour ago: a range from two hours ago to now
+    // replays it; a range that ended before it does nothing.
+    let text = |ago: u64| {
+        let at = SystemTime::now() - Duration::from_secs(ago);
+        let seconds = at.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+        utc(seconds)
+    };
+    let early = format!("{form}&since={}&until={}", text(3 * 3600), text(2 * 3600));
+    assert_eq!(
+        post(&app, "/outbox/replay", &early).await,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(state("dead_2").await, DeliveryState::Dead);
+    let range = format!("{form}&since={}&until={}", text(2 * 3600), text(0));
+    assert_eq!(
+        post(&app, "/outbox/replay", &range).await,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(state("dead_2").await, DeliveryState::Pending);
+    assert_eq!(state("fine").await, DeliveryState::Delivered);
+
+    let bad = format!("{form}&since=yesterday&until=now");
+    assert_eq!(
+        post(&app, "/outbox/replay", &bad).await,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+/// `seconds` since the epoch as a `datetime-local` field sends it, in UTC.
+fn utc(seconds: u64) -> String {
+    let days = seconds / 86_400;
+    let (mut year, mut day_of_year) = (1970, days);
+    loop {
+        let length = if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 {
+            366
+        } else {
+            365
+        };
+        if day_of_year < length {
+            break;
+        }
+        day_of_year -= length;
+        year += 1;
+    }
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let mut month = 0;
+    for (index, length) in [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if day_of_year < length {
+            month = index + 1;
+            break;
+        }
+        day_of_year -= length;
+    }
+    let in_day = seconds % 86_400;
+    format!(
+        "{year:04}-{month:02}-{:02}T{:02}%3A{:02}%3A{:02}",
+        day_of_year + 1,
+        in_day / 3600,
+        in_day % 3600 / 60,
+        in_day % 60
+    )
+}
