@@ -9,6 +9,7 @@ use hooklatch_tower::console::Console;
 
 use crate::UsageError;
 use crate::inbox::AnyInbox;
+use crate::outbox::AnyOutbox;
 
 #[derive(Debug, Args)]
 pub(crate) struct ConsoleArgs {
@@ -19,6 +20,10 @@ pub(crate) struct ConsoleArgs {
     /// A namespace to show (repeat for several).
     #[arg(long = "namespace", default_value = "listen")]
     namespaces: Vec<String>,
+    /// An outbox to show too (the same forms as --store): its endpoints,
+    /// deliveries and attempts, with replay, enable and disable.
+    #[arg(long)]
+    outbox: Option<String>,
     /// The token operators sign in with, 16 characters or more.
     #[arg(long, env = "HOOKLATCH_CONSOLE_TOKEN", hide_env_values = true)]
     token: String,
@@ -31,7 +36,18 @@ async fn serve<S: Inbox + Clone + 'static>(
     store: S,
     args: &ConsoleArgs,
 ) -> Result<ExitCode, UsageError> {
-    let console = Console::new(store, &args.token, &args.namespaces)?;
+    let mut console = Console::new(store, &args.token, &args.namespaces)?;
+    if let Some(spec) = &args.outbox {
+        console = match AnyOutbox::open(spec).await? {
+            Ok(AnyOutbox::Sqlite(outbox)) => console.with_outbox(outbox),
+            Ok(AnyOutbox::Postgres(outbox)) => console.with_outbox(outbox),
+            Ok(AnyOutbox::Redis(outbox)) => console.with_outbox(outbox),
+            Err(error) => {
+                eprintln!("hooklatch: cannot open {spec}: {error}");
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+    }
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", args.addr))?;

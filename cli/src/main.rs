@@ -6,6 +6,7 @@ mod console;
 mod explain;
 mod inbox;
 mod listen;
+mod outbox;
 mod send;
 
 use std::io::Read as _;
@@ -43,8 +44,13 @@ enum Command {
     /// Look into an inbox: counts, dead letters, and requeueing them. Exit
     /// 1 when the store fails, 2 on usage errors.
     Inbox(inbox::InboxArgs),
+    /// Look into an outbox: endpoints and their health, dead deliveries,
+    /// latest attempts; replay, enable and disable. Exit 1 when the store
+    /// fails, 2 on usage errors.
+    Outbox(outbox::OutboxArgs),
     /// Serve the ops console: counts and dead letters per namespace, with
-    /// requeueing, behind a token.
+    /// requeueing, and with --outbox the outbox's endpoints, behind a
+    /// token.
     Console(console::ConsoleArgs),
 }
 
@@ -216,31 +222,7 @@ struct UsageError(String);
 
 /// `2026-11-29T17:50:01.123Z`: a time in UTC, to the millisecond.
 fn rfc3339(time: SystemTime) -> String {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let seconds = since.as_secs();
-    let (days, of_day) = (seconds / 86_400, seconds % 86_400);
-    // Days to a civil date (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        of_day / 3600,
-        of_day % 3600 / 60,
-        of_day % 60,
-        since.subsec_millis()
-    )
+    humantime::format_rfc3339_millis(time).to_string()
 }
 
 impl<E: std::fmt::Display> From<E> for UsageError {
@@ -339,6 +321,7 @@ fn main() -> ExitCode {
         Command::Listen(args) => listen::listen(args),
         Command::Send(args) => send::send(args),
         Command::Inbox(args) => inbox::inbox(args),
+        Command::Outbox(args) => outbox::outbox(args),
         Command::Console(args) => console::console(args),
     };
     outcome.unwrap_or_else(|UsageError(message)| {

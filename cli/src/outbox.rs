@@ -1,0 +1,261 @@
+//! `hooklatch outbox`: look into an outbox, replay what failed, and
+//! enable or disable an endpoint.
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use clap::{Args, Subcommand};
+use hooklatch::dedup::DedupError;
+use hooklatch::sender::{
+    DeliveryState, DeliveryStore, DisableReason, EndpointConfig, EndpointHealth,
+    PostgresDeliveries, RedisDeliveries, SqliteDeliveries,
+};
+
+use crate::{UsageError, rfc3339};
+
+#[derive(Debug, Args)]
+pub(crate) struct OutboxArgs {
+    /// The store: `sqlite:PATH`, `postgres://…`, `redis://…` or
+    /// `redis+cluster://host:port,…`.
+    #[arg(long, global = true, default_value = "sqlite:hooklatch-outbox.db")]
+    store: String,
+    #[command(subcommand)]
+    command: OutboxCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum OutboxCommand {
+    /// Every endpoint: health, deliveries by state, and URL when saved.
+    Endpoints,
+    /// An endpoint's dead deliveries, oldest first, with their last answer.
+    Dead {
+        #[arg(long)]
+        endpoint: String,
+        /// How many to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// An endpoint's latest attempts, newest first.
+    Attempts {
+        #[arg(long)]
+        endpoint: String,
+        /// How many to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Send dead (or gone) deliveries again from the start of their
+    /// schedule: one (`--id`), or those last tried in a time range.
+    Replay {
+        #[arg(long)]
+        endpoint: String,
+        /// The webhook id of one delivery.
+        #[arg(long, conflicts_with_all = ["since", "until"], required_unless_present = "since")]
+        id: Option<String>,
+        /// Start of the range: a UTC time (`2026-11-29T10:00:00Z`,
+        /// `2026-11-29 10:00:00`) or how long ago (`24h`, `90m`).
+        #[arg(long, value_parser = when)]
+        since: Option<SystemTime>,
+        /// End of the range (same forms) [default: now].
+        #[arg(long, value_parser = when, requires = "since")]
+        until: Option<SystemTime>,
+    },
+    /// Stop delivering to an endpoint (its deliveries wait, pending).
+    Disable {
+        #[arg(long)]
+        endpoint: String,
+    },
+    /// Deliver to an endpoint again and forget its failures.
+    Enable {
+        #[arg(long)]
+        endpoint: String,
+    },
+}
+
+/// A UTC time, or a duration before now.
+fn when(text: &str) -> Result<SystemTime, String> {
+    if let Ok(ago) = humantime::parse_duration(text) {
+        return SystemTime::now()
+            .checked_sub(ago)
+            .ok_or_else(|| format!("`{text}` ago is before the epoch"));
+    }
+    humantime::parse_rfc3339_weak(text).map_err(|_| {
+        format!("`{text}`: use a UTC time such as 2026-11-29T10:00:00Z, or a duration such as 24h")
+    })
+}
+
+/// One of the outboxes the CLI can open.
+pub(crate) enum AnyOutbox {
+    Sqlite(SqliteDeliveries),
+    Postgres(PostgresDeliveries),
+    Redis(RedisDeliveries),
+}
+
+impl AnyOutbox {
+    pub(crate) async fn open(spec: &str) -> Result<Result<Self, DedupError>, UsageError> {
+        if let Some(path) = spec.strip_prefix("sqlite:") {
+            Ok(SqliteDeliveries::open(path).await.map(Self::Sqlite))
+        } else if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            Ok(PostgresDeliveries::connect(spec).await.map(Self::Postgres))
+        } else if spec.starts_with("redis") && spec.contains("://") {
+            Ok(RedisDeliveries::connect(spec).await.map(Self::Redis))
+        } else {
+            Err(UsageError(format!(
+                "--store `{spec}`: use sqlite:PATH, postgres://…, redis://… or redis+cluster://…"
+            )))
+        }
+    }
+}
+
+fn health_text(health: EndpointHealth) -> String {
+    let disabled = match health.disabled {
+        None => "enabled".to_owned(),
+        Some(DisableReason::Gone) => "disabled(gone)".to_owned(),
+        Some(DisableReason::NoSuccessFor(after)) => {
+            format!(
+                "disabled(no success for {})",
+                humantime::format_duration(after)
+            )
+        }
+        Some(DisableReason::Manual) => "disabled(manual)".to_owned(),
+        Some(_) => "disabled".to_owned(),
+    };
+    match health.failing_since {
+        Some(since) => format!("{disabled} failing_since={}", rfc3339(since)),
+        None => disabled,
+    }
+}
+
+async fn run(store: &impl DeliveryStore, command: OutboxCommand) -> Result<(), DedupError> {
+    let now = SystemTime::now();
+    match command {
+        OutboxCommand::Endpoints => {
+            let saved = store.saved_endpoints().await?;
+            for name in store.endpoint_names().await? {
+                let counts = store.counts(&name, now).await?;
+                let url = saved
+                    .endpoints
+                    .get(&name)
+                    .and_then(|json| EndpointConfig::from_json(json).ok())
+                    .map_or_else(|| "-".to_owned(), |config| config.url().to_owned());
+                println!(
+                    "{name} {} pending={} due={} dead={} gone={} delivered={} url={url}",
+                    health_text(store.health(&name).await?),
+                    counts.pending,
+                    counts.due,
+                    counts.dead,
+                    counts.gone,
+                    counts.delivered,
+                );
+            }
+        }
+        OutboxCommand::Dead { endpoint, limit } => {
+            for id in store.list(&endpoint, DeliveryState::Dead, limit).await? {
+                let delivery = store.delivery(&endpoint, &id).await?;
+                let last = delivery.and_then(|delivery| delivery.attempts.last().cloned());
+                match last {
+                    Some(last) => println!(
+                        "{id} attempts={} last={} answer={}",
+                        last.number,
+                        rfc3339(last.sent_at),
+                        answer(&last.result)
+                    ),
+                    None => println!("{id} attempts=0"),
+                }
+            }
+        }
+        OutboxCommand::Attempts { endpoint, limit } => {
+            for recent in store.recent_attempts(&endpoint, limit).await? {
+                let attempt = recent.attempt;
+                println!(
+                    "{} {} #{} answer={} took={}ms",
+                    rfc3339(attempt.sent_at),
+                    recent.id,
+                    attempt.number,
+                    answer(&attempt.result),
+                    attempt.duration.as_millis()
+                );
+            }
+        }
+        OutboxCommand::Replay {
+            endpoint,
+            id,
+            since,
+            until,
+        } => {
+            let replayed = match (id, since) {
+                (Some(id), _) => u64::from(store.replay(&endpoint, &id, now).await?),
+                (None, Some(since)) => {
+                    let until = until.unwrap_or(now + Duration::from_millis(1));
+                    let ids = store
+                        .replay_between(&endpoint, since, until, now, usize::MAX)
+                        .await?;
+                    u64::try_from(ids.len()).unwrap_or(u64::MAX)
+                }
+                (None, None) => 0,
+            };
+            println!("replayed {replayed}");
+        }
+        OutboxCommand::Disable { endpoint } => {
+            let disabled = store.disable(&endpoint, DisableReason::Manual, now).await?;
+            println!(
+                "{}",
+                if disabled {
+                    "disabled"
+                } else {
+                    "disabled already"
+                }
+            );
+        }
+        OutboxCommand::Enable { endpoint } => {
+            store.enable(&endpoint).await?;
+            println!("enabled");
+        }
+    }
+    Ok(())
+}
+
+fn answer(result: &Result<u16, hooklatch::sender::AttemptError>) -> String {
+    match result {
+        Ok(status) => status.to_string(),
+        Err(error) => format!("{:?}", error.as_str()),
+    }
+}
+
+pub(crate) fn outbox(args: OutboxArgs) -> Result<ExitCode, UsageError> {
+    if let Some(endpoint) = endpoint_of(&args.command) {
+        hooklatch::dedup::validate_namespace(endpoint)?;
+    }
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let store = match AnyOutbox::open(&args.store).await? {
+            Ok(store) => store,
+            Err(error) => {
+                eprintln!("hooklatch: cannot open {}: {error}", args.store);
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        let done = match &store {
+            AnyOutbox::Sqlite(store) => run(store, args.command).await,
+            AnyOutbox::Postgres(store) => run(store, args.command).await,
+            AnyOutbox::Redis(store) => run(store, args.command).await,
+        };
+        match done {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(error) => {
+                eprintln!("hooklatch: {error}");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    })
+}
+
+fn endpoint_of(command: &OutboxCommand) -> Option<&str> {
+    match command {
+        OutboxCommand::Endpoints => None,
+        OutboxCommand::Dead { endpoint, .. }
+        | OutboxCommand::Attempts { endpoint, .. }
+        | OutboxCommand::Replay { endpoint, .. }
+        | OutboxCommand::Disable { endpoint }
+        | OutboxCommand::Enable { endpoint } => Some(endpoint),
+    }
+}

@@ -1,0 +1,162 @@
+//! `hooklatch outbox` against real stores: endpoints, dead deliveries,
+//! attempts, replay (one or a time range), disable and enable, on SQLite
+//! and Postgres, checked against the store itself.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use hooklatch::sender::{
+    Attempt, DeliveryState, DeliveryStore, DisableReason, EndpointConfig, Final, HealthChange,
+    PostgresDeliveries, SqliteDeliveries, Step,
+};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A saved endpoint with two dead deliveries (last tried 1 h and 3 h ago)
+/// and a delivered one.
+async fn seed(store: &impl DeliveryStore, endpoint: &str) {
+    let config = EndpointConfig::new(
+        "https://hooks.example/in",
+        "standard",
+        ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+    )
+    .unwrap();
+    store
+        .save_endpoint(endpoint, &config.to_json())
+        .await
+        .unwrap();
+    let now = SystemTime::now();
+    let plan = [("dead_1", 1, 500), ("dead_2", 3, 503), ("fine", 2, 200)];
+    for (id, _, _) in plan {
+        assert!(store.enqueue(endpoint, id, b"{}", now).await.unwrap());
+    }
+    let due = store
+        .take_due(endpoint, now, 3, Duration::from_secs(60))
+        .await
+        .unwrap();
+    for taken in &due.taken {
+        let (_, hours_ago, status) = plan.iter().find(|(id, ..)| *id == taken.id).unwrap();
+        let sent_at = now - HOUR * *hours_ago;
+        let attempt = Attempt::new(1, sent_at, Ok(*status));
+        let (step, change) = if *status == 200 {
+            (Step::Done(Final::Delivered), None)
+        } else {
+            (
+                Step::Done(Final::Dead),
+                Some(HealthChange::Failed { at: sent_at }),
+            )
+        };
+        store.finish(taken, &attempt, step, change).await.unwrap();
+    }
+}
+
+fn run(store: &str, args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["outbox", "--store", store])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+async fn the_outbox_commands_show_and_change_what_the_store_holds(
+    store: &impl DeliveryStore,
+    spec: &str,
+) {
+    let endpoint = support::unique("cli");
+    seed(store, &endpoint).await;
+    let e = endpoint.as_str();
+
+    let (code, listed) = run(spec, &["endpoints"]);
+    assert_eq!(code, 0);
+    let line = listed
+        .lines()
+        .find(|line| line.starts_with(&format!("{e} ")))
+        .unwrap_or_else(|| panic!("{e} in {listed}"));
+    assert!(
+        line.starts_with(&format!("{e} enabled failing_since=")),
+        "{line}"
+    );
+    assert!(
+        line.ends_with("pending=0 due=0 dead=2 gone=0 delivered=1 url=https://hooks.example/in"),
+        "{line}"
+    );
+
+    let (code, dead) = run(spec, &["dead", "--endpoint", e]);
+    assert_eq!(code, 0);
+    let mut dead: Vec<&str> = dead.lines().collect();
+    dead.sort_unstable();
+    assert_eq!(dead.len(), 2);
+    assert!(dead[0].starts_with("dead_1 attempts=1 last=") && dead[0].ends_with("answer=500"));
+    assert!(dead[1].starts_with("dead_2 attempts=1 last=") && dead[1].ends_with("answer=503"));
+
+    let (code, attempts) = run(spec, &["attempts", "--endpoint", e, "--limit", "2"]);
+    assert_eq!(code, 0);
+    let ids: Vec<&str> = attempts
+        .lines()
+        .map(|line| line.split(' ').nth(1).unwrap())
+        .collect();
+    assert_eq!(ids, ["dead_1", "fine"], "newest first: {attempts}");
+
+    // Only dead_1 was last tried in the past two hours.
+    let replay = ["replay", "--endpoint", e, "--since", "2h"];
+    assert_eq!(run(spec, &replay), (0, "replayed 1\n".into()));
+    let state =
+        |id: &'static str| async move { store.delivery(e, id).await.unwrap().unwrap().state };
+    assert_eq!(state("dead_1").await, DeliveryState::Pending);
+    assert_eq!(state("dead_2").await, DeliveryState::Dead);
+    let one = ["replay", "--endpoint", e, "--id", "dead_2"];
+    assert_eq!(run(spec, &one), (0, "replayed 1\n".into()));
+    assert_eq!(state("dead_2").await, DeliveryState::Pending);
+
+    assert_eq!(
+        run(spec, &["disable", "--endpoint", e]),
+        (0, "disabled\n".into())
+    );
+    let health = store.health(e).await.unwrap();
+    assert_eq!(health.disabled, Some(DisableReason::Manual));
+    assert_eq!(
+        run(spec, &["enable", "--endpoint", e]),
+        (0, "enabled\n".into())
+    );
+    assert_eq!(store.health(e).await.unwrap().disabled, None);
+
+    assert_eq!(
+        run(spec, &["replay", "--endpoint", e]).0,
+        2,
+        "--id or --since"
+    );
+    let bad_time = ["replay", "--endpoint", e, "--since", "yesterday"];
+    assert_eq!(run(spec, &bad_time).0, 2);
+    assert_eq!(run(spec, &["dead", "--endpoint", "no spaces"]).0, 2);
+    assert_eq!(run("mysql://x", &["endpoints"]).0, 2, "unknown store");
+}
+
+#[tokio::test]
+async fn the_outbox_commands_work_on_sqlite() {
+    let dir = support::TempDir::new("cli-outbox");
+    let path = dir.path().join("outbox.db");
+    let store = SqliteDeliveries::open(&path).await.unwrap();
+    let spec = format!("sqlite:{}", path.display());
+    the_outbox_commands_show_and_change_what_the_store_holds(&store, &spec).await;
+}
+
+#[tokio::test]
+async fn the_outbox_commands_work_on_postgres() {
+    let server = support::postgres();
+    let store = PostgresDeliveries::connect(&server.url()).await.unwrap();
+    the_outbox_commands_show_and_change_what_the_store_holds(&store, &server.url()).await;
+}
+
+#[test]
+fn an_outbox_that_is_down_is_exit_one() {
+    let port = support::free_port();
+    let store = format!("postgres://x@127.0.0.1:{port}/db");
+    assert_eq!(run(&store, &["endpoints"]).0, 1);
+}
