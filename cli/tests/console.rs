@@ -1,6 +1,8 @@
 //! The ops console in a real browser: headless Chromium, driven through
 //! ChromeDriver's WebDriver API, signs in, sees the dead letters of a
-//! Postgres store, and requeues one through the page; the store changes.
+//! Postgres store and requeues one through the page; then sees a failing
+//! endpoint of a Postgres outbox and replays one of its dead deliveries.
+//! The store changes each time.
 //! Chromium and ChromeDriver come from Debian's `chromium` and
 //! `chromium-driver` packages, which `scripts/test` installs: without them
 //! this test fails, it does not skip.
@@ -10,10 +12,14 @@ mod support;
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use hooklatch::dedup::{Inbox, IncomingEvent, PostgresStore, StoreOptions};
+use hooklatch::sender::{
+    Attempt, AttemptError, DeliveryState, DeliveryStore, EndpointConfig, EndpointRegistry, Final,
+    HealthChange, PostgresDeliveries, Step,
+};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-test-token-0123456789";
@@ -28,10 +34,16 @@ impl Drop for Running {
     }
 }
 
-/// `hooklatch console` on the store, and its address.
-fn start_console(store: &str, namespace: &str) -> (Running, String) {
+/// `hooklatch console` on the store (and outbox), and its address.
+fn start_console(store: &str, namespace: &str, outbox: Option<&str>) -> (Running, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
         .args(["console", "--store", store, "--namespace", namespace])
+        .args(
+            outbox
+                .map(|outbox| ["--outbox", outbox])
+                .into_iter()
+                .flatten(),
+        )
         .args(["--addr", "127.0.0.1:0"])
         .env("HOOKLATCH_CONSOLE_TOKEN", TOKEN)
         .stdout(Stdio::piped())
@@ -214,7 +226,7 @@ impl Browser {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_console_shows_dead_letters_and_requeues_one_in_a_real_browser() {
+async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_delivery_in_a_real_browser() {
     let server = support::postgres();
     let store = PostgresStore::connect(&server.url())
         .await
@@ -233,7 +245,10 @@ async fn the_console_shows_dead_letters_and_requeues_one_in_a_real_browser() {
     }
     assert_eq!(store.stats(&namespace).await.unwrap().dead, 2);
 
-    let (_console, url) = start_console(&server.url(), &namespace);
+    let deliveries = PostgresDeliveries::connect(&server.url()).await.unwrap();
+    let endpoint = support::unique("console");
+    seed_failing_endpoint(&deliveries, &endpoint).await;
+    let (_console, url) = start_console(&server.url(), &namespace, Some(&server.url()));
     let anonymous = reqwest::get(&url).await.unwrap();
     assert_eq!(anonymous.status().as_u16(), 401, "no token, no console");
 
@@ -273,6 +288,82 @@ async fn the_console_shows_dead_letters_and_requeues_one_in_a_real_browser() {
         .map(|entry| entry.id)
         .collect();
     assert_eq!(dead, ["evt_b"]);
+
+    browser.open(&format!("{url}outbox")).await;
+    let list = browser.source_with(&endpoint).await;
+    let row_start = list.find(&format!("data-endpoint=\"{endpoint}\"")).unwrap();
+    let row = &list[row_start..row_start + list[row_start..].find("</tr>").unwrap()];
+    assert!(row.contains("failing since"), "{row}");
+    assert!(row.contains("https://hooks.example/in"), "{row}");
+    browser.click(&format!("a[href$=\"{endpoint}\"]")).await;
+    let page = browser.source_with("Latest attempts").await;
+    assert!(
+        page.contains("dead 2") && page.contains("<td>503</td>"),
+        "{page}"
+    );
+    assert!(page.contains("connection refused"), "{page}");
+    let shot = browser.screenshot().await;
+    std::fs::write(folder.join("console-outbox.png"), &shot).unwrap();
+    assert!(shot.starts_with(b"\x89PNG"), "a PNG screenshot");
+
+    browser.click("button[data-replay=dead_1]").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while deliveries
+        .delivery(&endpoint, "dead_1")
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+        != DeliveryState::Pending
+    {
+        assert!(Instant::now() < deadline, "the replay reached the store");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let page = browser.source_with("dead 1").await;
+    assert!(page.contains("pending 1"), "{page}");
+    let state = deliveries
+        .delivery(&endpoint, "dead_2")
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(state, DeliveryState::Dead);
+}
+
+/// An endpoint whose two deliveries died (a 503 and a refused connection)
+/// and that has been failing since.
+async fn seed_failing_endpoint(store: &PostgresDeliveries, endpoint: &str) {
+    let config = EndpointConfig::new(
+        "https://hooks.example/in",
+        "standard",
+        ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+    )
+    .unwrap();
+    store
+        .save_endpoint(endpoint, &config.to_json())
+        .await
+        .unwrap();
+    let now = SystemTime::now();
+    for id in ["dead_1", "dead_2"] {
+        assert!(store.enqueue(endpoint, id, b"{}", now).await.unwrap());
+    }
+    let due = store
+        .take_due(endpoint, now, 2, Duration::from_secs(60))
+        .await
+        .unwrap();
+    for taken in &due.taken {
+        let result = if taken.id == "dead_1" {
+            Ok(503)
+        } else {
+            Err(AttemptError::new("connection refused"))
+        };
+        let attempt = Attempt::new(1, now, result);
+        let change = Some(HealthChange::Failed { at: now });
+        store
+            .finish(taken, &attempt, Step::Done(Final::Dead), change)
+            .await
+            .unwrap();
+    }
 }
 
 /// A change needs the page's CSRF token: a form posted from anywhere else
@@ -281,7 +372,7 @@ async fn the_console_shows_dead_letters_and_requeues_one_in_a_real_browser() {
 async fn a_requeue_without_the_pages_csrf_token_is_refused() {
     let dir = support::TempDir::new("console-csrf");
     let spec = format!("sqlite:{}", dir.path().join("inbox.db").display());
-    let (_console, url) = start_console(&spec, "listen");
+    let (_console, url) = start_console(&spec, "listen", None);
     let client = reqwest::Client::new();
     let forged = client
         .post(format!("{url}requeue"))
