@@ -226,7 +226,8 @@ impl Browser {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_delivery_in_a_real_browser() {
+async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_delivery_in_a_real_browser()
+ {
     let server = support::postgres();
     let store = PostgresStore::connect(&server.url())
         .await

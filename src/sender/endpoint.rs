@@ -56,7 +56,12 @@ impl Endpoint {
 
     /// Whether the breaker is open (sending nothing) now.
     pub(crate) fn breaker_open(&self) -> bool {
-        self.breaker().state(tokio::time::Instant::now().into_std()) == BreakerState::Open
+        self.breaker_state() == BreakerState::Open
+    }
+
+    /// The breaker's state now.
+    pub(crate) fn breaker_state(&self) -> BreakerState {
+        self.breaker().state(tokio::time::Instant::now().into_std())
     }
 
     pub(crate) fn breaker(&self) -> MutexGuard<'_, Breaker> {

@@ -8,12 +8,15 @@
 //! | `hooklatch_delivery_attempts_total` | counter | `endpoint`, `outcome` (`delivered`, `retry`, `give_up`, `gone`) |
 //! | `hooklatch_delivery_attempt_duration_seconds` | histogram | `endpoint` |
 //! | `hooklatch_breaker_held_total` | counter | `endpoint` |
-//! | `hooklatch_endpoints_disabled_total` | counter | `reason` (`gone`, `no_success`) |
+//! | `hooklatch_endpoints_disabled_total` | counter | `reason` (`gone`, `no_success`, `manual`) |
+//! | `hooklatch_breaker_state` | gauge | `endpoint`; 0 closed, 1 half-open, 2 open |
+//! | `hooklatch_outbox_deliveries` | gauge | `endpoint`, `state` (`pending`, `due`, `dead`); with [`Dispatcher::with_depth_metrics`](super::Dispatcher::with_depth_metrics) |
 
 use std::time::Duration;
 
 use super::attempt::Outcome;
-use super::outbox::DisableReason;
+use super::breaker::BreakerState;
+use super::outbox::{DeliveryCounts, DisableReason};
 
 /// The `outcome` label of an attempt.
 pub(crate) fn outcome_label(outcome: Outcome) -> &'static str {
@@ -95,4 +98,40 @@ pub(crate) fn disabled(reason: DisableReason) {
     }
     #[cfg(not(feature = "metrics"))]
     let _ = reason;
+}
+
+/// Sets an endpoint's breaker state, as this dispatcher's breaker has it.
+pub(crate) fn breaker(endpoint: &str, state: BreakerState) {
+    #[cfg(feature = "metrics")]
+    {
+        let value = match state {
+            BreakerState::Closed => 0.0,
+            BreakerState::HalfOpen => 1.0,
+            BreakerState::Open => 2.0,
+        };
+        metrics::gauge!("hooklatch_breaker_state", "endpoint" => endpoint.to_owned()).set(value);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (endpoint, state);
+}
+
+/// Sets an endpoint's outbox depth: pending, due now and dead deliveries.
+pub(crate) fn depth(endpoint: &str, counts: DeliveryCounts) {
+    #[cfg(feature = "metrics")]
+    for (state, count) in [
+        ("pending", counts.pending),
+        ("due", counts.due),
+        ("dead", counts.dead),
+    ] {
+        #[allow(clippy::cast_precision_loss)] // Counts stay far below 2^52.
+        let count = count as f64;
+        metrics::gauge!(
+            "hooklatch_outbox_deliveries",
+            "endpoint" => endpoint.to_owned(),
+            "state" => state,
+        )
+        .set(count);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (endpoint, counts);
 }

@@ -176,6 +176,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
                 wake: Notify::new(),
                 on_disable: None,
                 endpoint_refresh: Duration::from_secs(1),
+                depth_every: None,
                 registry_version: Mutex::new(None),
             }),
         }
@@ -241,6 +242,20 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     #[must_use]
     pub fn with_endpoint_refresh(self, every: Duration) -> Self {
         self.configure(|inner| inner.endpoint_refresh = every)
+    }
+
+    /// Sets the `hooklatch_outbox_deliveries` gauges (pending, due and dead
+    /// deliveries per endpoint; feature `metrics`) every `every` while the
+    /// loop runs. Off by default: it costs one count per endpoint each time,
+    /// so with many endpoints or dispatchers enable it on one of them,
+    /// every minute or so.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn with_depth_metrics(self, every: Duration) -> Self {
+        self.configure(|inner| inner.depth_every = Some(every))
     }
 
     /// Calls `hook` when an endpoint is disabled (410, or no success for

@@ -28,6 +28,7 @@ pub(super) struct Inner<S, T> {
     pub(super) wake: Notify,
     pub(super) on_disable: Option<DisableHook>,
     pub(super) endpoint_refresh: Duration,
+    pub(super) depth_every: Option<Duration>,
     /// The registry version the routes were last brought in line with.
     pub(super) registry_version: Mutex<Option<u64>>,
 }
@@ -56,6 +57,10 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         let mut in_flight = JoinSet::new();
         // Once the `Running` handle is dropped nothing can stop the loop,
         // and `changed` would return at once on every turn.
+        let depth = self.depth_every.map(|every| {
+            let inner = Arc::clone(&self);
+            tokio::spawn(async move { inner.report_depth(every).await })
+        });
         let mut detached = false;
         let mut refreshed: Option<tokio::time::Instant> = None;
         while !*stopped.borrow() {
@@ -81,6 +86,32 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             }
         }
         while in_flight.join_next().await.is_some() {}
+        if let Some(depth) = depth {
+            depth.abort();
+        }
+    }
+
+    /// Sets the outbox depth gauges of every endpoint, `every` so often.
+    async fn report_depth(&self, every: Duration) {
+        loop {
+            let names: Vec<String> = self
+                .routes
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .keys()
+                .cloned()
+                .collect();
+            let now = std::time::SystemTime::now();
+            for name in names {
+                match self.store.counts(&name, now).await {
+                    Ok(counts) => metrics::depth(&name, counts),
+                    Err(error) => {
+                        tracing::warn!(endpoint = %name, %error, "cannot count deliveries")
+                    }
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
     }
 
     /// Leases, in one store call across every endpoint, as many of each
@@ -150,6 +181,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             Ok(pass) => pass,
             Err(wait) => {
                 metrics::held_by_breaker(&route.name);
+                metrics::breaker(&route.name, route.endpoint.breaker_state());
                 let due = later(route.policy.now(), wait);
                 if let Err(error) = self.store.put_back(&taken, due).await {
                     tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
@@ -173,6 +205,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             span.clone(),
         )
         .await;
+        metrics::breaker(&route.name, route.endpoint.breaker_state());
         let status = tried.attempt.result.as_ref().ok().copied();
         metrics::attempt(
             &span,
