@@ -7,49 +7,17 @@ mod support;
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
-    Attempt, DeliveryCounts, DeliveryState, DeliveryStore, EndpointRegistry, Final, OutboxView,
-    Step, Taken, WaitReason,
+    DeliveryCounts, DeliveryState, DeliveryStore, EndpointRegistry, OutboxView, WaitReason,
 };
 
 #[path = "support/outbox_backends.rs"]
 mod backends;
+#[path = "support/outbox_seed.rs"]
+mod seed;
 use backends::*;
+use seed::{end, leased};
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-/// Enqueues `ids` to `endpoint`, due at `due`, and leases those due by now.
-async fn leased(store: &impl DeliveryStore, endpoint: &str, ids: &[&str]) -> Vec<Taken> {
-    let now = SystemTime::now();
-    for id in ids {
-        assert!(store.enqueue(endpoint, id, b"{}", now).await.unwrap());
-    }
-    let due = store
-        .take_due(endpoint, now, ids.len(), Duration::from_secs(60))
-        .await
-        .unwrap();
-    // In the order of `ids`, whatever order the store leased them in.
-    ids.iter()
-        .map(|id| {
-            let taken = due.taken.iter().find(|taken| taken.id == *id);
-            taken.expect("every id leased").clone()
-        })
-        .collect()
-}
-
-async fn end(store: &impl DeliveryStore, taken: &Taken, sent_at: SystemTime, status: u16) {
-    let outcome = match status {
-        200..=299 => Final::Delivered,
-        410 => Final::Gone,
-        _ => Final::Dead,
-    };
-    let mut attempt = Attempt::new(taken.attempts + 1, sent_at, Ok(status));
-    attempt.excerpt = format!("answer {status}").into_bytes();
-    let recorded = store
-        .finish(taken, &attempt, Step::Done(outcome), None)
-        .await
-        .unwrap();
-    assert!(recorded.is_some());
-}
 
 /// Counts by state (the backlog apart from what is leased), every endpoint
 /// by name, and the latest attempts newest first.
@@ -59,7 +27,7 @@ async fn counts_names_and_recent_attempts(backend: impl Backend) {
     let taken = leased(&store, "orders", &["ok_1", "ok_2", "dead", "gone", "held"]).await;
     for (offset, (taken, status)) in taken.iter().zip([200, 201, 500, 410]).enumerate() {
         let sent_at = now - HOUR + Duration::from_secs(60 * offset as u64);
-        end(&store, taken, sent_at, status).await;
+        end(&store, taken, sent_at, Ok(status)).await;
     }
     // "held" stays leased; one more due now and one due tomorrow.
     assert!(store.enqueue("orders", "due", b"{}", now).await.unwrap());
@@ -138,7 +106,7 @@ async fn replay_of_a_time_range(backend: impl Backend) {
         (yesterday + HOUR, 200),
     ];
     for (taken, (sent_at, status)) in taken.iter().zip(plan) {
-        end(&store, taken, sent_at, status).await;
+        end(&store, taken, sent_at, Ok(status)).await;
     }
     let (since, until) = (yesterday, yesterday + 12 * HOUR);
 

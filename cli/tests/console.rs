@@ -7,6 +7,8 @@
 //! `chromium-driver` packages, which `scripts/test` installs: without them
 //! this test fails, it does not skip.
 
+#[path = "../../tests/support/outbox_seed.rs"]
+mod seed;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -16,10 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use hooklatch::dedup::{Inbox, IncomingEvent, PostgresStore, StoreOptions};
-use hooklatch::sender::{
-    Attempt, AttemptError, DeliveryState, DeliveryStore, EndpointConfig, EndpointRegistry, Final,
-    HealthChange, PostgresDeliveries, Step,
-};
+use hooklatch::sender::{DeliveryState, DeliveryStore, PostgresDeliveries};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-test-token-0123456789";
@@ -334,61 +333,10 @@ async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_deli
 /// An endpoint whose two deliveries died (a 503 and a refused connection)
 /// and that has been failing since.
 async fn seed_failing_endpoint(store: &PostgresDeliveries, endpoint: &str) {
-    let config = EndpointConfig::new(
-        "https://hooks.example/in",
-        "standard",
-        ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
-    )
-    .unwrap();
-    store
-        .save_endpoint(endpoint, &config.to_json())
-        .await
-        .unwrap();
     let now = SystemTime::now();
-    for id in ["dead_1", "dead_2"] {
-        assert!(store.enqueue(endpoint, id, b"{}", now).await.unwrap());
-    }
-    let due = store
-        .take_due(endpoint, now, 2, Duration::from_secs(60))
-        .await
-        .unwrap();
-    for taken in &due.taken {
-        let result = if taken.id == "dead_1" {
-            Ok(503)
-        } else {
-            Err(AttemptError::new("connection refused"))
-        };
-        let attempt = Attempt::new(1, now, result);
-        let change = Some(HealthChange::Failed { at: now });
-        store
-            .finish(taken, &attempt, Step::Done(Final::Dead), change)
-            .await
-            .unwrap();
-    }
-}
-
-/// A change needs the page's CSRF token: a form posted from anywhere else
-/// is refused, even with the operator's cookie.
-#[tokio::test]
-async fn a_requeue_without_the_pages_csrf_token_is_refused() {
-    let dir = support::TempDir::new("console-csrf");
-    let spec = format!("sqlite:{}", dir.path().join("inbox.db").display());
-    let (_console, url) = start_console(&spec, "listen", None);
-    let client = reqwest::Client::new();
-    let forged = client
-        .post(format!("{url}requeue"))
-        .header("cookie", format!("hooklatch_console={TOKEN}"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("csrf=guess&namespace=listen")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(forged.status().as_u16(), 403);
-    let signed_in = client
-        .get(&url)
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(signed_in.status().as_u16(), 200);
+    let plan = [
+        ("dead_1", now, Ok(503)),
+        ("dead_2", now, Err("connection refused")),
+    ];
+    seed::seed_endpoint(store, endpoint, &plan).await;
 }

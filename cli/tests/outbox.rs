@@ -2,6 +2,8 @@
 //! attempts, replay (one or a time range), disable and enable, on SQLite
 //! and Postgres, checked against the store itself.
 
+#[path = "../../tests/support/outbox_seed.rs"]
+mod seed;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -9,8 +11,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, DisableReason, EndpointConfig, Final, HealthChange,
-    PostgresDeliveries, SqliteDeliveries, Step,
+    DeliveryState, DeliveryStore, DisableReason, PostgresDeliveries, SqliteDeliveries,
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -18,39 +19,13 @@ const HOUR: Duration = Duration::from_secs(3600);
 /// A saved endpoint with two dead deliveries (last tried 1 h and 3 h ago)
 /// and a delivered one.
 async fn seed(store: &impl DeliveryStore, endpoint: &str) {
-    let config = EndpointConfig::new(
-        "https://hooks.example/in",
-        "standard",
-        ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
-    )
-    .unwrap();
-    store
-        .save_endpoint(endpoint, &config.to_json())
-        .await
-        .unwrap();
     let now = SystemTime::now();
-    let plan = [("dead_1", 1, 500), ("dead_2", 3, 503), ("fine", 2, 200)];
-    for (id, _, _) in plan {
-        assert!(store.enqueue(endpoint, id, b"{}", now).await.unwrap());
-    }
-    let due = store
-        .take_due(endpoint, now, 3, Duration::from_secs(60))
-        .await
-        .unwrap();
-    for taken in &due.taken {
-        let (_, hours_ago, status) = plan.iter().find(|(id, ..)| *id == taken.id).unwrap();
-        let sent_at = now - HOUR * *hours_ago;
-        let attempt = Attempt::new(1, sent_at, Ok(*status));
-        let (step, change) = if *status == 200 {
-            (Step::Done(Final::Delivered), None)
-        } else {
-            (
-                Step::Done(Final::Dead),
-                Some(HealthChange::Failed { at: sent_at }),
-            )
-        };
-        store.finish(taken, &attempt, step, change).await.unwrap();
-    }
+    let plan = [
+        ("dead_1", now - HOUR, Ok(500)),
+        ("dead_2", now - 3 * HOUR, Ok(503)),
+        ("fine", now - 2 * HOUR, Ok(200)),
+    ];
+    seed::seed_endpoint(store, endpoint, &plan).await;
 }
 
 fn run(store: &str, args: &[&str]) -> (i32, String) {

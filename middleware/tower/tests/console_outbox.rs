@@ -10,42 +10,27 @@ use std::time::{Duration, SystemTime};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use hooklatch::dedup::MemoryStore;
-use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, DisableReason, Final, HealthChange, MemoryDeliveries,
-    Step,
-};
+use hooklatch::sender::{DeliveryState, DeliveryStore, DisableReason, MemoryDeliveries};
 use hooklatch_tower::console::Console;
 use tower::ServiceExt as _;
 
+#[path = "../../../tests/support/outbox_seed.rs"]
+mod seed;
+
 const TOKEN: &str = "outbox-console-token-0123456789";
 
-/// An outbox with endpoint `orders`: two dead deliveries (one answered
-/// with a script in its body), one delivered, failing since an hour ago.
+/// An outbox with endpoint `orders`, failing since an hour ago: two dead
+/// deliveries (a 500, and an error whose text is a script) and a delivered
+/// one.
 async fn seeded() -> MemoryDeliveries {
     let store = MemoryDeliveries::new();
-    let now = SystemTime::now();
-    let an_hour_ago = now - Duration::from_secs(3600);
-    for id in ["dead_1", "dead_2", "fine"] {
-        assert!(store.enqueue("orders", id, b"{}", now).await.unwrap());
-    }
-    let due = store
-        .take_due("orders", now, 3, Duration::from_secs(60))
-        .await
-        .unwrap();
-    for taken in &due.taken {
-        let (status, outcome) = if taken.id == "fine" {
-            (200, Final::Delivered)
-        } else {
-            (500, Final::Dead)
-        };
-        let mut attempt = Attempt::new(1, an_hour_ago, Ok(status));
-        attempt.excerpt = b"<script>alert(1)</script>".to_vec();
-        let change = (status == 500).then_some(HealthChange::Failed { at: an_hour_ago });
-        store
-            .finish(taken, &attempt, Step::Done(outcome), change)
-            .await
-            .unwrap();
-    }
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    let plan = [
+        ("dead_1", an_hour_ago, Ok(500)),
+        ("dead_2", an_hour_ago, Err("<script>alert(1)</script>")),
+        ("fine", an_hour_ago, Ok(200)),
+    ];
+    seed::seed_endpoint(&store, "orders", &plan).await;
     store
 }
 
@@ -129,6 +114,7 @@ async fn the_endpoint_list_shows_health_and_counts_and_the_page_its_attempts_esc
     assert!(!page.contains("<script>"), "the excerpt is escaped");
     assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(page.contains("<td>500</td>") && page.contains("<td>200</td>"));
+    assert!(list.contains(seed::SEEDED_URL), "{list}");
 }
 
 #[tokio::test]

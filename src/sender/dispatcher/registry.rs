@@ -109,14 +109,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// The endpoints this dispatcher sends to now, by name: those added to
     /// it and those saved in the store as of its last refresh.
     pub fn endpoints(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .inner
-            .routes
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect();
+        let mut names = self.inner.route_names();
         names.sort();
         names
     }
@@ -210,6 +203,15 @@ impl<S: DeliveryStore, T> Inner<S, T> {
         let health = EndpointHealth::default();
         let origin = Origin::Saved(json.to_owned());
         Ok(Route::new(name, endpoint, policy.clone(), health, origin))
+    }
+
+    pub(super) fn route_names(&self) -> Vec<String> {
+        self.routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
     }
 
     fn seen_version(&self) -> std::sync::MutexGuard<'_, Option<u64>> {

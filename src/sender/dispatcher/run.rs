@@ -94,13 +94,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
     /// Sets the outbox depth gauges of every endpoint, `every` so often.
     async fn report_depth(&self, every: Duration) {
         loop {
-            let names: Vec<String> = self
-                .routes
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .keys()
-                .cloned()
-                .collect();
+            let names = self.route_names();
             let now = std::time::SystemTime::now();
             for name in names {
                 match self.store.counts(&name, now).await {

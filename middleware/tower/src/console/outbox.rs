@@ -288,22 +288,17 @@ async fn replay<D: DeliveryStore + Clone>(
     if let Some(refused) = outbox.refusal(&headers, &form) {
         return refused;
     }
-    let now = SystemTime::now();
-    let done = match (&form.id, &form.since, &form.until) {
-        (Some(id), _, _) => outbox.store.replay(&form.name, id, now).await.map(drop),
+    let (store, now) = (&outbox.store, SystemTime::now());
+    match (&form.id, &form.since, &form.until) {
+        (Some(id), _, _) => act(&outbox, &headers, &form, store.replay(&form.name, id, now)).await,
         (None, Some(since), Some(until)) => {
             let (Some(since), Some(until)) = (parse_utc(since), parse_utc(until)) else {
                 return (StatusCode::BAD_REQUEST, "the range needs two UTC times").into_response();
             };
-            let store = &outbox.store;
             let replayed = store.replay_between(&form.name, since, until, now, REPLAY_LIMIT);
-            replayed.await.map(drop)
+            act(&outbox, &headers, &form, replayed).await
         }
-        _ => return (StatusCode::BAD_REQUEST, "replay an id or a range").into_response(),
-    };
-    match done {
-        Ok(()) => back_to(&form.name),
-        Err(error) => unavailable(&error),
+        _ => (StatusCode::BAD_REQUEST, "replay an id or a range").into_response(),
     }
 }
 
@@ -312,13 +307,7 @@ async fn enable<D: DeliveryStore + Clone>(
     headers: HeaderMap,
     Form(form): Form<Change>,
 ) -> Response {
-    if let Some(refused) = outbox.refusal(&headers, &form) {
-        return refused;
-    }
-    match outbox.store.enable(&form.name).await {
-        Ok(()) => back_to(&form.name),
-        Err(error) => unavailable(&error),
-    }
+    act(&outbox, &headers, &form, outbox.store.enable(&form.name)).await
 }
 
 async fn disable<D: DeliveryStore + Clone>(
@@ -326,13 +315,24 @@ async fn disable<D: DeliveryStore + Clone>(
     headers: HeaderMap,
     Form(form): Form<Change>,
 ) -> Response {
-    if let Some(refused) = outbox.refusal(&headers, &form) {
+    let now = SystemTime::now();
+    let disabled = outbox.store.disable(&form.name, DisableReason::Manual, now);
+    act(&outbox, &headers, &form, disabled).await
+}
+
+/// Runs `change` on a form that carries the token and the CSRF token, and
+/// goes back to the endpoint's page; the change does nothing unless
+/// awaited, so a refused form changes nothing.
+async fn act<D, T>(
+    outbox: &Outbox<D>,
+    headers: &HeaderMap,
+    form: &Change,
+    change: impl Future<Output = Result<T, hooklatch::dedup::DedupError>>,
+) -> Response {
+    if let Some(refused) = outbox.refusal(headers, form) {
         return refused;
     }
-    let disabled = outbox
-        .store
-        .disable(&form.name, DisableReason::Manual, SystemTime::now());
-    match disabled.await {
+    match change.await {
         Ok(_) => back_to(&form.name),
         Err(error) => unavailable(&error),
     }
