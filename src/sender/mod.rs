@@ -21,6 +21,7 @@
 //! records each step in an outbox (`outbox/`), where a [`DeliveryState`]
 //! is what a [`Step`] leaves behind.
 
+mod answers;
 mod attempt;
 mod breaker;
 mod deliver;
@@ -28,18 +29,22 @@ mod dispatcher;
 mod endpoint;
 mod guard;
 mod metrics;
+mod notice;
 pub(crate) mod outbox;
 mod policy;
+mod presets;
 mod retry_after;
 mod schedule;
 mod transport;
 
+pub use answers::{Answers, Handling};
 pub use attempt::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, classify, next_wait};
 pub use breaker::{Breaker, BreakerState};
 pub use deliver::{DeliveryRecord, deliver, deliver_observed};
 pub use dispatcher::{Disabled, DispatchError, Dispatcher, Running};
 pub use endpoint::Endpoint;
 pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url};
+pub use notice::{Notice, NoticeKind, Notices};
 #[cfg(feature = "postgres")]
 pub use outbox::PostgresDeliveries;
 #[cfg(feature = "redis")]

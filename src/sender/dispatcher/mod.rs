@@ -5,6 +5,7 @@
 
 mod health;
 mod run;
+mod trouble;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -14,6 +15,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use super::attempt::{first_wait, later};
 use super::endpoint::Endpoint;
+use super::notice::{Notice, NoticeKind};
 use super::outbox::{DeliveryState, DeliveryStore, DisableReason, EndpointHealth, StoredDelivery};
 use super::policy::Policy;
 use super::transport::Transport;
@@ -41,6 +43,15 @@ pub enum DispatchError {
         /// The policy's attempt timeout.
         attempt_timeout: Duration,
     },
+    /// The body is longer than the policy's
+    /// [`max_body`](Policy::max_body).
+    #[error("the body is {len} bytes, over the endpoint's limit of {max}")]
+    TooLarge {
+        /// The body's length.
+        len: usize,
+        /// The policy's limit.
+        max: usize,
+    },
     /// The store failed, or the endpoint name or id cannot be stored.
     #[error(transparent)]
     Store(#[from] DedupError),
@@ -61,6 +72,7 @@ pub struct Disabled {
 }
 
 type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
+type NoticeHook = Arc<dyn Fn(&Notice) + Send + Sync>;
 
 /// Runs deliveries in the background: [`send`](Self::send) stores a
 /// delivery, and a loop started with [`start`](Self::start) leases due
@@ -168,6 +180,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
                 lease: Duration::from_secs(120),
                 wake: Notify::new(),
                 on_disable: None,
+                on_notice: None,
             }),
         }
     }
@@ -232,6 +245,20 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         self.configure(|inner| inner.on_disable = Some(Arc::new(hook)))
     }
 
+    /// Calls `hook` with each [`Notice`] an endpoint's policy asks for
+    /// ([`Policy::with_notices`]): failing for a while, a delivery out of
+    /// attempts, disabled, enabled again; at most one per endpoint per the
+    /// policy's interval. The limit is kept per dispatcher, like the
+    /// breaker: each dispatcher on a store tells of what it saw.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn on_notice(self, hook: impl Fn(&Notice) + Send + Sync + 'static) -> Self {
+        self.configure(|inner| inner.on_notice = Some(Arc::new(hook)))
+    }
+
     /// Adds (or replaces) the endpoint `name`: where to POST, the secrets
     /// to sign with, and its policy. The name keys its deliveries and its
     /// saved health in the store (1 to 64 of `A-Z a-z 0-9 _ - . :`): an
@@ -258,6 +285,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
             limit: Arc::new(Semaphore::new(policy.concurrency())),
             policy,
             health: Mutex::new(Seen { health, writes: 0 }),
+            pause: Mutex::default(),
+            notices: Mutex::default(),
         };
         self.inner
             .routes
@@ -280,10 +309,17 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// Stores a delivery of `body` as event `id` to the endpoint, due after
     /// the schedule's first delay, and wakes the loop. Returns false,
     /// storing nothing, if that endpoint already has a delivery with this
-    /// id: sending the same event twice is safe.
+    /// id: sending the same event twice is safe. A body over the policy's
+    /// [`max_body`](Policy::max_body) is refused.
     pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
         let route = self.route(endpoint)?;
         check_key(endpoint, id)?;
+        if let Some(max) = route.policy.max_body().filter(|max| body.len() > *max) {
+            return Err(DispatchError::TooLarge {
+                len: body.len(),
+                max,
+            });
+        }
         let due = later(
             route.policy.now(),
             first_wait(&route.policy, fastrand::f64()),
@@ -325,6 +361,27 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         Ok(replayed)
     }
 
+    /// Sends the body of the dead (or gone) delivery `id` again as a new
+    /// delivery `new_id`, from the start of the schedule; the old one stays
+    /// as it is. [`replay`](Self::replay) retries under the same id.
+    /// Returns false if there is no such delivery, it is not dead or gone,
+    /// or `new_id` is taken.
+    pub async fn redeliver(
+        &self,
+        endpoint: &str,
+        id: &str,
+        new_id: &str,
+    ) -> Result<bool, DispatchError> {
+        let ended = self
+            .delivery(endpoint, id)
+            .await?
+            .filter(|old| matches!(old.state, DeliveryState::Dead | DeliveryState::Gone));
+        match ended {
+            Some(old) => self.send(endpoint, new_id, &old.body).await,
+            None => Ok(false),
+        }
+    }
+
     /// Deletes delivered and gone deliveries that ended more than
     /// `older_than` ago, with their attempts; see
     /// [`DeliveryStore::purge`]. Run it now and then: the outbox keeps every
@@ -349,6 +406,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         let route = self.route(endpoint)?;
         self.inner.store.enable(endpoint).await?;
         route.set_health(EndpointHealth::default());
+        self.inner.notify(&route, NoticeKind::Enabled);
         self.inner.wake.notify_one();
         Ok(())
     }
