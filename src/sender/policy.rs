@@ -42,6 +42,7 @@ pub struct Policy {
     pause_on_failure: bool,
     notices: Option<Notices>,
     max_body: Option<usize>,
+    replay_on_enable: bool,
 }
 
 pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -63,6 +64,7 @@ impl Policy {
             pause_on_failure: false,
             notices: None,
             max_body: None,
+            replay_on_enable: false,
         }
     }
 
@@ -178,6 +180,21 @@ impl Policy {
         self
     }
 
+    /// Makes [`Dispatcher::enable`](super::Dispatcher::enable) replay the
+    /// endpoint's dead and gone deliveries too, oldest first, so an owner
+    /// who fixed the endpoint gets the backlog its outage used up, not
+    /// only the deliveries still pending. Defaults to off.
+    #[must_use]
+    pub fn with_replay_on_enable(mut self, replay: bool) -> Self {
+        self.replay_on_enable = replay;
+        self
+    }
+
+    /// Whether enabling the endpoint replays its dead and gone deliveries.
+    pub fn replay_on_enable(&self) -> bool {
+        self.replay_on_enable
+    }
+
     /// The retry schedule.
     pub fn schedule(&self) -> &Schedule {
         &self.schedule
@@ -253,6 +270,7 @@ impl std::fmt::Debug for Policy {
             .field("pause_on_failure", &self.pause_on_failure)
             .field("notices", &self.notices)
             .field("max_body", &self.max_body)
+            .field("replay_on_enable", &self.replay_on_enable)
             .finish_non_exhaustive()
     }
 }

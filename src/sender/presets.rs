@@ -44,7 +44,8 @@ impl Policy {
     /// the schedule and `Retry-After` (at most 1 h); 3xx and other 4xx are
     /// retried; a private or internal address stops the delivery at once;
     /// one failure pauses the endpoint's other deliveries until its next
-    /// attempt; disabled after 3 days without success.
+    /// attempt; disabled after 3 days without success; enabling it again
+    /// sends the stopped deliveries once more.
     ///
     /// ```
     /// use std::time::Duration;
@@ -61,6 +62,7 @@ impl Policy {
             .with_excerpt_len(4096)
             .with_answers(Answers::default().with_refused(Handling::GiveUp))
             .with_pause_on_failure(true)
+            .with_replay_on_enable(true)
             .with_disable_after(Some(3 * DAY))
     }
 
@@ -79,8 +81,9 @@ impl Policy {
     /// Seed 004: [`Schedule::seven_attempts_over_a_day`] (0, 30 s, 2 min,
     /// 10 min, 1 h, 6 h, 24 h, each up to 10% later, never earlier); 10 s
     /// per attempt; 302 is a failure; a 512-byte excerpt; disabled after 7
-    /// days of failure with a notice; the pending deliveries kept while
-    /// disabled and delivered after it is enabled again.
+    /// days of failure with a notice; the backlog (pending deliveries and
+    /// those that ran out of attempts) delivered after it is enabled
+    /// again.
     ///
     /// Several `v1=` signatures during a 30-day overlap are the signer's
     /// part: [`Signer::with_windows`](crate::verify::Signer::with_windows).
@@ -90,6 +93,7 @@ impl Policy {
             .with_excerpt_len(512)
             .with_disable_after(Some(7 * DAY))
             .with_notices(Some(Notices::new(None, Duration::ZERO)))
+            .with_replay_on_enable(true)
     }
 
     /// Seed 003: [`Schedule::exponential_to_an_hour`] (1 s doubling to a

@@ -401,14 +401,39 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
 
     /// Enables a disabled endpoint and forgets its failures, in the store:
     /// every dispatcher on the store sees it on its next poll, and the
-    /// endpoint's pending deliveries go out again.
+    /// endpoint's pending deliveries go out again. Under a policy
+    /// [`with_replay_on_enable`](Policy::with_replay_on_enable) its dead
+    /// and gone deliveries are replayed as well.
     pub async fn enable(&self, endpoint: &str) -> Result<(), DispatchError> {
         let route = self.route(endpoint)?;
         self.inner.store.enable(endpoint).await?;
         route.set_health(EndpointHealth::default());
+        if route.policy.replay_on_enable() {
+            for state in [DeliveryState::Dead, DeliveryState::Gone] {
+                self.replay_all(&route, state).await?;
+            }
+        }
         self.inner.notify(&route, NoticeKind::Enabled);
         self.inner.wake.notify_one();
         Ok(())
+    }
+
+    /// Replays every delivery of the route in `state`, a batch at a time.
+    async fn replay_all(&self, route: &Route, state: DeliveryState) -> Result<(), DispatchError> {
+        const BATCH: usize = 1_000;
+        loop {
+            let ids = self.inner.store.list(&route.name, state, BATCH).await?;
+            let mut replayed = 0;
+            for id in &ids {
+                let now = route.policy.now();
+                if self.inner.store.replay(&route.name, id, now).await? {
+                    replayed += 1;
+                }
+            }
+            if ids.len() < BATCH || replayed == 0 {
+                return Ok(());
+            }
+        }
     }
 
     /// Starts the delivery loop on the current tokio runtime.

@@ -1,0 +1,353 @@
+//! Every seed system's rules, reproduced by its preset alone and driven on
+//! tokio's paused clock against a scripted receiver: attempt times within
+//! the jitter bounds, statuses, timeouts, excerpts, probes, pauses,
+//! disable times, notices and the backlog after an enable.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hooklatch::sender::{
+    AddressPolicy, Breaker, DeliveryRecord, DeliveryState, DisableReason, Disabled, DispatchError,
+    Dispatcher, Endpoint, Final, MemoryDeliveries, Notice, NoticeKind, Policy, Response,
+    Transport, TransportError, WaitReason, check_url, deliver,
+};
+use hooklatch::verify::{Scheme, Signer, Validity};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const NEW_SECRET: &str = "whsec_dGhlIG5ldyBzZWNyZXQgZm9yIHRoZSB0ZXN0";
+const ENDPOINT: &str = "orders";
+const URL: &str = "https://receiver.example/hooks";
+const SECOND: Duration = Duration::from_secs(1);
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+/// Where the policies' clock starts, so signed timestamps are plausible.
+const EPOCH: Duration = Duration::from_secs(1_800_000_000);
+
+/// The policies' clock: tokio's paused clock, as a wall-clock time.
+fn clock() -> impl Fn() -> SystemTime + Send + Sync + 'static {
+    let start = tokio::time::Instant::now();
+    move || UNIX_EPOCH + EPOCH + start.elapsed()
+}
+
+/// A time from the policies' clock, as an offset from its start.
+fn offset(at: SystemTime) -> Duration {
+    at.duration_since(UNIX_EPOCH + EPOCH).unwrap()
+}
+
+/// One attempt as the receiver saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Call {
+    id: String,
+    /// 1 for the first attempt of this id the receiver saw.
+    nth: usize,
+    /// When it arrived, from the start.
+    at: Duration,
+}
+
+/// How the receiver answers one attempt.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Status(u16),
+    /// A status with a body of this many bytes.
+    Body(u16, usize),
+    RetryAfter(u16, &'static str),
+    /// A status after a wait.
+    After(Duration, u16),
+    /// The SSRF guard refused the address.
+    Refused,
+    /// No connection.
+    Unreachable,
+}
+
+type Script = dyn Fn(&Call) -> Answer + Send + Sync;
+
+/// A receiver that answers each attempt as its script says, and records
+/// every attempt and how many were in flight at once.
+#[derive(Clone)]
+struct Scripted {
+    start: tokio::time::Instant,
+    script: Arc<Script>,
+    calls: Arc<Mutex<Vec<Call>>>,
+    in_flight: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+impl Scripted {
+    fn new(script: impl Fn(&Call) -> Answer + Send + Sync + 'static) -> Self {
+        Self {
+            start: tokio::time::Instant::now(),
+            script: Arc::new(script),
+            calls: Arc::default(),
+            in_flight: Arc::default(),
+            peak: Arc::default(),
+        }
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.calls().into_iter().map(|call| call.id).collect()
+    }
+}
+
+impl Transport for Scripted {
+    async fn post(
+        &self,
+        _url: &str,
+        headers: &[(String, String)],
+        _body: &[u8],
+    ) -> Result<Response, TransportError> {
+        let id = headers
+            .iter()
+            .find(|(name, _)| name == "webhook-id")
+            .map(|(_, value)| value.clone())
+            .unwrap_or_default();
+        let call = {
+            let mut calls = self.calls.lock().unwrap();
+            let nth = calls.iter().filter(|call| call.id == id).count() + 1;
+            let call = Call {
+                id,
+                nth,
+                at: self.start.elapsed(),
+            };
+            calls.push(call.clone());
+            call
+        };
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let answer = (self.script)(&call);
+        let answered = match answer {
+            Answer::Status(status) => Ok(Response::new(status)),
+            Answer::Body(status, len) => Ok(Response::new(status).with_body(vec![b'x'; len])),
+            Answer::RetryAfter(status, value) => {
+                Ok(Response::new(status).with_retry_after(value))
+            }
+            Answer::After(wait, status) => {
+                tokio::time::sleep(wait).await;
+                Ok(Response::new(status))
+            }
+            Answer::Refused => Err(TransportError::Refused(
+                check_url("http://10.0.0.1/hooks", &AddressPolicy::strict()).unwrap_err(),
+            )),
+            Answer::Unreachable => Err(TransportError::Connect("connection refused".into())),
+        };
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        answered
+    }
+}
+
+fn signer() -> Signer {
+    Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap()
+}
+
+/// Delivers one event under `policy` (on the paused clock) to `receiver`,
+/// drawing the jitter from `draw` every time.
+async fn deliver_one(receiver: &Scripted, policy: &Policy, draw: f64) -> DeliveryRecord {
+    let policy = policy.clone().with_clock(clock());
+    let endpoint = Endpoint::new(URL, signer()).with_breaker(policy.breaker().clone());
+    deliver(receiver, &endpoint, &policy, "msg_1", b"{}", move || draw).await
+}
+
+/// The waits between a delivery's attempts.
+fn gaps(record: &DeliveryRecord) -> Vec<Duration> {
+    record
+        .attempts
+        .windows(2)
+        .map(|pair| pair[1].sent_at.duration_since(pair[0].sent_at).unwrap())
+        .collect()
+}
+
+fn secs(seconds: &[u64]) -> Vec<Duration> {
+    seconds.iter().copied().map(Duration::from_secs).collect()
+}
+
+/// Asserts each gap is `nominal` scaled by exactly `factor` (to a
+/// millisecond).
+fn assert_scaled(gaps: &[Duration], nominal: &[Duration], factor: f64) {
+    assert_eq!(gaps.len(), nominal.len());
+    for (gap, nominal) in gaps.iter().zip(nominal) {
+        let want = nominal.mul_f64(factor);
+        assert!(
+            gap.abs_diff(want) < Duration::from_millis(1),
+            "{gap:?} is not {factor} x {nominal:?}"
+        );
+    }
+}
+
+/// What a dispatcher under test told its owner.
+#[derive(Clone, Default)]
+struct Told {
+    notices: Arc<Mutex<Vec<Notice>>>,
+    /// When (from the start) and why the endpoint was disabled.
+    disabled: Arc<Mutex<Vec<(Duration, Disabled)>>>,
+}
+
+impl Told {
+    fn notices(&self) -> Vec<(Duration, NoticeKind)> {
+        self.notices
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|notice| (offset(notice.at), notice.kind.clone()))
+            .collect()
+    }
+}
+
+/// A dispatcher on the memory outbox polling every `poll`, with one
+/// endpoint under `policy` on the paused clock.
+async fn dispatcher(
+    receiver: &Scripted,
+    policy: Policy,
+    poll: Duration,
+) -> (Dispatcher<MemoryDeliveries, Scripted>, Told) {
+    let told = Told::default();
+    let (notices, disabled) = (told.notices.clone(), told.disabled.clone());
+    let now = clock();
+    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver.clone())
+        .with_poll_interval(poll)
+        .on_notice(move |notice| notices.lock().unwrap().push(notice.clone()))
+        .on_disable(move |gone| disabled.lock().unwrap().push((offset(now()), gone.clone())));
+    dispatcher
+        .add_endpoint(ENDPOINT, URL, signer(), policy.with_clock(clock()))
+        .await
+        .unwrap();
+    (dispatcher, told)
+}
+
+/// Sends `event_N` every `every` until the endpoint is disabled or
+/// `limit` has passed, and returns how many it sent.
+async fn send_until_disabled(
+    dispatcher: &Dispatcher<MemoryDeliveries, Scripted>,
+    every: Duration,
+    limit: Duration,
+) -> usize {
+    let start = tokio::time::Instant::now();
+    let mut sent = 0;
+    while start.elapsed() <= limit && dispatcher.disabled(ENDPOINT).unwrap().is_none() {
+        dispatcher
+            .send(ENDPOINT, &format!("event_{sent}"), b"{}")
+            .await
+            .unwrap();
+        sent += 1;
+        tokio::time::sleep(every).await;
+    }
+    sent
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_000_svix_table_without_jitter_retries_410_probes_once_and_notifies_hourly() {
+    let policy = Policy::svix_table_without_jitter();
+
+    // Svix's table exactly, whatever the draw: no jitter. 410 is an
+    // ordinary failure; the first 1,024 bytes of each answer are kept.
+    let table = secs(&[5, 300, 1800, 7200, 18000, 36000, 36000]);
+    for draw in [0.0, 0.999] {
+        let receiver = Scripted::new(|_| Answer::Body(410, 3000));
+        let record = deliver_one(&receiver, &policy, draw).await;
+        assert_eq!(record.outcome, Final::Dead, "410 is retried, never disables");
+        assert_eq!(record.attempts.len(), 8);
+        assert_eq!(gaps(&record), table);
+        for attempt in &record.attempts {
+            assert_eq!(attempt.result, Ok(410));
+            assert_eq!(attempt.excerpt.len(), 1024);
+        }
+    }
+
+    // 15 s per attempt; only a 2xx succeeds.
+    let slow = Scripted::new(|call| match call.nth {
+        1 => Answer::After(Duration::from_secs(16), 200),
+        2 => Answer::Status(302),
+        _ => Answer::After(Duration::from_secs(14), 204),
+    });
+    let record = deliver_one(&slow, &policy, 0.5).await;
+    assert_eq!(record.outcome, Final::Delivered);
+    assert!(record.attempts[0].result.is_err(), "timed out");
+    assert_eq!(record.attempts[0].duration, Duration::from_secs(15));
+    assert_eq!(record.attempts[1].result, Ok(302));
+    assert_eq!(record.attempts[2].result, Ok(204));
+
+    // 5 consecutive failures: nothing for 30 s, then one probe.
+    let mut breaker = policy.breaker().clone();
+    let now = std::time::Instant::now();
+    for _ in 0..5 {
+        breaker.try_acquire(now).unwrap();
+        breaker.on_failure(now);
+    }
+    assert_eq!(
+        breaker.try_acquire(now + Duration::from_secs(1)),
+        Err(Duration::from_secs(29))
+    );
+    let later = now + Duration::from_secs(30);
+    breaker.try_acquire(later).expect("one probe");
+    assert!(breaker.try_acquire(later).is_err(), "only one");
+    assert_eq!(policy.concurrency(), 10);
+
+    // Disabled after 5 days of failure; told after an hour of failure,
+    // of every delivery out of attempts and of the disable, at most once
+    // an hour.
+    let receiver = Scripted::new(|_| Answer::Status(500));
+    let (dispatcher, told) = dispatcher(&receiver, policy.clone(), 10 * SECOND).await;
+    let running = dispatcher.start();
+    send_until_disabled(&dispatcher, 6 * HOUR, 6 * DAY).await;
+    let disabled = told.disabled.lock().unwrap().clone();
+    assert_eq!(disabled.len(), 1, "told once");
+    assert_eq!(disabled[0].0, 5 * DAY, "the first failure 5 days in");
+    assert_eq!(
+        disabled[0].1.reason,
+        DisableReason::NoSuccessFor(5 * DAY)
+    );
+    let notices = told.notices();
+    for pair in notices.windows(2) {
+        assert!(pair[1].0 - pair[0].0 >= HOUR, "{notices:?}");
+    }
+    let first_late_failure = receiver
+        .calls()
+        .iter()
+        .map(|call| call.at)
+        .find(|at| *at >= HOUR)
+        .unwrap();
+    assert_eq!(
+        notices[0],
+        (
+            first_late_failure,
+            NoticeKind::FailingFor(first_late_failure)
+        )
+    );
+    let exhausted: Vec<_> = notices
+        .iter()
+        .filter(|(_, kind)| matches!(kind, NoticeKind::Exhausted { .. }))
+        .collect();
+    // event_N runs out of attempts 6N h + 27.6 h in: N = 0..=15 before 5 days.
+    assert_eq!(exhausted.len(), 16);
+    assert_eq!(
+        notices.last().unwrap(),
+        &(5 * DAY, NoticeKind::Disabled(DisableReason::NoSuccessFor(5 * DAY)))
+    );
+    let attempts = receiver.calls().len();
+    tokio::time::sleep(DAY).await;
+    assert_eq!(receiver.calls().len(), attempts, "nothing sent once disabled");
+    dispatcher.enable(ENDPOINT).await.unwrap();
+    assert_eq!(told.notices().last().unwrap().1, NoticeKind::Enabled);
+    running.stop().await;
+
+    // After a key rotation, both keys sign for 24 h.
+    let rotated = UNIX_EPOCH + EPOCH;
+    let both = Signer::with_windows(
+        Scheme::standard_webhooks(),
+        [
+            (SECRET, Validity::until(rotated + DAY)),
+            (NEW_SECRET, Validity::from(rotated)),
+        ],
+    )
+    .unwrap();
+    let count = |at| {
+        let signed = both.sign("msg_1", at, b"{}").unwrap();
+        signed.get("webhook-signature").unwrap().split(' ').count()
+    };
+    assert_eq!(count(rotated + DAY - SECOND), 2);
+    assert_eq!(count(rotated + DAY), 1);
+}
