@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hooklatch::sender::{
-    AddressPolicy, Breaker, DeliveryRecord, DeliveryState, DisableReason, Disabled, DispatchError,
+    AddressPolicy, DeliveryRecord, DeliveryState, DisableReason, Disabled, DispatchError,
     Dispatcher, Endpoint, Final, MemoryDeliveries, Notice, NoticeKind, Policy, Response,
     Transport, TransportError, WaitReason, check_url, deliver,
 };
@@ -350,4 +350,154 @@ async fn seed_000_svix_table_without_jitter_retries_410_probes_once_and_notifies
     };
     assert_eq!(count(rotated + DAY - SECOND), 2);
     assert_eq!(count(rotated + DAY), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_002_nine_attempts_pause_the_url_and_stop_on_410_or_a_private_address() {
+    let policy = Policy::nine_attempts_over_three_days();
+
+    // 9 attempts: 0, 1 min, 5 min, 30 min, 2 h, 6 h, 12 h, 24 h, 24 h,
+    // each ±10%: the lowest and highest draws land on the bounds. 3xx and
+    // 4xx are failures like 5xx; at most 4 KB of the answer is kept.
+    let table = secs(&[60, 300, 1800, 7200, 21600, 43200, 86400, 86400]);
+    for (draw, factor) in [(0.0, 0.9), (1.0, 1.1)] {
+        let receiver = Scripted::new(|call| match call.nth {
+            1 => Answer::Status(302),
+            2 => Answer::Status(404),
+            3 => Answer::Status(400),
+            4 => Answer::Status(408),
+            _ => Answer::Body(500, 10_000),
+        });
+        let record = deliver_one(&receiver, &policy, draw).await;
+        assert_eq!(record.outcome, Final::Dead);
+        assert_eq!(record.attempts.len(), 9);
+        assert_scaled(&gaps(&record), &table, factor);
+        assert_eq!(record.attempts[8].excerpt.len(), 4096);
+    }
+
+    // Success is a 2xx within 10 s.
+    let slow = Scripted::new(|call| match call.nth {
+        1 => Answer::After(Duration::from_secs(11), 200),
+        _ => Answer::After(Duration::from_secs(9), 200),
+    });
+    let record = deliver_one(&slow, &policy, 0.5).await;
+    assert!(record.attempts[0].result.is_err());
+    assert_eq!(record.attempts[0].duration, Duration::from_secs(10));
+    assert_eq!(record.outcome, Final::Delivered);
+    assert_eq!(record.attempts.len(), 2);
+
+    // 410 stops at once; so does a private address.
+    for answer in [Answer::Status(410), Answer::Refused] {
+        let receiver = Scripted::new(move |_| answer);
+        let record = deliver_one(&receiver, &policy, 0.5).await;
+        assert_eq!(record.attempts.len(), 1, "{answer:?}");
+        let ended = if matches!(answer, Answer::Refused) {
+            Final::Dead
+        } else {
+            Final::Gone
+        };
+        assert_eq!(record.outcome, ended);
+    }
+
+    // 429 and 503 wait max(schedule, Retry-After), Retry-After at most 1 h.
+    for (answer, wait, reason) in [
+        (Answer::RetryAfter(429, "7200"), HOUR, WaitReason::RetryAfter),
+        (Answer::RetryAfter(503, "600"), 10 * MINUTE, WaitReason::RetryAfter),
+        (Answer::RetryAfter(503, "30"), MINUTE, WaitReason::Schedule),
+    ] {
+        let receiver = Scripted::new(move |call| match call.nth {
+            1 => answer,
+            _ => Answer::Status(200),
+        });
+        let record = deliver_one(&receiver, &policy, 0.5).await;
+        assert_eq!(gaps(&record), [wait], "{answer:?}");
+        assert_eq!(record.attempts[1].reason, reason);
+    }
+
+    // One failure pauses the URL's other deliveries until that delivery's
+    // next attempt; then one goes out, and its success resumes the rest.
+    // The held deliveries use up no attempt.
+    let receiver = Scripted::new(|call| match (call.id.as_str(), call.nth) {
+        ("msg_1", 1) => Answer::Status(500),
+        _ => Answer::Status(200),
+    });
+    let (dispatcher, _) = dispatcher(&receiver, policy.clone(), SECOND).await;
+    let running = dispatcher.start();
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    tokio::time::sleep(SECOND).await;
+    for id in ["msg_2", "msg_3"] {
+        dispatcher.send(ENDPOINT, id, b"{}").await.unwrap();
+    }
+    tokio::time::sleep(54 * SECOND).await;
+    assert_eq!(receiver.ids(), ["msg_1"], "paused for at least 0.9 min");
+    tokio::time::sleep(2 * MINUTE).await;
+    let calls = receiver.calls();
+    assert_eq!(calls.len(), 4);
+    let retry = dispatcher
+        .delivery(ENDPOINT, "msg_1")
+        .await
+        .unwrap()
+        .unwrap();
+    let resumed = offset(retry.attempts[1].sent_at);
+    assert!(
+        resumed >= 54 * SECOND && resumed <= 67 * SECOND,
+        "{resumed:?}"
+    );
+    assert_eq!(calls[1].id, "msg_2", "the earliest due goes first, alone");
+    assert!(calls[1].at.abs_diff(resumed) <= SECOND);
+    assert!(calls[2].at >= calls[1].at);
+    for id in ["msg_2", "msg_3"] {
+        let held = dispatcher.delivery(ENDPOINT, id).await.unwrap().unwrap();
+        assert_eq!(held.state, DeliveryState::Delivered);
+        assert_eq!(held.attempts.len(), 1, "held back, not attempted");
+    }
+
+    // A retry keeps the webhook id; a redelivery sends the same body under
+    // a new one.
+    let stopped = Scripted::new(|call| match call.id.as_str() {
+        "msg_9" if call.nth == 1 => Answer::Refused,
+        _ => Answer::Status(200),
+    });
+    let (dispatcher, _) = dispatcher_for(&stopped, policy.clone()).await;
+    let running_too = dispatcher.start();
+    dispatcher.send(ENDPOINT, "msg_9", b"{}").await.unwrap();
+    tokio::time::sleep(5 * SECOND).await;
+    let dead = dispatcher.delivery(ENDPOINT, "msg_9").await.unwrap().unwrap();
+    assert_eq!(dead.state, DeliveryState::Dead);
+    assert!(dispatcher.redeliver(ENDPOINT, "msg_9", "msg_9_again").await.unwrap());
+    assert!(dispatcher.replay(ENDPOINT, "msg_9").await.unwrap());
+    tokio::time::sleep(5 * MINUTE).await;
+    let mut ids = stopped.ids();
+    ids.sort();
+    assert_eq!(ids, ["msg_9", "msg_9", "msg_9_again"]);
+    running_too.stop().await;
+    running.stop().await;
+
+    // Disabled after 3 days with no success; 410 disables at once.
+    let receiver = Scripted::new(|_| Answer::Status(503));
+    let (dispatcher, told) = dispatcher_for(&receiver, policy.clone()).await;
+    let running = dispatcher.start();
+    send_until_disabled(&dispatcher, 6 * HOUR, 4 * DAY).await;
+    let disabled = told.disabled.lock().unwrap().clone();
+    // At the first attempt 3 days in (the pause may hold it a little).
+    let first_late = receiver.calls().into_iter().find(|call| call.at >= 3 * DAY);
+    assert_eq!(Some(disabled[0].0), first_late.map(|call| call.at));
+    assert!(disabled[0].0 < 3 * DAY + HOUR);
+    assert_eq!(disabled[0].1.reason, DisableReason::NoSuccessFor(3 * DAY));
+    running.stop().await;
+    let receiver = Scripted::new(|_| Answer::Status(410));
+    let (dispatcher, told) = dispatcher_for(&receiver, policy).await;
+    let running = dispatcher.start();
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    tokio::time::sleep(SECOND).await;
+    assert_eq!(told.disabled.lock().unwrap()[0].1.reason, DisableReason::Gone);
+    running.stop().await;
+}
+
+/// [`dispatcher`] polling every second.
+async fn dispatcher_for(
+    receiver: &Scripted,
+    policy: Policy,
+) -> (Dispatcher<MemoryDeliveries, Scripted>, Told) {
+    dispatcher(receiver, policy, SECOND).await
 }
