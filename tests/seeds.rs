@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hooklatch::sender::{
     AddressPolicy, DeliveryRecord, DeliveryState, DisableReason, Disabled, DispatchError,
-    Dispatcher, Endpoint, Final, MemoryDeliveries, Notice, NoticeKind, Policy, Response,
-    Transport, TransportError, WaitReason, check_url, deliver,
+    Dispatcher, Endpoint, Final, MemoryDeliveries, Notice, NoticeKind, Policy, Response, Transport,
+    TransportError, WaitReason, check_url, deliver,
 };
 use hooklatch::verify::{Scheme, Signer, Validity};
 
@@ -123,9 +123,7 @@ impl Transport for Scripted {
         let answered = match answer {
             Answer::Status(status) => Ok(Response::new(status)),
             Answer::Body(status, len) => Ok(Response::new(status).with_body(vec![b'x'; len])),
-            Answer::RetryAfter(status, value) => {
-                Ok(Response::new(status).with_retry_after(value))
-            }
+            Answer::RetryAfter(status, value) => Ok(Response::new(status).with_retry_after(value)),
             Answer::After(wait, status) => {
                 tokio::time::sleep(wait).await;
                 Ok(Response::new(status))
@@ -248,7 +246,11 @@ async fn seed_000_svix_table_without_jitter_retries_410_probes_once_and_notifies
     for draw in [0.0, 0.999] {
         let receiver = Scripted::new(|_| Answer::Body(410, 3000));
         let record = deliver_one(&receiver, &policy, draw).await;
-        assert_eq!(record.outcome, Final::Dead, "410 is retried, never disables");
+        assert_eq!(
+            record.outcome,
+            Final::Dead,
+            "410 is retried, never disables"
+        );
         assert_eq!(record.attempts.len(), 8);
         assert_eq!(gaps(&record), table);
         for attempt in &record.attempts {
@@ -296,10 +298,7 @@ async fn seed_000_svix_table_without_jitter_retries_410_probes_once_and_notifies
     let disabled = told.disabled.lock().unwrap().clone();
     assert_eq!(disabled.len(), 1, "told once");
     assert_eq!(disabled[0].0, 5 * DAY, "the first failure 5 days in");
-    assert_eq!(
-        disabled[0].1.reason,
-        DisableReason::NoSuccessFor(5 * DAY)
-    );
+    assert_eq!(disabled[0].1.reason, DisableReason::NoSuccessFor(5 * DAY));
     let notices = told.notices();
     for pair in notices.windows(2) {
         assert!(pair[1].0 - pair[0].0 >= HOUR, "{notices:?}");
@@ -325,11 +324,18 @@ async fn seed_000_svix_table_without_jitter_retries_410_probes_once_and_notifies
     assert_eq!(exhausted.len(), 16);
     assert_eq!(
         notices.last().unwrap(),
-        &(5 * DAY, NoticeKind::Disabled(DisableReason::NoSuccessFor(5 * DAY)))
+        &(
+            5 * DAY,
+            NoticeKind::Disabled(DisableReason::NoSuccessFor(5 * DAY))
+        )
     );
     let attempts = receiver.calls().len();
     tokio::time::sleep(DAY).await;
-    assert_eq!(receiver.calls().len(), attempts, "nothing sent once disabled");
+    assert_eq!(
+        receiver.calls().len(),
+        attempts,
+        "nothing sent once disabled"
+    );
     dispatcher.enable(ENDPOINT).await.unwrap();
     assert_eq!(told.notices().last().unwrap().1, NoticeKind::Enabled);
     running.stop().await;
@@ -401,8 +407,16 @@ async fn seed_002_nine_attempts_pause_the_url_and_stop_on_410_or_a_private_addre
 
     // 429 and 503 wait max(schedule, Retry-After), Retry-After at most 1 h.
     for (answer, wait, reason) in [
-        (Answer::RetryAfter(429, "7200"), HOUR, WaitReason::RetryAfter),
-        (Answer::RetryAfter(503, "600"), 10 * MINUTE, WaitReason::RetryAfter),
+        (
+            Answer::RetryAfter(429, "7200"),
+            HOUR,
+            WaitReason::RetryAfter,
+        ),
+        (
+            Answer::RetryAfter(503, "600"),
+            10 * MINUTE,
+            WaitReason::RetryAfter,
+        ),
         (Answer::RetryAfter(503, "30"), MINUTE, WaitReason::Schedule),
     ] {
         let receiver = Scripted::new(move |call| match call.nth {
@@ -462,9 +476,18 @@ async fn seed_002_nine_attempts_pause_the_url_and_stop_on_410_or_a_private_addre
     let running_too = dispatcher.start();
     dispatcher.send(ENDPOINT, "msg_9", b"{}").await.unwrap();
     tokio::time::sleep(5 * SECOND).await;
-    let dead = dispatcher.delivery(ENDPOINT, "msg_9").await.unwrap().unwrap();
+    let dead = dispatcher
+        .delivery(ENDPOINT, "msg_9")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(dead.state, DeliveryState::Dead);
-    assert!(dispatcher.redeliver(ENDPOINT, "msg_9", "msg_9_again").await.unwrap());
+    assert!(
+        dispatcher
+            .redeliver(ENDPOINT, "msg_9", "msg_9_again")
+            .await
+            .unwrap()
+    );
     assert!(dispatcher.replay(ENDPOINT, "msg_9").await.unwrap());
     tokio::time::sleep(5 * MINUTE).await;
     let mut ids = stopped.ids();
@@ -490,7 +513,10 @@ async fn seed_002_nine_attempts_pause_the_url_and_stop_on_410_or_a_private_addre
     let running = dispatcher.start();
     dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
     tokio::time::sleep(SECOND).await;
-    assert_eq!(told.disabled.lock().unwrap()[0].1.reason, DisableReason::Gone);
+    assert_eq!(
+        told.disabled.lock().unwrap()[0].1.reason,
+        DisableReason::Gone
+    );
     running.stop().await;
 }
 
@@ -500,4 +526,104 @@ async fn dispatcher_for(
     policy: Policy,
 ) -> (Dispatcher<MemoryDeliveries, Scripted>, Told) {
     dispatcher(receiver, policy, SECOND).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_004_seven_attempts_late_jitter_disable_at_7_days_and_the_backlog_after_enable() {
+    let policy = Policy::seven_attempts_over_a_day();
+
+    // 0, 30 s, 2 min, 10 min, 1 h, 6 h, 24 h, each up to 10% later and
+    // never earlier. 302 is a failure; 512 bytes of the answer are kept.
+    let table = secs(&[30, 120, 600, 3600, 21600, 86400]);
+    for (draw, factor) in [(0.0, 1.0), (1.0, 1.1)] {
+        let receiver = Scripted::new(|_| Answer::Body(302, 2000));
+        let record = deliver_one(&receiver, &policy, draw).await;
+        assert_eq!(record.outcome, Final::Dead);
+        assert_eq!(record.attempts.len(), 7);
+        assert_scaled(&gaps(&record), &table, factor);
+        assert_eq!(record.attempts[0].excerpt.len(), 512);
+    }
+
+    // 10 s per attempt.
+    let slow = Scripted::new(|call| match call.nth {
+        1 => Answer::After(Duration::from_secs(11), 200),
+        _ => Answer::After(Duration::from_secs(9), 200),
+    });
+    let record = deliver_one(&slow, &policy, 0.0).await;
+    assert_eq!(record.attempts[0].duration, Duration::from_secs(10));
+    assert!(record.attempts[0].result.is_err());
+    assert_eq!(record.outcome, Final::Delivered);
+
+    // Several `v1=` signatures during a 30-day overlap.
+    let rotated = UNIX_EPOCH + EPOCH;
+    let both = Signer::with_windows(
+        Scheme::stripe(),
+        [
+            (SECRET, Validity::until(rotated + 30 * DAY)),
+            (NEW_SECRET, Validity::from(rotated)),
+        ],
+    )
+    .unwrap();
+    let v1s = |at| {
+        let signed = both.sign("evt_1", at, br#"{"id":"evt_1"}"#).unwrap();
+        signed
+            .get("stripe-signature")
+            .unwrap()
+            .matches("v1=")
+            .count()
+    };
+    assert_eq!(v1s(rotated + 30 * DAY - SECOND), 2);
+    assert_eq!(v1s(rotated + 30 * DAY), 1);
+
+    // Down for 8 days: 10 events run out of attempts, a daily event keeps
+    // failing, the endpoint is disabled 7 days in with a notice; enabled
+    // again after 8 days, the whole backlog is delivered.
+    let receiver = Scripted::new(|call| {
+        if call.at < 8 * DAY {
+            Answer::Status(503)
+        } else {
+            Answer::Status(200)
+        }
+    });
+    let (dispatcher, told) = dispatcher(&receiver, policy, 10 * SECOND).await;
+    let running = dispatcher.start();
+    for n in 0..10 {
+        dispatcher
+            .send(ENDPOINT, &format!("backlog_{n}"), b"{}")
+            .await
+            .unwrap();
+    }
+    let daily = send_until_disabled(&dispatcher, DAY, 9 * DAY).await;
+    assert_eq!(daily, 8, "day 0 to day 7");
+    let disabled = told.disabled.lock().unwrap().clone();
+    assert_eq!(disabled[0].0, 7 * DAY);
+    assert_eq!(disabled[0].1.reason, DisableReason::NoSuccessFor(7 * DAY));
+    assert_eq!(
+        told.notices(),
+        [(
+            7 * DAY,
+            NoticeKind::Disabled(DisableReason::NoSuccessFor(7 * DAY))
+        )]
+    );
+    let dead = dispatcher.dead(ENDPOINT, 100).await.unwrap();
+    assert_eq!(
+        dead.len(),
+        10 + 6,
+        "the backlog and the days' events before day 6"
+    );
+    tokio::time::sleep_until(tokio::time::Instant::now() + (8 * DAY - 7 * DAY)).await;
+    dispatcher.enable(ENDPOINT).await.unwrap();
+    tokio::time::sleep(MINUTE).await;
+    for n in 0..10 {
+        let id = format!("backlog_{n}");
+        let stored = dispatcher.delivery(ENDPOINT, &id).await.unwrap().unwrap();
+        assert_eq!(stored.state, DeliveryState::Delivered, "{id}");
+    }
+    for n in 0..daily {
+        let id = format!("event_{n}");
+        let stored = dispatcher.delivery(ENDPOINT, &id).await.unwrap().unwrap();
+        assert_eq!(stored.state, DeliveryState::Delivered, "{id}");
+    }
+    assert_eq!(told.notices().last().unwrap().1, NoticeKind::Enabled);
+    running.stop().await;
 }

@@ -23,6 +23,7 @@ use super::outbox::DisableReason;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Notices {
     failing_for: Option<Duration>,
+    exhausted: bool,
     at_most_every: Duration,
 }
 
@@ -32,8 +33,22 @@ impl Notices {
     pub fn new(failing_for: Option<Duration>, at_most_every: Duration) -> Self {
         Self {
             failing_for,
+            exhausted: true,
             at_most_every,
         }
+    }
+
+    /// Whether a delivery running out of attempts is told. Defaults to
+    /// true.
+    #[must_use]
+    pub fn with_exhausted(mut self, tell: bool) -> Self {
+        self.exhausted = tell;
+        self
+    }
+
+    /// Whether a delivery running out of attempts is told.
+    pub fn exhausted(&self) -> bool {
+        self.exhausted
     }
 
     /// How long an endpoint fails before the owner is told.

@@ -92,7 +92,9 @@ impl Policy {
             .with_attempt_timeout(Duration::from_secs(10))
             .with_excerpt_len(512)
             .with_disable_after(Some(7 * DAY))
-            .with_notices(Some(Notices::new(None, Duration::ZERO)))
+            .with_notices(Some(
+                Notices::new(None, Duration::ZERO).with_exhausted(false),
+            ))
             .with_replay_on_enable(true)
     }
 

@@ -106,7 +106,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         if let Some(kind) = failing {
             self.tell(route, kind, now);
         }
-        if matches!(outcome, Outcome::Retry { .. }) && step == Step::Done(Final::Dead) {
+        let ran_out = matches!(outcome, Outcome::Retry { .. }) && step == Step::Done(Final::Dead);
+        if ran_out && notices.exhausted() {
             self.notify(route, NoticeKind::Exhausted { id: id.to_owned() });
         }
     }
