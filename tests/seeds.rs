@@ -627,3 +627,81 @@ async fn seed_004_seven_attempts_late_jitter_disable_at_7_days_and_the_backlog_a
     assert_eq!(told.notices().last().unwrap().1, NoticeKind::Enabled);
     running.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn seed_001_one_attempt_and_five_retries_over_10_6_hours_and_a_three_probe_breaker() {
+    let policy = Policy::five_retries_over_ten_hours();
+
+    // 1 + 5 attempts: 1 min, 5 min, 30 min, 2 h, 8 h apart, no jitter:
+    // 10.6 h from the first to the last. 3xx is not followed: a failure.
+    for draw in [0.0, 1.0] {
+        let receiver = Scripted::new(|_| Answer::Status(302));
+        let record = deliver_one(&receiver, &policy, draw).await;
+        assert_eq!(record.outcome, Final::Dead);
+        assert_eq!(gaps(&record), secs(&[60, 300, 1800, 7200, 28800]));
+        let window = offset(record.attempts[5].sent_at) - offset(record.attempts[0].sent_at);
+        assert_eq!(window, Duration::from_secs(38_160), "10.6 h");
+    }
+
+    // 5 s to connect, 30 s to read: 35 s for an attempt.
+    assert_eq!(policy.connect_timeout(), Duration::from_secs(5));
+    let slow = Scripted::new(|call| match call.nth {
+        1 => Answer::After(Duration::from_secs(36), 200),
+        _ => Answer::After(Duration::from_secs(34), 200),
+    });
+    let record = deliver_one(&slow, &policy, 0.0).await;
+    assert_eq!(record.attempts[0].duration, Duration::from_secs(35));
+    assert!(record.attempts[0].result.is_err());
+    assert_eq!(record.outcome, Final::Delivered);
+
+    // The breaker, through a dispatcher: after its cool-down up to 3
+    // probes; a failed one opens it again for a whole cool-down; 3
+    // successes close it and the held events go out.
+    let receiver = Scripted::new(|call| {
+        if call.at < 40 * SECOND || (call.at < 80 * SECOND && call.id == "probe_fails") {
+            Answer::Status(500)
+        } else {
+            Answer::Status(200)
+        }
+    });
+    let (dispatcher, _) = dispatcher_for(&receiver, policy.clone().with_concurrency(1)).await;
+    let running = dispatcher.start();
+    for n in 0..5 {
+        dispatcher
+            .send(ENDPOINT, &format!("fail_{n}"), b"{}")
+            .await
+            .unwrap();
+        tokio::time::sleep(SECOND).await;
+    }
+    // Five failures at 0..4 s open it until 34 s.
+    dispatcher
+        .send(ENDPOINT, "probe_fails", b"{}")
+        .await
+        .unwrap();
+    tokio::time::sleep(10 * SECOND).await;
+    assert_eq!(receiver.calls().len(), 5, "open: nothing sent");
+    tokio::time::sleep(25 * SECOND).await;
+    let calls = receiver.calls();
+    assert_eq!(calls.len(), 6, "one probe at the end of the cool-down");
+    assert!(calls[5].at >= 34 * SECOND && calls[5].at <= 36 * SECOND);
+    assert_eq!(calls[5].id, "probe_fails");
+    // It failed: open again for 30 s, then three probes close it.
+    tokio::time::sleep(20 * SECOND).await;
+    assert_eq!(receiver.calls().len(), 6, "open again");
+    tokio::time::sleep(10 * MINUTE).await;
+    let calls = receiver.calls();
+    let reopened = calls[5].at + 30 * SECOND;
+    assert!(calls[6].at >= reopened && calls[6].at <= reopened + 2 * SECOND);
+    let probes: Vec<&str> = calls[6..9].iter().map(|call| call.id.as_str()).collect();
+    assert_eq!(
+        probes,
+        ["fail_0", "fail_1", "fail_2"],
+        "the earliest due first"
+    );
+    for n in 0..5 {
+        let id = format!("fail_{n}");
+        let stored = dispatcher.delivery(ENDPOINT, &id).await.unwrap().unwrap();
+        assert_eq!(stored.state, DeliveryState::Delivered, "{id}");
+    }
+    running.stop().await;
+}
