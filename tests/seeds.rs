@@ -500,12 +500,13 @@ async fn seed_002_nine_attempts_pause_the_url_and_stop_on_410_or_a_private_addre
     let receiver = Scripted::new(|_| Answer::Status(503));
     let (dispatcher, told) = dispatcher_for(&receiver, policy.clone()).await;
     let running = dispatcher.start();
-    send_until_disabled(&dispatcher, 6 * HOUR, 4 * DAY).await;
+    send_until_disabled(&dispatcher, 6 * HOUR, 5 * DAY).await;
     let disabled = told.disabled.lock().unwrap().clone();
-    // At the first attempt 3 days in (the pause may hold it a little).
+    // At the first attempt 3 days in: the pause holds every delivery until
+    // the last failed one's next attempt, at most 24 h + 10% later.
     let first_late = receiver.calls().into_iter().find(|call| call.at >= 3 * DAY);
     assert_eq!(Some(disabled[0].0), first_late.map(|call| call.at));
-    assert!(disabled[0].0 < 3 * DAY + HOUR);
+    assert!(disabled[0].0 <= 3 * DAY + DAY.mul_f64(1.1));
     assert_eq!(disabled[0].1.reason, DisableReason::NoSuccessFor(3 * DAY));
     running.stop().await;
     let receiver = Scripted::new(|_| Answer::Status(410));
@@ -703,5 +704,87 @@ async fn seed_001_one_attempt_and_five_retries_over_10_6_hours_and_a_three_probe
         let stored = dispatcher.delivery(ENDPOINT, &id).await.unwrap().unwrap();
         assert_eq!(stored.state, DeliveryState::Delivered, "{id}");
     }
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_003_exponential_retries_only_network_errors_5xx_and_429() {
+    let policy = Policy::exponential_to_an_hour(10);
+
+    // 10 attempts, 1 s doubling (to a 1 h cap), ±25%.
+    let doubling = secs(&[1, 2, 4, 8, 16, 32, 64, 128, 256]);
+    for (draw, factor) in [(0.0, 0.75), (1.0, 1.25)] {
+        let receiver = Scripted::new(|call| match call.nth % 3 {
+            0 => Answer::Status(429),
+            1 => Answer::Body(500, 5000),
+            _ => Answer::Unreachable,
+        });
+        let record = deliver_one(&receiver, &policy, draw).await;
+        assert_eq!(record.outcome, Final::Dead);
+        assert_eq!(record.attempts.len(), 10);
+        assert_scaled(&gaps(&record), &doubling, factor);
+        assert_eq!(record.attempts[0].excerpt.len(), 1024);
+    }
+    let capped = Policy::exponential_to_an_hour(20);
+    assert_eq!(
+        capped.schedule().nominal_delay(13),
+        Some(Duration::from_secs(2048))
+    );
+    assert_eq!(capped.schedule().nominal_delay(14), Some(HOUR));
+    assert_eq!(capped.schedule().nominal_delay(20), Some(HOUR));
+
+    // 3xx and 4xx other than 429 are not retried, 410 included.
+    for status in [301, 302, 400, 401, 404, 408, 410, 422] {
+        let receiver = Scripted::new(move |_| Answer::Status(status));
+        let record = deliver_one(&receiver, &policy, 0.5).await;
+        assert_eq!(record.outcome, Final::Dead, "{status}");
+        assert_eq!(record.attempts.len(), 1, "{status}");
+    }
+
+    // 30 s per attempt.
+    let slow = Scripted::new(|call| match call.nth {
+        1 => Answer::After(Duration::from_secs(31), 200),
+        _ => Answer::After(Duration::from_secs(29), 200),
+    });
+    let record = deliver_one(&slow, &policy, 0.5).await;
+    assert_eq!(record.attempts[0].duration, Duration::from_secs(30));
+    assert_eq!(record.outcome, Final::Delivered);
+
+    // 20 consecutive failures open the breaker for 24 h.
+    let mut breaker = policy.breaker().clone();
+    let now = std::time::Instant::now();
+    for n in 1..=20 {
+        breaker
+            .try_acquire(now)
+            .unwrap_or_else(|_| panic!("closed before failure {n}"));
+        breaker.on_failure(now);
+    }
+    assert_eq!(breaker.try_acquire(now), Err(DAY));
+    assert!(breaker.try_acquire(now + DAY).is_ok());
+
+    // At most 10 at once per endpoint, and a cap on the body.
+    let receiver = Scripted::new(|_| Answer::After(5 * SECOND, 200));
+    let (dispatcher, _) = dispatcher_for(&receiver, policy).await;
+    let running = dispatcher.start();
+    for n in 0..30 {
+        dispatcher
+            .send(ENDPOINT, &format!("msg_{n}"), b"{}")
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(MINUTE).await;
+    assert_eq!(receiver.calls().len(), 30);
+    assert_eq!(receiver.peak.load(Ordering::SeqCst), 10);
+    let limit = 256 * 1024;
+    assert!(matches!(
+        dispatcher.send(ENDPOINT, "big", &vec![b' '; limit + 1]).await,
+        Err(DispatchError::TooLarge { len, max }) if len == limit + 1 && max == limit
+    ));
+    assert!(
+        dispatcher
+            .send(ENDPOINT, "big", &vec![b' '; limit])
+            .await
+            .unwrap()
+    );
     running.stop().await;
 }
