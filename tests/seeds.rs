@@ -496,6 +496,31 @@ async fn seed_002_nine_attempts_pause_the_url_and_stop_on_410_or_a_private_addre
     running_too.stop().await;
     running.stop().await;
 
+    // Test deliveries do not count towards disabling: four days of failing
+    // ones, then a 410 to one, leave the endpoint enabled.
+    let receiver = Scripted::new(|call| {
+        if call.at < 4 * DAY {
+            Answer::Status(500)
+        } else {
+            Answer::Status(410)
+        }
+    });
+    let (dispatcher, told) = dispatcher_for(&receiver, policy.clone()).await;
+    let running = dispatcher.start();
+    for n in 0..=16 {
+        let id = dispatcher
+            .send_test(ENDPOINT, &format!("ping_{n}"), b"{}")
+            .await
+            .unwrap();
+        assert_eq!(id, format!("test_ping_{n}"));
+        tokio::time::sleep(6 * HOUR).await;
+    }
+    assert!(receiver.calls().len() > 17);
+    assert!(receiver.calls().iter().any(|call| call.at >= 4 * DAY));
+    assert_eq!(dispatcher.disabled(ENDPOINT).unwrap(), None);
+    assert!(told.disabled.lock().unwrap().is_empty());
+    running.stop().await;
+
     // Disabled after 3 days with no success; 410 disables at once.
     let receiver = Scripted::new(|_| Answer::Status(503));
     let (dispatcher, told) = dispatcher_for(&receiver, policy.clone()).await;

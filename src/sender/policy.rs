@@ -43,6 +43,7 @@ pub struct Policy {
     notices: Option<Notices>,
     max_body: Option<usize>,
     replay_on_enable: bool,
+    test_prefix: Option<String>,
 }
 
 pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -65,6 +66,7 @@ impl Policy {
             notices: None,
             max_body: None,
             replay_on_enable: false,
+            test_prefix: None,
         }
     }
 
@@ -190,6 +192,30 @@ impl Policy {
         self
     }
 
+    /// Marks deliveries whose id starts with `prefix` as test deliveries
+    /// (sent with [`Dispatcher::send_test`](super::Dispatcher::send_test)):
+    /// they are retried like any other, but neither their failures nor
+    /// their successes count towards disabling the endpoint, a 410 to one
+    /// does not disable it, and they raise no notices. The mark is in the
+    /// id, so every dispatcher on the store and every restart sees it.
+    /// Defaults to none.
+    #[must_use]
+    pub fn with_test_prefix(mut self, prefix: Option<&str>) -> Self {
+        self.test_prefix = prefix.map(str::to_owned);
+        self
+    }
+
+    /// The id prefix that marks a test delivery.
+    pub fn test_prefix(&self) -> Option<&str> {
+        self.test_prefix.as_deref()
+    }
+
+    /// Whether the delivery `id` is a test delivery.
+    pub(crate) fn is_test(&self, id: &str) -> bool {
+        self.test_prefix()
+            .is_some_and(|prefix| id.starts_with(prefix))
+    }
+
     /// Whether enabling the endpoint replays its dead and gone deliveries.
     pub fn replay_on_enable(&self) -> bool {
         self.replay_on_enable
@@ -271,6 +297,7 @@ impl std::fmt::Debug for Policy {
             .field("notices", &self.notices)
             .field("max_body", &self.max_body)
             .field("replay_on_enable", &self.replay_on_enable)
+            .field("test_prefix", &self.test_prefix)
             .finish_non_exhaustive()
     }
 }

@@ -44,8 +44,9 @@ impl Policy {
     /// the schedule and `Retry-After` (at most 1 h); 3xx and other 4xx are
     /// retried; a private or internal address stops the delivery at once;
     /// one failure pauses the endpoint's other deliveries until its next
-    /// attempt; disabled after 3 days without success; enabling it again
-    /// sends the stopped deliveries once more.
+    /// attempt; disabled after 3 days without success, test deliveries
+    /// (ids starting `test_`) not counted; enabling it again sends the
+    /// stopped deliveries once more.
     ///
     /// ```
     /// use std::time::Duration;
@@ -63,6 +64,7 @@ impl Policy {
             .with_answers(Answers::default().with_refused(Handling::GiveUp))
             .with_pause_on_failure(true)
             .with_replay_on_enable(true)
+            .with_test_prefix(Some("test_"))
             .with_disable_after(Some(3 * DAY))
     }
 

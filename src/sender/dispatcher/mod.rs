@@ -4,6 +4,7 @@
 //! shared endpoint health.
 
 mod health;
+mod resend;
 mod run;
 mod trouble;
 
@@ -43,6 +44,11 @@ pub enum DispatchError {
         /// The policy's attempt timeout.
         attempt_timeout: Duration,
     },
+    /// The endpoint's policy has no test prefix to mark a test delivery.
+    #[error(
+        "the policy of endpoint `{0}` has no test prefix: set one with Policy::with_test_prefix"
+    )]
+    NoTestPrefix(String),
     /// The body is longer than the policy's
     /// [`max_body`](Policy::max_body).
     #[error("the body is {len} bytes, over the endpoint's limit of {max}")]
@@ -361,27 +367,6 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         Ok(replayed)
     }
 
-    /// Sends the body of the dead (or gone) delivery `id` again as a new
-    /// delivery `new_id`, from the start of the schedule; the old one stays
-    /// as it is. [`replay`](Self::replay) retries under the same id.
-    /// Returns false if there is no such delivery, it is not dead or gone,
-    /// or `new_id` is taken.
-    pub async fn redeliver(
-        &self,
-        endpoint: &str,
-        id: &str,
-        new_id: &str,
-    ) -> Result<bool, DispatchError> {
-        let ended = self
-            .delivery(endpoint, id)
-            .await?
-            .filter(|old| matches!(old.state, DeliveryState::Dead | DeliveryState::Gone));
-        match ended {
-            Some(old) => self.send(endpoint, new_id, &old.body).await,
-            None => Ok(false),
-        }
-    }
-
     /// Deletes delivered and gone deliveries that ended more than
     /// `older_than` ago, with their attempts; see
     /// [`DeliveryStore::purge`]. Run it now and then: the outbox keeps every
@@ -416,24 +401,6 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         self.inner.notify(&route, NoticeKind::Enabled);
         self.inner.wake.notify_one();
         Ok(())
-    }
-
-    /// Replays every delivery of the route in `state`, a batch at a time.
-    async fn replay_all(&self, route: &Route, state: DeliveryState) -> Result<(), DispatchError> {
-        const BATCH: usize = 1_000;
-        loop {
-            let ids = self.inner.store.list(&route.name, state, BATCH).await?;
-            let mut replayed = 0;
-            for id in &ids {
-                let now = route.policy.now();
-                if self.inner.store.replay(&route.name, id, now).await? {
-                    replayed += 1;
-                }
-            }
-            if ids.len() < BATCH || replayed == 0 {
-                return Ok(());
-            }
-        }
     }
 
     /// Starts the delivery loop on the current tokio runtime.

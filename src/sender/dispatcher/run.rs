@@ -215,12 +215,15 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             fastrand::f64(),
             route.policy.now(),
         );
-        let change = health_change(tried.attempt.sent_at, tried.outcome);
+        // A test delivery shows nothing of the endpoint's health.
+        let test = route.policy.is_test(&taken.id);
+        let change = health_change(tried.attempt.sent_at, tried.outcome).filter(|_| !test);
         match self
             .store
             .finish(&taken, &tried.attempt, step, change)
             .await
         {
+            Ok(Some(health)) if test => route.set_health(health),
             Ok(Some(health)) => {
                 self.after_attempt(route, &taken.id, (tried.outcome, step), health);
                 self.track_health(route, tried.attempt.sent_at, tried.outcome, health)
