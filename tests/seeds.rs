@@ -813,3 +813,58 @@ async fn seed_003_exponential_retries_only_network_errors_5xx_and_429() {
     );
     running.stop().await;
 }
+
+/// A loopback server answering every POST with `status` and a body of
+/// `len` bytes; its URL.
+async fn loopback_server(status: u16, len: usize) -> String {
+    use axum::http::StatusCode;
+    let app = axum::Router::new().route(
+        "/hooks",
+        axum::routing::post(move || async move {
+            (StatusCode::from_u16(status).unwrap(), vec![b'x'; len])
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test]
+async fn over_http_each_preset_reads_only_its_excerpt_and_seed_002_stops_at_a_private_address() {
+    use hooklatch::sender::HttpTransport;
+    let url = loopback_server(500, 10_000).await;
+    let loopback = AddressPolicy::strict().insecure_allow_loopback();
+    for (policy, read) in [
+        (Policy::nine_attempts_over_three_days(), 4096),
+        (Policy::svix_table_without_jitter(), 1024),
+        (Policy::seven_attempts_over_a_day(), 512),
+    ] {
+        let transport = HttpTransport::for_policy(loopback.clone(), &policy).unwrap();
+        let answer = transport.post(&url, &[], b"{}").await.unwrap();
+        assert_eq!(answer.status, 500);
+        assert_eq!(answer.body.len(), read);
+    }
+
+    // Through the real guard: it refuses the loopback address, and seed
+    // 002 stops at once.
+    let strict = |policy: &Policy| HttpTransport::for_policy(AddressPolicy::strict(), policy);
+    let policy = Policy::nine_attempts_over_three_days();
+    let endpoint = Endpoint::new(&url, signer());
+    let record = deliver(
+        &strict(&policy).unwrap(),
+        &endpoint,
+        &policy,
+        "msg_1",
+        b"{}",
+        || 0.5,
+    )
+    .await;
+    assert_eq!(record.outcome, Final::Dead);
+    assert_eq!(record.attempts.len(), 1);
+    let error = record.attempts[0].result.as_ref().unwrap_err();
+    assert!(
+        matches!(error.transport_error(), Some(TransportError::Refused(_))),
+        "{error}"
+    );
+}
