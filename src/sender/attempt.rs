@@ -112,7 +112,8 @@ pub struct Attempt {
 pub enum Final {
     /// A 2xx answer.
     Delivered,
-    /// 410 Gone: the endpoint should be disabled.
+    /// An answer the policy disables the endpoint on (410 Gone by
+    /// default): the endpoint should be disabled.
     Gone,
     /// Every attempt failed, or the status was one not to retry: the
     /// delivery is dead and can be replayed.
