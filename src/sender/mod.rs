@@ -55,7 +55,7 @@ pub use outbox::{
     DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
     MemoryDeliveries, OUTBOX_PURGE_BATCH, StoredDelivery, Taken, Wanted,
 };
-pub use policy::Policy;
+pub use policy::{MAX_EXCERPT_LEN, Policy};
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 pub use schedule::{Jitter, Schedule};
 pub use transport::{

@@ -46,6 +46,9 @@ pub struct Policy {
     test_prefix: Option<String>,
 }
 
+/// The most of an answer's body a policy keeps: 64 KiB.
+pub const MAX_EXCERPT_LEN: usize = 64 * 1024;
+
 pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
 
 impl Policy {
@@ -90,11 +93,19 @@ impl Policy {
     }
 
     /// Keeps the first `bytes` of each answer's body in the attempt's
-    /// record; `HttpTransport::for_policy` reads no more than that.
-    /// Defaults to [`EXCERPT_LEN`] (1,024).
+    /// record, at most [`MAX_EXCERPT_LEN`] (64 KiB, so a receiver cannot
+    /// make the sender hold much); `HttpTransport::for_policy` reads no
+    /// more than that. Defaults to [`EXCERPT_LEN`] (1,024).
+    ///
+    /// ```
+    /// use hooklatch::sender::{MAX_EXCERPT_LEN, Policy};
+    ///
+    /// assert_eq!(Policy::svix().with_excerpt_len(4096).excerpt_len(), 4096);
+    /// assert_eq!(Policy::svix().with_excerpt_len(usize::MAX).excerpt_len(), MAX_EXCERPT_LEN);
+    /// ```
     #[must_use]
     pub fn with_excerpt_len(mut self, bytes: usize) -> Self {
-        self.excerpt_len = bytes;
+        self.excerpt_len = bytes.min(MAX_EXCERPT_LEN);
         self
     }
 

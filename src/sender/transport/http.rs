@@ -112,10 +112,11 @@ pub struct HttpTransportBuilder {
 }
 
 impl HttpTransportBuilder {
-    /// Reads at most `bytes` of each answer's body, then stops. Defaults
-    /// to [`EXCERPT_LEN`] (1,024).
+    /// Reads at most `bytes` of each answer's body (no more than
+    /// [`MAX_EXCERPT_LEN`](crate::sender::MAX_EXCERPT_LEN)), then stops.
+    /// Defaults to [`EXCERPT_LEN`] (1,024).
     pub fn with_read_limit(mut self, bytes: usize) -> Self {
-        self.read = bytes;
+        self.read = bytes.min(crate::sender::MAX_EXCERPT_LEN);
         self
     }
 
