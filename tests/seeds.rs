@@ -868,3 +868,31 @@ async fn over_http_each_preset_reads_only_its_excerpt_and_seed_002_stops_at_a_pr
         "{error}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn redelivery_and_test_deliveries_refuse_what_they_cannot_do() {
+    let receiver = Scripted::new(|_| Answer::Status(200));
+    let (dispatcher, _) = dispatcher_for(&receiver, Policy::svix()).await;
+    let running = dispatcher.start();
+    dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap();
+    tokio::time::sleep(SECOND).await;
+    assert!(
+        !dispatcher
+            .redeliver(ENDPOINT, "msg_1", "msg_2")
+            .await
+            .unwrap(),
+        "a delivered delivery is not redelivered"
+    );
+    assert!(
+        !dispatcher
+            .redeliver(ENDPOINT, "nothing", "msg_3")
+            .await
+            .unwrap()
+    );
+    assert!(matches!(
+        dispatcher.send_test(ENDPOINT, "ping", b"{}").await,
+        Err(DispatchError::NoTestPrefix(endpoint)) if endpoint == ENDPOINT
+    ));
+    running.stop().await;
+    assert_eq!(receiver.ids(), ["msg_1"]);
+}
