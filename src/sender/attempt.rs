@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::answers::{Answers, Handling};
 use super::policy::Policy;
-use super::retry_after::parse_retry_after;
 use super::transport::TransportError;
 
 /// What to do after an attempt.
@@ -15,7 +15,8 @@ use super::transport::TransportError;
 pub enum Outcome {
     /// 2xx: delivered; stop.
     Delivered,
-    /// 410 Gone: stop, and disable the endpoint.
+    /// Stop, and disable the endpoint: 410 Gone by default, any answer
+    /// the policy handles with [`Handling::Disable`].
     Gone,
     /// A status the sender was told not to retry: stop, the delivery is dead.
     GiveUp,
@@ -27,9 +28,11 @@ pub enum Outcome {
     },
 }
 
-/// Classifies an attempt. `status` is `None` for a timeout or connection
-/// error. 3xx is not followed and counts as a failure, like other 4xx and
-/// 5xx; statuses in `give_up_on` (none by default) end the delivery.
+/// Classifies an attempt under the default [`Answers`] with the statuses
+/// in `give_up_on` ending the delivery. `status` is `None` for a timeout or
+/// connection error. 3xx is not followed and counts as a failure, like
+/// other 4xx and 5xx; 410 disables the endpoint. A policy classifies with
+/// its own [`Answers`].
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -50,15 +53,12 @@ pub fn classify(
     now: SystemTime,
     give_up_on: &[u16],
 ) -> Outcome {
-    match status {
-        Some(200..=299) => Outcome::Delivered,
-        Some(410) => Outcome::Gone,
-        Some(code) if give_up_on.contains(&code) => Outcome::GiveUp,
-        Some(429 | 503) => Outcome::Retry {
-            not_before: retry_after.and_then(|value| parse_retry_after(value, now)),
-        },
-        _ => Outcome::Retry { not_before: None },
-    }
+    give_up_on
+        .iter()
+        .fold(Answers::default(), |answers, code| {
+            answers.with_status(*code, Handling::GiveUp)
+        })
+        .classify(status, retry_after, now)
 }
 
 /// The wait before the next attempt: the schedule's delay, or the
@@ -112,7 +112,8 @@ pub struct Attempt {
 pub enum Final {
     /// A 2xx answer.
     Delivered,
-    /// 410 Gone: the endpoint should be disabled.
+    /// An answer the policy disables the endpoint on (410 Gone by
+    /// default): the endpoint should be disabled.
     Gone,
     /// Every attempt failed, or the status was one not to retry: the
     /// delivery is dead and can be replayed.

@@ -3,12 +3,10 @@
 
 use std::time::Duration;
 
-use super::attempt::{
-    Attempt, AttemptError, Final, Outcome, Step, WaitReason, classify, first_wait, plan,
-};
+use super::attempt::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, first_wait, plan};
 use super::endpoint::{Endpoint, Pass};
 use super::policy::Policy;
-use super::transport::{EXCERPT_LEN, Transport, TransportError};
+use super::transport::{Transport, TransportError};
 
 /// How an attempt went: its record and what its answer means.
 pub(crate) struct Tried {
@@ -68,13 +66,13 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
     };
     let duration = started.elapsed();
     let outcome = match &answer {
-        Ok(response) => classify(
+        Ok(response) => policy.answers().classify(
             Some(response.status),
             response.retry_after.as_deref(),
             sent_at,
-            policy.give_up_on(),
         ),
-        Err(_) => classify(None, None, sent_at, policy.give_up_on()),
+        Err(TransportError::Refused(_)) => policy.answers().classify_refused(),
+        Err(_) => policy.answers().classify(None, None, sent_at),
     };
     if outcome == Outcome::Delivered {
         pass.succeeded();
@@ -84,7 +82,11 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
     let (result, excerpt) = match answer {
         Ok(response) => (
             Ok(response.status),
-            response.body.into_iter().take(EXCERPT_LEN).collect(),
+            response
+                .body
+                .into_iter()
+                .take(policy.excerpt_len())
+                .collect(),
         ),
         Err(error) => (Err(AttemptError::transport(error)), Vec::new()),
     };
@@ -108,8 +110,9 @@ pub struct DeliveryRecord {
 
 /// Delivers `body` as event `id` to `endpoint` in this task: signs each
 /// attempt anew (same id, fresh timestamp and signature), waits as the
-/// schedule, `Retry-After` and the breaker say, and stops on 2xx, 410, a
-/// give-up status, or when the attempts run out. `random` draws the jitter
+/// schedule, `Retry-After` and the breaker say, and stops on 2xx, an
+/// answer the policy's [`Answers`](super::Answers) do not retry (410 by
+/// default), or when the attempts run out. `random` draws the jitter
 /// from `[0, 1)`. Waiting uses tokio's clock, so tests can pause it.
 ///
 /// This keeps nothing if the process stops; a

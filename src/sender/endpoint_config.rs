@@ -208,7 +208,19 @@ mod tests {
                 .with_probes(2),
         )
         .with_concurrency(3)
-        .with_disable_after(None);
+        .with_disable_after(None)
+        .with_excerpt_len(512)
+        .with_pause_on_failure(true)
+        .with_max_body(Some(256 * 1024))
+        .with_replay_on_enable(true)
+        .with_test_prefix(Some("test_"))
+        .with_notices(Some(crate::sender::Notices::new(
+            Some(Duration::from_secs(3600)),
+            Duration::from_secs(3600),
+        )))
+        .with_answers(
+            crate::sender::Answers::default().with_status(410, crate::sender::Handling::Retry),
+        );
         let config = EndpointConfig::new(
             "https://example.com/a",
             "svix",

@@ -21,6 +21,7 @@
 //! records each step in an outbox (`outbox/`), where a [`DeliveryState`]
 //! is what a [`Step`] leaves behind.
 
+mod answers;
 mod attempt;
 mod breaker;
 mod deliver;
@@ -29,12 +30,15 @@ mod endpoint;
 mod endpoint_config;
 mod guard;
 mod metrics;
+mod notice;
 pub(crate) mod outbox;
 mod policy;
+mod presets;
 mod retry_after;
 mod schedule;
 mod transport;
 
+pub use answers::{Answers, Handling};
 pub use attempt::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, classify, next_wait};
 pub use breaker::{Breaker, BreakerState};
 pub use deliver::{DeliveryRecord, deliver, deliver_observed};
@@ -42,6 +46,7 @@ pub use dispatcher::{Disabled, DispatchError, Dispatcher, Running};
 pub use endpoint::Endpoint;
 pub use endpoint_config::{EndpointConfig, EndpointConfigError};
 pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url};
+pub use notice::{Notice, NoticeKind, Notices};
 #[cfg(feature = "postgres")]
 pub use outbox::PostgresDeliveries;
 #[cfg(feature = "redis")]
@@ -53,7 +58,7 @@ pub use outbox::{
     EndpointRegistry, HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, OutboxView,
     RecentAttempt, SavedEndpoints, StoredDelivery, Taken, Wanted,
 };
-pub use policy::Policy;
+pub use policy::{MAX_EXCERPT_LEN, Policy};
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 pub use schedule::{Jitter, Schedule};
 pub use transport::{

@@ -4,8 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::answers::{Answers, Handling};
 use super::breaker::Breaker;
+use super::notice::Notices;
 use super::schedule::Schedule;
+use super::transport::EXCERPT_LEN;
 use crate::verify::{Clock, SystemClock};
 
 /// The rules of a delivery: the retry schedule, which statuses end it,
@@ -28,7 +31,7 @@ use crate::verify::{Clock, SystemClock};
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
     schedule: Schedule,
-    give_up_on: Vec<u16>,
+    answers: Answers,
     // The clock is the process's own: a stored policy reads the system
     // clock.
     #[serde(skip, default = "system_clock")]
@@ -38,13 +41,22 @@ pub struct Policy {
     breaker: Breaker,
     concurrency: usize,
     disable_after: Option<Duration>,
+    excerpt_len: usize,
+    pause_on_failure: bool,
+    notices: Option<Notices>,
+    max_body: Option<usize>,
+    replay_on_enable: bool,
+    test_prefix: Option<String>,
 }
 
 fn system_clock() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
 
-const DAY: Duration = Duration::from_secs(24 * 3600);
+/// The most of an answer's body a policy keeps: 64 KiB.
+pub const MAX_EXCERPT_LEN: usize = 64 * 1024;
+
+pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
 
 impl Policy {
     /// Attempts on `schedule`; every non-2xx status except 410 is retried;
@@ -52,59 +64,85 @@ impl Policy {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            give_up_on: Vec::new(),
+            answers: Answers::default(),
             clock: Arc::new(SystemClock),
             attempt_timeout: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(5),
             breaker: Breaker::new(),
             concurrency: 10,
             disable_after: Some(5 * DAY),
+            excerpt_len: EXCERPT_LEN,
+            pause_on_failure: false,
+            notices: None,
+            max_body: None,
+            replay_on_enable: false,
+            test_prefix: None,
         }
     }
 
-    /// Svix's table ([`Schedule::svix`]) with the defaults.
-    pub fn svix() -> Self {
-        Self::new(Schedule::svix())
-    }
-
-    /// [`Schedule::nine_attempts_over_three_days`], a 10 s timeout per
-    /// attempt, and auto-disable after 3 days without success.
-    pub fn nine_attempts_over_three_days() -> Self {
-        Self::new(Schedule::nine_attempts_over_three_days())
-            .with_attempt_timeout(Duration::from_secs(10))
-            .with_disable_after(Some(3 * DAY))
-    }
-
-    /// [`Schedule::five_retries_over_ten_hours`], 5 s to connect and 30 s
-    /// to read (35 s per attempt), and a breaker that lets up to 3 probes
-    /// through and closes after 3 successes.
-    pub fn five_retries_over_ten_hours() -> Self {
-        Self::new(Schedule::five_retries_over_ten_hours())
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_attempt_timeout(Duration::from_secs(35))
-            .with_breaker(Breaker::new().with_probes(3))
-    }
-
-    /// [`Schedule::seven_attempts_over_a_day`] and auto-disable after 7
-    /// days without success.
-    pub fn seven_attempts_over_a_day() -> Self {
-        Self::new(Schedule::seven_attempts_over_a_day()).with_disable_after(Some(7 * DAY))
-    }
-
-    /// [`Schedule::exponential_to_an_hour`] and a breaker that opens for
-    /// 24 h after 20 consecutive failures.
-    pub fn exponential_to_an_hour(attempts: u32) -> Self {
-        Self::new(Schedule::exponential_to_an_hour(attempts)).with_breaker(
-            Breaker::new()
-                .with_failure_threshold(20)
-                .with_cool_down(DAY),
-        )
-    }
-
-    /// Ends the delivery at once on these statuses (say 400 and 422).
+    /// Ends the delivery at once on these statuses (say 400 and 422): a
+    /// shorthand for [`Answers::with_status`] with [`Handling::GiveUp`].
     #[must_use]
     pub fn with_give_up_on(mut self, statuses: &[u16]) -> Self {
-        self.give_up_on = statuses.to_vec();
+        for status in statuses {
+            self.answers = self.answers.with_status(*status, Handling::GiveUp);
+        }
+        self
+    }
+
+    /// Handles answers so: which statuses are retried, end the delivery or
+    /// disable the endpoint, and the cap on `Retry-After`. Defaults to
+    /// [`Answers::default`] (retry everything but 410, which disables).
+    #[must_use]
+    pub fn with_answers(mut self, answers: Answers) -> Self {
+        self.answers = answers;
+        self
+    }
+
+    /// Keeps the first `bytes` of each answer's body in the attempt's
+    /// record, at most [`MAX_EXCERPT_LEN`] (64 KiB, so a receiver cannot
+    /// make the sender hold much); `HttpTransport::for_policy` reads no
+    /// more than that. Defaults to [`EXCERPT_LEN`] (1,024).
+    ///
+    /// ```
+    /// use hooklatch::sender::{MAX_EXCERPT_LEN, Policy};
+    ///
+    /// assert_eq!(Policy::svix().with_excerpt_len(4096).excerpt_len(), 4096);
+    /// assert_eq!(Policy::svix().with_excerpt_len(usize::MAX).excerpt_len(), MAX_EXCERPT_LEN);
+    /// ```
+    #[must_use]
+    pub fn with_excerpt_len(mut self, bytes: usize) -> Self {
+        self.excerpt_len = bytes.min(MAX_EXCERPT_LEN);
+        self
+    }
+
+    /// When an attempt fails, a [`Dispatcher`](super::Dispatcher) sends
+    /// nothing else to the endpoint until that delivery's next attempt is
+    /// due; then one delivery (the earliest due) goes out, and its success
+    /// resumes the endpoint while its failure pauses it again. The
+    /// deliveries held back are not attempted, so their attempts are not
+    /// used up. Per dispatcher, like the breaker. Defaults to off.
+    #[must_use]
+    pub fn with_pause_on_failure(mut self, pause: bool) -> Self {
+        self.pause_on_failure = pause;
+        self
+    }
+
+    /// Tells a [`Dispatcher`](super::Dispatcher)'s
+    /// [`on_notice`](super::Dispatcher::on_notice) hook of the endpoint's
+    /// trouble, at most as often as `notices` allows. Defaults to none.
+    #[must_use]
+    pub fn with_notices(mut self, notices: Option<Notices>) -> Self {
+        self.notices = notices;
+        self
+    }
+
+    /// Refuses to send a body longer than `bytes`
+    /// ([`DispatchError::TooLarge`](super::DispatchError::TooLarge)).
+    /// Defaults to no limit.
+    #[must_use]
+    pub fn with_max_body(mut self, bytes: Option<usize>) -> Self {
+        self.max_body = bytes;
         self
     }
 
@@ -162,14 +200,74 @@ impl Policy {
         self
     }
 
+    /// Makes [`Dispatcher::enable`](super::Dispatcher::enable) replay the
+    /// endpoint's dead and gone deliveries too, oldest first, so an owner
+    /// who fixed the endpoint gets the backlog its outage used up, not
+    /// only the deliveries still pending. Defaults to off.
+    #[must_use]
+    pub fn with_replay_on_enable(mut self, replay: bool) -> Self {
+        self.replay_on_enable = replay;
+        self
+    }
+
+    /// Marks deliveries whose id starts with `prefix` as test deliveries
+    /// (sent with [`Dispatcher::send_test`](super::Dispatcher::send_test)):
+    /// they are retried like any other, but neither their failures nor
+    /// their successes count towards disabling the endpoint, a 410 to one
+    /// does not disable it, and they raise no notices. The mark is in the
+    /// id, so every dispatcher on the store and every restart sees it.
+    /// Defaults to none.
+    #[must_use]
+    pub fn with_test_prefix(mut self, prefix: Option<&str>) -> Self {
+        self.test_prefix = prefix.map(str::to_owned);
+        self
+    }
+
+    /// The id prefix that marks a test delivery.
+    pub fn test_prefix(&self) -> Option<&str> {
+        self.test_prefix.as_deref()
+    }
+
+    /// Whether the delivery `id` is a test delivery.
+    pub(crate) fn is_test(&self, id: &str) -> bool {
+        self.test_prefix()
+            .is_some_and(|prefix| id.starts_with(prefix))
+    }
+
+    /// Whether enabling the endpoint replays its dead and gone deliveries.
+    pub fn replay_on_enable(&self) -> bool {
+        self.replay_on_enable
+    }
+
     /// The retry schedule.
     pub fn schedule(&self) -> &Schedule {
         &self.schedule
     }
 
-    /// The statuses that end a delivery at once.
-    pub fn give_up_on(&self) -> &[u16] {
-        &self.give_up_on
+    /// What each answer means.
+    pub fn answers(&self) -> &Answers {
+        &self.answers
+    }
+
+    /// How many bytes of an answer's body are kept.
+    pub fn excerpt_len(&self) -> usize {
+        self.excerpt_len
+    }
+
+    /// Whether a failure pauses the endpoint until that delivery's next
+    /// attempt.
+    pub fn pause_on_failure(&self) -> bool {
+        self.pause_on_failure
+    }
+
+    /// When the owner is told of the endpoint's trouble.
+    pub fn notices(&self) -> Option<&Notices> {
+        self.notices.as_ref()
+    }
+
+    /// The longest body sent.
+    pub fn max_body(&self) -> Option<usize> {
+        self.max_body
     }
 
     /// The time allowed for one attempt.
@@ -201,7 +299,10 @@ impl Policy {
     /// them, for one read back from a store.
     pub(crate) fn normalized(self) -> Self {
         let (concurrency, breaker) = (self.concurrency, self.breaker.clone().normalized());
-        self.with_concurrency(concurrency).with_breaker(breaker)
+        let excerpt_len = self.excerpt_len;
+        self.with_concurrency(concurrency)
+            .with_breaker(breaker)
+            .with_excerpt_len(excerpt_len)
     }
 
     pub(crate) fn now(&self) -> SystemTime {
@@ -213,12 +314,18 @@ impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Policy")
             .field("schedule", &self.schedule)
-            .field("give_up_on", &self.give_up_on)
+            .field("answers", &self.answers)
             .field("attempt_timeout", &self.attempt_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("breaker", &self.breaker)
             .field("concurrency", &self.concurrency)
             .field("disable_after", &self.disable_after)
+            .field("excerpt_len", &self.excerpt_len)
+            .field("pause_on_failure", &self.pause_on_failure)
+            .field("notices", &self.notices)
+            .field("max_body", &self.max_body)
+            .field("replay_on_enable", &self.replay_on_enable)
+            .field("test_prefix", &self.test_prefix)
             .finish_non_exhaustive()
     }
 }

@@ -152,6 +152,24 @@ impl Schedule {
         }
     }
 
+    /// The same schedule randomized by `jitter` instead.
+    ///
+    /// ```
+    /// use hooklatch::sender::{Jitter, Schedule};
+    ///
+    /// let steady = Schedule::svix().with_jitter(Jitter::None);
+    /// assert_eq!(steady.delay(3, 0.99), steady.nominal_delay(3));
+    /// ```
+    #[must_use]
+    pub fn with_jitter(mut self, jitter: Jitter) -> Self {
+        match &mut self {
+            Self::Table { jitter: own, .. } | Self::Exponential { jitter: own, .. } => {
+                *own = jitter;
+            }
+        }
+        self
+    }
+
     /// How many attempts in all, the first included.
     pub fn attempts(&self) -> u32 {
         match self {

@@ -5,7 +5,9 @@
 
 mod health;
 mod registry;
+mod resend;
 mod run;
+mod trouble;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -15,6 +17,7 @@ use tokio::sync::{Notify, watch};
 
 use super::attempt::{first_wait, later};
 use super::endpoint::Endpoint;
+use super::notice::{Notice, NoticeKind};
 use super::outbox::{DeliveryState, DeliveryStore, DisableReason, EndpointHealth, StoredDelivery};
 use super::policy::Policy;
 use super::transport::Transport;
@@ -44,6 +47,20 @@ pub enum DispatchError {
         /// The policy's attempt timeout.
         attempt_timeout: Duration,
     },
+    /// The endpoint's policy has no test prefix to mark a test delivery.
+    #[error(
+        "the policy of endpoint `{0}` has no test prefix: set one with Policy::with_test_prefix"
+    )]
+    NoTestPrefix(String),
+    /// The body is longer than the policy's
+    /// [`max_body`](Policy::max_body).
+    #[error("the body is {len} bytes, over the endpoint's limit of {max}")]
+    TooLarge {
+        /// The body's length.
+        len: usize,
+        /// The policy's limit.
+        max: usize,
+    },
     /// The store failed, or the endpoint name or id cannot be stored.
     #[error(transparent)]
     Store(#[from] DedupError),
@@ -68,6 +85,7 @@ pub struct Disabled {
 }
 
 type DisableHook = Arc<dyn Fn(&Disabled) + Send + Sync>;
+type NoticeHook = Arc<dyn Fn(&Notice) + Send + Sync>;
 
 /// Runs deliveries in the background: [`send`](Self::send) stores a
 /// delivery, and a loop started with [`start`](Self::start) leases due
@@ -178,6 +196,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
                 endpoint_refresh: Duration::from_secs(1),
                 depth_every: None,
                 registry_version: Mutex::new(None),
+                on_notice: None,
             }),
         }
     }
@@ -269,6 +288,20 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         self.configure(|inner| inner.on_disable = Some(Arc::new(hook)))
     }
 
+    /// Calls `hook` with each [`Notice`] an endpoint's policy asks for
+    /// ([`Policy::with_notices`]): failing for a while, a delivery out of
+    /// attempts, disabled, enabled again; at most one per endpoint per the
+    /// policy's interval. The limit is kept per dispatcher, like the
+    /// breaker: each dispatcher on a store tells of what it saw.
+    ///
+    /// # Panics
+    ///
+    /// If the dispatcher has been cloned or started.
+    #[must_use]
+    pub fn on_notice(self, hook: impl Fn(&Notice) + Send + Sync + 'static) -> Self {
+        self.configure(|inner| inner.on_notice = Some(Arc::new(hook)))
+    }
+
     /// Adds (or replaces) the endpoint `name` in this dispatcher only:
     /// where to POST, the secrets to sign with, and its policy. The name
     /// keys its deliveries and its saved health in the store (1 to 64 of
@@ -327,10 +360,17 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// Stores a delivery of `body` as event `id` to the endpoint, due after
     /// the schedule's first delay, and wakes the loop. Returns false,
     /// storing nothing, if that endpoint already has a delivery with this
-    /// id: sending the same event twice is safe.
+    /// id: sending the same event twice is safe. A body over the policy's
+    /// [`max_body`](Policy::max_body) is refused.
     pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
         let route = self.find_route(endpoint).await?;
         check_key(endpoint, id)?;
+        if let Some(max) = route.policy.max_body().filter(|max| body.len() > *max) {
+            return Err(DispatchError::TooLarge {
+                len: body.len(),
+                max,
+            });
+        }
         let due = later(
             route.policy.now(),
             first_wait(&route.policy, fastrand::f64()),
@@ -391,11 +431,19 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
 
     /// Enables a disabled endpoint and forgets its failures, in the store:
     /// every dispatcher on the store sees it on its next poll, and the
-    /// endpoint's pending deliveries go out again.
+    /// endpoint's pending deliveries go out again. Under a policy
+    /// [`with_replay_on_enable`](Policy::with_replay_on_enable) its dead
+    /// and gone deliveries are replayed as well.
     pub async fn enable(&self, endpoint: &str) -> Result<(), DispatchError> {
         let route = self.find_route(endpoint).await?;
         self.inner.store.enable(endpoint).await?;
         route.set_health(EndpointHealth::default());
+        if route.policy.replay_on_enable() {
+            for state in [DeliveryState::Dead, DeliveryState::Gone] {
+                self.replay_all(&route, state).await?;
+            }
+        }
+        self.inner.notify(&route, NoticeKind::Enabled);
         self.inner.wake.notify_one();
         Ok(())
     }

@@ -33,6 +33,8 @@ impl Route {
             limit: Arc::new(Semaphore::new(policy.concurrency())),
             policy,
             health: Mutex::new(Seen { health, writes: 0 }),
+            pause: Mutex::default(),
+            notices: Mutex::default(),
             origin,
         }
     }

@@ -9,13 +9,15 @@ use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::DisableHook;
 use super::health::{Seen, health_change};
+use super::trouble::Pause;
+use super::{DisableHook, NoticeHook};
 use crate::sender::attempt::{later, plan};
 use crate::sender::deliver::attempt_once;
 use crate::sender::endpoint::Endpoint;
 use crate::sender::metrics;
-use crate::sender::outbox::{DeliveryStore, EndpointHealth, Taken, Wanted};
+use crate::sender::notice::Limiter;
+use crate::sender::outbox::{DeliveryStore, DueAcross, EndpointHealth, Taken, Wanted};
 use crate::sender::policy::Policy;
 use crate::sender::transport::Transport;
 
@@ -31,6 +33,7 @@ pub(super) struct Inner<S, T> {
     pub(super) depth_every: Option<Duration>,
     /// The registry version the routes were last brought in line with.
     pub(super) registry_version: Mutex<Option<u64>>,
+    pub(super) on_notice: Option<NoticeHook>,
 }
 
 /// One endpoint under a dispatcher.
@@ -41,6 +44,10 @@ pub(super) struct Route {
     pub(super) limit: Arc<Semaphore>,
     /// The endpoint's health as this dispatcher last saw it in the store.
     pub(super) health: Mutex<Seen>,
+    /// The pause after a failure, in this dispatcher.
+    pub(super) pause: Mutex<Pause>,
+    /// When this dispatcher last told the owner.
+    pub(super) notices: Mutex<Limiter>,
     pub(super) origin: Origin,
 }
 
@@ -116,27 +123,65 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
     async fn take(self: &Arc<Self>, routes: &[Arc<Route>], in_flight: &mut JoinSet<()>) {
         let mut wanted = Vec::with_capacity(routes.len());
         let mut asked = HashMap::with_capacity(routes.len());
+        let mut probes = Vec::new();
         for route in routes {
             if route.endpoint.breaker_open() {
                 continue;
             }
-            let free = route.limit.available_permits();
+            let mut free = route.limit.available_permits();
+            match route.pause_allows(route.policy.now()) {
+                Some(0) => continue,
+                Some(probe) => {
+                    free = free.min(probe);
+                    probes.push(Arc::clone(route));
+                }
+                None => {}
+            }
             wanted.push(Wanted::new(&route.name, free, route.policy.now()));
             asked.insert(route.name.as_str(), (route, route.seen().writes));
         }
         let limit = wanted.iter().map(|want| want.limit).sum();
+        let due = self.lease_due(&wanted, limit).await;
+        for probe in probes {
+            let sent = due
+                .iter()
+                .flat_map(|due| &due.taken)
+                .any(|taken| taken.endpoint == probe.name);
+            if !sent {
+                probe.probe_unused();
+            }
+        }
+        let Some(due) = due else {
+            return;
+        };
+        self.spawn_due(due, &asked, in_flight).await;
+    }
+
+    /// Leases due deliveries as `wanted`, `limit` in all; `None` if none
+    /// were wanted or the store failed.
+    async fn lease_due(&self, wanted: &[Wanted], limit: usize) -> Option<DueAcross> {
         if limit == 0 {
             // Every slot is busy: the attempts' `finish`es report health.
-            return;
+            return None;
         }
-        let due = match self.store.take_due_across(&wanted, limit, self.lease).await {
-            Ok(due) => due,
+        match self.store.take_due_across(wanted, limit, self.lease).await {
+            Ok(due) => Some(due),
             Err(error) => {
                 tracing::warn!(%error, "cannot take due deliveries");
-                return;
+                None
             }
-        };
-        for (name, (route, writes)) in &asked {
+        }
+    }
+
+    /// Keeps the health `due` reports of each route `asked`, and starts an
+    /// attempt for each delivery leased.
+    async fn spawn_due(
+        self: &Arc<Self>,
+        due: DueAcross,
+        asked: &HashMap<&str, (&Arc<Route>, u64)>,
+        in_flight: &mut JoinSet<()>,
+    ) {
+        for (name, (route, writes)) in asked {
             match due.health.get(*name) {
                 Some(health) => route.saw(*writes, *health),
                 // Not reported: enabled.
@@ -176,6 +221,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             Err(wait) => {
                 metrics::held_by_breaker(&route.name);
                 metrics::breaker(&route.name, route.endpoint.breaker_state());
+                route.probe_unused();
                 let due = later(route.policy.now(), wait);
                 if let Err(error) = self.store.put_back(&taken, due).await {
                     tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
@@ -215,13 +261,17 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             fastrand::f64(),
             route.policy.now(),
         );
-        let change = health_change(tried.attempt.sent_at, tried.outcome);
+        // A test delivery shows nothing of the endpoint's health.
+        let test = route.policy.is_test(&taken.id);
+        let change = health_change(tried.attempt.sent_at, tried.outcome).filter(|_| !test);
         match self
             .store
             .finish(&taken, &tried.attempt, step, change)
             .await
         {
+            Ok(Some(health)) if test => route.set_health(health),
             Ok(Some(health)) => {
+                self.after_attempt(route, &taken.id, (tried.outcome, step), health);
                 self.track_health(route, tried.attempt.sent_at, tried.outcome, health)
                     .await;
             }

@@ -53,7 +53,8 @@ pub enum DeliveryState {
     Pending,
     /// A 2xx answer.
     Delivered,
-    /// The endpoint answered 410 Gone.
+    /// The endpoint answered 410 Gone (or another answer its policy
+    /// disables on).
     Gone,
     /// Out of attempts, or answered with a give-up status; it can be
     /// replayed.
@@ -170,7 +171,8 @@ pub enum HealthChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DisableReason {
-    /// It answered 410 Gone.
+    /// It answered 410 Gone, or another answer its policy disables on
+    /// ([`Handling::Disable`](super::Handling::Disable)).
     Gone,
     /// It has not succeeded for this long (the policy's
     /// [`disable_after`](super::Policy::disable_after)).

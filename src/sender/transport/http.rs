@@ -35,6 +35,7 @@ pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct HttpTransport {
     client: reqwest::Client,
     policy: Arc<AddressPolicy>,
+    read: usize,
 }
 
 impl HttpTransport {
@@ -44,7 +45,8 @@ impl HttpTransport {
         Self::builder(policy).build()
     }
 
-    /// A transport with `policy`'s connect and attempt timeouts.
+    /// A transport with `policy`'s connect and attempt timeouts and its
+    /// excerpt length as the read limit.
     pub fn for_policy(
         addresses: AddressPolicy,
         policy: &Policy,
@@ -52,6 +54,7 @@ impl HttpTransport {
         Self::builder(addresses)
             .with_connect_timeout(policy.connect_timeout())
             .with_attempt_timeout(policy.attempt_timeout())
+            .with_read_limit(policy.excerpt_len())
             .build()
     }
 
@@ -87,6 +90,7 @@ impl HttpTransport {
             connect: DEFAULT_CONNECT_TIMEOUT,
             attempt: DEFAULT_ATTEMPT_TIMEOUT,
             proxy: None,
+            read: EXCERPT_LEN,
         }
     }
 
@@ -104,9 +108,18 @@ pub struct HttpTransportBuilder {
     connect: Duration,
     attempt: Duration,
     proxy: Option<reqwest::Url>,
+    read: usize,
 }
 
 impl HttpTransportBuilder {
+    /// Reads at most `bytes` of each answer's body (no more than
+    /// [`MAX_EXCERPT_LEN`](crate::sender::MAX_EXCERPT_LEN)), then stops.
+    /// Defaults to [`EXCERPT_LEN`] (1,024).
+    pub fn with_read_limit(mut self, bytes: usize) -> Self {
+        self.read = bytes.min(crate::sender::MAX_EXCERPT_LEN);
+        self
+    }
+
     /// The time to establish a connection. Defaults to 5 seconds.
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect = timeout;
@@ -168,6 +181,7 @@ impl HttpTransportBuilder {
         Ok(HttpTransport {
             client: builder.build()?,
             policy,
+            read: self.read,
         })
     }
 }
@@ -210,15 +224,15 @@ impl Transport for HttpTransport {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
-        // Keep the first kilobyte and stop reading.
+        // Keep the first `read` bytes and stop reading.
         let mut excerpt = Vec::new();
-        while excerpt.len() < EXCERPT_LEN {
+        while excerpt.len() < self.read {
             match response.chunk().await {
                 Ok(Some(chunk)) => excerpt.extend_from_slice(&chunk),
                 Ok(None) | Err(_) => break,
             }
         }
-        excerpt.truncate(EXCERPT_LEN);
+        excerpt.truncate(self.read);
         Ok(Response {
             status,
             retry_after,
