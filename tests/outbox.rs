@@ -879,6 +879,75 @@ async fn redis_takes_across_thousands_of_endpoints_in_one_call() {
     take_across_more_endpoints_than_one_statement_binds(redis(), 12_000).await;
 }
 
+/// The script calls (`EVALSHA`, `EVAL`) a Redis server has run.
+async fn script_calls(url: &str) -> u64 {
+    let mut raw = hooklatch::RedisConnection::open(url).await.unwrap();
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// The Redis script calls a delivered event costs (its `send`, its
+/// `finish` and its share of the takes) do not grow with the number of
+/// endpoints: a take makes at most two script calls a shard, so from 100
+/// endpoints (every shard has some) to 1,000 the cost stays. Counted on a
+/// server of the test's own, so no other test's calls are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_script_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
+    let server = support::Redis::start();
+    let url = server.url();
+    let mut per_event = Vec::new();
+    for endpoints in [100, 1000] {
+        let receiver = Receiver::answering(200);
+        let store = RedisDeliveries::connect(&url)
+            .await
+            .unwrap()
+            .with_prefix(&support::unique("calls"))
+            .unwrap();
+        let dispatcher = dispatcher(store, &receiver);
+        add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+        for n in 1..endpoints {
+            let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap();
+            let policy = every(Duration::from_millis(10), 3);
+            let name = format!("idle_{n}");
+            let url = "https://idle.example/";
+            dispatcher
+                .add_endpoint(&name, url, signer, policy)
+                .await
+                .unwrap();
+        }
+        let before = script_calls(&url).await;
+        for id in ids(40) {
+            assert!(dispatcher.send(ENDPOINT, &id, b"{}").await.unwrap());
+        }
+        let running = dispatcher.start();
+        wait_until("all delivered", || async {
+            receiver.successes().len() == 40
+        })
+        .await;
+        running.stop().await;
+        per_event.push((script_calls(&url).await - before) as f64 / 40.0);
+    }
+    let (hundred, thousand) = (per_event[0], per_event[1]);
+    assert!(
+        thousand <= hundred * 1.5 + 1.0,
+        "1,000 endpoints cost what 100 do: {hundred} and {thousand} script calls an event"
+    );
+}
+
 /// The time now in whole milliseconds, as the stores keep times.
 fn now_in_millis() -> SystemTime {
     let since_epoch = SystemTime::now()
