@@ -143,7 +143,7 @@ impl RedisDeliveries {
                 }
             }
         }
-        ranked.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        ranked.sort_by_key(|entry| (entry.0, entry.1));
         ranked.truncate(limit);
         let mut chosen: HashMap<(u16, &str), Vec<String>> = HashMap::new();
         for (_, _, shard, endpoint, id) in ranked {
