@@ -322,27 +322,6 @@ async fn latency<S: DeliveryStore + Clone>(
     (p99, calls, peak.load(Ordering::SeqCst))
 }
 
-/// The script calls (`EVALSHA`, `EVAL`) the Redis server at `url` has run.
-async fn script_calls(url: &str) -> u64 {
-    let mut raw = hooklatch::RedisConnection::open(url).await.unwrap();
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// One row, and for a Redis store (the server's `redis_url`) the script
 /// calls per delivery at 200/s, counted on the server: every script call
 /// the run made, the sender's `enqueue` included.
@@ -357,13 +336,12 @@ async fn run<S: DeliveryStore + Clone>(
     // A first paced run warms the receivers' connections and the
     // statements; it is not counted.
     let _ = latency(open().await, endpoints, 200, 2, false).await;
-    let before = match redis_url {
-        Some(url) => Some(script_calls(url).await),
-        None => None,
-    };
+    let before = redis_url.map(common::support::script_calls);
     let (healthy, paced_calls, _) = latency(open().await, endpoints, 200, 5, false).await;
     let scripts = match (redis_url, before) {
-        (Some(url), Some(before)) => Some((script_calls(url).await - before) as f64 / 1000.0),
+        (Some(url), Some(before)) => {
+            Some((common::support::script_calls(url) - before) as f64 / 1000.0)
+        }
         _ => None,
     };
     let (with_dead, _, peak) = latency(open().await, endpoints, 200, 5, true).await;

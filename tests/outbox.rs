@@ -879,27 +879,6 @@ async fn redis_takes_across_thousands_of_endpoints_in_one_call() {
     take_across_more_endpoints_than_one_statement_binds(redis(), 12_000).await;
 }
 
-/// The script calls (`EVALSHA`, `EVAL`) a Redis server has run.
-async fn script_calls(url: &str) -> u64 {
-    let mut raw = hooklatch::RedisConnection::open(url).await.unwrap();
-    let info: String = ::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// The Redis script calls a delivered event costs (its `send`, its
 /// `finish` and its share of the takes) do not grow with the number of
 /// endpoints: a take makes at most two script calls a shard, so from 100
@@ -929,7 +908,7 @@ async fn redis_script_calls_per_delivered_event_stay_constant_as_endpoints_grow(
                 .await
                 .unwrap();
         }
-        let before = script_calls(&url).await;
+        let before = support::script_calls(&url);
         for id in ids(40) {
             assert!(dispatcher.send(ENDPOINT, &id, b"{}").await.unwrap());
         }
@@ -939,7 +918,7 @@ async fn redis_script_calls_per_delivered_event_stay_constant_as_endpoints_grow(
         })
         .await;
         running.stop().await;
-        per_event.push((script_calls(&url).await - before) as f64 / 40.0);
+        per_event.push((support::script_calls(&url) - before) as f64 / 40.0);
     }
     let (hundred, thousand) = (per_event[0], per_event[1]);
     assert!(
