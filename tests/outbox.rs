@@ -711,6 +711,83 @@ async fn many_endpoints_each_before_a_busy_ones_second(backend: impl Backend) {
     );
 }
 
+/// Every step keeps a delivery where a take across endpoints finds it
+/// (in Redis, its shard's due index): leased, it is not found until its
+/// lease ends or it is put back; retried, it is found when due again;
+/// dead, not at all until replayed; delivered and purged, never again.
+async fn every_step_keeps_a_delivery_findable_across_endpoints(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = now_in_millis();
+    let at = |ms: u64| now + Duration::from_millis(ms);
+    assert!(store.enqueue("steps", "s1", b"{}", now).await.unwrap());
+    let take = |when: SystemTime, lease: Duration| {
+        let store = store.clone();
+        async move {
+            let wanted = [Wanted::new("steps", 5, when)];
+            let found = store.take_due_across(&wanted, 5, lease).await.unwrap();
+            found.taken
+        }
+    };
+    let long = Duration::from_secs(60);
+    let short = Duration::from_millis(100);
+    let taken = take(at(1), short).await;
+    assert_eq!(taken.len(), 1, "due");
+    assert!(take(at(2), long).await.is_empty(), "leased");
+    assert_eq!(take(at(200), long).await.len(), 1, "its lease ended");
+    let taken = take(at(60_300), long)
+        .await
+        .pop()
+        .expect("lease ended again");
+    assert!(store.put_back(&taken, at(60_400)).await.unwrap());
+    assert!(
+        take(at(60_350), long).await.is_empty(),
+        "put back for later"
+    );
+    let taken = take(at(60_400), long).await.pop().expect("put back, due");
+    let attempt = Attempt::new(taken.attempts + 1, at(60_400), Ok(500));
+    let retry = Step::Retry {
+        due: at(70_000),
+        wait: Duration::from_secs(10),
+        reason: hooklatch::sender::WaitReason::Schedule,
+    };
+    assert!(
+        store
+            .finish(&taken, &attempt, retry, None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(take(at(69_999), long).await.is_empty(), "retried later");
+    let taken = take(at(70_000), long).await.pop().expect("retry due");
+    let attempt = Attempt::new(taken.attempts + 1, at(70_000), Ok(500));
+    let dead = Step::Done(Final::Dead);
+    assert!(
+        store
+            .finish(&taken, &attempt, dead, None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(take(at(999_000), long).await.is_empty(), "dead");
+    assert!(store.replay("steps", "s1", at(80_000)).await.unwrap());
+    let taken = take(at(80_000), long).await.pop().expect("replayed");
+    let attempt = Attempt::new(taken.attempts + 1, at(80_000), Ok(200));
+    let done = Step::Done(Final::Delivered);
+    assert!(
+        store
+            .finish(&taken, &attempt, done, None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(take(at(999_000), long).await.is_empty(), "delivered");
+    let purged = store.purge(SystemTime::now() + long).await.unwrap();
+    assert_eq!(purged, 1);
+    assert!(take(at(999_000), long).await.is_empty(), "purged");
+    assert!(store.enqueue("steps", "s1", b"{}", now).await.unwrap());
+    assert_eq!(take(at(1), long).await.len(), 1, "sent again after a purge");
+}
+
 /// An outbox written before the Redis due index (each endpoint's keys
 /// under its own hash tag `{E}`, listed in `PREFIX:out:endpoints`) is
 /// moved on a store's first call: its due deliveries (one leased by a
@@ -1394,6 +1471,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_take_across_many_endpoints_serves_each_before_a_busy_ones_second() {
                 many_endpoints_each_before_a_busy_ones_second($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_step_keeps_a_delivery_findable_by_a_take_across_endpoints() {
+                every_step_keeps_a_delivery_findable_across_endpoints($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -84,7 +84,7 @@ const SHARDS: u16 = 16;
 /// An outbox written by an earlier release (every key of an endpoint under
 /// the hash tag `{E}`) is moved into this layout on each store's first
 /// call; stop dispatchers of the earlier release first, since what they
-/// write after the move is not moved until the next start.
+/// write after the move is moved only by the next store made on it.
 ///
 /// ```no_run
 /// use hooklatch::sender::RedisDeliveries;
