@@ -956,6 +956,48 @@ async fn redis_takes_across_thousands_of_endpoints_in_one_call() {
     take_across_more_endpoints_than_one_statement_binds(redis(), 12_000).await;
 }
 
+/// A Redis take across 1,000 endpoints, each with a due delivery, leases
+/// all of them in at most two script calls a shard (16 shards), not one a
+/// endpoint. Counted on a server of the test's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_take_across_endpoints_makes_at_most_two_script_calls_a_shard() {
+    let server = support::Redis::start();
+    let url = server.url();
+    let open = async || {
+        RedisDeliveries::connect(&url)
+            .await
+            .unwrap()
+            .with_prefix(&support::unique("take"))
+            .unwrap()
+    };
+    let now = SystemTime::now();
+    let later = now + Duration::from_millis(1);
+    // The server learns the scripts first (a script's first call is two).
+    let warm = open().await;
+    assert!(warm.enqueue("warm", "w", b"{}", now).await.unwrap());
+    let wanted = [Wanted::new("warm", 1, later)];
+    let lease = Duration::from_secs(60);
+    assert_eq!(
+        warm.take_due_across(&wanted, 1, lease)
+            .await
+            .unwrap()
+            .taken
+            .len(),
+        1
+    );
+    let store = open().await;
+    let names: Vec<String> = (0..1000).map(|n| format!("e{n}")).collect();
+    for name in &names {
+        assert!(store.enqueue(name, "only", b"{}", now).await.unwrap());
+    }
+    let wanted: Vec<Wanted> = names.iter().map(|n| Wanted::new(n, 4, later)).collect();
+    let before = support::script_calls(&url);
+    let found = store.take_due_across(&wanted, 4000, lease).await.unwrap();
+    let calls = support::script_calls(&url) - before;
+    assert_eq!(found.taken.len(), 1000);
+    assert!(calls <= 32, "{calls} script calls");
+}
+
 /// The Redis script calls a delivered event costs (its `send`, its
 /// `finish` and its share of the takes) do not grow with the number of
 /// endpoints: a take makes at most two script calls a shard, so from 100
