@@ -1,10 +1,11 @@
 //! The [`Dispatcher`]'s own behaviour, on the memory outbox: the
 //! concurrency limit, auto-disable, 410, the breaker, a transport that
 //! panics, refused input, the lease check, the presets, a detached loop's
-//! pace and the store calls an attempt costs.
+//! pace and the store calls an attempt costs (on Redis too).
 
 #[path = "support/receiver.rs"]
 mod receiver;
+mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -393,18 +394,19 @@ fn the_presets_are_complete_configurations() {
     );
 }
 
-/// A store that counts how often the loop looks for due deliveries,
-/// records an attempt, and reads an endpoint's health on its own.
+/// A store (the memory one unless told) that counts how often the loop
+/// looks for due deliveries, records an attempt, and reads an endpoint's
+/// health on its own.
 #[derive(Clone, Default)]
-struct Counting {
-    inner: MemoryDeliveries,
+struct Counting<S = MemoryDeliveries> {
+    inner: S,
     takes: Arc<AtomicUsize>,
     finishes: Arc<AtomicUsize>,
     put_backs: Arc<AtomicUsize>,
     health_reads: Arc<AtomicUsize>,
 }
 
-impl EndpointRegistry for Counting {
+impl<S: DeliveryStore> EndpointRegistry for Counting<S> {
     async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
         self.inner.save_endpoint(name, config).await
     }
@@ -419,7 +421,7 @@ impl EndpointRegistry for Counting {
     }
 }
 
-impl OutboxView for Counting {
+impl<S: DeliveryStore> OutboxView for Counting<S> {
     async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
         self.inner.endpoint_names().await
     }
@@ -431,7 +433,19 @@ impl OutboxView for Counting {
     }
 }
 
-impl DeliveryStore for Counting {
+impl<S> Counting<S> {
+    fn over(inner: S) -> Self {
+        Self {
+            inner,
+            takes: Arc::default(),
+            finishes: Arc::default(),
+            put_backs: Arc::default(),
+            health_reads: Arc::default(),
+        }
+    }
+}
+
+impl<S: DeliveryStore> DeliveryStore for Counting<S> {
     async fn enqueue(
         &self,
         endpoint: &str,
@@ -529,10 +543,31 @@ impl DeliveryStore for Counting {
 /// covers them all.
 #[tokio::test]
 async fn store_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
+    calls_per_event_as_endpoints_grow(async || MemoryDeliveries::new()).await;
+}
+
+/// The same on Redis. These are calls to the store; what each costs the
+/// server in script calls is counted by
+/// `redis_script_calls_per_delivered_event_stay_constant_as_endpoints_grow`
+/// in tests/outbox.rs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_store_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
+    let server = support::redis();
+    calls_per_event_as_endpoints_grow(async || {
+        hooklatch::sender::RedisDeliveries::connect(&server.url())
+            .await
+            .unwrap()
+            .with_prefix(&support::unique("calls"))
+            .unwrap()
+    })
+    .await;
+}
+
+async fn calls_per_event_as_endpoints_grow<S: DeliveryStore + Clone>(open: impl AsyncFn() -> S) {
     let mut per_event = Vec::new();
     for endpoints in [1, 300] {
         let receiver = Receiver::answering(200);
-        let store = Counting::default();
+        let store = Counting::over(open().await);
         let dispatcher = dispatcher(store.clone(), &receiver);
         add(&dispatcher, every(Duration::from_millis(10), 3)).await;
         for n in 1..endpoints {
@@ -570,7 +605,7 @@ async fn store_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
 #[tokio::test]
 async fn a_detached_loop_keeps_its_pace() {
     let receiver = Receiver::answering(200);
-    let store = Counting::default();
+    let store: Counting = Counting::default();
     let dispatcher = Dispatcher::new(store.clone(), receiver.clone())
         .with_poll_interval(Duration::from_millis(100));
     add(&dispatcher, every(Duration::from_millis(10), 3)).await;
@@ -592,7 +627,7 @@ async fn a_detached_loop_keeps_its_pace() {
 #[tokio::test]
 async fn each_attempt_costs_one_finish_and_no_health_read() {
     let receiver = Receiver::answering(200);
-    let store = Counting::default();
+    let store: Counting = Counting::default();
     let dispatcher = dispatcher(store.clone(), &receiver);
     add(&dispatcher, every(Duration::from_millis(10), 3)).await;
     deliver_all(&dispatcher, &receiver, 20).await;

@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
-    Final, HealthChange, OUTBOX_PURGE_BATCH, Policy, Response, Step, Taken, Transport,
-    TransportError, Wanted,
+    Final, HealthChange, OUTBOX_PURGE_BATCH, Policy, RedisDeliveries, Response, Step, Taken,
+    Transport, TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -594,6 +594,374 @@ async fn postgres_takes_across_more_endpoints_than_one_statement_binds() {
     take_across_more_endpoints_than_one_statement_binds(postgres(), 25_000).await;
 }
 
+/// Many endpoints, many in one Redis shard or SQL statement, each with
+/// one due delivery, and one with 500: a take with room for all of them
+/// leases every endpoint's delivery, and only then the busy one's rest.
+async fn many_endpoints_each_before_a_busy_ones_second(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    for i in 0..500 {
+        let id = format!("b{i:03}");
+        assert!(store.enqueue("busy", &id, b"{}", now).await.unwrap());
+    }
+    let names: Vec<String> = (0..200).map(|n| format!("e{n}")).collect();
+    for name in &names {
+        assert!(store.enqueue(name, "only", b"{}", now).await.unwrap());
+    }
+    let later = now + Duration::from_millis(1);
+    let mut wanted = vec![Wanted::new("busy", 500, later)];
+    wanted.extend(names.iter().map(|name| Wanted::new(name, 4, later)));
+    let found = store
+        .take_due_across(&wanted, 250, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(found.taken.len(), 250);
+    let (busy, rest): (Vec<_>, Vec<_>) = found.taken.iter().partition(|t| t.endpoint == "busy");
+    assert_eq!(rest.len(), 200, "every quiet endpoint's delivery");
+    assert_eq!(busy.len(), 50, "the busy one's with what is left");
+    let first: Vec<_> = found.taken[..201].iter().map(|t| &t.endpoint).collect();
+    assert_eq!(
+        first.iter().filter(|e| e.as_str() == "busy").count(),
+        1,
+        "round-robin: the busy endpoint's second comes after every first"
+    );
+}
+
+/// Every step keeps a delivery where a take across endpoints finds it
+/// (in Redis, its shard's due index): leased, it is not found until its
+/// lease ends or it is put back; retried, it is found when due again;
+/// dead, not at all until replayed; delivered and purged, never again.
+async fn every_step_keeps_a_delivery_findable_across_endpoints(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = now_in_millis();
+    let at = |ms: u64| now + Duration::from_millis(ms);
+    assert!(store.enqueue("steps", "s1", b"{}", now).await.unwrap());
+    let take = |when: SystemTime, lease: Duration| {
+        let store = store.clone();
+        async move {
+            let wanted = [Wanted::new("steps", 5, when)];
+            let found = store.take_due_across(&wanted, 5, lease).await.unwrap();
+            found.taken
+        }
+    };
+    let long = Duration::from_secs(60);
+    let short = Duration::from_millis(100);
+    let taken = take(at(1), short).await;
+    assert_eq!(taken.len(), 1, "due");
+    assert!(take(at(2), long).await.is_empty(), "leased");
+    assert_eq!(take(at(200), long).await.len(), 1, "its lease ended");
+    let taken = take(at(60_300), long)
+        .await
+        .pop()
+        .expect("lease ended again");
+    assert!(store.put_back(&taken, at(60_400)).await.unwrap());
+    assert!(
+        take(at(60_350), long).await.is_empty(),
+        "put back for later"
+    );
+    let taken = take(at(60_400), long).await.pop().expect("put back, due");
+    let attempt = Attempt::new(taken.attempts + 1, at(60_400), Ok(500));
+    let retry = Step::Retry {
+        due: at(70_000),
+        wait: Duration::from_secs(10),
+        reason: hooklatch::sender::WaitReason::Schedule,
+    };
+    assert!(
+        store
+            .finish(&taken, &attempt, retry, None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(take(at(69_999), long).await.is_empty(), "retried later");
+    let taken = take(at(70_000), long).await.pop().expect("retry due");
+    let attempt = Attempt::new(taken.attempts + 1, at(70_000), Ok(500));
+    let dead = Step::Done(Final::Dead);
+    assert!(
+        store
+            .finish(&taken, &attempt, dead, None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(take(at(999_000), long).await.is_empty(), "dead");
+    assert!(store.replay("steps", "s1", at(80_000)).await.unwrap());
+    let taken = take(at(80_000), long).await.pop().expect("replayed");
+    let attempt = Attempt::new(taken.attempts + 1, at(80_000), Ok(200));
+    let done = Step::Done(Final::Delivered);
+    assert!(
+        store
+            .finish(&taken, &attempt, done, None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(take(at(999_000), long).await.is_empty(), "delivered");
+    let purged = store.purge(SystemTime::now() + long).await.unwrap();
+    assert_eq!(purged, 1);
+    assert!(take(at(999_000), long).await.is_empty(), "purged");
+    assert!(store.enqueue("steps", "s1", b"{}", now).await.unwrap());
+    assert_eq!(take(at(1), long).await.len(), 1, "sent again after a purge");
+}
+
+/// An outbox written before the Redis due index (each endpoint's keys
+/// under its own hash tag `{E}`, listed in `PREFIX:out:endpoints`) is
+/// moved on a store's first call: its due deliveries (one leased by a
+/// dispatcher whose lease has ended) are taken, its dead one keeps its
+/// attempt and is replayed, a disabled endpoint stays disabled, and the
+/// earlier keys are gone. A second store moves nothing again.
+async fn an_outbox_from_before_the_due_index_still_delivers(backend: Redis) {
+    let mut raw = hooklatch::RedisConnection::open(&backend.server.url())
+        .await
+        .unwrap();
+    let prefix = &backend.prefix;
+    let key = |endpoint: &str, name: &str| format!("{prefix}:{{{endpoint}}}:out:{name}");
+    let now = now_in_millis();
+    let ms = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // What the earlier release's scripts wrote.
+    let write = |endpoint: &'static str, id: &'static str, state: i64, lease: Option<&str>| {
+        let mut pipe = ::redis::pipe();
+        pipe.hset_multiple(
+            key(endpoint, &format!("d:{id}")),
+            &[
+                ("body", "{}"),
+                ("state", &state.to_string()),
+                ("tries", if state == 0 { "0" } else { "1" }),
+                ("attempts", if state == 0 { "0" } else { "1" }),
+                ("due_at", &ms.to_string()),
+                ("waited_ms", "0"),
+                ("reason", "0"),
+                ("created_at", &ms.to_string()),
+            ],
+        )
+        .ignore();
+        if let Some(token) = lease {
+            pipe.hset(key(endpoint, &format!("d:{id}")), "lease", token)
+                .ignore();
+        }
+        pipe.zadd(key(endpoint, &format!("s:{state}")), id, ms)
+            .ignore();
+        if state == 0 {
+            // A leased one's score is its lease's end, here just past.
+            let score = if lease.is_some() { ms - 1 } else { ms };
+            pipe.zadd(key(endpoint, "due"), id, score).ignore();
+        } else {
+            pipe.hset_multiple(
+                key(endpoint, &format!("a:{id}:1")),
+                &[
+                    ("sent_at", ms.to_string()),
+                    ("waited_ms", "0".into()),
+                    ("reason", "0".into()),
+                    ("held_ms", "0".into()),
+                    ("status", "500".into()),
+                    ("error", String::new()),
+                    ("duration_us", "1000".into()),
+                    ("excerpt", String::new()),
+                ],
+            )
+            .ignore();
+        }
+        pipe
+    };
+    for (endpoint, id, state, lease) in [
+        ("legacy", "p1", 0, None),
+        ("legacy", "p2", 0, None),
+        ("legacy", "l1", 0, Some("an earlier dispatcher's")),
+        ("legacy", "x1", 3, None),
+        ("legacy_off", "o1", 0, None),
+    ] {
+        let () = write(endpoint, id, state, lease)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    let () = ::redis::cmd("HSET")
+        .arg(key("legacy_off", "health"))
+        .arg("disabled")
+        .arg(1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let listed = format!("{prefix}:out:endpoints");
+    let () = ::redis::cmd("SADD")
+        .arg(&listed)
+        .arg("legacy")
+        .arg("legacy_off")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+
+    let store = backend.open().await;
+    let later = now + Duration::from_millis(1);
+    let wanted = [
+        Wanted::new("legacy", 10, later),
+        Wanted::new("legacy_off", 10, later),
+    ];
+    let lease = Duration::from_secs(60);
+    let found = store.take_due_across(&wanted, 100, lease).await.unwrap();
+    let mut taken: Vec<_> = found.taken.iter().map(|t| t.id.as_str()).collect();
+    taken.sort();
+    assert_eq!(taken, ["l1", "p1", "p2"]);
+    assert_eq!(
+        found.health["legacy_off"].disabled,
+        Some(DisableReason::Gone)
+    );
+    let dead = store.delivery("legacy", "x1").await.unwrap().unwrap();
+    assert_eq!(dead.state, DeliveryState::Dead);
+    assert_eq!(dead.attempts.len(), 1);
+    assert_eq!(dead.attempts[0].result, Ok(500));
+    assert_eq!(
+        store.list("legacy", DeliveryState::Dead, 10).await.unwrap(),
+        ["x1"]
+    );
+    for t in &found.taken {
+        let attempt = Attempt::new(1, SystemTime::now(), Ok(200));
+        let step = Step::Done(Final::Delivered);
+        assert!(
+            store
+                .finish(t, &attempt, step, None)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+    assert!(store.replay("legacy", "x1", later).await.unwrap());
+    let again = RedisDeliveries::connect(&backend.server.url())
+        .await
+        .unwrap()
+        .with_prefix(prefix)
+        .unwrap();
+    let found = again.take_due_across(&wanted, 100, lease).await.unwrap();
+    let taken: Vec<_> = found.taken.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(taken, ["x1"], "replayed, and nothing moved twice");
+    store.enable("legacy_off").await.unwrap();
+    let found = again.take_due_across(&wanted, 100, lease).await.unwrap();
+    let taken: Vec<_> = found.taken.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(taken, ["o1"], "enabled, its delivery goes out");
+    for (endpoint, name) in [("legacy", "d:p1"), ("legacy", "a:x1:1"), ("legacy", "due")] {
+        let exists: i64 = ::redis::cmd("EXISTS")
+            .arg(key(endpoint, name))
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(exists, 0, "{name} is moved");
+    }
+    let left: i64 = ::redis::cmd("EXISTS")
+        .arg(&listed)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn redis_moves_an_outbox_from_before_the_due_index_and_delivers_it() {
+    an_outbox_from_before_the_due_index_still_delivers(redis()).await;
+}
+
+#[tokio::test]
+async fn redis_cluster_moves_an_outbox_from_before_the_due_index_and_delivers_it() {
+    an_outbox_from_before_the_due_index_still_delivers(redis_cluster()).await;
+}
+
+#[tokio::test]
+async fn redis_takes_across_thousands_of_endpoints_in_one_call() {
+    take_across_more_endpoints_than_one_statement_binds(redis(), 12_000).await;
+}
+
+/// A Redis take across 1,000 endpoints, each with a due delivery, leases
+/// all of them in at most two script calls a shard (16 shards), not one a
+/// endpoint. Counted on a server of the test's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_take_across_endpoints_makes_at_most_two_script_calls_a_shard() {
+    let server = support::Redis::start();
+    let url = server.url();
+    let open = async || {
+        RedisDeliveries::connect(&url)
+            .await
+            .unwrap()
+            .with_prefix(&support::unique("take"))
+            .unwrap()
+    };
+    let now = SystemTime::now();
+    let later = now + Duration::from_millis(1);
+    // The server learns the scripts first (a script's first call is two).
+    let warm = open().await;
+    assert!(warm.enqueue("warm", "w", b"{}", now).await.unwrap());
+    let wanted = [Wanted::new("warm", 1, later)];
+    let lease = Duration::from_secs(60);
+    assert_eq!(
+        warm.take_due_across(&wanted, 1, lease)
+            .await
+            .unwrap()
+            .taken
+            .len(),
+        1
+    );
+    let store = open().await;
+    let names: Vec<String> = (0..1000).map(|n| format!("e{n}")).collect();
+    for name in &names {
+        assert!(store.enqueue(name, "only", b"{}", now).await.unwrap());
+    }
+    let wanted: Vec<Wanted> = names.iter().map(|n| Wanted::new(n, 4, later)).collect();
+    let before = support::script_calls(&url);
+    let found = store.take_due_across(&wanted, 4000, lease).await.unwrap();
+    let calls = support::script_calls(&url) - before;
+    assert_eq!(found.taken.len(), 1000);
+    assert!(calls <= 32, "{calls} script calls");
+}
+
+/// The Redis script calls a delivered event costs (its `send`, its
+/// `finish` and its share of the takes) do not grow with the number of
+/// endpoints: a take makes at most two script calls a shard, so from 100
+/// endpoints (every shard has some) to 1,000 the cost stays. Counted on a
+/// server of the test's own, so no other test's calls are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_script_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
+    let server = support::Redis::start();
+    let url = server.url();
+    let mut per_event = Vec::new();
+    for endpoints in [100, 1000] {
+        let receiver = Receiver::answering(200);
+        let store = RedisDeliveries::connect(&url)
+            .await
+            .unwrap()
+            .with_prefix(&support::unique("calls"))
+            .unwrap();
+        let dispatcher = dispatcher(store, &receiver);
+        add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+        for n in 1..endpoints {
+            let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap();
+            let policy = every(Duration::from_millis(10), 3);
+            let name = format!("idle_{n}");
+            let url = "https://idle.example/";
+            dispatcher
+                .add_endpoint(&name, url, signer, policy)
+                .await
+                .unwrap();
+        }
+        let before = support::script_calls(&url);
+        for id in ids(40) {
+            assert!(dispatcher.send(ENDPOINT, &id, b"{}").await.unwrap());
+        }
+        let running = dispatcher.start();
+        wait_until("all delivered", || async {
+            receiver.successes().len() == 40
+        })
+        .await;
+        running.stop().await;
+        per_event.push((support::script_calls(&url) - before) as f64 / 40.0);
+    }
+    let (hundred, thousand) = (per_event[0], per_event[1]);
+    assert!(
+        thousand <= hundred * 1.5 + 1.0,
+        "1,000 endpoints cost what 100 do: {hundred} and {thousand} script calls an event"
+    );
+}
+
 /// The time now in whole milliseconds, as the stores keep times.
 fn now_in_millis() -> SystemTime {
     let since_epoch = SystemTime::now()
@@ -1056,6 +1424,16 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_take_across_endpoints_is_round_robin_within_limits_and_skips_disabled() {
                 take_across_is_fair_and_bounded($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_take_across_many_endpoints_serves_each_before_a_busy_ones_second() {
+                many_endpoints_each_before_a_busy_ones_second($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_step_keeps_a_delivery_findable_by_a_take_across_endpoints() {
+                every_step_keeps_a_delivery_findable_across_endpoints($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

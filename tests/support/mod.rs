@@ -400,6 +400,43 @@ pub fn redis_cluster() -> Server {
         .unwrap_or_else(|| Server::PrivateRedisCluster(RedisCluster::start()))
 }
 
+/// The script calls (`EVALSHA`, `EVAL`) the Redis server at `url`
+/// (`redis://host:port`) has run, from `INFO commandstats`.
+pub fn script_calls(url: &str) -> u64 {
+    let address = url.trim_start_matches("redis://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(address).expect("connect to redis");
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    stream
+        .write_all(b"INFO commandstats\r\n")
+        .expect("send INFO");
+    let mut reply = Vec::new();
+    let mut buffer = [0u8; 4096];
+    // A bulk reply: `$LENGTH\r\nTEXT\r\n`.
+    let text = loop {
+        let read = stream.read(&mut buffer).expect("read INFO");
+        assert!(read > 0, "redis closed the connection");
+        reply.extend_from_slice(&buffer[..read]);
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n") {
+            let length: usize = head[1..].parse().expect("a bulk reply");
+            if body.len() >= length {
+                break body[..length].to_owned();
+            }
+        }
+    };
+    text.lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 /// Takes everything ready in `namespace` from `store`, acking each, and
 /// returns the ids in the order taken.
 pub async fn drain<S: hooklatch::dedup::Inbox>(store: &S, namespace: &str) -> Vec<String> {

@@ -228,10 +228,10 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Send + Sync + 'static {
     /// deliveries leased; one not reported is enabled.
     ///
     /// The SQL stores do this in one statement (and one read of the
-    /// disabled endpoints) whatever the number of endpoints. The default,
-    /// which the Redis store uses for now, is one
-    /// [`take_due`](Self::take_due) per wanted endpoint, each with an even
-    /// share of `limit`.
+    /// disabled endpoints) whatever the number of endpoints, and the Redis
+    /// store in at most two script calls per shard. The default, for a
+    /// store without its own, is one [`take_due`](Self::take_due) per
+    /// wanted endpoint, each with an even share of `limit`.
     fn take_due_across(
         &self,
         wanted: &[Wanted],

@@ -4,9 +4,10 @@
 -- earlier failing_since is kept). Returns the health, or nil if the lease
 -- was lost.
 -- KEYS: the delivery's hash, the endpoint's due set, its pending set, the
--- set of the state ARGV[3], its finished set, the attempt's hash, its health.
-local d, due, pending, ended, finished, attempt, h =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- set of the state ARGV[3], its finished set, the attempt's hash, its
+-- health, the shard's ready set. ARGV[18] is the endpoint.
+local d, due, pending, ended, finished, attempt, h, ready =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local id = ARGV[1]
 if redis.call('HGET', d, 'lease') ~= ARGV[2] then return false end
 local state = tonumber(ARGV[3])
@@ -24,6 +25,7 @@ else
   redis.call('ZADD', ended, created, id)
   if state == 1 or state == 2 then redis.call('ZADD', finished, ARGV[7], id) end
 end
+set_head(ready, due, ARGV[18])
 redis.call('HSET', attempt, 'sent_at', ARGV[9],
   'waited_ms', ARGV[10], 'reason', ARGV[11], 'held_ms', ARGV[12], 'status', ARGV[13],
   'error', ARGV[14], 'duration_us', ARGV[15], 'excerpt', ARGV[16])

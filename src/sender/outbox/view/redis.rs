@@ -4,8 +4,6 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use redis::AsyncCommands as _;
-
 use super::{DeliveryCounts, OutboxView, RecentAttempt, newest};
 use crate::dedup::DedupError;
 use crate::sender::outbox::registry::EndpointRegistry as _;
@@ -21,8 +19,7 @@ const STATES: [DeliveryState; 4] = [
 
 impl OutboxView for RedisDeliveries {
     async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
-        let mut connection = self.connection.clone();
-        let with_deliveries: Vec<String> = connection.smembers(self.endpoints_key()).await?;
+        let with_deliveries = self.endpoints_with_deliveries().await?;
         let saved = self.saved_endpoints().await?;
         let names: BTreeSet<String> = with_deliveries
             .into_iter()
@@ -32,7 +29,7 @@ impl OutboxView for RedisDeliveries {
     }
 
     async fn counts(&self, endpoint: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection().await?;
         let mut pipe = redis::pipe();
         for state in STATES {
             pipe.zcard(self.state_key(endpoint, state));
@@ -58,7 +55,7 @@ impl OutboxView for RedisDeliveries {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection().await?;
         let last = isize::try_from(limit - 1).unwrap_or(isize::MAX);
         let mut pipe = redis::pipe();
         for state in STATES {

@@ -1,39 +1,61 @@
-//! [`RedisDeliveries`]: deliveries in Redis, one Lua script per step.
+//! [`RedisDeliveries`]: deliveries in Redis, one Lua script per step,
+//! spread over shards with a due index in each (`across.rs`), and the move
+//! of an outbox written before the index (`migrate.rs`).
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime};
 
 use redis::{AsyncCommands as _, Script};
+use tokio::sync::OnceCell;
 
 use super::codes::{
-    HealthFields, TakenRow, attempt_fields, attempt_from_fields, disable_fields, due, failed_at,
+    HealthFields, attempt_fields, attempt_from_fields, disable_fields, due, failed_at,
     health_from_fields, step_fields, stored,
 };
 use super::{
-    DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth, HealthChange, Step,
-    StoredDelivery, Taken,
+    DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
+    Step, StoredDelivery, Taken, Wanted,
 };
 use crate::dedup::{DedupError, check_key, check_namespace};
 use crate::sender::Attempt;
 use crate::store::redis::RedisConnection;
 use crate::store::{millis, new_token, now_millis, unix_millis};
 
+/// A script that changes an endpoint's due set: `lua/head.lua` (which keeps
+/// the shard's ready set) and then `lua/$file`.
+macro_rules! with_head {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/head.lua"),
+                include_str!(concat!("../lua/", $file))
+            ))
+        })
+    };
+}
+
+mod across;
+mod migrate;
+mod purge;
+
 // One Lua script per step; each file says what it does.
 
-static ENQUEUE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/enqueue.lua")));
-static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/take.lua")));
-static FINISH_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/finish.lua")));
-static PUT_BACK_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/put_back.lua")));
-static REPLAY_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/replay.lua")));
+static ENQUEUE_SCRIPT: LazyLock<Script> = with_head!("enqueue.lua");
+static TAKE_SCRIPT: LazyLock<Script> = with_head!("take.lua");
+static FINISH_SCRIPT: LazyLock<Script> = with_head!("finish.lua");
+static PUT_BACK_SCRIPT: LazyLock<Script> = with_head!("put_back.lua");
+static REPLAY_SCRIPT: LazyLock<Script> = with_head!("replay.lua");
 static PURGE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/purge.lua")));
+    LazyLock::new(|| Script::new(include_str!("../lua/purge.lua")));
 static DISABLE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/disable.lua")));
+    LazyLock::new(|| Script::new(include_str!("../lua/disable.lua")));
+static ENABLE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/enable.lua")));
+
+/// How many shards the endpoints are spread over. It is part of the key
+/// layout: changing it would hide every endpoint in another shard.
+const SHARDS: u16 = 16;
 
 /// Deliveries and their attempts in Redis, shared by any number of
 /// dispatchers: each step is one Lua script, so a delivery is leased by
@@ -42,18 +64,27 @@ static DISABLE_SCRIPT: LazyLock<Script> =
 ///
 /// # Keys
 ///
-/// For the prefix `hooklatch` and endpoint `E`, every key starts with
-/// `hooklatch:{E}:out:`, so one endpoint's keys share a Redis Cluster slot:
-/// `d:ID` (a hash: body, state, due time, lease), `a:ID:N` (attempt N),
-/// `due` (due times), `s:0` to `s:3` (ids by state), `finished` (end
-/// times, for [`purge`](DeliveryStore::purge)) and `health`. The set
-/// `hooklatch:out:endpoints` lists the endpoints. Every key a script
-/// touches is named in its `KEYS`, and all of them share the endpoint's
-/// hash tag, so each script runs on one Cluster node: a take first reads
-/// the due ids, and its script leases those still due; a purge reads the
-/// finished ids and their attempt counts, and its script deletes those
-/// still finished, [`OUTBOX_PURGE_BATCH`](super::OUTBOX_PURGE_BATCH) at
-/// a time.
+/// Endpoints are spread over 16 shards by a hash of their name; shard `S`
+/// of the prefix `hooklatch` has the hash tag `{hooklatch/out/S}`, so a
+/// busy outbox uses every master of a Redis Cluster. For endpoint `E`
+/// every key starts with `hooklatch:{hooklatch/out/S}:E/`: `d:ID` (a
+/// hash: body, state, due time, lease), `a:ID:N` (attempt N), `due` (due
+/// times), `s:0` to `s:3` (ids by state), `finished` (end times, for
+/// [`purge`](DeliveryStore::purge)) and `health`. Each shard has a due
+/// index, `hooklatch:{hooklatch/out/S}:ready` (each endpoint with due
+/// deliveries, scored by its earliest), and the sets `off` (disabled
+/// endpoints) and `endpoints`. Every key a script touches is named in its
+/// `KEYS`, all in one shard, so each script runs on one Cluster node.
+///
+/// A take across endpoints makes at most two script calls a shard,
+/// whatever the number of endpoints: one reads the shard's due index and
+/// each wanted endpoint's earliest due ids, the other leases those still
+/// due (a delivery leased or finished in between is skipped).
+///
+/// An outbox written by an earlier release (every key of an endpoint under
+/// the hash tag `{E}`) is moved into this layout on each store's first
+/// call; stop dispatchers of the earlier release first, since what they
+/// write after the move is moved only by the next store made on it.
 ///
 /// ```no_run
 /// use hooklatch::sender::RedisDeliveries;
@@ -68,6 +99,8 @@ static DISABLE_SCRIPT: LazyLock<Script> =
 pub struct RedisDeliveries {
     pub(super) connection: RedisConnection,
     pub(super) prefix: String,
+    /// Set once an outbox in the earlier layout has been moved.
+    moved: Arc<OnceCell<()>>,
 }
 
 impl std::fmt::Debug for RedisDeliveries {
@@ -97,6 +130,7 @@ impl RedisDeliveries {
         Ok(Self {
             connection,
             prefix: "hooklatch".to_owned(),
+            moved: Arc::default(),
         })
     }
 
@@ -105,17 +139,38 @@ impl RedisDeliveries {
     pub fn with_prefix(mut self, prefix: &str) -> Result<Self, DedupError> {
         check_namespace(prefix)?;
         prefix.clone_into(&mut self.prefix);
+        self.moved = Arc::default();
         Ok(self)
     }
 
-    /// The start of every key of `endpoint`.
-    fn base(&self, endpoint: &str) -> String {
-        format!("{}:{{{endpoint}}}:out:", self.prefix)
+    /// The connection, once an outbox in the earlier layout is moved.
+    pub(super) async fn connection(&self) -> Result<RedisConnection, DedupError> {
+        self.moved.get_or_try_init(|| self.move_earlier()).await?;
+        Ok(self.connection.clone())
     }
 
-    /// The key `name` of `endpoint` (such as `due` or `d:ID`).
+    /// The shard of `endpoint`: FNV-1a (32 bits) over its name, so every
+    /// process and release agrees.
+    fn shard(endpoint: &str) -> u16 {
+        let hash = endpoint.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+            (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+        });
+        (hash % u32::from(SHARDS)) as u16
+    }
+
+    /// The shard-wide key `name` (`ready`, `off` or `endpoints`) of `shard`.
+    pub(super) fn shard_key(&self, shard: u16, name: &str) -> String {
+        format!("{0}:{{{0}/out/{shard}}}:{name}", self.prefix)
+    }
+
+    /// The key `name` of `endpoint` (such as `due` or `d:ID`). An endpoint
+    /// name holds no `/`, so no two endpoints' keys meet.
     pub(super) fn key(&self, endpoint: &str, name: &str) -> String {
-        format!("{}{name}", self.base(endpoint))
+        format!(
+            "{0}:{{{0}/out/{1}}}:{endpoint}/{name}",
+            self.prefix,
+            Self::shard(endpoint)
+        )
     }
 
     /// The hash holding the endpoint's health.
@@ -138,8 +193,21 @@ impl RedisDeliveries {
         self.key(endpoint, &format!("s:{}", state.code()))
     }
 
-    pub(super) fn endpoints_key(&self) -> String {
-        format!("{}:out:endpoints", self.prefix)
+    /// Every endpoint that has had a delivery, shard by shard.
+    pub(super) async fn endpoints_with_deliveries(&self) -> Result<Vec<String>, DedupError> {
+        let mut connection = self.connection().await?;
+        let mut endpoints = Vec::new();
+        for shard in 0..SHARDS {
+            let key = self.shard_key(shard, "endpoints");
+            let some: Vec<String> = connection.smembers(key).await?;
+            endpoints.extend(some);
+        }
+        Ok(endpoints)
+    }
+
+    /// The shard's ready set: the due index.
+    fn ready_key(&self, endpoint: &str) -> String {
+        self.shard_key(Self::shard(endpoint), "ready")
     }
 }
 
@@ -152,56 +220,6 @@ fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
         .unwrap_or(0)
 }
 
-impl RedisDeliveries {
-    /// Deletes the endpoint's deliveries that ended before
-    /// `finished_before`, a bounded batch a script, and returns how many.
-    async fn purge_endpoint(
-        &self,
-        endpoint: &str,
-        finished_before: SystemTime,
-    ) -> Result<u64, DedupError> {
-        let mut connection = self.connection.clone();
-        let finished = self.key(endpoint, "finished");
-        let cutoff = unix_millis(finished_before);
-        let batch = isize::try_from(super::OUTBOX_PURGE_BATCH).unwrap_or(isize::MAX);
-        let mut purged = 0;
-        loop {
-            let ids: Vec<String> = connection
-                .zrangebyscore_limit(&finished, "-inf", format!("({cutoff}"), 0, batch)
-                .await?;
-            if ids.is_empty() {
-                return Ok(purged);
-            }
-            let mut pipe = redis::pipe();
-            for id in &ids {
-                pipe.hget(self.delivery_key(endpoint, id), "attempts");
-            }
-            let counts: Vec<Option<i64>> = pipe.query_async(&mut connection).await?;
-            let mut script = PURGE_SCRIPT.prepare_invoke();
-            script
-                .key(&finished)
-                .key(self.state_key(endpoint, DeliveryState::Delivered))
-                .key(self.state_key(endpoint, DeliveryState::Gone))
-                .arg(cutoff);
-            for (id, count) in ids.iter().zip(counts) {
-                let count = count.unwrap_or(0).max(0);
-                script.key(self.delivery_key(endpoint, id));
-                for n in 1..=count {
-                    script.key(self.attempt_key(endpoint, id, n));
-                }
-                script.arg(id).arg(count);
-            }
-            let deleted: u64 = script.invoke_async(&mut connection).await?;
-            purged += deleted;
-            if ids.len() < usize::try_from(super::OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX)
-                || deleted == 0
-            {
-                return Ok(purged);
-            }
-        }
-    }
-}
-
 impl DeliveryStore for RedisDeliveries {
     async fn enqueue(
         &self,
@@ -211,18 +229,21 @@ impl DeliveryStore for RedisDeliveries {
         due: SystemTime,
     ) -> Result<bool, DedupError> {
         check_key(endpoint, id)?;
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection().await?;
+        let shard = Self::shard(endpoint);
         let added: i64 = ENQUEUE_SCRIPT
             .key(self.delivery_key(endpoint, id))
             .key(self.key(endpoint, "due"))
             .key(self.state_key(endpoint, DeliveryState::Pending))
+            .key(self.shard_key(shard, "ready"))
+            .key(self.shard_key(shard, "endpoints"))
             .arg(id)
             .arg(body)
             .arg(unix_millis(due))
             .arg(now_millis())
+            .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
-        let () = connection.sadd(self.endpoints_key(), endpoint).await?;
         Ok(added == 1)
     }
 
@@ -233,7 +254,8 @@ impl DeliveryStore for RedisDeliveries {
         limit: usize,
         lease: Duration,
     ) -> Result<Due, DedupError> {
-        let mut connection = self.connection.clone();
+        check_namespace(endpoint)?;
+        let mut connection = self.connection().await?;
         let token = new_token();
         let now = unix_millis(now);
         let ids: Vec<String> = if limit == 0 {
@@ -244,19 +266,30 @@ impl DeliveryStore for RedisDeliveries {
                 .zrangebyscore_limit(self.key(endpoint, "due"), "-inf", now, 0, count)
                 .await?
         };
-        let mut script = TAKE_SCRIPT.prepare_invoke();
-        script
-            .key(self.health_key(endpoint))
-            .key(self.key(endpoint, "due"))
-            .arg(now)
-            .arg(&token)
-            .arg(now.saturating_add(millis(lease)));
-        for id in &ids {
-            script.key(self.delivery_key(endpoint, id)).arg(id);
-        }
-        let (health, rows): (HealthFields, Vec<TakenRow>) =
-            script.invoke_async(&mut connection).await?;
+        let group = across::Group {
+            endpoint,
+            now,
+            until: now.saturating_add(millis(lease)),
+            ids,
+        };
+        let mut found = self
+            .lease(Self::shard(endpoint), &token, &[group])
+            .await?
+            .into_iter();
+        let (health, rows) = found
+            .next()
+            .map(|(_, health, rows)| (health, rows))
+            .unwrap_or_default();
         Ok(due(endpoint, &token, health_from_fields(health), rows))
+    }
+
+    async fn take_due_across(
+        &self,
+        wanted: &[Wanted],
+        limit: usize,
+        lease: Duration,
+    ) -> Result<DueAcross, DedupError> {
+        self.take_across(wanted, limit, lease).await
     }
 
     async fn finish(
@@ -283,7 +316,7 @@ impl DeliveryStore for RedisDeliveries {
             Some(None) => "success".to_owned(),
             Some(Some(at)) => at.to_string(),
         };
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection().await?;
         let endpoint = &taken.endpoint;
         let health: Option<HealthFields> = FINISH_SCRIPT
             .key(self.delivery_key(endpoint, &taken.id))
@@ -293,6 +326,7 @@ impl DeliveryStore for RedisDeliveries {
             .key(self.key(endpoint, "finished"))
             .key(self.attempt_key(endpoint, &taken.id, number))
             .key(self.health_key(endpoint))
+            .key(self.ready_key(endpoint))
             .arg(&taken.id)
             .arg(&taken.token)
             .arg(state.code())
@@ -310,19 +344,22 @@ impl DeliveryStore for RedisDeliveries {
             .arg(duration)
             .arg(excerpt)
             .arg(change)
+            .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
         Ok(health.map(health_from_fields))
     }
 
     async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<bool, DedupError> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection().await?;
         let put: i64 = PUT_BACK_SCRIPT
             .key(self.delivery_key(&taken.endpoint, &taken.id))
             .key(self.key(&taken.endpoint, "due"))
+            .key(self.ready_key(&taken.endpoint))
             .arg(&taken.id)
             .arg(&taken.token)
             .arg(unix_millis(due))
+            .arg(&taken.endpoint)
             .invoke_async(&mut connection)
             .await?;
         Ok(put == 1)
@@ -333,7 +370,8 @@ impl DeliveryStore for RedisDeliveries {
         endpoint: &str,
         id: &str,
     ) -> Result<Option<StoredDelivery>, DedupError> {
-        let mut connection = self.connection.clone();
+        check_namespace(endpoint)?;
+        let mut connection = self.connection().await?;
         let fields: HashMap<String, Vec<u8>> =
             connection.hgetall(self.delivery_key(endpoint, id)).await?;
         if fields.is_empty() {
@@ -383,14 +421,16 @@ impl DeliveryStore for RedisDeliveries {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let mut connection = self.connection.clone();
+        check_namespace(endpoint)?;
+        let mut connection = self.connection().await?;
         let key = self.state_key(endpoint, state);
         let last = isize::try_from(limit - 1).unwrap_or(isize::MAX);
         Ok(connection.zrange(key, 0, last).await?)
     }
 
     async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, DedupError> {
-        let mut connection = self.connection.clone();
+        check_namespace(endpoint)?;
+        let mut connection = self.connection().await?;
         let replayed: i64 = REPLAY_SCRIPT
             .key(self.delivery_key(endpoint, id))
             .key(self.key(endpoint, "due"))
@@ -398,18 +438,18 @@ impl DeliveryStore for RedisDeliveries {
             .key(self.state_key(endpoint, DeliveryState::Pending))
             .key(self.state_key(endpoint, DeliveryState::Gone))
             .key(self.state_key(endpoint, DeliveryState::Dead))
+            .key(self.ready_key(endpoint))
             .arg(id)
             .arg(unix_millis(now))
+            .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
         Ok(replayed == 1)
     }
 
     async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
-        let mut connection = self.connection.clone();
-        let endpoints: Vec<String> = connection.smembers(self.endpoints_key()).await?;
         let mut purged = 0;
-        for endpoint in endpoints {
+        for endpoint in self.endpoints_with_deliveries().await? {
             purged += self.purge_endpoint(&endpoint, finished_before).await?;
         }
         Ok(purged)
@@ -424,20 +464,29 @@ impl DeliveryStore for RedisDeliveries {
         let Some((disabled, after, latest)) = disable_fields(reason, now) else {
             return Ok(false);
         };
-        let mut connection = self.connection.clone();
+        check_namespace(endpoint)?;
+        let mut connection = self.connection().await?;
         let disabled_now: i64 = DISABLE_SCRIPT
             .key(self.health_key(endpoint))
+            .key(self.shard_key(Self::shard(endpoint), "off"))
             .arg(disabled)
             .arg(after.map(|after| after.to_string()).unwrap_or_default())
             .arg(latest.map(|latest| latest.to_string()).unwrap_or_default())
+            .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
         Ok(disabled_now == 1)
     }
 
     async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
-        let mut connection = self.connection.clone();
-        let () = connection.del(self.health_key(endpoint)).await?;
+        check_namespace(endpoint)?;
+        let mut connection = self.connection().await?;
+        let _: i64 = ENABLE_SCRIPT
+            .key(self.health_key(endpoint))
+            .key(self.shard_key(Self::shard(endpoint), "off"))
+            .arg(endpoint)
+            .invoke_async(&mut connection)
+            .await?;
         Ok(())
     }
 }

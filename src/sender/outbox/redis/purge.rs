@@ -1,0 +1,61 @@
+//! Purging a Redis outbox: each endpoint's finished deliveries, a bounded
+//! batch a script.
+
+use std::time::SystemTime;
+
+use redis::AsyncCommands as _;
+
+use super::{PURGE_SCRIPT, RedisDeliveries};
+use crate::dedup::DedupError;
+use crate::sender::DeliveryState;
+use crate::store::unix_millis;
+
+impl RedisDeliveries {
+    /// Deletes the endpoint's deliveries that ended before
+    /// `finished_before`, a bounded batch a script, and returns how many.
+    pub(super) async fn purge_endpoint(
+        &self,
+        endpoint: &str,
+        finished_before: SystemTime,
+    ) -> Result<u64, DedupError> {
+        let mut connection = self.connection().await?;
+        let finished = self.key(endpoint, "finished");
+        let cutoff = unix_millis(finished_before);
+        let batch = isize::try_from(crate::sender::OUTBOX_PURGE_BATCH).unwrap_or(isize::MAX);
+        let mut purged = 0;
+        loop {
+            let ids: Vec<String> = connection
+                .zrangebyscore_limit(&finished, "-inf", format!("({cutoff}"), 0, batch)
+                .await?;
+            if ids.is_empty() {
+                return Ok(purged);
+            }
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.hget(self.delivery_key(endpoint, id), "attempts");
+            }
+            let counts: Vec<Option<i64>> = pipe.query_async(&mut connection).await?;
+            let mut script = PURGE_SCRIPT.prepare_invoke();
+            script
+                .key(&finished)
+                .key(self.state_key(endpoint, DeliveryState::Delivered))
+                .key(self.state_key(endpoint, DeliveryState::Gone))
+                .arg(cutoff);
+            for (id, count) in ids.iter().zip(counts) {
+                let count = count.unwrap_or(0).max(0);
+                script.key(self.delivery_key(endpoint, id));
+                for n in 1..=count {
+                    script.key(self.attempt_key(endpoint, id, n));
+                }
+                script.arg(id).arg(count);
+            }
+            let deleted: u64 = script.invoke_async(&mut connection).await?;
+            purged += deleted;
+            if ids.len() < usize::try_from(crate::sender::OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX)
+                || deleted == 0
+            {
+                return Ok(purged);
+            }
+        }
+    }
+}
