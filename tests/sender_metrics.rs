@@ -70,6 +70,7 @@ async fn attempts_breaker_state_and_outbox_depth_are_recorded_by_endpoint() {
 
     let mut attempts = std::collections::BTreeMap::new();
     let mut timed = 0;
+    let mut latencies = std::collections::BTreeMap::new();
     for (key, _, _, value) in snapshotter.snapshot().into_vec() {
         let key = key.key();
         let labels: Vec<String> = key
@@ -82,6 +83,10 @@ async fn attempts_breaker_state_and_outbox_depth_are_recorded_by_endpoint() {
             }
             ("hooklatch_delivery_attempt_duration_seconds", DebugValue::Histogram(values)) => {
                 timed += values.len();
+            }
+            ("hooklatch_delivery_latency_seconds", DebugValue::Histogram(values)) => {
+                let seconds: Vec<f64> = values.iter().map(|value| value.0).collect();
+                latencies.insert(labels.join(","), seconds);
             }
             _ => {}
         }
@@ -102,6 +107,24 @@ async fn attempts_breaker_state_and_outbox_depth_are_recorded_by_endpoint() {
         "every attempt counted once, by outcome"
     );
     assert_eq!(timed as u64, 3 + failed, "every attempt timed");
+    // Two delivered events, each timed once from send to its 2xx: the
+    // flaky one waited at least one retry (50 ms) longer than the other.
+    let delivered = &latencies["endpoint=orders"];
+    assert_eq!(delivered.len(), 2, "{latencies:?}");
+    assert!(
+        delivered
+            .iter()
+            .all(|seconds| (0.0..20.0).contains(seconds))
+    );
+    let (fastest, slowest) = (
+        delivered[0].min(delivered[1]),
+        delivered[0].max(delivered[1]),
+    );
+    assert!(slowest - fastest >= 0.04, "{delivered:?}");
+    assert!(
+        !latencies.contains_key("endpoint=fragile"),
+        "nothing was delivered there"
+    );
 
     // The gauges: read until the depth task has counted since every
     // delivery ended.

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `hooklatch_delivery_attempts_total` | counter | `endpoint`, `outcome` (`delivered`, `retry`, `give_up`, `gone`) |
 //! | `hooklatch_delivery_attempt_duration_seconds` | histogram | `endpoint` |
+//! | `hooklatch_delivery_latency_seconds` | histogram | `endpoint`: from `send` to the 2xx, retries included |
 //! | `hooklatch_breaker_held_total` | counter | `endpoint` |
 //! | `hooklatch_endpoints_disabled_total` | counter | `reason` (`gone`, `no_success`, `manual`) |
 //! | `hooklatch_breaker_state` | gauge | `endpoint`; 0 closed, 1 half-open, 2 open |
@@ -134,4 +135,13 @@ pub(crate) fn depth(endpoint: &str, counts: DeliveryCounts) {
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (endpoint, counts);
+}
+
+/// Records the time from `send` to the answer that delivered the event.
+pub(crate) fn delivered(endpoint: &str, since_sent: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!("hooklatch_delivery_latency_seconds", "endpoint" => endpoint.to_owned())
+        .record(since_sent.as_secs_f64());
+    #[cfg(not(feature = "metrics"))]
+    let _ = (endpoint, since_sent);
 }

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use super::health::{Seen, health_change};
 use super::trouble::Pause;
 use super::{DisableHook, NoticeHook};
-use crate::sender::attempt::{later, plan};
+use crate::sender::attempt::{Outcome, later, plan};
 use crate::sender::deliver::attempt_once;
 use crate::sender::endpoint::Endpoint;
 use crate::sender::metrics;
@@ -254,6 +254,13 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             status,
             tried.attempt.duration,
         );
+        if tried.outcome == Outcome::Delivered {
+            let now = route.policy.now();
+            metrics::delivered(
+                &route.name,
+                now.duration_since(taken.enqueued_at).unwrap_or_default(),
+            );
+        }
         let step = plan(
             &route.policy,
             taken.tries + 1,

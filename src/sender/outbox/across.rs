@@ -116,7 +116,7 @@ pub(crate) fn take_across_sql(
          AND {deliveries}.state = 0 \
          AND ({deliveries}.lease_until IS NULL OR {deliveries}.lease_until <= w.now) \
          RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, waited_ms, \
-         reason, (SELECT failing_since FROM {endpoints} e \
+         reason, created_at, (SELECT failing_since FROM {endpoints} e \
          WHERE e.endpoint = {deliveries}.endpoint) AS failing_since",
         values = values.join(", "),
     ))
@@ -185,7 +185,7 @@ macro_rules! sql_take_due_across {
                 }
                 for row in query.fetch_all(&self.pool).await? {
                     let endpoint: String = row.try_get(0)?;
-                    let failing: Option<i64> = row.try_get(8)?;
+                    let failing: Option<i64> = row.try_get(9)?;
                     let health = health_from_fields((failing, None, None));
                     found.health.insert(endpoint.clone(), health);
                     let taken: TakenRow = (
@@ -196,6 +196,7 @@ macro_rules! sql_take_due_across {
                         row.try_get(5)?,
                         row.try_get(6)?,
                         row.try_get(7)?,
+                        row.try_get(8)?,
                     );
                     by_endpoint.entry(endpoint).or_default().push(taken);
                     leased += 1;

@@ -98,7 +98,7 @@ pub(crate) fn failed_at(change: HealthChange) -> Option<i64> {
 
 /// A leased delivery as stored fields: id, body, tries, attempts, due at
 /// (ms), waited (ms) and the wait's reason code.
-pub(crate) type TakenRow = (String, Vec<u8>, i64, i64, i64, i64, i64);
+pub(crate) type TakenRow = (String, Vec<u8>, i64, i64, i64, i64, i64, i64);
 
 /// What a take found: the endpoint's `health`, and the deliveries leased
 /// under `token`, earliest due first.
@@ -111,13 +111,14 @@ pub(crate) fn due(
     let mut taken: Vec<Taken> = rows
         .into_iter()
         .map(
-            |(id, body, tries, attempts, due_at, waited, reason)| Taken {
+            |(id, body, tries, attempts, due_at, waited, reason, enqueued_at)| Taken {
                 endpoint: endpoint.to_owned(),
                 id,
                 body,
                 tries: count(tries),
                 attempts: count(attempts),
                 due_at: from_millis(due_at),
+                enqueued_at: from_millis(enqueued_at),
                 waited: duration_ms(waited),
                 reason: reason_from_code(reason),
                 token: token.to_owned(),

@@ -30,6 +30,7 @@ struct Deliveries {
 #[derive(Debug)]
 struct Entry {
     order: u64,
+    enqueued_at: SystemTime,
     stored: StoredDelivery,
     tries: u32,
     waited: Duration,
@@ -66,6 +67,7 @@ impl Entry {
             tries: self.tries,
             attempts: u32::try_from(self.stored.attempts.len()).unwrap_or(u32::MAX),
             due_at: self.stored.due_at.unwrap_or(now),
+            enqueued_at: self.enqueued_at,
             waited: self.waited,
             reason: self.reason,
             token,
@@ -200,6 +202,7 @@ impl DeliveryStore for MemoryDeliveries {
             deliveries.next_order += 1;
             let entry = Entry {
                 order: deliveries.next_order,
+                enqueued_at: SystemTime::now(),
                 stored: StoredDelivery {
                     endpoint: endpoint.to_owned(),
                     id: id.to_owned(),

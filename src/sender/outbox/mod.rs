@@ -88,6 +88,9 @@ pub struct Taken {
     pub attempts: u32,
     /// When the attempt was due.
     pub due_at: SystemTime,
+    /// When the delivery was stored (sent): with the time it is delivered,
+    /// the send-to-delivery time.
+    pub enqueued_at: SystemTime,
     /// The wait before this attempt and why.
     pub waited: Duration,
     /// Why it waited.

@@ -59,7 +59,7 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
 
 /// A row of [`Statements::take`]: the delivery's
 /// [`TakenRow`](super::codes::TakenRow), then the endpoint's failing time.
-pub(crate) type TakeRow = (String, Vec<u8>, i64, i64, i64, i64, i64, Option<i64>);
+pub(crate) type TakeRow = (String, Vec<u8>, i64, i64, i64, i64, i64, i64, Option<i64>);
 
 /// The statements both SQL delivery stores run.
 #[derive(Debug, Clone)]
@@ -131,7 +131,7 @@ impl Statements {
                  ORDER BY due_at LIMIT $3{lock}) \
                  AND NOT EXISTS (SELECT 1 FROM {endpoints} \
                  WHERE endpoint = $1 AND disabled IS NOT NULL) \
-                 RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason, \
+                 RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason, created_at, \
                  (SELECT failing_since FROM {endpoints} WHERE endpoint = $1) AS failing_since"
             )),
             finish: statement(format!(
@@ -290,7 +290,7 @@ macro_rules! sql_delivery_store {
                     // Rows were leased only while the endpoint was enabled;
                     // leasing nothing, the take read no health: read it.
                     let health = match rows.first() {
-                        Some(row) => (row.7, None, None),
+                        Some(row) => (row.8, None, None),
                         None => sqlx::query_as(self.statements.read_health.clone())
                             .bind(endpoint)
                             .fetch_optional(&self.pool)
@@ -298,8 +298,8 @@ macro_rules! sql_delivery_store {
                             .unwrap_or_default(),
                     };
                     let rows = rows.into_iter().map(
-                        |(id, body, tries, attempts, due_at, waited, reason, _)| {
-                            (id, body, tries, attempts, due_at, waited, reason)
+                        |(id, body, tries, attempts, due_at, waited, reason, enqueued, _)| {
+                            (id, body, tries, attempts, due_at, waited, reason, enqueued)
                         },
                     );
                     Ok(due(endpoint, &token, health_from_fields(health), rows))
