@@ -8,7 +8,7 @@ use crate::sender::transport::Transport;
 
 impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// Sends a test delivery: [`send`](Self::send) under the id `id`
-    /// prefixed with the policy's [`test_prefix`](Policy::test_prefix),
+    /// prefixed with the policy's [`test_prefix`](crate::sender::Policy::test_prefix),
     /// which it returns. A test delivery does not count towards disabling
     /// the endpoint. Without a test prefix in the policy it is refused
     /// with [`DispatchError::NoTestPrefix`].
