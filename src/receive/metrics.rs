@@ -8,6 +8,7 @@
 //! | `hooklatch_requests_total` | counter | `outcome`, `reason` (rejections), `scheme`, `namespace` |
 //! | `hooklatch_verify_duration_seconds` | histogram | `scheme` |
 //! | `hooklatch_store_duration_seconds` | histogram | `op` (`accept`, `claim`, `complete`) |
+//! | `hooklatch_inbox_events` | gauge | `namespace`, `state` (`waiting`, `taken`, `dead`); set by [`report_inbox_depth`] |
 
 use std::time::Duration;
 
@@ -115,4 +116,49 @@ pub(crate) fn store_took(op: &'static str, took: Duration) {
     metrics::histogram!("hooklatch_store_duration_seconds", "op" => op).record(took.as_secs_f64());
     #[cfg(not(feature = "metrics"))]
     let _ = (op, took);
+}
+
+/// Sets the `hooklatch_inbox_events` gauges (feature `metrics`) of each of
+/// `namespaces` from the store's [`stats`](crate::dedup::Inbox::stats):
+/// events waiting, taken by a worker, and dead-lettered. Call it on an
+/// interval of your choice; each call is one `stats` per namespace.
+///
+/// ```
+/// use hooklatch::dedup::{Inbox, IncomingEvent, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+/// let store = MemoryStore::new();
+/// store.accept(&IncomingEvent::new("stripe", "evt_1", b"{}")).await?;
+/// // Every 15 s, say, in a task of its own:
+/// hooklatch::receive::report_inbox_depth(&store, &["stripe"]).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn report_inbox_depth<S: crate::dedup::Inbox, N: AsRef<str>>(
+    store: &S,
+    namespaces: &[N],
+) -> Result<(), crate::dedup::DedupError> {
+    for namespace in namespaces {
+        let namespace = namespace.as_ref();
+        let stats = store.stats(namespace).await?;
+        #[cfg(feature = "metrics")]
+        for (state, count) in [
+            ("waiting", stats.waiting),
+            ("taken", stats.taken),
+            ("dead", stats.dead),
+        ] {
+            #[allow(clippy::cast_precision_loss)] // Counts stay far below 2^52.
+            let count = count as f64;
+            metrics::gauge!(
+                "hooklatch_inbox_events",
+                "namespace" => namespace.to_owned(),
+                "state" => state,
+            )
+            .set(count);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = stats;
+    }
+    Ok(())
 }

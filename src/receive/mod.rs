@@ -27,7 +27,7 @@ mod tenant;
 
 pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, content_length, read_limited};
 pub use event::VerifiedEvent;
-pub use metrics::request_span;
+pub use metrics::{report_inbox_depth, request_span};
 pub use receiver::Receiver;
 pub use rejection::Rejection;
 pub use steps::{COMPLETE_TRIES, Claimed, accept, claim, complete_with_retries, settle};

@@ -24,6 +24,7 @@
 use axum::Router;
 use axum::routing::{get, post_service};
 use hooklatch::dedup::Inbox;
+use hooklatch::receive::report_inbox_depth;
 use hooklatch::verify::Verifier;
 use hooklatch_tower::WebhookLayer;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -69,6 +70,15 @@ impl Serve for Axum {
         let (handled, _) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(worker(store.clone(), handled));
         if std::env::var("HOOKLATCH_METRICS").as_deref() == Ok("1") {
+            let store = store.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Err(error) = report_inbox_depth(&store, &[NAMESPACE]).await {
+                        eprintln!("cannot read the inbox's depth: {error}");
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(15)).await;
+                }
+            });
             let address =
                 std::env::var("HOOKLATCH_METRICS_ADDR").unwrap_or_else(|_| "127.0.0.1:9090".into());
             let listener = tokio::net::TcpListener::bind(&address).await?;
@@ -117,7 +127,8 @@ mod tests {
             tokio::spawn(async move { axum::serve(listener, app).await });
             address
         };
-        let receiver = serve(app(check::verifier(), MemoryStore::new(), "metrics-test")).await;
+        let store = MemoryStore::new();
+        let receiver = serve(app(check::verifier(), store.clone(), "metrics-test")).await;
         let scrape = serve(metrics_app(metrics)).await;
         let url = format!("http://{receiver}/webhooks");
         for (id, secret) in [
@@ -129,6 +140,8 @@ mod tests {
         ] {
             check::send(&url, id, secret, b"{}").await;
         }
+        // No worker runs here: both new events wait.
+        report_inbox_depth(&store, &["metrics-test"]).await.unwrap();
         let text = reqwest::get(format!("http://{scrape}/metrics"))
             .await
             .unwrap()
@@ -150,5 +163,11 @@ mod tests {
         assert_eq!(count("duplicate", "", "metrics-test"), 2);
         assert_eq!(count("rejected", "signature", ""), 1);
         assert!(text.contains("hooklatch_verify_duration_seconds"));
+        for (state, count) in [("waiting", 2), ("taken", 0), ("dead", 0)] {
+            let line = format!(
+                r#"hooklatch_inbox_events{{namespace="metrics-test",state="{state}"}} {count}"#
+            );
+            assert!(text.lines().any(|seen| seen == line), "{line} in {text}");
+        }
     }
 }
