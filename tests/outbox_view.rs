@@ -7,8 +7,11 @@ mod support;
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
-    DeliveryCounts, DeliveryState, DeliveryStore, EndpointRegistry, OutboxView, WaitReason,
+    DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, EndpointConfig, EndpointRegistry,
+    OutboxView, Policy, WaitReason,
 };
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 #[path = "support/outbox_backends.rs"]
 mod backends;
@@ -38,6 +41,9 @@ async fn counts_names_and_recent_attempts(backend: impl Backend) {
             .unwrap()
     );
     store.save_endpoint("configured", "{}").await.unwrap();
+    // Disabled by hand before it ever had a delivery.
+    let disabled = store.disable("idle", DisableReason::Manual, now).await;
+    assert!(disabled.unwrap());
 
     let counts = store
         .counts("orders", now + Duration::from_secs(1))
@@ -59,7 +65,7 @@ async fn counts_names_and_recent_attempts(backend: impl Backend) {
     );
     assert_eq!(
         store.endpoint_names().await.unwrap(),
-        ["configured", "orders"]
+        ["configured", "idle", "orders"]
     );
 
     let recent = store.recent_attempts("orders", 3).await.unwrap();
@@ -133,6 +139,45 @@ async fn replay_of_a_time_range(backend: impl Backend) {
     }
 }
 
+/// An operator's enable (console, CLI) follows the saved policy: an
+/// endpoint whose policy replays on enable gets its dead deliveries back,
+/// one whose policy does not keeps them dead; both are enabled.
+async fn enable_as_saved_follows_the_saved_policy(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    for (endpoint, replays) in [("replays", true), ("keeps", false)] {
+        let policy = Policy::svix().with_replay_on_enable(replays);
+        let config = EndpointConfig::new("https://e.example/", "standard", [SECRET])
+            .unwrap()
+            .with_policy(policy);
+        store
+            .save_endpoint(endpoint, &config.to_json())
+            .await
+            .unwrap();
+        for taken in leased(&store, endpoint, &["dead_1", "dead_2"]).await {
+            end(&store, &taken, now - HOUR, Ok(500)).await;
+        }
+        assert!(
+            store
+                .disable(endpoint, DisableReason::Manual, now)
+                .await
+                .unwrap()
+        );
+    }
+    assert_eq!(store.enable_as_saved("replays", now).await.unwrap(), 2);
+    assert_eq!(store.enable_as_saved("keeps", now).await.unwrap(), 0);
+    for (endpoint, state) in [
+        ("replays", DeliveryState::Pending),
+        ("keeps", DeliveryState::Dead),
+    ] {
+        assert_eq!(store.health(endpoint).await.unwrap().disabled, None);
+        for id in ["dead_1", "dead_2"] {
+            let delivery = store.delivery(endpoint, id).await.unwrap().unwrap();
+            assert_eq!(delivery.state, state, "{endpoint} {id}");
+        }
+    }
+}
+
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -141,6 +186,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn counts_by_state_endpoint_names_and_latest_attempts_newest_first() {
                 counts_names_and_recent_attempts($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn an_operators_enable_replays_dead_deliveries_only_when_the_saved_policy_says_so() {
+                enable_as_saved_follows_the_saved_policy($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

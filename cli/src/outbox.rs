@@ -64,7 +64,8 @@ enum OutboxCommand {
         #[arg(long)]
         endpoint: String,
     },
-    /// Deliver to an endpoint again and forget its failures.
+    /// Deliver to an endpoint again and forget its failures (and, when its
+    /// saved policy says so, send its dead deliveries again).
     Enable {
         #[arg(long)]
         endpoint: String,
@@ -207,8 +208,12 @@ async fn run(store: &impl DeliveryStore, command: OutboxCommand) -> Result<(), D
             );
         }
         OutboxCommand::Enable { endpoint } => {
-            store.enable(&endpoint).await?;
-            println!("enabled");
+            // As the saved policy says: its backlog too, if it replays on
+            // enable.
+            match store.enable_as_saved(&endpoint, now).await? {
+                0 => println!("enabled"),
+                replayed => println!("enabled, replayed {replayed}"),
+            }
         }
     }
     Ok(())

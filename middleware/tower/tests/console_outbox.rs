@@ -34,11 +34,13 @@ async fn seeded() -> MemoryDeliveries {
     store
 }
 
+/// The console nested under `/ops`, as an app mounts it: every link,
+/// form and redirect must name its full path.
 fn app(store: MemoryDeliveries) -> axum::Router {
-    Console::new(MemoryStore::new(), TOKEN, ["stripe"])
+    let console = Console::new(MemoryStore::new(), TOKEN, ["stripe"])
         .unwrap()
-        .with_outbox(store)
-        .router()
+        .with_outbox(store);
+    axum::Router::new().nest("/ops", console.router())
 }
 
 async fn get(app: &axum::Router, path: &str, token: Option<&str>) -> (StatusCode, String) {
@@ -64,7 +66,12 @@ async fn post(app: &axum::Router, path: &str, form: &str) -> StatusCode {
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::from(form.to_owned()))
         .unwrap();
-    app.clone().oneshot(request).await.unwrap().status()
+    let response = app.clone().oneshot(request).await.unwrap();
+    if response.status() == StatusCode::SEE_OTHER {
+        let back = response.headers()[header::LOCATION].to_str().unwrap();
+        assert_eq!(back, "/ops/outbox/endpoint?name=orders", "back to the page");
+    }
+    response.status()
 }
 
 /// The CSRF token the endpoint page's forms carry.
@@ -79,7 +86,7 @@ fn csrf(page: &str) -> String {
 #[tokio::test]
 async fn outbox_pages_need_the_token() {
     let app = app(seeded().await);
-    for path in ["/outbox", "/outbox/endpoint?name=orders"] {
+    for path in ["/ops/outbox", "/ops/outbox/endpoint?name=orders"] {
         assert_eq!(get(&app, path, None).await.0, StatusCode::UNAUTHORIZED);
         let wrong = "outbox-console-token-0123456788";
         assert_eq!(
@@ -87,7 +94,7 @@ async fn outbox_pages_need_the_token() {
             StatusCode::UNAUTHORIZED
         );
     }
-    let request = Request::post("/outbox/disable")
+    let request = Request::post("/ops/outbox/disable")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::from("csrf=00&name=orders"))
         .unwrap();
@@ -96,16 +103,35 @@ async fn outbox_pages_need_the_token() {
 }
 
 #[tokio::test]
-async fn the_endpoint_list_shows_health_and_counts_and_the_page_its_attempts_escaped() {
+async fn the_endpoint_list_shows_health_and_counts_and_the_page_its_attempts_escaped_with_full_paths_when_nested()
+ {
     let app = app(seeded().await);
-    let (status, list) = get(&app, "/outbox", Some(TOKEN)).await;
+    let (status, list) = get(&app, "/ops/outbox", Some(TOKEN)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(list.contains("data-endpoint=\"orders\""), "{list}");
     assert!(list.contains("failing since"), "{list}");
     assert!(list.contains("<td>2</td>"), "two dead: {list}");
 
-    let (status, page) = get(&app, "/outbox/endpoint?name=orders", Some(TOKEN)).await;
+    assert!(
+        list.contains("href=\"/ops/outbox/endpoint?name=orders\""),
+        "{list}"
+    );
+    assert!(list.contains("href=\"/ops\""), "back to the inbox: {list}");
+    let (status, page) = get(&app, "/ops/outbox/endpoint?name=orders", Some(TOKEN)).await;
     assert_eq!(status, StatusCode::OK);
+    for action in ["/ops/outbox/disable", "/ops/outbox/replay"] {
+        assert!(
+            page.contains(&format!("action=\"{action}\"")),
+            "{action} in {page}"
+        );
+    }
+    assert!(page.contains("href=\"/ops/outbox\""), "{page}");
+    let (status, inbox) = get(&app, "/ops", Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(inbox.contains("href=\"/ops/outbox\""), "{inbox}");
+    let (status, login) = get(&app, "/ops", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(login.contains("action=\"/ops/login\""), "{login}");
     assert!(page.contains("data-replay=\"dead_1\"") && page.contains("data-replay=\"dead_2\""));
     assert!(
         page.contains("dead 2") && page.contains("delivered 1"),
@@ -121,35 +147,35 @@ async fn the_endpoint_list_shows_health_and_counts_and_the_page_its_attempts_esc
 async fn replay_disable_and_enable_reach_the_store_and_need_the_csrf_token() {
     let store = seeded().await;
     let app = app(store.clone());
-    let (_, page) = get(&app, "/outbox/endpoint?name=orders", Some(TOKEN)).await;
+    let (_, page) = get(&app, "/ops/outbox/endpoint?name=orders", Some(TOKEN)).await;
     let csrf = csrf(&page);
     assert_eq!(csrf.len(), 64);
 
     let forged = "csrf=0000&name=orders";
     assert_eq!(
-        post(&app, "/outbox/disable", forged).await,
+        post(&app, "/ops/outbox/disable", forged).await,
         StatusCode::FORBIDDEN
     );
     assert_eq!(store.health("orders").await.unwrap().disabled, None);
 
     let form = format!("csrf={csrf}&name=orders");
     assert_eq!(
-        post(&app, "/outbox/disable", &form).await,
+        post(&app, "/ops/outbox/disable", &form).await,
         StatusCode::SEE_OTHER
     );
     let health = store.health("orders").await.unwrap();
     assert_eq!(health.disabled, Some(DisableReason::Manual));
-    let (_, page) = get(&app, "/outbox/endpoint?name=orders", Some(TOKEN)).await;
+    let (_, page) = get(&app, "/ops/outbox/endpoint?name=orders", Some(TOKEN)).await;
     assert!(page.contains("disabled by an operator") && page.contains("id=enable"));
     assert_eq!(
-        post(&app, "/outbox/enable", &form).await,
+        post(&app, "/ops/outbox/enable", &form).await,
         StatusCode::SEE_OTHER
     );
     assert_eq!(store.health("orders").await.unwrap().disabled, None);
 
     let one = format!("{form}&id=dead_1");
     assert_eq!(
-        post(&app, "/outbox/replay", &one).await,
+        post(&app, "/ops/outbox/replay", &one).await,
         StatusCode::SEE_OTHER
     );
     let state = |id: &'static str| {
@@ -168,21 +194,28 @@ async fn replay_disable_and_enable_reach_the_store_and_need_the_csrf_token() {
     };
     let early = format!("{form}&since={}&until={}", text(3 * 3600), text(2 * 3600));
     assert_eq!(
-        post(&app, "/outbox/replay", &early).await,
+        post(&app, "/ops/outbox/replay", &early).await,
         StatusCode::SEE_OTHER
     );
     assert_eq!(state("dead_2").await, DeliveryState::Dead);
     let range = format!("{form}&since={}&until={}", text(2 * 3600), text(0));
     assert_eq!(
-        post(&app, "/outbox/replay", &range).await,
+        post(&app, "/ops/outbox/replay", &range).await,
         StatusCode::SEE_OTHER
     );
     assert_eq!(state("dead_2").await, DeliveryState::Pending);
     assert_eq!(state("fine").await, DeliveryState::Delivered);
 
+    let nameless = format!("csrf={csrf}&name=no%20spaces");
+    assert_eq!(
+        post(&app, "/ops/outbox/disable", &nameless).await,
+        StatusCode::BAD_REQUEST
+    );
+    let (status, _) = get(&app, "/ops/outbox/endpoint?name=%3Cb%3E", Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     let bad = format!("{form}&since=yesterday&until=now");
     assert_eq!(
-        post(&app, "/outbox/replay", &bad).await,
+        post(&app, "/ops/outbox/replay", &bad).await,
         StatusCode::BAD_REQUEST
     );
 }

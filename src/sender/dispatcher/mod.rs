@@ -312,7 +312,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// Every process must add it again. To have every dispatcher on the
     /// store see an endpoint, its changes and its removal, save it in the
     /// store with [`save_endpoint`](Self::save_endpoint) instead; an
-    /// endpoint added here is left alone by what is saved under its name.
+    /// endpoint added here is left alone by what other dispatchers save
+    /// under its name (a `save_endpoint` on this dispatcher replaces it).
     /// Adding takes any [`Signer`] and keeps the policy's clock, which a
     /// saved endpoint cannot.
     pub async fn add_endpoint(
@@ -461,6 +462,9 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
             .disable(endpoint, DisableReason::Manual, now)
             .await?;
         route.set_health(self.inner.store.health(endpoint).await?);
+        if disabled {
+            crate::sender::metrics::disabled(DisableReason::Manual);
+        }
         Ok(disabled)
     }
 

@@ -147,6 +147,9 @@ impl<S: DeliveryStore, T> Inner<S, T> {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name.to_owned(), Arc::new(route));
+        // A refresh that ran while this save was under way may have seen a
+        // newer version: the next one compares every endpoint again.
+        *self.seen_version() = None;
     }
 
     /// Brings the saved routes in line with the store's registry, if its

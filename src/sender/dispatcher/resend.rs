@@ -18,7 +18,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         id: &str,
         body: &[u8],
     ) -> Result<String, DispatchError> {
-        let route = self.route(endpoint)?;
+        let route = self.find_route(endpoint).await?;
         let prefix = route
             .policy
             .test_prefix()

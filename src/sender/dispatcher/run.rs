@@ -254,12 +254,11 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             status,
             tried.attempt.duration,
         );
-        if tried.outcome == Outcome::Delivered {
-            let now = route.policy.now();
-            metrics::delivered(
-                &route.name,
-                now.duration_since(taken.enqueued_at).unwrap_or_default(),
-            );
+        // From `send` to the 2xx, on the store's (system) clock; a replayed
+        // delivery (its tries started over) is not counted.
+        if tried.outcome == Outcome::Delivered && taken.tries == taken.attempts {
+            let since_sent = std::time::SystemTime::now().duration_since(taken.enqueued_at);
+            metrics::delivered(&route.name, since_sent.unwrap_or_default());
         }
         let step = plan(
             &route.policy,

@@ -358,6 +358,35 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Send + Sync + 'static {
         }
     }
 
+    /// Enables the endpoint as [`enable`](Self::enable) does and, when its
+    /// saved configuration's policy
+    /// [replays on enable](crate::sender::Policy::with_replay_on_enable),
+    /// sends its dead and gone deliveries again; returns how many. For
+    /// operators' tools without a dispatcher (the console, the CLI); a
+    /// [`Dispatcher::enable`](crate::sender::Dispatcher::enable) does the
+    /// same with the policy it sends with, and tells its owner.
+    fn enable_as_saved(
+        &self,
+        endpoint: &str,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<u64, DedupError>> + Send {
+        async move {
+            self.enable(endpoint).await?;
+            let saved = self.saved_endpoints().await?;
+            let replays = saved
+                .endpoints
+                .get(endpoint)
+                .and_then(|json| crate::sender::EndpointConfig::from_json(json).ok())
+                .is_some_and(|config| config.policy().replay_on_enable());
+            if !replays {
+                return Ok(0);
+            }
+            let (since, until) = (SystemTime::UNIX_EPOCH, now + Duration::from_secs(1));
+            let replayed = self.replay_between(endpoint, since, until, now, usize::MAX);
+            Ok(u64::try_from(replayed.await?.len()).unwrap_or(u64::MAX))
+        }
+    }
+
     /// Deletes the delivered and gone deliveries that ended before
     /// `finished_before`, with their attempts, and returns how many.
     /// Pending and dead deliveries are kept (dead ones can be replayed).

@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Form, State};
+use axum::extract::{Form, OriginalUri, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -234,28 +234,54 @@ fn shell(title: &str, body: &str) -> String {
     )
 }
 
-fn login_page() -> Response {
-    let form = "<h1>hooklatch console</h1><form method=post action=login>\
-                <label>Token <input type=password name=token autocomplete=off></label> \
-                <button type=submit id=login>Sign in</button></form>";
+/// Where the console is mounted (`""` at the root, `/ops` under `/ops`),
+/// from the request's path and the route that answers it (`/login`,
+/// `/outbox/endpoint`; `""` for the first page), so that every link and
+/// form names a full path, wherever the console is nested.
+fn root_of(uri: &OriginalUri, route: &str) -> String {
+    let path = uri.path().trim_end_matches('/');
+    path.strip_suffix(route).unwrap_or(path).to_owned()
+}
+
+/// The console's first page under `root`.
+fn home(root: &str) -> String {
+    if root.is_empty() {
+        "/".to_owned()
+    } else {
+        root.to_owned()
+    }
+}
+
+fn login_page(root: &str) -> Response {
+    let form = format!(
+        "<h1>hooklatch console</h1><form method=post action=\"{}/login\">\
+         <label>Token <input type=password name=token autocomplete=off></label> \
+         <button type=submit id=login>Sign in</button></form>",
+        escape(root)
+    );
     (
         StatusCode::UNAUTHORIZED,
-        Html(shell("hooklatch console", form)),
+        Html(shell("hooklatch console", &form)),
     )
         .into_response()
 }
 
 async fn page<S: Inbox + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
+    uri: OriginalUri,
     headers: HeaderMap,
 ) -> Response {
+    let root = escape(&root_of(&uri, ""));
     if !console.guard.authorized(&headers) {
-        return login_page();
+        return login_page(&root);
     }
     let csrf = console.guard.csrf();
     let mut body = String::from("<h1>hooklatch console</h1>");
     if console.links_outbox {
-        body.push_str("<p><a href=outbox>Outbox: endpoints and deliveries</a></p>");
+        let _ = write!(
+            body,
+            "<p><a href=\"{root}/outbox\">Outbox: endpoints and deliveries</a></p>"
+        );
     }
     for namespace in &console.namespaces {
         let ns = escape(namespace);
@@ -286,7 +312,7 @@ async fn page<S: Inbox + Clone + 'static>(
         }
         let _ = write!(
             body,
-            "<form method=post action=requeue><input type=hidden name=csrf value={csrf}>\
+            "<form method=post action=\"{root}/requeue\"><input type=hidden name=csrf value={csrf}>\
              <input type=hidden name=namespace value=\"{ns}\">\
              <button type=submit>Requeue all dead letters</button></form>\
              <table><tr><th>event</th><th>type</th><th>attempts</th><th>body</th><th></th></tr>"
@@ -296,7 +322,8 @@ async fn page<S: Inbox + Clone + 'static>(
             let _ = write!(
                 body,
                 "<tr><td><code>{id}</code></td><td>{}</td><td>{}</td><td><code>{}</code></td>\
-                 <td><form method=post action=requeue><input type=hidden name=csrf value={csrf}>\
+                 <td><form method=post action=\"{root}/requeue\">\
+                 <input type=hidden name=csrf value={csrf}>\
                  <input type=hidden name=namespace value=\"{ns}\">\
                  <input type=hidden name=id value=\"{id}\">\
                  <button type=submit data-requeue=\"{id}\">Requeue</button></form></td></tr>",
@@ -317,13 +344,15 @@ struct Login {
 
 async fn login<S: Inbox + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
+    uri: OriginalUri,
     Form(form): Form<Login>,
 ) -> Response {
+    let root = root_of(&uri, "/login");
     if !console.guard.is_token(&form.token) {
-        return login_page();
+        return login_page(&escape(&root));
     }
     let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", form.token);
-    ([(header::SET_COOKIE, cookie)], Redirect::to(".")).into_response()
+    ([(header::SET_COOKIE, cookie)], Redirect::to(&home(&root))).into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -335,11 +364,13 @@ struct RequeueForm {
 
 async fn requeue<S: Inbox + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
+    uri: OriginalUri,
     headers: HeaderMap,
     Form(form): Form<RequeueForm>,
 ) -> Response {
+    let root = root_of(&uri, "/requeue");
     if !console.guard.authorized(&headers) {
-        return login_page();
+        return login_page(&escape(&root));
     }
     if !console.guard.is_csrf(&form.csrf) || !console.namespaces.contains(&form.namespace) {
         return (StatusCode::FORBIDDEN, "refused").into_response();
@@ -349,7 +380,7 @@ async fn requeue<S: Inbox + Clone + 'static>(
         .requeue_dead(&form.namespace, form.id.as_deref())
         .await
     {
-        Ok(_) => Redirect::to(".").into_response(),
+        Ok(_) => Redirect::to(&home(&root)).into_response(),
         Err(error) => (
             StatusCode::SERVICE_UNAVAILABLE,
             Html(shell("store unavailable", &escape(&error.to_string()))),

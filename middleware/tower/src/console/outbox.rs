@@ -7,16 +7,17 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::Router;
-use axum::extract::{Form, Query, State};
+use axum::extract::{Form, OriginalUri, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use hooklatch::dedup::validate_namespace;
 use hooklatch::sender::{
     DeliveryState, DeliveryStore, DisableReason, EndpointConfig, EndpointHealth, RecentAttempt,
 };
 
 use super::time::{parse_utc, utc_text};
-use super::{Guard, escape, preview, shell};
+use super::{Guard, escape, home, preview, root_of, shell};
 
 struct Outbox<D> {
     store: D,
@@ -38,10 +39,12 @@ pub(super) fn router<D: DeliveryStore + Clone>(store: D, guard: Guard) -> Router
         .with_state(Arc::new(Outbox { store, guard }))
 }
 
-/// 401 with a way back to the console's sign-in.
-fn unauthorized(back: &str) -> Response {
+/// 401 with a way back to the console's sign-in, the first page under
+/// `root`.
+fn unauthorized(root: &str) -> Response {
     let body = format!(
-        "<h1>hooklatch console</h1><p><a href=\"{back}\">Sign in</a> to see the outbox.</p>"
+        "<h1>hooklatch console</h1><p><a href=\"{}\">Sign in</a> to see the outbox.</p>",
+        escape(&home(root))
     );
     (
         StatusCode::UNAUTHORIZED,
@@ -92,10 +95,12 @@ fn hours(seconds: u64) -> String {
 
 async fn endpoints<D: DeliveryStore + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
+    uri: OriginalUri,
     headers: HeaderMap,
 ) -> Response {
+    let root = root_of(&uri, "/outbox");
     if !outbox.guard.authorized(&headers) {
-        return unauthorized(".");
+        return unauthorized(&root);
     }
     let store = &outbox.store;
     let (names, saved) = match (store.endpoint_names().await, store.saved_endpoints().await) {
@@ -103,9 +108,11 @@ async fn endpoints<D: DeliveryStore + Clone>(
         (Err(error), _) | (_, Err(error)) => return unavailable(&error),
     };
     let now = SystemTime::now();
-    let mut body = String::from(
-        "<p><a href=.>← inbox</a></p><h1>Outbox</h1><table><tr><th>endpoint</th><th>URL</th>\
-         <th>health</th><th>pending</th><th>due</th><th>dead</th><th>delivered</th></tr>",
+    let mut body = format!(
+        "<p><a href=\"{}\">← inbox</a></p><h1>Outbox</h1><table><tr><th>endpoint</th>\
+         <th>URL</th><th>health</th><th>pending</th><th>due</th><th>dead</th><th>delivered</th>\
+         </tr>",
+        escape(&home(&root))
     );
     for name in &names {
         let (health, counts) = match (store.health(name).await, store.counts(name, now).await) {
@@ -119,7 +126,7 @@ async fn endpoints<D: DeliveryStore + Clone>(
             .map_or_else(|| "-".to_owned(), |config| escape(config.url()));
         let _ = write!(
             body,
-            "<tr data-endpoint=\"{n}\"><td><a href=\"outbox/endpoint?name={n}\">{n}</a></td>\
+            "<tr data-endpoint=\"{n}\"><td><a href=\"{r}/outbox/endpoint?name={q}\">{n}</a></td>\
              <td><code>{url}</code></td><td class=counts>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td></tr>",
             health_text(&health),
@@ -128,6 +135,8 @@ async fn endpoints<D: DeliveryStore + Clone>(
             counts.dead,
             counts.delivered,
             n = escape(name),
+            r = escape(&root),
+            q = escape(&url_encoded(name)),
         );
     }
     body.push_str("</table>");
@@ -144,11 +153,16 @@ struct Named {
 
 async fn endpoint<D: DeliveryStore + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
+    uri: OriginalUri,
     headers: HeaderMap,
     Query(Named { name }): Query<Named>,
 ) -> Response {
+    let root = root_of(&uri, "/outbox/endpoint");
     if !outbox.guard.authorized(&headers) {
-        return unauthorized("..");
+        return unauthorized(&root);
+    }
+    if let Err(error) = validate_namespace(&name) {
+        return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
     }
     let store = &outbox.store;
     let read = async {
@@ -163,12 +177,12 @@ async fn endpoint<D: DeliveryStore + Clone>(
         Ok(read) => read,
         Err(error) => return unavailable(&error),
     };
-    let (n, csrf) = (escape(&name), outbox.guard.csrf());
+    let (n, csrf, r) = (escape(&name), outbox.guard.csrf(), escape(&root));
     let hidden = format!(
         "<input type=hidden name=csrf value={csrf}><input type=hidden name=name value=\"{n}\">"
     );
     let mut body = format!(
-        "<p><a href=\"../outbox\">← endpoints</a></p><h1>Endpoint <code>{n}</code></h1>\
+        "<p><a href=\"{r}/outbox\">← endpoints</a></p><h1>Endpoint <code>{n}</code></h1>\
          <p class=counts>{}</p><p class=counts><span>pending {}</span><span>due {}</span>\
          <span class=dead>dead {}</span><span>gone {}</span><span>delivered {}</span></p>",
         health_text(&health),
@@ -185,7 +199,8 @@ async fn endpoint<D: DeliveryStore + Clone>(
     };
     let _ = write!(
         body,
-        "<form method=post action={action}>{hidden}<button type=submit id={action}>{label}</button></form>"
+        "<form method=post action=\"{r}/outbox/{action}\">{hidden}\
+         <button type=submit id={action}>{label}</button></form>"
     );
     attempts_table(&mut body, &recent);
     body.push_str("<h2>Dead deliveries</h2>");
@@ -196,14 +211,15 @@ async fn endpoint<D: DeliveryStore + Clone>(
         let id = escape(id);
         let _ = write!(
             body,
-            "<form method=post action=replay>{hidden}<input type=hidden name=id value=\"{id}\">\
+            "<form method=post action=\"{r}/outbox/replay\">{hidden}\
+             <input type=hidden name=id value=\"{id}\">\
              <code>{id}</code> <button type=submit data-replay=\"{id}\">Replay</button></form>"
         );
     }
     let _ = write!(
         body,
         "<h2>Replay a time range</h2><p>Dead and gone deliveries last tried in the range \
-         (UTC) go out again.</p><form method=post action=replay>{hidden}\
+         (UTC) go out again.</p><form method=post action=\"{r}/outbox/replay\">{hidden}\
          <label>from <input type=datetime-local step=1 name=since required></label> \
          <label>until <input type=datetime-local step=1 name=until required></label> \
          <button type=submit id=replay-range>Replay range</button></form>"
@@ -251,22 +267,25 @@ struct Change {
 
 impl<D> Outbox<D> {
     /// The refusal of a form without the token or this console's CSRF
-    /// token; `None` for a form to act on.
-    fn refusal(&self, headers: &HeaderMap, form: &Change) -> Option<Response> {
+    /// token, or naming no valid endpoint; `None` for a form to act on.
+    fn refusal(&self, headers: &HeaderMap, form: &Change, root: &str) -> Option<Response> {
         if !self.guard.authorized(headers) {
-            return Some(unauthorized(".."));
+            return Some(unauthorized(root));
         }
         if !self.guard.is_csrf(&form.csrf) {
             return Some((StatusCode::FORBIDDEN, "refused").into_response());
+        }
+        if let Err(error) = validate_namespace(&form.name) {
+            return Some((StatusCode::BAD_REQUEST, error.to_string()).into_response());
         }
         None
     }
 }
 
 /// Back to the endpoint's page.
-fn back_to(name: &str) -> Response {
+fn back_to(root: &str, name: &str) -> Response {
     let query: String = url_encoded(name);
-    Redirect::to(&format!("endpoint?name={query}")).into_response()
+    Redirect::to(&format!("{root}/outbox/endpoint?name={query}")).into_response()
 }
 
 fn url_encoded(text: &str) -> String {
@@ -282,58 +301,63 @@ fn url_encoded(text: &str) -> String {
 
 async fn replay<D: DeliveryStore + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
+    uri: OriginalUri,
     headers: HeaderMap,
     Form(form): Form<Change>,
 ) -> Response {
-    if let Some(refused) = outbox.refusal(&headers, &form) {
+    let root = root_of(&uri, "/outbox/replay");
+    if let Some(refused) = outbox.refusal(&headers, &form, &root) {
         return refused;
     }
     let (store, now) = (&outbox.store, SystemTime::now());
-    match (&form.id, &form.since, &form.until) {
-        (Some(id), _, _) => act(&outbox, &headers, &form, store.replay(&form.name, id, now)).await,
+    let replayed = match (&form.id, &form.since, &form.until) {
+        (Some(id), _, _) => store.replay(&form.name, id, now).await.map(drop),
         (None, Some(since), Some(until)) => {
             let (Some(since), Some(until)) = (parse_utc(since), parse_utc(until)) else {
                 return (StatusCode::BAD_REQUEST, "the range needs two UTC times").into_response();
             };
             let replayed = store.replay_between(&form.name, since, until, now, REPLAY_LIMIT);
-            act(&outbox, &headers, &form, replayed).await
+            replayed.await.map(drop)
         }
-        _ => (StatusCode::BAD_REQUEST, "replay an id or a range").into_response(),
-    }
+        _ => return (StatusCode::BAD_REQUEST, "replay an id or a range").into_response(),
+    };
+    done(replayed, &root, &form.name)
 }
 
 async fn enable<D: DeliveryStore + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
+    uri: OriginalUri,
     headers: HeaderMap,
     Form(form): Form<Change>,
 ) -> Response {
-    act(&outbox, &headers, &form, outbox.store.enable(&form.name)).await
+    let root = root_of(&uri, "/outbox/enable");
+    if let Some(refused) = outbox.refusal(&headers, &form, &root) {
+        return refused;
+    }
+    // As the saved policy says: its backlog too, if it replays on enable.
+    let enabled = outbox.store.enable_as_saved(&form.name, SystemTime::now());
+    done(enabled.await.map(drop), &root, &form.name)
 }
 
 async fn disable<D: DeliveryStore + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
+    uri: OriginalUri,
     headers: HeaderMap,
     Form(form): Form<Change>,
 ) -> Response {
-    let now = SystemTime::now();
-    let disabled = outbox.store.disable(&form.name, DisableReason::Manual, now);
-    act(&outbox, &headers, &form, disabled).await
-}
-
-/// Runs `change` on a form that carries the token and the CSRF token, and
-/// goes back to the endpoint's page; the change does nothing unless
-/// awaited, so a refused form changes nothing.
-async fn act<D, T>(
-    outbox: &Outbox<D>,
-    headers: &HeaderMap,
-    form: &Change,
-    change: impl Future<Output = Result<T, hooklatch::dedup::DedupError>>,
-) -> Response {
-    if let Some(refused) = outbox.refusal(headers, form) {
+    let root = root_of(&uri, "/outbox/disable");
+    if let Some(refused) = outbox.refusal(&headers, &form, &root) {
         return refused;
     }
-    match change.await {
-        Ok(_) => back_to(&form.name),
+    let now = SystemTime::now();
+    let disabled = outbox.store.disable(&form.name, DisableReason::Manual, now);
+    done(disabled.await.map(drop), &root, &form.name)
+}
+
+/// Back to the endpoint's page after a change, or why the store refused.
+fn done(changed: Result<(), hooklatch::dedup::DedupError>, root: &str, name: &str) -> Response {
+    match changed {
+        Ok(()) => back_to(root, name),
         Err(error) => unavailable(&error),
     }
 }

@@ -195,14 +195,22 @@ impl RedisDeliveries {
 
     /// Every endpoint that has had a delivery, shard by shard.
     pub(super) async fn endpoints_with_deliveries(&self) -> Result<Vec<String>, DedupError> {
+        self.members_of_every_shard("endpoints").await
+    }
+
+    /// Every disabled endpoint, shard by shard, those with no delivery too.
+    pub(super) async fn disabled_endpoints(&self) -> Result<Vec<String>, DedupError> {
+        self.members_of_every_shard("off").await
+    }
+
+    async fn members_of_every_shard(&self, set: &str) -> Result<Vec<String>, DedupError> {
         let mut connection = self.connection().await?;
-        let mut endpoints = Vec::new();
+        let mut members = Vec::new();
         for shard in 0..SHARDS {
-            let key = self.shard_key(shard, "endpoints");
-            let some: Vec<String> = connection.smembers(key).await?;
-            endpoints.extend(some);
+            let some: Vec<String> = connection.smembers(self.shard_key(shard, set)).await?;
+            members.extend(some);
         }
-        Ok(endpoints)
+        Ok(members)
     }
 
     /// The shard's ready set: the due index.

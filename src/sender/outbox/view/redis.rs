@@ -20,9 +20,11 @@ const STATES: [DeliveryState; 4] = [
 impl OutboxView for RedisDeliveries {
     async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
         let with_deliveries = self.endpoints_with_deliveries().await?;
+        let disabled = self.disabled_endpoints().await?;
         let saved = self.saved_endpoints().await?;
         let names: BTreeSet<String> = with_deliveries
             .into_iter()
+            .chain(disabled)
             .chain(saved.endpoints.into_keys())
             .collect();
         Ok(names.into_iter().collect())
