@@ -15,7 +15,10 @@
 //! faster than the wall clock: the schedule and its jitter, the outage, the
 //! disable timer, the breaker's cool-down. Timeouts stay in real time: they
 //! are about the network, not the calendar. When the endpoint is disabled,
-//! the drill enables it once the outage is over, as its owner would.
+//! the drill enables it once the outage is over, as its owner would. The
+//! machine has to keep up: at 86400x a millisecond late is 86 s of drill
+//! time. The drill looks at the outbox every 100 ms, so that its own reads
+//! do not slow the dispatcher's (the SQLite outbox has one connection).
 //!
 //! At the end it prints what was sent, delivered, abandoned, suppressed as
 //! duplicates and acted on, and the peak number of concurrent deliveries;
@@ -50,8 +53,9 @@ use hooklatch_tower::WebhookLayer;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// How long the demo's sender waits for an answer.
 const DEMO_TIMEOUT: Duration = Duration::from_millis(300);
-/// How often the drill looks at the outbox, in real time.
-const LOOK_EVERY: Duration = Duration::from_millis(20);
+/// How often the drill looks at the outbox and the worker at the inbox,
+/// in real time.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// A policy of a seed system (`src/sender/presets.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
