@@ -217,7 +217,7 @@ impl Report {
         }
         match (&self.disable, self.outage_outlasts) {
             (None, Some(after)) => problems.push(format!(
-                "the outage outlasted the disable time ({}) but the endpoint was never disabled",
+                "the outage outlasted the disable time ({}) but the endpoint was never disabled (it is disabled at an attempt that long after the first failure; the events go out evenly over the outage: send more)",
                 human(after)
             )),
             (Some(_), None) => {
@@ -729,7 +729,7 @@ mod tests {
 
     use clap::Parser as _;
 
-    use super::{Args, Drill, Preset, app};
+    use super::{Args, Disable, Drill, Preset, Report, app};
 
     const HOUR: Duration = Duration::from_secs(3600);
     const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -776,6 +776,75 @@ mod tests {
             "exponential-to-an-hour",
         ] {
             assert!(help.to_string().contains(name), "{name} listed in --help");
+        }
+    }
+
+    #[test]
+    fn each_broken_promise_is_a_problem_and_the_promised_outcome_is_none() {
+        let promised = Report {
+            sent: 10,
+            delivered: 7,
+            abandoned: 3,
+            acted_on: 7,
+            limit: 10,
+            peak_concurrency: 10,
+            ..Report::default()
+        };
+        assert_eq!(promised.problems(), Vec::<String>::new());
+        let broken = [
+            Report {
+                acted_on_twice: 1,
+                ..Report::default()
+            },
+            Report {
+                delivered: 1,
+                delivered_unseen: 1,
+                sent: 1,
+                ..Report::default()
+            },
+            Report {
+                abandoned: 1,
+                abandoned_after_outage: 1,
+                sent: 1,
+                ..Report::default()
+            },
+            Report {
+                sent: 1,
+                ..Report::default()
+            },
+            Report {
+                peak_concurrency: 11,
+                limit: 10,
+                ..Report::default()
+            },
+            Report {
+                outage_outlasts: Some(7 * DAY),
+                ..Report::default()
+            },
+            Report {
+                disable: Some(disable((0, 0))),
+                ..Report::default()
+            },
+            Report {
+                sent: 2,
+                delivered: 2,
+                disable: Some(disable((1, 0))),
+                outage_outlasts: Some(7 * DAY),
+                ..Report::default()
+            },
+        ];
+        for report in broken {
+            assert_eq!(report.problems().len(), 1, "{report:?}");
+        }
+    }
+
+    fn disable(kept: (usize, usize)) -> Disable {
+        Disable {
+            at: 7 * DAY,
+            reason: hooklatch::sender::DisableReason::NoSuccessFor(7 * DAY),
+            told: true,
+            kept,
+            enabled_at: 8 * DAY,
         }
     }
 
