@@ -107,6 +107,21 @@ impl Breaker {
         self
     }
 
+    /// How long it stays open. A copy on another time scale keeps the
+    /// other limits:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hooklatch::sender::Breaker;
+    ///
+    /// let breaker = Breaker::new().with_failure_threshold(20);
+    /// let faster = breaker.clone().with_cool_down(breaker.cool_down() / 3600);
+    /// assert_eq!(faster.cool_down(), Duration::from_secs(30) / 3600);
+    /// ```
+    pub fn cool_down(&self) -> Duration {
+        self.cool_down
+    }
+
     /// The state at `now`.
     pub fn state(&self, now: Instant) -> BreakerState {
         match self.state {
