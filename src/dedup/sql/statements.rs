@@ -69,8 +69,9 @@ pub(crate) struct Statements {
     pub(crate) claims: String,
     /// `{prefix}_inbox`.
     pub(crate) inbox: String,
-    /// $1 namespace, $2 id, $3 retention ms, $4 body, $5 signed at.
-    /// Claims as done and enqueues, or does neither.
+    /// $1 namespace, $2 id, $3 retention ms, $4 body, $5 signed at, $6
+    /// meta: one event on SQLite, arrays of them on Postgres (all but the
+    /// retention). Claims as done and enqueues, or does neither.
     pub(crate) accept: SqlStr,
     /// $1 namespace, $2 limit, $3 max attempts, $4 token, $5 visibility
     /// ms. Returns the rows taken or dead-lettered.
@@ -103,28 +104,50 @@ pub(crate) struct Statements {
     pub(crate) requeue_dead: SqlStr,
 }
 
+/// What a dialect's accept statement is built from.
+pub(crate) struct AcceptParts<'a> {
+    /// `{prefix}_claims`.
+    pub(crate) claims: &'a str,
+    /// `{prefix}_inbox`.
+    pub(crate) inbox: &'a str,
+    /// Claims $1 namespace, $2 id as done (see [`Statements::claim_done`]).
+    pub(crate) claim_done: &'a str,
+    /// The `ON CONFLICT` clause of `claim_done`, for an insert of many
+    /// claims: a done claim older than the retention ($3) is claimed
+    /// again, any other is kept.
+    pub(crate) on_conflict: &'a str,
+}
+
 impl Statements {
     /// The statements on `{prefix}_claims` and `{prefix}_inbox` in
-    /// `dialect`, with the dialect's `accept` (given the claim-as-done
-    /// statement and the inbox table) and `take` (given the inbox table).
+    /// `dialect`, with the dialect's `accept` and `take` (given the inbox
+    /// table).
     pub(crate) fn new(
         prefix: &str,
         dialect: &Dialect,
-        accept: fn(claim_done: &str, inbox: &str) -> String,
+        accept: fn(&AcceptParts<'_>) -> String,
         take: fn(inbox: &str) -> String,
     ) -> Result<Self, crate::dedup::DedupError> {
         crate::dedup::check_prefix(prefix)?;
         let claims = format!("{prefix}_claims");
         let inbox = format!("{prefix}_inbox");
         let now = dialect.now;
-        let claim_done = format!(
-            "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, {now}) \
-             ON CONFLICT (namespace, event_id) DO UPDATE \
+        let on_conflict = format!(
+            "ON CONFLICT (namespace, event_id) DO UPDATE \
              SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
              WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - $3"
         );
+        let claim_done = format!(
+            "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, {now}) {on_conflict}"
+        );
+        let parts = AcceptParts {
+            claims: &claims,
+            inbox: &inbox,
+            claim_done: &claim_done,
+            on_conflict: &on_conflict,
+        };
         Ok(Self {
-            accept: statement(accept(&claim_done, &inbox)),
+            accept: statement(accept(&parts)),
             take: statement(take(&inbox)),
             claim_done: statement(claim_done),
             claim_lease: statement(format!(
