@@ -54,12 +54,13 @@ pub(crate) trait CommitBatch: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Acceptance>, sqlx::Error>> + Send;
 }
 
-/// What a SQL store's batches need: its pool, its accept statement and its
-/// retention (one for the whole batch).
+/// What a SQL store's batches need: its pool, its accept statements (see
+/// `Statements`) and its retention (one for the whole batch).
 #[derive(Debug)]
 pub(crate) struct Batch<DB: sqlx::Database> {
     pub(crate) pool: sqlx::Pool<DB>,
     pub(crate) accept: sqlx::SqlStr,
+    pub(crate) accept_many: Option<sqlx::SqlStr>,
     pub(crate) retention_ms: i64,
 }
 
@@ -68,6 +69,7 @@ impl<DB: sqlx::Database> Clone for Batch<DB> {
         Self {
             pool: self.pool.clone(),
             accept: self.accept.clone(),
+            accept_many: self.accept_many.clone(),
             retention_ms: self.retention_ms,
         }
     }

@@ -93,13 +93,35 @@ super::sql::sql_store_common!(
     migrate_postgres
 );
 
+/// The accept statement, and the one for many events at once.
+const ACCEPT: (
+    fn(&AcceptParts<'_>) -> String,
+    Option<fn(&AcceptParts<'_>) -> String>,
+) = (accept_statement, Some(accept_many_statement));
+
+/// Claims as done and enqueues what the claim inserted, in one statement.
+/// A batch of one event runs this: planned once, where the statement for
+/// many is planned again for each call (its plan depends on the arrays'
+/// lengths), which cost a caller alone a third of its speed.
+fn accept_statement(
+    &AcceptParts {
+        claim_done, inbox, ..
+    }: &AcceptParts<'_>,
+) -> String {
+    format!(
+        "WITH claim AS ({claim_done} RETURNING namespace, event_id, claimed_at) \
+         INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
+         SELECT namespace, event_id, $4, $5, claimed_at, claimed_at, $6 FROM claim"
+    )
+}
+
 /// Claims many events as done and enqueues each whose claim it inserted,
 /// in one statement: the events come as arrays ($1 namespaces, $2 ids, $4
 /// bodies, $5 signed ats, $6 metas; $3 is the retention), and it returns
 /// the positions (from 1) of those accepted. Of the same id twice the
 /// first is claimed; the claims are inserted in key order, so two batches
 /// of overlapping ids wait for each other rather than deadlock.
-fn accept_statement(
+fn accept_many_statement(
     &AcceptParts {
         claims,
         inbox,
@@ -141,8 +163,11 @@ impl CommitBatch for Batch<sqlx::Postgres> {
     const WRITERS: usize = 2;
 
     async fn commit(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {
+        let (Some(many), [_, _, ..]) = (&self.accept_many, batch) else {
+            return self.commit_one(batch).await;
+        };
         let column = |f: fn(&Job) -> &str| batch.iter().map(f).collect::<Vec<_>>();
-        let accepted: Vec<i64> = sqlx::query_scalar(self.accept.clone())
+        let accepted: Vec<i64> = sqlx::query_scalar(many.clone())
             .bind(column(|job| &job.namespace))
             .bind(column(|job| &job.id))
             .bind(self.retention_ms)
@@ -164,6 +189,31 @@ impl CommitBatch for Batch<sqlx::Postgres> {
             if let Some(outcome) = at {
                 *outcome = Acceptance::Accepted;
             }
+        }
+        Ok(outcomes)
+    }
+}
+
+impl Batch<sqlx::Postgres> {
+    /// Commits a batch of one event (or none) with the one-event statement.
+    async fn commit_one(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {
+        let mut outcomes = Vec::with_capacity(1);
+        for job in batch {
+            let inserted = sqlx::query(self.accept.clone())
+                .bind(&job.namespace)
+                .bind(&job.id)
+                .bind(self.retention_ms)
+                .bind(&job.body)
+                .bind(job.signed_at)
+                .bind(&job.meta)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            outcomes.push(if inserted == 1 {
+                Acceptance::Accepted
+            } else {
+                Acceptance::Duplicate
+            });
         }
         Ok(outcomes)
     }

@@ -95,6 +95,12 @@ sql_store_common!(
     migrate_sqlite
 );
 
+/// The accept statement; a batch runs it once per event.
+const ACCEPT: (
+    fn(&AcceptParts<'_>) -> String,
+    Option<fn(&AcceptParts<'_>) -> String>,
+) = (accept_statement, None);
+
 /// Claims as done and, only if that inserted a row (`changes()`), enqueues:
 /// both in one call, saving a round trip to the worker.
 fn accept_statement(

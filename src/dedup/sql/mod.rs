@@ -16,8 +16,9 @@ pub(crate) use statements::{
 /// `$store` must have the fields `pool`, `options`, `statements` and
 /// `group`;
 /// `$dialect` and `$migrate` are the database's `Dialect` and versioned
-/// migration, and the module must have the dialect's `accept_statement`
-/// and `take_statement`.
+/// migration, and the module must have the dialect's `ACCEPT` (its
+/// accept statement, and its accept of many events if it has one) and
+/// `take_statement`.
 macro_rules! sql_store_common {
     ($store:ty, $connection:ty, $row:ty, $dialect:expr, $migrate:path) => {
         impl $store {
@@ -46,6 +47,7 @@ macro_rules! sql_store_common {
                 $crate::dedup::group_commit::GroupCommit::new($crate::dedup::group_commit::Batch {
                     pool: pool.clone(),
                     accept: statements.accept.clone(),
+                    accept_many: statements.accept_many.clone(),
                     retention_ms: $crate::dedup::millis(options.retention()),
                 })
             }
@@ -58,12 +60,8 @@ macro_rules! sql_store_common {
                 pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
                 prefix: &str,
             ) -> Result<Self, $crate::dedup::DedupError> {
-                let statements = $crate::dedup::sql::Statements::new(
-                    prefix,
-                    &$dialect,
-                    accept_statement,
-                    take_statement,
-                )?;
+                let statements =
+                    $crate::dedup::sql::Statements::new(prefix, &$dialect, ACCEPT, take_statement)?;
                 Ok(Self::assemble(pool, statements))
             }
 

@@ -70,9 +70,12 @@ pub(crate) struct Statements {
     /// `{prefix}_inbox`.
     pub(crate) inbox: String,
     /// $1 namespace, $2 id, $3 retention ms, $4 body, $5 signed at, $6
-    /// meta: one event on SQLite, arrays of them on Postgres (all but the
-    /// retention). Claims as done and enqueues, or does neither.
+    /// meta. Claims as done and enqueues, or does neither.
     pub(crate) accept: SqlStr,
+    /// `accept` for many events in one statement, where the dialect has
+    /// one: each parameter but the retention is an array. Returns the
+    /// positions (from 1) of the events accepted.
+    pub(crate) accept_many: Option<SqlStr>,
     /// $1 namespace, $2 limit, $3 max attempts, $4 token, $5 visibility
     /// ms. Returns the rows taken or dead-lettered.
     pub(crate) take: SqlStr,
@@ -120,12 +123,15 @@ pub(crate) struct AcceptParts<'a> {
 
 impl Statements {
     /// The statements on `{prefix}_claims` and `{prefix}_inbox` in
-    /// `dialect`, with the dialect's `accept` and `take` (given the inbox
-    /// table).
+    /// `dialect`, with the dialect's `accept`, `accept_many` (if it has
+    /// one) and `take` (given the inbox table).
     pub(crate) fn new(
         prefix: &str,
         dialect: &Dialect,
-        accept: fn(&AcceptParts<'_>) -> String,
+        (accept, accept_many): (
+            fn(&AcceptParts<'_>) -> String,
+            Option<fn(&AcceptParts<'_>) -> String>,
+        ),
         take: fn(inbox: &str) -> String,
     ) -> Result<Self, crate::dedup::DedupError> {
         crate::dedup::check_prefix(prefix)?;
@@ -148,6 +154,7 @@ impl Statements {
         };
         Ok(Self {
             accept: statement(accept(&parts)),
+            accept_many: accept_many.map(|many| statement(many(&parts))),
             take: statement(take(&inbox)),
             claim_done: statement(claim_done),
             claim_lease: statement(format!(
