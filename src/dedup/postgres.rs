@@ -3,7 +3,7 @@
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::group_commit::{Batch, CommitBatch, GroupCommit, Job};
-use super::sql::{AcceptParts, Statements, ready_condition, take_assignments};
+use super::sql::{AcceptParts, BuildAccept, Statements, ready_condition, take_assignments};
 use super::{Acceptance, DedupError, StoreOptions};
 use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 
@@ -94,10 +94,7 @@ super::sql::sql_store_common!(
 );
 
 /// The accept statement, and the one for many events at once.
-const ACCEPT: (
-    fn(&AcceptParts<'_>) -> String,
-    Option<fn(&AcceptParts<'_>) -> String>,
-) = (accept_statement, Some(accept_many_statement));
+const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, Some(accept_many_statement));
 
 /// Claims as done and enqueues what the claim inserted, in one statement.
 /// A batch of one event runs this: planned once, where the statement for

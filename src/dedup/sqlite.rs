@@ -6,7 +6,9 @@ use std::str::FromStr as _;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
 use super::group_commit::{Batch, CommitBatch, GroupCommit, Job};
-use super::sql::{AcceptParts, Statements, ready_condition, sql_store_common, take_assignments};
+use super::sql::{
+    AcceptParts, BuildAccept, Statements, ready_condition, sql_store_common, take_assignments,
+};
 use super::{Acceptance, DedupError, StoreOptions};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
@@ -96,10 +98,7 @@ sql_store_common!(
 );
 
 /// The accept statement; a batch runs it once per event.
-const ACCEPT: (
-    fn(&AcceptParts<'_>) -> String,
-    Option<fn(&AcceptParts<'_>) -> String>,
-) = (accept_statement, None);
+const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, None);
 
 /// Claims as done and, only if that inserted a row (`changes()`), enqueues:
 /// both in one call, saving a round trip to the worker.

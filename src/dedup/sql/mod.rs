@@ -5,7 +5,7 @@
 mod statements;
 
 pub(crate) use statements::{
-    AcceptParts, Statements, meta_schema, ready_condition, schema, take_assignments,
+    AcceptParts, BuildAccept, Statements, meta_schema, ready_condition, schema, take_assignments,
 };
 
 /// The parts of the SQLite and Postgres stores that differ only in the

@@ -107,7 +107,12 @@ pub(crate) struct Statements {
     pub(crate) requeue_dead: SqlStr,
 }
 
-/// What a dialect's accept statement is built from.
+/// Builds a dialect's accept statement from its parts.
+pub(crate) type BuildAccept = fn(&AcceptParts<'_>) -> String;
+
+/// What a dialect's accept statement is built from (SQLite's needs only
+/// some of it).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) struct AcceptParts<'a> {
     /// `{prefix}_claims`.
     pub(crate) claims: &'a str,
@@ -128,10 +133,7 @@ impl Statements {
     pub(crate) fn new(
         prefix: &str,
         dialect: &Dialect,
-        (accept, accept_many): (
-            fn(&AcceptParts<'_>) -> String,
-            Option<fn(&AcceptParts<'_>) -> String>,
-        ),
+        (accept, accept_many): (BuildAccept, Option<BuildAccept>),
         take: fn(inbox: &str) -> String,
     ) -> Result<Self, crate::dedup::DedupError> {
         crate::dedup::check_prefix(prefix)?;
