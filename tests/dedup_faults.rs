@@ -270,12 +270,7 @@ async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
 /// deliveries each, many sharing a batch. Each id is accepted exactly once,
 /// every other delivery is answered duplicate, and the inbox holds each id
 /// once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_accepts_sharing_a_batch_each_get_their_own_outcome() {
-    let dir = support::TempDir::new("sqlite-batch");
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
-        .await
-        .unwrap();
+async fn accepts_sharing_a_batch_each_get_their_own_outcome<S: Inbox + Clone + 'static>(store: &S) {
     let tasks: Vec<_> = (0..512)
         .map(|n| {
             let store = store.clone();
@@ -295,34 +290,45 @@ async fn sqlite_accepts_sharing_a_batch_each_get_their_own_outcome() {
     }
     assert_eq!(accepted.len(), 128);
     assert!(accepted.values().all(|&n| n == 1), "{accepted:?}");
-    let mut ids = support::drain(&store, "ns").await;
+    let mut ids = support::drain(store, "ns").await;
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 128);
     assert_eq!(
-        support::drain(&store, "ns").await.len(),
+        support::drain(store, "ns").await.len(),
         0,
         "each id was enqueued once"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_accepts_sharing_a_batch_each_get_their_own_outcome() {
+    let dir = support::TempDir::new("sqlite-batch");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    accepts_sharing_a_batch_each_get_their_own_outcome(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_accepts_sharing_a_batch_each_get_their_own_outcome() {
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let store = PostgresStore::new(pool, &support::unique("batch")).unwrap();
+    store.migrate().await.unwrap();
+    accepts_sharing_a_batch_each_get_their_own_outcome(&store).await;
 }
 
 /// A batch whose transaction fails answers each of its callers with the
 /// error and keeps none of its claims: every caller answered `Accepted` has
 /// its event in the inbox, and every caller that got an error has no claim
 /// (its retry is accepted). Callers that gave up do not break the batch.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims() {
-    let dir = support::TempDir::new("sqlite-batch-fail");
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
-        .await
-        .unwrap();
-    sqlx::query(
-        "CREATE TRIGGER small_bodies BEFORE INSERT ON hooklatch_inbox \
-         WHEN length(NEW.body) >= 100 BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
-    )
-    .execute(store.pool())
-    .await
-    .unwrap();
+/// The store refuses bodies of 100 bytes or more (`injected failure`).
+async fn a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims<
+    S: Inbox + Clone + 'static,
+>(
+    store: &S,
+) {
     let tasks: Vec<_> = (0..200)
         .map(|n| {
             let store = store.clone();
@@ -338,7 +344,7 @@ async fn sqlite_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims() 
                 }
                 (
                     id.clone(),
-                    Some(store.accept(&event("ns", &id, body)).await.is_ok()),
+                    Some(store.accept(&event("ns", &id, body)).await),
                 )
             })
         })
@@ -347,13 +353,20 @@ async fn sqlite_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims() 
     for task in tasks {
         answered.push(task.await.unwrap());
     }
-    let in_inbox: HashSet<String> = support::drain(&store, "ns").await.into_iter().collect();
+    let in_inbox: HashSet<String> = support::drain(store, "ns").await.into_iter().collect();
     let mut failed = 0;
-    for (id, ok) in answered {
-        match ok {
-            Some(true) => assert!(in_inbox.contains(&id), "{id} was answered accepted"),
-            Some(false) => {
+    for (id, outcome) in answered {
+        match outcome {
+            Some(Ok(acceptance)) => {
+                assert_eq!(acceptance, Acceptance::Accepted, "{id}");
+                assert!(in_inbox.contains(&id), "{id} was answered accepted");
+            }
+            Some(Err(error)) => {
                 failed += 1;
+                assert!(
+                    error.to_string().contains("injected failure"),
+                    "{id}: {error}"
+                );
                 assert!(!in_inbox.contains(&id), "{id} failed but was enqueued");
                 assert_eq!(
                     store.accept(&event("ns", &id, SMALL)).await.unwrap(),
@@ -365,6 +378,44 @@ async fn sqlite_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims() 
         }
     }
     assert!(failed >= 10, "the large bodies failed: {failed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims() {
+    let dir = support::TempDir::new("sqlite-batch-fail");
+    let store = SqliteStore::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER small_bodies BEFORE INSERT ON hooklatch_inbox \
+         WHEN length(NEW.body) >= 100 BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims() {
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let prefix = support::unique("batchfail");
+    let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    store.migrate().await.unwrap();
+    for statement in [
+        "CREATE FUNCTION {prefix}_refuse() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN IF octet_length(NEW.body) >= 100 THEN RAISE EXCEPTION 'injected failure'; END IF; \
+         RETURN NEW; END $$",
+        "CREATE TRIGGER small_bodies BEFORE INSERT ON {prefix}_inbox \
+         FOR EACH ROW EXECUTE FUNCTION {prefix}_refuse()",
+    ] {
+        sqlx::query(AssertSqlSafe(statement.replace("{prefix}", &prefix)))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims(&store).await;
 }
 
 #[tokio::test]
@@ -639,27 +690,27 @@ async fn postgres_purge_deletes_in_bounded_batches_and_misses_no_old_claim() {
     purge_takes_every_old_claim_in_batches(&store, count, purged).await;
 }
 
-/// Runs 8 tasks accepting `ids` ids; after `stop_after` acceptances calls
+/// Runs `callers` tasks accepting `ids` ids; after `stop_after` acceptances calls
 /// `stop` (which returns once the server is down), waits [`OUTAGE`], calls
 /// `restart` (which returns once it is up), and lets the tasks finish.
 /// Returns the calls and when the server went down and came back.
 async fn accept_through_outage<S: Inbox + Clone + 'static>(
     store: &S,
     namespace: &str,
-    ids: usize,
+    (callers, ids): (usize, usize),
     stop_after: usize,
     stop: impl FnOnce() + Send + 'static,
     restart: impl FnOnce() + Send + 'static,
 ) -> (Vec<Call>, Instant, Instant) {
     let accepted = Arc::new(AtomicUsize::new(0));
     let stopped = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = (0..8)
+    let tasks: Vec<_> = (0..callers)
         .map(|task| {
             let (store, namespace) = (store.clone(), namespace.to_owned());
             let (accepted, stopped) = (accepted.clone(), stopped.clone());
             tokio::spawn(async move {
                 let mut calls = Vec::new();
-                for id in (task..ids).step_by(8) {
+                for id in (task..ids).step_by(callers) {
                     // Once the server is down, calls fail fast: pace them so
                     // the outage is spread over many calls.
                     if stopped.load(Ordering::Relaxed) {
@@ -780,6 +831,20 @@ async fn check_after_restart<S: Inbox>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_stopped_mid_run_loses_and_doubles_nothing() {
+    postgres_stopped_mid_run(8).await;
+}
+
+/// 64 callers, so the server goes down under batches of many accepts:
+/// each caller of the batch in flight gets an error, and none answered
+/// accepted is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_stopped_mid_batch_loses_nothing_answered_accepted() {
+    postgres_stopped_mid_run(64).await;
+}
+
+/// Accepts 3,000 ids from `callers` tasks while the server stops
+/// (`-m immediate`, as a crash) and comes back; see [`check_after_restart`].
+async fn postgres_stopped_mid_run(callers: usize) {
     let server = Arc::new(support::Postgres::start());
     // Fail fast while the server is down, as a receiver answering 503 would.
     let pool = sqlx::postgres::PgPoolOptions::new()
@@ -794,7 +859,7 @@ async fn postgres_stopped_mid_run_loses_and_doubles_nothing() {
     let (calls, down_since, up_again) = accept_through_outage(
         &store,
         "ns",
-        3_000,
+        (callers, 3_000),
         400,
         move || stopper.stop_immediately(),
         move || restarter.start_again(),
@@ -812,7 +877,7 @@ async fn redis_killed_mid_run_loses_and_doubles_nothing() {
     let (calls, down_since, up_again) = accept_through_outage(
         &store,
         "ns",
-        3_000,
+        (8, 3_000),
         400,
         move || killer.lock().unwrap().kill(),
         move || restarter.lock().unwrap().start_again(),

@@ -57,8 +57,8 @@ use crate::store;
 pub(crate) use crate::store::{millis, new_token};
 
 mod error;
-#[cfg(feature = "sqlite")]
-mod group_commit;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod group_commit;
 mod memory;
 mod meta;
 mod options;

@@ -5,9 +5,11 @@ use std::str::FromStr as _;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
-use super::group_commit::GroupCommit;
-use super::sql::{Statements, ready_condition, sql_store_common, take_assignments};
-use super::{Acceptance, DedupError, IncomingEvent, StoreOptions, check_key};
+use super::group_commit::{Batch, CommitBatch, GroupCommit, Job};
+use super::sql::{
+    AcceptParts, BuildAccept, Statements, ready_condition, sql_store_common, take_assignments,
+};
+use super::{Acceptance, DedupError, StoreOptions};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
@@ -66,19 +68,10 @@ pub struct SqliteStore {
     pool: SqlitePool,
     options: StoreOptions,
     statements: Statements,
-    group: GroupCommit,
+    group: GroupCommit<Batch<sqlx::Sqlite>>,
 }
 
 impl SqliteStore {
-    fn assemble(pool: SqlitePool, statements: Statements) -> Self {
-        Self {
-            pool,
-            options: StoreOptions::default(),
-            statements,
-            group: GroupCommit::default(),
-        }
-    }
-
     /// Opens (creating if needed) the database file at `path` and runs
     /// [`migrate`](Self::migrate).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
@@ -104,9 +97,16 @@ sql_store_common!(
     migrate_sqlite
 );
 
+/// The accept statement; a batch runs it once per event.
+const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, None);
+
 /// Claims as done and, only if that inserted a row (`changes()`), enqueues:
 /// both in one call, saving a round trip to the worker.
-fn accept_statement(claim_done: &str, inbox: &str) -> String {
+fn accept_statement(
+    &AcceptParts {
+        claim_done, inbox, ..
+    }: &AcceptParts<'_>,
+) -> String {
     format!(
         "{claim_done}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
          SELECT $1, $2, $4, $5, {now}, {now}, $6 WHERE changes() = 1",
@@ -126,18 +126,33 @@ fn take_statement(inbox: &str) -> String {
     )
 }
 
-impl SqliteStore {
-    /// The atomic claim-and-enqueue step of [`Inbox::accept`](super::Inbox::accept),
-    /// in the next group commit (see [`SqliteStore`]'s docs).
-    async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
-        check_key(event.namespace, event.id)?;
-        self.group
-            .accept(
-                &self.pool,
-                &self.statements.accept,
-                event,
-                self.retention_ms(),
-            )
-            .await
+/// Commits a batch of accepts: the store's accept statement once per event,
+/// in order, all in one transaction.
+impl CommitBatch for Batch<sqlx::Sqlite> {
+    // The file has one writer at a time.
+    const WRITERS: usize = 1;
+
+    async fn commit(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for job in batch {
+            let inserted = sqlx::query(self.accept.clone())
+                .bind(&job.namespace)
+                .bind(&job.id)
+                .bind(self.retention_ms)
+                .bind(&job.body)
+                .bind(job.signed_at)
+                .bind(&job.meta)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            outcomes.push(if inserted == 0 {
+                Acceptance::Duplicate
+            } else {
+                Acceptance::Accepted
+            });
+        }
+        tx.commit().await?;
+        Ok(outcomes)
     }
 }

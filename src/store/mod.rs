@@ -31,7 +31,7 @@ impl StoreError {
 
     /// An error known only by its text, such as one a batch shares with
     /// each of its callers.
-    #[cfg(feature = "sqlite")]
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn message(backend: &'static str, message: &str) -> Self {
         Self {
             backend,

@@ -4,20 +4,54 @@
 
 mod statements;
 
-pub(crate) use statements::{Statements, meta_schema, ready_condition, schema, take_assignments};
+pub(crate) use statements::{
+    AcceptParts, BuildAccept, Statements, meta_schema, ready_condition, schema, take_assignments,
+};
 
 /// The parts of the SQLite and Postgres stores that differ only in the
 /// database type: claiming in the caller's transaction, purging, the whole
-/// [`Inbox`](super::Inbox) but its atomic accept step (each store's
-/// `accept_event`), and the whole [`LeaseStore`](super::LeaseStore).
+/// [`Inbox`](super::Inbox) but how a batch of accepts commits (each
+/// store's `CommitBatch`), and the whole [`LeaseStore`](super::LeaseStore).
 ///
-/// `$store` must have the fields `pool`, `options` and `statements`;
+/// `$store` must have the fields `pool`, `options`, `statements` and
+/// `group`;
 /// `$dialect` and `$migrate` are the database's `Dialect` and versioned
-/// migration, and the module must have the dialect's `accept_statement`
-/// and `take_statement`.
+/// migration, and the module must have the dialect's `ACCEPT` (its
+/// accept statement, and its accept of many events if it has one) and
+/// `take_statement`.
 macro_rules! sql_store_common {
     ($store:ty, $connection:ty, $row:ty, $dialect:expr, $migrate:path) => {
         impl $store {
+            fn assemble(
+                pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
+                statements: $crate::dedup::sql::Statements,
+            ) -> Self {
+                let options = $crate::dedup::StoreOptions::default();
+                Self {
+                    group: Self::group_commit(&pool, &statements, &options),
+                    pool,
+                    options,
+                    statements,
+                }
+            }
+
+            /// The group commit of accepts on `pool`, with `options`'
+            /// retention.
+            fn group_commit(
+                pool: &sqlx::Pool<<$connection as sqlx::Connection>::Database>,
+                statements: &$crate::dedup::sql::Statements,
+                options: &$crate::dedup::StoreOptions,
+            ) -> $crate::dedup::group_commit::GroupCommit<
+                $crate::dedup::group_commit::Batch<<$connection as sqlx::Connection>::Database>,
+            > {
+                $crate::dedup::group_commit::GroupCommit::new($crate::dedup::group_commit::Batch {
+                    pool: pool.clone(),
+                    accept: statements.accept.clone(),
+                    accept_many: statements.accept_many.clone(),
+                    retention_ms: $crate::dedup::millis(options.retention()),
+                })
+            }
+
             /// A store on `pool` whose tables are `{prefix}_claims` and
             /// `{prefix}_inbox`. The prefix is 1 to 48 of `a-z 0-9 _`,
             /// starting with a letter. Call [`migrate`](Self::migrate) before
@@ -26,12 +60,8 @@ macro_rules! sql_store_common {
                 pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
                 prefix: &str,
             ) -> Result<Self, $crate::dedup::DedupError> {
-                let statements = $crate::dedup::sql::Statements::new(
-                    prefix,
-                    &$dialect,
-                    accept_statement,
-                    take_statement,
-                )?;
+                let statements =
+                    $crate::dedup::sql::Statements::new(prefix, &$dialect, ACCEPT, take_statement)?;
                 Ok(Self::assemble(pool, statements))
             }
 
@@ -63,6 +93,8 @@ macro_rules! sql_store_common {
             /// Uses `options` for retention, visibility timeout and attempts.
             #[must_use]
             pub fn with_options(mut self, options: $crate::dedup::StoreOptions) -> Self {
+                // Batches commit with one retention: a writer of its own.
+                self.group = Self::group_commit(&self.pool, &self.statements, &options);
                 self.options = options;
                 self
             }
@@ -251,7 +283,8 @@ macro_rules! sql_store_common {
                 &self,
                 event: &$crate::dedup::IncomingEvent<'_>,
             ) -> Result<$crate::dedup::Acceptance, $crate::dedup::DedupError> {
-                self.accept_event(event).await
+                $crate::dedup::check_key(event.namespace, event.id)?;
+                self.group.accept(event).await
             }
 
             async fn take(

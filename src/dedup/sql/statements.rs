@@ -69,9 +69,13 @@ pub(crate) struct Statements {
     pub(crate) claims: String,
     /// `{prefix}_inbox`.
     pub(crate) inbox: String,
-    /// $1 namespace, $2 id, $3 retention ms, $4 body, $5 signed at.
-    /// Claims as done and enqueues, or does neither.
+    /// $1 namespace, $2 id, $3 retention ms, $4 body, $5 signed at, $6
+    /// meta. Claims as done and enqueues, or does neither.
     pub(crate) accept: SqlStr,
+    /// `accept` for many events in one statement, where the dialect has
+    /// one: each parameter but the retention is an array. Returns the
+    /// positions (from 1) of the events accepted.
+    pub(crate) accept_many: Option<SqlStr>,
     /// $1 namespace, $2 limit, $3 max attempts, $4 token, $5 visibility
     /// ms. Returns the rows taken or dead-lettered.
     pub(crate) take: SqlStr,
@@ -103,28 +107,56 @@ pub(crate) struct Statements {
     pub(crate) requeue_dead: SqlStr,
 }
 
+/// Builds a dialect's accept statement from its parts.
+pub(crate) type BuildAccept = fn(&AcceptParts<'_>) -> String;
+
+/// What a dialect's accept statement is built from (SQLite's needs only
+/// some of it).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) struct AcceptParts<'a> {
+    /// `{prefix}_claims`.
+    pub(crate) claims: &'a str,
+    /// `{prefix}_inbox`.
+    pub(crate) inbox: &'a str,
+    /// Claims $1 namespace, $2 id as done (see [`Statements::claim_done`]).
+    pub(crate) claim_done: &'a str,
+    /// The `ON CONFLICT` clause of `claim_done`, for an insert of many
+    /// claims: a done claim older than the retention ($3) is claimed
+    /// again, any other is kept.
+    pub(crate) on_conflict: &'a str,
+}
+
 impl Statements {
     /// The statements on `{prefix}_claims` and `{prefix}_inbox` in
-    /// `dialect`, with the dialect's `accept` (given the claim-as-done
-    /// statement and the inbox table) and `take` (given the inbox table).
+    /// `dialect`, with the dialect's `accept`, `accept_many` (if it has
+    /// one) and `take` (given the inbox table).
     pub(crate) fn new(
         prefix: &str,
         dialect: &Dialect,
-        accept: fn(claim_done: &str, inbox: &str) -> String,
+        (accept, accept_many): (BuildAccept, Option<BuildAccept>),
         take: fn(inbox: &str) -> String,
     ) -> Result<Self, crate::dedup::DedupError> {
         crate::dedup::check_prefix(prefix)?;
         let claims = format!("{prefix}_claims");
         let inbox = format!("{prefix}_inbox");
         let now = dialect.now;
-        let claim_done = format!(
-            "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, {now}) \
-             ON CONFLICT (namespace, event_id) DO UPDATE \
+        let on_conflict = format!(
+            "ON CONFLICT (namespace, event_id) DO UPDATE \
              SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
              WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - $3"
         );
+        let claim_done = format!(
+            "INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ($1, $2, {now}) {on_conflict}"
+        );
+        let parts = AcceptParts {
+            claims: &claims,
+            inbox: &inbox,
+            claim_done: &claim_done,
+            on_conflict: &on_conflict,
+        };
         Ok(Self {
-            accept: statement(accept(&claim_done, &inbox)),
+            accept: statement(accept(&parts)),
+            accept_many: accept_many.map(|many| statement(many(&parts))),
             take: statement(take(&inbox)),
             claim_done: statement(claim_done),
             claim_lease: statement(format!(
