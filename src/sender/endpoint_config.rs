@@ -214,6 +214,12 @@ mod tests {
         .with_max_body(Some(256 * 1024))
         .with_replay_on_enable(true)
         .with_test_prefix(Some("test_"))
+        .with_idempotency_window(Some(Duration::from_secs(24 * 3600)))
+        .with_retention(
+            crate::sender::Retention::KEEP_ALL
+                .with_dead(Some(Duration::from_secs(30 * 24 * 3600)))
+                .with_pending(Some(Duration::from_secs(14 * 24 * 3600))),
+        )
         .with_notices(Some(crate::sender::Notices::new(
             Some(Duration::from_secs(3600)),
             Duration::from_secs(3600),

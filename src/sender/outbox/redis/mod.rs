@@ -151,7 +151,7 @@ impl RedisDeliveries {
 
     /// The shard of `endpoint`: FNV-1a (32 bits) over its name, so every
     /// process and release agrees.
-    fn shard(endpoint: &str) -> u16 {
+    pub(super) fn shard(endpoint: &str) -> u16 {
         let hash = endpoint.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
             (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
         });
@@ -179,12 +179,12 @@ impl RedisDeliveries {
     }
 
     /// The hash holding a delivery.
-    fn delivery_key(&self, endpoint: &str, id: &str) -> String {
+    pub(super) fn delivery_key(&self, endpoint: &str, id: &str) -> String {
         self.key(endpoint, &format!("d:{id}"))
     }
 
     /// The hash holding a delivery's attempt `n` (from 1).
-    fn attempt_key(&self, endpoint: &str, id: &str, n: i64) -> String {
+    pub(super) fn attempt_key(&self, endpoint: &str, id: &str, n: i64) -> String {
         self.key(endpoint, &format!("a:{id}:{n}"))
     }
 
@@ -206,7 +206,7 @@ impl RedisDeliveries {
     }
 
     /// The shard's ready set: the due index.
-    fn ready_key(&self, endpoint: &str) -> String {
+    pub(super) fn ready_key(&self, endpoint: &str) -> String {
         self.shard_key(Self::shard(endpoint), "ready")
     }
 }
