@@ -5,6 +5,8 @@
 //! expired keys forgotten, and each outcome purged after its own
 //! retention, with its attempts, in bounded batches.
 
+#[path = "support/receiver.rs"]
+mod receiver;
 mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,6 +19,7 @@ use hooklatch::sender::{
 #[path = "support/outbox_backends.rs"]
 mod backends;
 use backends::*;
+use receiver::{Receiver, add, dispatcher, every, wait_until};
 
 const ENDPOINT: &str = "orders";
 const HOUR: Duration = Duration::from_secs(3600);
@@ -341,6 +344,63 @@ async fn the_purge_takes_every_batch(backend: impl Backend) {
     assert!(dead.iter().all(|id| id.starts_with("late")));
 }
 
+/// Two dispatchers on one store, each opened as another process would,
+/// send with one key at once: one delivery is enqueued and delivered, and
+/// every sender is told its id. The policy's retention purges it once
+/// delivered, while the key, remembered for its window, still names it.
+async fn two_dispatchers_with_one_key_deliver_once(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    let policy = every(Duration::from_millis(20), 3)
+        .with_idempotency_window(Some(DAY))
+        .with_retention(Retention::KEEP_ALL.with_delivered(Some(Duration::ZERO)));
+    let mut dispatchers = Vec::new();
+    for _ in 0..2 {
+        let one = dispatcher(backend.open().await, &receiver);
+        add(&one, policy.clone()).await;
+        dispatchers.push(one);
+    }
+    let running: Vec<_> = dispatchers.iter().map(|one| one.start()).collect();
+    let sends: Vec<_> = (0..8)
+        .map(|n| {
+            let one = dispatchers[n % 2].clone();
+            tokio::spawn(async move {
+                let id = format!("msg_{n}");
+                one.send_with_key(ENDPOINT, "order-7", &id, b"{}")
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for send in sends {
+        results.push(send.await.unwrap());
+    }
+    let first: Vec<_> = results.iter().filter(|keyed| keyed.enqueued).collect();
+    assert_eq!(first.len(), 1, "{results:?}");
+    let id = first[0].id.clone();
+    assert!(results.iter().all(|keyed| keyed.id == id), "{results:?}");
+    wait_until("the one delivery is answered", || async {
+        !receiver.answered().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for one in running {
+        one.stop().await;
+    }
+    let answered: Vec<String> = receiver.answered().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(answered, [id.clone()]);
+
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(dispatchers[0].purge_by_policy().await.unwrap(), 1);
+    let store = backend.open().await;
+    assert_eq!(store.delivery(ENDPOINT, &id).await.unwrap(), None);
+    let again = dispatchers[1]
+        .send_with_key(ENDPOINT, "order-7", "msg_9", b"{}")
+        .await
+        .unwrap();
+    assert_eq!((again.id, again.enqueued), (id, false));
+}
+
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -354,6 +414,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn concurrent_sends_with_one_key_enqueue_exactly_once() {
                 concurrent_sends_with_one_key_enqueue_once($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn two_dispatchers_sending_with_one_key_at_once_deliver_one_event() {
+                two_dispatchers_with_one_key_deliver_once($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
