@@ -388,7 +388,7 @@ async fn two_dispatchers_with_one_key_deliver_once(backend: impl Backend) {
         one.stop().await;
     }
     let answered: Vec<String> = receiver.answered().into_iter().map(|(id, _)| id).collect();
-    assert_eq!(answered, [id.clone()]);
+    assert_eq!(answered, std::slice::from_ref(&id));
 
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert_eq!(dispatchers[0].purge_by_policy().await.unwrap(), 1);

@@ -1029,7 +1029,8 @@ async fn every_seed_keeps_each_outcome_for_its_retention_then_purges_it() {
                 shift.set(at);
                 dispatcher.purge_by_policy().await.unwrap();
                 for (state, kept_for) in states.iter().zip(days) {
-                    let kept = kept_for.is_none_or(|days| at < days as u32 * DAY);
+                    let kept =
+                        kept_for.is_none_or(|days| at < Duration::from_secs(days * 24 * 3600));
                     let found = store.delivery(ENDPOINT, state).await.unwrap();
                     assert_eq!(found.is_some(), kept, "seed {seed}: {state} at {at:?}");
                 }
