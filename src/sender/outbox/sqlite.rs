@@ -20,8 +20,10 @@ use crate::store::sql::SQLITE;
 /// [`migrate`](Self::migrate) creates `{prefix}_deliveries` (one row per
 /// endpoint and webhook id: body, state, the next due time and the
 /// lease), `{prefix}_delivery_attempts` (one row per attempt: time, wait,
-/// status or error, duration and excerpt) and `{prefix}_delivery_endpoints`
-/// (each endpoint's saved health: failing since, disabled and why).
+/// status or error, duration and excerpt), `{prefix}_delivery_endpoints`
+/// (each endpoint's saved health: failing since, disabled and why) and
+/// `{prefix}_send_keys` (idempotency keys: the id each names, and when it
+/// expires).
 ///
 /// ```
 /// use hooklatch::sender::{DeliveryStore, SqliteDeliveries};
