@@ -272,6 +272,28 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_stored_before_keys_and_retention_reads_with_neither() {
+        let json = EndpointConfig::new(
+            "https://e.example",
+            "standard",
+            ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+        )
+        .unwrap()
+        .to_json();
+        let retention = r#","retention":{"delivered":null,"gone":null,"dead":null,"pending":null}"#;
+        let before = json
+            .replace(r#","idempotency_window":null"#, "")
+            .replace(retention, "");
+        assert!(!before.contains("retention"), "{before}");
+        let read = EndpointConfig::from_json(&before).unwrap();
+        assert_eq!(read.policy().idempotency_window(), None);
+        assert_eq!(
+            *read.policy().retention(),
+            crate::sender::Retention::KEEP_ALL
+        );
+    }
+
+    #[test]
     fn a_stored_policy_gets_the_limits_the_builders_enforce() {
         let json = EndpointConfig::new(
             "https://e.example",

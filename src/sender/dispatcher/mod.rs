@@ -415,8 +415,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
 
     /// Deletes delivered and gone deliveries that ended more than
     /// `older_than` ago, with their attempts; see
-    /// [`DeliveryStore::purge`]. Run it now and then: the outbox keeps every
-    /// delivery until purged.
+    /// [`DeliveryStore::purge`]. Run it (or [`purge_by_policy`](Self::purge_by_policy))
+    /// now and then: the outbox keeps every delivery until purged.
     pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
         let now = SystemTime::now();
         let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);
