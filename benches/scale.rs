@@ -27,8 +27,8 @@ use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     AddressPolicy, Attempt, Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason,
     Dispatcher, Due, DueAcross, EndpointHealth, EndpointRegistry, HealthChange, HttpTransport,
-    Jitter, OutboxView, Policy, PostgresDeliveries, RecentAttempt, RedisDeliveries, SavedEndpoints,
-    Schedule, Step, StoredDelivery, Taken, Wanted,
+    Jitter, Keeping, Keyed, OutboxView, Policy, PostgresDeliveries, RecentAttempt, RedisDeliveries,
+    Retention, SavedEndpoints, Schedule, SendKey, Step, StoredDelivery, Taken, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::net::TcpListener;
@@ -80,6 +80,30 @@ impl<S: DeliveryStore + Clone> OutboxView for Counting<S> {
     }
     async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, DedupError> {
         self.inner.recent_attempts(e, n).await
+    }
+}
+
+impl<S: DeliveryStore + Clone> Keeping for Counting<S> {
+    async fn enqueue_keyed(
+        &self,
+        e: &str,
+        key: SendKey<'_>,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Result<Keyed, DedupError> {
+        self.inner.enqueue_keyed(e, key, id, body, due).await
+    }
+    async fn forget_keys(&self, e: &str, now: SystemTime) -> Result<u64, DedupError> {
+        self.inner.forget_keys(e, now).await
+    }
+    async fn purge_outcomes(
+        &self,
+        e: &str,
+        retention: &Retention,
+        now: SystemTime,
+    ) -> Result<u64, DedupError> {
+        self.inner.purge_outcomes(e, retention, now).await
     }
 }
 

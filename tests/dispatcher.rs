@@ -14,8 +14,9 @@ use std::time::{Duration, SystemTime};
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError,
-    Dispatcher, EndpointRegistry, HealthChange, MemoryDeliveries, OutboxView, Policy,
-    RecentAttempt, Response, SavedEndpoints, Transport, TransportError, Wanted,
+    Dispatcher, EndpointRegistry, HealthChange, Keeping, Keyed, MemoryDeliveries, OutboxView,
+    Policy, RecentAttempt, Response, Retention, SavedEndpoints, SendKey, Transport, TransportError,
+    Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -430,6 +431,30 @@ impl<S: DeliveryStore> OutboxView for Counting<S> {
     }
     async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, DedupError> {
         self.inner.recent_attempts(e, n).await
+    }
+}
+
+impl<S: DeliveryStore> Keeping for Counting<S> {
+    async fn enqueue_keyed(
+        &self,
+        e: &str,
+        key: SendKey<'_>,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Result<Keyed, DedupError> {
+        self.inner.enqueue_keyed(e, key, id, body, due).await
+    }
+    async fn forget_keys(&self, e: &str, now: SystemTime) -> Result<u64, DedupError> {
+        self.inner.forget_keys(e, now).await
+    }
+    async fn purge_outcomes(
+        &self,
+        e: &str,
+        retention: &Retention,
+        now: SystemTime,
+    ) -> Result<u64, DedupError> {
+        self.inner.purge_outcomes(e, retention, now).await
     }
 }
 

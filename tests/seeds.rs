@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hooklatch::sender::{
-    AddressPolicy, DeliveryRecord, DeliveryState, DisableReason, Disabled, DispatchError,
-    Dispatcher, Endpoint, Final, MemoryDeliveries, Notice, NoticeKind, Policy, Response, Transport,
-    TransportError, WaitReason, check_url, deliver,
+    AddressPolicy, Attempt, DeliveryRecord, DeliveryState, DeliveryStore, DisableReason, Disabled,
+    DispatchError, Dispatcher, Endpoint, Final, MemoryDeliveries, Notice, NoticeKind, Policy,
+    Response, Step, Transport, TransportError, WaitReason, check_url, deliver,
 };
 use hooklatch::verify::{Scheme, Signer, Validity};
 
@@ -895,4 +895,146 @@ async fn redelivery_and_test_deliveries_refuse_what_they_cannot_do() {
     ));
     running.stop().await;
     assert_eq!(receiver.ids(), ["msg_1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn seed_000_an_idempotency_key_enqueues_once_for_24_hours_and_names_the_first_message() {
+    let receiver = Scripted::new(|_| Answer::Status(200));
+    let (dispatcher, _) = dispatcher(&receiver, Policy::svix_table_without_jitter(), SECOND).await;
+    let running = dispatcher.start();
+    let key = "invoice-2026-0927-001";
+    let first = dispatcher
+        .send_with_key(ENDPOINT, key, "msg_1", b"{}")
+        .await
+        .unwrap();
+    assert_eq!((first.id.as_str(), first.enqueued), ("msg_1", true));
+    tokio::time::sleep(DAY - SECOND).await;
+    let again = dispatcher
+        .send_with_key(ENDPOINT, key, "msg_2", b"{}")
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.id.as_str(), again.enqueued),
+        ("msg_1", false),
+        "within 24 h the key returns the first message's id"
+    );
+    tokio::time::sleep(SECOND).await;
+    let after = dispatcher
+        .send_with_key(ENDPOINT, key, "msg_3", b"{}")
+        .await
+        .unwrap();
+    assert_eq!((after.id.as_str(), after.enqueued), ("msg_3", true));
+    tokio::time::sleep(MINUTE).await;
+    running.stop().await;
+    assert_eq!(receiver.ids(), ["msg_1", "msg_3"]);
+
+    // A policy without a window refuses a keyed send.
+    let (plain, _) = dispatcher_for(&receiver, Policy::svix()).await;
+    assert!(matches!(
+        plain.send_with_key(ENDPOINT, key, "msg_4", b"{}").await,
+        Err(DispatchError::NoIdempotencyWindow(endpoint)) if endpoint == ENDPOINT
+    ));
+}
+
+/// The wall clock moved on by what a test sets: the store records when a
+/// delivery ended on the wall clock, and the policy's clock says how long
+/// ago that was.
+#[derive(Clone, Default)]
+struct Shifted(Arc<Mutex<Duration>>);
+
+impl Shifted {
+    fn clock(&self) -> impl Fn() -> SystemTime + Send + Sync + 'static {
+        let shift = self.0.clone();
+        move || SystemTime::now() + *shift.lock().unwrap()
+    }
+
+    fn set(&self, to: Duration) {
+        *self.0.lock().unwrap() = to;
+    }
+}
+
+/// One delivery in each state, ended (or sent) now, through the store.
+async fn one_of_each(store: &MemoryDeliveries) {
+    let now = SystemTime::now();
+    for id in ["delivered", "gone", "dead"] {
+        assert!(store.enqueue(ENDPOINT, id, b"{}", now).await.unwrap());
+    }
+    let later = now + 365 * DAY;
+    assert!(
+        store
+            .enqueue(ENDPOINT, "pending", b"{}", later)
+            .await
+            .unwrap()
+    );
+    let due = store.take_due(ENDPOINT, now, 3, MINUTE).await.unwrap();
+    for taken in &due.taken {
+        let outcome = match taken.id.as_str() {
+            "delivered" => Final::Delivered,
+            "gone" => Final::Gone,
+            _ => Final::Dead,
+        };
+        let attempt = Attempt::new(1, now, Ok(500));
+        let step = Step::Done(outcome);
+        assert!(
+            store
+                .finish(taken, &attempt, step, None)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_seed_keeps_each_outcome_for_its_retention_then_purges_it() {
+    // Days each state is kept: delivered, gone, dead, pending.
+    let cases: [(&str, Policy, [Option<u64>; 4]); 5] = [
+        ("000", Policy::svix_table_without_jitter(), [None; 4]),
+        (
+            "001 dead letters 30 days",
+            Policy::five_retries_over_ten_hours(),
+            [None, None, Some(30), None],
+        ),
+        (
+            "002 history 30 days",
+            Policy::nine_attempts_over_three_days(),
+            [Some(30), Some(30), Some(30), None],
+        ),
+        (
+            "003 replay for 30 days",
+            Policy::exponential_to_an_hour(10),
+            [Some(30), Some(30), Some(30), None],
+        ),
+        (
+            "004 backlog kept 14 days",
+            Policy::seven_attempts_over_a_day(),
+            [Some(14); 4],
+        ),
+    ];
+    let states = ["delivered", "gone", "dead", "pending"];
+    for (seed, policy, days) in cases {
+        let store = MemoryDeliveries::new();
+        let shift = Shifted::default();
+        let receiver = Scripted::new(|_| Answer::Status(200));
+        let dispatcher = Dispatcher::new(store.clone(), receiver);
+        let policy = policy.with_clock(shift.clock());
+        dispatcher
+            .add_endpoint(ENDPOINT, URL, signer(), policy)
+            .await
+            .unwrap();
+        one_of_each(&store).await;
+        let hour = Duration::from_secs(3600);
+        for day in [0, 14, 30, 3650] {
+            for at in [(day * DAY).saturating_sub(hour), day * DAY + hour] {
+                shift.set(at);
+                dispatcher.purge_by_policy().await.unwrap();
+                for (state, kept_for) in states.iter().zip(days) {
+                    let kept =
+                        kept_for.is_none_or(|days| at < Duration::from_secs(days * 24 * 3600));
+                    let found = store.delivery(ENDPOINT, state).await.unwrap();
+                    assert_eq!(found.is_some(), kept, "seed {seed}: {state} at {at:?}");
+                }
+            }
+        }
+    }
 }

@@ -214,6 +214,12 @@ mod tests {
         .with_max_body(Some(256 * 1024))
         .with_replay_on_enable(true)
         .with_test_prefix(Some("test_"))
+        .with_idempotency_window(Some(Duration::from_secs(24 * 3600)))
+        .with_retention(
+            crate::sender::Retention::KEEP_ALL
+                .with_dead(Some(Duration::from_secs(30 * 24 * 3600)))
+                .with_pending(Some(Duration::from_secs(14 * 24 * 3600))),
+        )
         .with_notices(Some(crate::sender::Notices::new(
             Some(Duration::from_secs(3600)),
             Duration::from_secs(3600),
@@ -263,6 +269,28 @@ mod tests {
             assert_eq!(signatures(&read, at), signatures(&config, at));
         }
         assert_eq!(signatures(&read, switch).split(' ').count(), 2);
+    }
+
+    #[test]
+    fn a_policy_stored_before_keys_and_retention_reads_with_neither() {
+        let json = EndpointConfig::new(
+            "https://e.example",
+            "standard",
+            ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+        )
+        .unwrap()
+        .to_json();
+        let retention = r#","retention":{"delivered":null,"gone":null,"dead":null,"pending":null}"#;
+        let before = json
+            .replace(r#","idempotency_window":null"#, "")
+            .replace(retention, "");
+        assert!(!before.contains("retention"), "{before}");
+        let read = EndpointConfig::from_json(&before).unwrap();
+        assert_eq!(read.policy().idempotency_window(), None);
+        assert_eq!(
+            *read.policy().retention(),
+            crate::sender::Retention::KEEP_ALL
+        );
     }
 
     #[test]

@@ -55,8 +55,8 @@ pub use outbox::RedisDeliveries;
 pub use outbox::SqliteDeliveries;
 pub use outbox::{
     DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
-    EndpointRegistry, HealthChange, MemoryDeliveries, OUTBOX_PURGE_BATCH, OutboxView,
-    RecentAttempt, SavedEndpoints, StoredDelivery, Taken, Wanted,
+    EndpointRegistry, HealthChange, Keeping, Keyed, MemoryDeliveries, OUTBOX_PURGE_BATCH,
+    OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey, StoredDelivery, Taken, Wanted,
 };
 pub use policy::{MAX_EXCERPT_LEN, Policy};
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};

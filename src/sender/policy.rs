@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use super::answers::{Answers, Handling};
 use super::breaker::Breaker;
 use super::notice::Notices;
+use super::outbox::Retention;
 use super::schedule::Schedule;
 use super::transport::EXCERPT_LEN;
 use crate::verify::{Clock, SystemClock};
@@ -47,6 +48,10 @@ pub struct Policy {
     max_body: Option<usize>,
     replay_on_enable: bool,
     test_prefix: Option<String>,
+    #[serde(default)]
+    idempotency_window: Option<Duration>,
+    #[serde(default)]
+    retention: Retention,
 }
 
 fn system_clock() -> Arc<dyn Clock> {
@@ -77,6 +82,8 @@ impl Policy {
             max_body: None,
             replay_on_enable: false,
             test_prefix: None,
+            idempotency_window: None,
+            retention: Retention::KEEP_ALL,
         }
     }
 
@@ -223,6 +230,36 @@ impl Policy {
         self
     }
 
+    /// Remembers the idempotency key of a
+    /// [`Dispatcher::send_with_key`](super::Dispatcher::send_with_key) for
+    /// `window`: within it, a send with the same key to the endpoint
+    /// enqueues nothing and reports the first delivery's id; after it, the
+    /// key is free again. `None` refuses keyed sends. Defaults to none.
+    #[must_use]
+    pub fn with_idempotency_window(mut self, window: Option<Duration>) -> Self {
+        self.idempotency_window = window;
+        self
+    }
+
+    /// How long the endpoint's deliveries are kept in each state, for
+    /// [`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy).
+    /// Defaults to [`Retention::KEEP_ALL`].
+    #[must_use]
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How long an idempotency key is remembered.
+    pub fn idempotency_window(&self) -> Option<Duration> {
+        self.idempotency_window
+    }
+
+    /// How long deliveries are kept in each state.
+    pub fn retention(&self) -> &Retention {
+        &self.retention
+    }
+
     /// The id prefix that marks a test delivery.
     pub fn test_prefix(&self) -> Option<&str> {
         self.test_prefix.as_deref()
@@ -326,6 +363,8 @@ impl std::fmt::Debug for Policy {
             .field("max_body", &self.max_body)
             .field("replay_on_enable", &self.replay_on_enable)
             .field("test_prefix", &self.test_prefix)
+            .field("idempotency_window", &self.idempotency_window)
+            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }

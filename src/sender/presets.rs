@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::answers::{Answers, Handling};
 use super::breaker::Breaker;
 use super::notice::Notices;
+use super::outbox::Retention;
 use super::policy::{DAY, Policy};
 use super::schedule::{Jitter, Schedule};
 
@@ -26,7 +27,8 @@ impl Policy {
     /// as an ordinary failure**; the first 1,024 bytes of the answer kept;
     /// disabled after 5 days without success; the owner told after 1 h of
     /// failure, when a delivery runs out of attempts and on disable, at
-    /// most once an hour per endpoint.
+    /// most once an hour per endpoint; an `Idempotency-Key` on send
+    /// remembered for 24 h ([`Dispatcher::send_with_key`](super::Dispatcher::send_with_key)).
     ///
     /// Signing with both keys for 24 h after a rotation is the signer's
     /// part: [`Signer::with_windows`](crate::verify::Signer::with_windows).
@@ -35,6 +37,7 @@ impl Policy {
             .with_breaker(Breaker::new().with_probes(1))
             .with_answers(Answers::default().with_status(410, Handling::Retry))
             .with_notices(Some(Notices::new(Some(HOUR), HOUR)))
+            .with_idempotency_window(Some(DAY))
     }
 
     /// Seed 002: [`Schedule::nine_attempts_over_three_days`] (0, 1 min,
@@ -46,7 +49,8 @@ impl Policy {
     /// one failure pauses the endpoint's other deliveries until its next
     /// attempt; disabled after 3 days without success, test deliveries
     /// (ids starting `test_`) not counted; enabling it again sends the
-    /// stopped deliveries once more.
+    /// stopped deliveries once more; the history (delivered, gone and dead
+    /// deliveries) kept 30 days ([`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy)).
     ///
     /// ```
     /// use std::time::Duration;
@@ -66,18 +70,21 @@ impl Policy {
             .with_replay_on_enable(true)
             .with_test_prefix(Some("test_"))
             .with_disable_after(Some(3 * DAY))
+            .with_retention(Retention::ended_kept_for(30 * DAY))
     }
 
     /// Seed 001: [`Schedule::five_retries_over_ten_hours`] (one attempt
     /// and 5 retries over 10.6 h, no jitter); 5 s to connect and 30 s to
     /// read (35 s per attempt); only a 2xx succeeds, 3xx is a failure; a
     /// breaker that lets up to 3 probes through after its cool-down,
-    /// closes after 3 successes and opens again on any failure.
+    /// closes after 3 successes and opens again on any failure; dead
+    /// letters kept 30 days, then deleted ([`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy)).
     pub fn five_retries_over_ten_hours() -> Self {
         Self::new(Schedule::five_retries_over_ten_hours())
             .with_connect_timeout(Duration::from_secs(5))
             .with_attempt_timeout(Duration::from_secs(35))
             .with_breaker(Breaker::new().with_probes(3))
+            .with_retention(Retention::KEEP_ALL.with_dead(Some(30 * DAY)))
     }
 
     /// Seed 004: [`Schedule::seven_attempts_over_a_day`] (0, 30 s, 2 min,
@@ -85,7 +92,8 @@ impl Policy {
     /// per attempt; 302 is a failure; a 512-byte excerpt; disabled after 7
     /// days of failure with a notice; the backlog (pending deliveries and
     /// those that ran out of attempts) delivered after it is enabled
-    /// again.
+    /// again; every delivery, the backlog included, kept 14 days
+    /// ([`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy)).
     ///
     /// Several `v1=` signatures during a 30-day overlap are the signer's
     /// part: [`Signer::with_windows`](crate::verify::Signer::with_windows).
@@ -98,6 +106,7 @@ impl Policy {
                 Notices::new(None, Duration::ZERO).with_exhausted(false),
             ))
             .with_replay_on_enable(true)
+            .with_retention(Retention::ended_kept_for(14 * DAY).with_pending(Some(14 * DAY)))
     }
 
     /// Seed 003: [`Schedule::exponential_to_an_hour`] (1 s doubling to a
@@ -105,7 +114,8 @@ impl Policy {
     /// 5xx and 429 are retried (3xx and other 4xx, 410 included, end the
     /// delivery); 30 s per attempt; 1,024 bytes of the answer kept; a
     /// breaker that opens for 24 h after 20 consecutive failures; 10
-    /// deliveries at once per endpoint; bodies up to 256 KB.
+    /// deliveries at once per endpoint; bodies up to 256 KB; every ended
+    /// delivery kept (for a replay) 30 days ([`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy)).
     pub fn exponential_to_an_hour(attempts: u32) -> Self {
         Self::new(Schedule::exponential_to_an_hour(attempts))
             .with_breaker(
@@ -122,5 +132,6 @@ impl Policy {
             .with_attempt_timeout(Duration::from_secs(30))
             .with_concurrency(10)
             .with_max_body(Some(256 * 1024))
+            .with_retention(Retention::ended_kept_for(30 * DAY))
     }
 }

@@ -4,6 +4,7 @@
 //! shared endpoint health.
 
 mod health;
+mod keep;
 mod registry;
 mod resend;
 mod run;
@@ -52,6 +53,11 @@ pub enum DispatchError {
         "the policy of endpoint `{0}` has no test prefix: set one with Policy::with_test_prefix"
     )]
     NoTestPrefix(String),
+    /// The endpoint's policy has no idempotency window for a keyed send.
+    #[error(
+        "the policy of endpoint `{0}` has no idempotency window: set one with Policy::with_idempotency_window"
+    )]
+    NoIdempotencyWindow(String),
     /// The body is longer than the policy's
     /// [`max_body`](Policy::max_body).
     #[error("the body is {len} bytes, over the endpoint's limit of {max}")]
@@ -366,12 +372,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
         let route = self.find_route(endpoint).await?;
         check_key(endpoint, id)?;
-        if let Some(max) = route.policy.max_body().filter(|max| body.len() > *max) {
-            return Err(DispatchError::TooLarge {
-                len: body.len(),
-                max,
-            });
-        }
+        self.check_body(&route, body)?;
         let due = later(
             route.policy.now(),
             first_wait(&route.policy, fastrand::f64()),
@@ -415,8 +416,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
 
     /// Deletes delivered and gone deliveries that ended more than
     /// `older_than` ago, with their attempts; see
-    /// [`DeliveryStore::purge`]. Run it now and then: the outbox keeps every
-    /// delivery until purged.
+    /// [`DeliveryStore::purge`]. Run it (or [`purge_by_policy`](Self::purge_by_policy))
+    /// now and then: the outbox keeps every delivery until purged.
     pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
         let now = SystemTime::now();
         let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);

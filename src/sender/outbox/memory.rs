@@ -21,22 +21,24 @@ pub struct MemoryDeliveries {
 }
 
 #[derive(Debug, Default)]
-struct Deliveries {
-    by_key: HashMap<(String, String), Entry>,
+pub(super) struct Deliveries {
+    pub(super) by_key: HashMap<(String, String), Entry>,
     health: HashMap<String, EndpointHealth>,
     next_order: u64,
+    /// Idempotency keys by endpoint and key: the id and when it expires.
+    pub(super) send_keys: HashMap<(String, String), (String, SystemTime)>,
 }
 
 #[derive(Debug)]
-struct Entry {
+pub(super) struct Entry {
     order: u64,
-    enqueued_at: SystemTime,
-    stored: StoredDelivery,
+    pub(super) enqueued_at: SystemTime,
+    pub(super) stored: StoredDelivery,
     tries: u32,
     waited: Duration,
     reason: WaitReason,
-    lease: Option<(String, SystemTime)>,
-    finished_at: Option<SystemTime>,
+    pub(super) lease: Option<(String, SystemTime)>,
+    pub(super) finished_at: Option<SystemTime>,
 }
 
 impl MemoryDeliveries {
@@ -45,7 +47,7 @@ impl MemoryDeliveries {
         Self::default()
     }
 
-    fn with<R>(&self, change: impl FnOnce(&mut Deliveries) -> R) -> R {
+    pub(super) fn with<R>(&self, change: impl FnOnce(&mut Deliveries) -> R) -> R {
         change(
             &mut self
                 .deliveries
@@ -80,6 +82,33 @@ fn key(endpoint: &str, id: &str) -> (String, String) {
 }
 
 impl Deliveries {
+    /// Adds a pending delivery unless the endpoint has one with this id.
+    pub(super) fn add(&mut self, endpoint: &str, id: &str, body: &[u8], due: SystemTime) -> bool {
+        if self.by_key.contains_key(&key(endpoint, id)) {
+            return false;
+        }
+        self.next_order += 1;
+        let entry = Entry {
+            order: self.next_order,
+            enqueued_at: SystemTime::now(),
+            stored: StoredDelivery {
+                endpoint: endpoint.to_owned(),
+                id: id.to_owned(),
+                body: body.to_vec(),
+                state: DeliveryState::Pending,
+                due_at: Some(due),
+                attempts: Vec::new(),
+            },
+            tries: 0,
+            waited: Duration::ZERO,
+            reason: WaitReason::Schedule,
+            lease: None,
+            finished_at: None,
+        };
+        self.by_key.insert(key(endpoint, id), entry);
+        true
+    }
+
     /// The endpoint's saved health.
     fn health(&self, endpoint: &str) -> EndpointHealth {
         self.health.get(endpoint).copied().unwrap_or_default()
@@ -195,31 +224,7 @@ impl DeliveryStore for MemoryDeliveries {
         due: SystemTime,
     ) -> Result<bool, DedupError> {
         check_key(endpoint, id)?;
-        Ok(self.with(|deliveries| {
-            if deliveries.by_key.contains_key(&key(endpoint, id)) {
-                return false;
-            }
-            deliveries.next_order += 1;
-            let entry = Entry {
-                order: deliveries.next_order,
-                enqueued_at: SystemTime::now(),
-                stored: StoredDelivery {
-                    endpoint: endpoint.to_owned(),
-                    id: id.to_owned(),
-                    body: body.to_vec(),
-                    state: DeliveryState::Pending,
-                    due_at: Some(due),
-                    attempts: Vec::new(),
-                },
-                tries: 0,
-                waited: Duration::ZERO,
-                reason: WaitReason::Schedule,
-                lease: None,
-                finished_at: None,
-            };
-            deliveries.by_key.insert(key(endpoint, id), entry);
-            true
-        }))
+        Ok(self.with(|deliveries| deliveries.add(endpoint, id, body, due)))
     }
 
     async fn take_due(

@@ -7,6 +7,7 @@
 pub(crate) mod across;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 pub(crate) mod codes;
+pub(crate) mod keep;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -26,6 +27,7 @@ use super::attempt::{Attempt, Final, Step, WaitReason};
 use crate::dedup::DedupError;
 
 pub use across::{DueAcross, Wanted};
+pub use keep::{Keeping, Keyed, Retention, SendKey};
 pub use memory::MemoryDeliveries;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresDeliveries;
@@ -196,9 +198,10 @@ pub enum DisableReason {
 /// anyway.
 ///
 /// Every delivery store is an [`EndpointRegistry`] too (the endpoints the
-/// dispatchers on it send to are kept next to their deliveries) and an
-/// [`OutboxView`] (what an operator reads of it).
-pub trait DeliveryStore: EndpointRegistry + OutboxView + Send + Sync + 'static {
+/// dispatchers on it send to are kept next to their deliveries), an
+/// [`OutboxView`] (what an operator reads of it) and [`Keeping`]
+/// (idempotency keys, and retention per outcome).
+pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync + 'static {
     /// Adds a pending delivery due at `due`. Returns false, changing
     /// nothing, if the endpoint already has a delivery with this id.
     fn enqueue(

@@ -2,6 +2,7 @@
 
 use sqlx::postgres::PgPool;
 
+use super::keep::sql::{KeepStatements, sql_keeping};
 use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema, sql_delivery_store};
 use super::view::sql::{ViewStatements, sql_outbox_view};
@@ -32,6 +33,7 @@ pub struct PostgresDeliveries {
     statements: Statements,
     registry: RegistryStatements,
     view: ViewStatements,
+    keep: KeepStatements,
 }
 
 impl PostgresDeliveries {
@@ -54,6 +56,7 @@ impl PostgresDeliveries {
             statements: Statements::new(prefix, &POSTGRES),
             registry: RegistryStatements::new(prefix),
             view: ViewStatements::new(prefix),
+            keep: KeepStatements::new(prefix, &POSTGRES),
             prefix: prefix.to_owned(),
             pool,
         })
@@ -67,6 +70,7 @@ impl PostgresDeliveries {
             schema(&self.prefix, &POSTGRES),
             super::registry::sql::schema(&self.prefix, &POSTGRES),
             super::view::sql::schema(&self.prefix),
+            super::keep::sql::schema(&self.prefix, &POSTGRES),
         ] {
             crate::store::sql::migrate_postgres(&self.pool, &schema).await?;
         }
@@ -82,3 +86,4 @@ impl PostgresDeliveries {
 sql_delivery_store!(PostgresDeliveries, POSTGRES);
 sql_endpoint_registry!(PostgresDeliveries);
 sql_outbox_view!(PostgresDeliveries);
+sql_keeping!(PostgresDeliveries);

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 
+use super::keep::sql::{KeepStatements, sql_keeping};
 use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema, sql_delivery_store};
 use super::view::sql::{ViewStatements, sql_outbox_view};
@@ -19,8 +20,10 @@ use crate::store::sql::SQLITE;
 /// [`migrate`](Self::migrate) creates `{prefix}_deliveries` (one row per
 /// endpoint and webhook id: body, state, the next due time and the
 /// lease), `{prefix}_delivery_attempts` (one row per attempt: time, wait,
-/// status or error, duration and excerpt) and `{prefix}_delivery_endpoints`
-/// (each endpoint's saved health: failing since, disabled and why).
+/// status or error, duration and excerpt), `{prefix}_delivery_endpoints`
+/// (each endpoint's saved health: failing since, disabled and why) and
+/// `{prefix}_send_keys` (idempotency keys: the id each names, and when it
+/// expires).
 ///
 /// ```
 /// use hooklatch::sender::{DeliveryStore, SqliteDeliveries};
@@ -43,6 +46,7 @@ pub struct SqliteDeliveries {
     statements: Statements,
     registry: RegistryStatements,
     view: ViewStatements,
+    keep: KeepStatements,
 }
 
 impl SqliteDeliveries {
@@ -71,6 +75,7 @@ impl SqliteDeliveries {
             statements: Statements::new(prefix, &SQLITE),
             registry: RegistryStatements::new(prefix),
             view: ViewStatements::new(prefix),
+            keep: KeepStatements::new(prefix, &SQLITE),
             prefix: prefix.to_owned(),
             pool,
         })
@@ -83,6 +88,7 @@ impl SqliteDeliveries {
             schema(&self.prefix, &SQLITE),
             super::registry::sql::schema(&self.prefix, &SQLITE),
             super::view::sql::schema(&self.prefix),
+            super::keep::sql::schema(&self.prefix, &SQLITE),
         ] {
             crate::store::sql::migrate_sqlite(&self.pool, &schema).await?;
         }
@@ -98,3 +104,4 @@ impl SqliteDeliveries {
 sql_delivery_store!(SqliteDeliveries, SQLITE);
 sql_endpoint_registry!(SqliteDeliveries);
 sql_outbox_view!(SqliteDeliveries);
+sql_keeping!(SqliteDeliveries);

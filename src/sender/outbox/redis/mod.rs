@@ -70,7 +70,9 @@ const SHARDS: u16 = 16;
 /// every key starts with `hooklatch:{hooklatch/out/S}:E/`: `d:ID` (a
 /// hash: body, state, due time, lease), `a:ID:N` (attempt N), `due` (due
 /// times), `s:0` to `s:3` (ids by state), `finished` (end times, for
-/// [`purge`](DeliveryStore::purge)) and `health`. Each shard has a due
+/// [`purge`](DeliveryStore::purge)), `health`, and `keys` and
+/// `key_expiry` (idempotency keys: the id each names, and when it
+/// expires). Each shard has a due
 /// index, `hooklatch:{hooklatch/out/S}:ready` (each endpoint with due
 /// deliveries, scored by its earliest), and the sets `off` (disabled
 /// endpoints) and `endpoints`. Every key a script touches is named in its
@@ -151,7 +153,7 @@ impl RedisDeliveries {
 
     /// The shard of `endpoint`: FNV-1a (32 bits) over its name, so every
     /// process and release agrees.
-    fn shard(endpoint: &str) -> u16 {
+    pub(super) fn shard(endpoint: &str) -> u16 {
         let hash = endpoint.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
             (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
         });
@@ -179,12 +181,12 @@ impl RedisDeliveries {
     }
 
     /// The hash holding a delivery.
-    fn delivery_key(&self, endpoint: &str, id: &str) -> String {
+    pub(super) fn delivery_key(&self, endpoint: &str, id: &str) -> String {
         self.key(endpoint, &format!("d:{id}"))
     }
 
     /// The hash holding a delivery's attempt `n` (from 1).
-    fn attempt_key(&self, endpoint: &str, id: &str, n: i64) -> String {
+    pub(super) fn attempt_key(&self, endpoint: &str, id: &str, n: i64) -> String {
         self.key(endpoint, &format!("a:{id}:{n}"))
     }
 
@@ -214,7 +216,7 @@ impl RedisDeliveries {
     }
 
     /// The shard's ready set: the due index.
-    fn ready_key(&self, endpoint: &str) -> String {
+    pub(super) fn ready_key(&self, endpoint: &str) -> String {
         self.shard_key(Self::shard(endpoint), "ready")
     }
 }

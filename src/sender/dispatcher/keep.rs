@@ -1,0 +1,109 @@
+//! What the outbox keeps and for how long, by each endpoint's policy: a
+//! send under an idempotency key remembered for the policy's window, and
+//! the purge of each outcome after the policy's retention.
+
+use std::sync::{Arc, PoisonError};
+
+use super::run::Route;
+use super::{DispatchError, Dispatcher};
+use crate::sender::attempt::{first_wait, later};
+use crate::sender::outbox::{DeliveryStore, Keyed, SendKey};
+use crate::sender::transport::Transport;
+
+impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
+    /// Sends as [`send`](Self::send) does, under the idempotency key `key`
+    /// (such as a client's `Idempotency-Key` header), remembered for the
+    /// policy's [`idempotency_window`](crate::sender::Policy::idempotency_window):
+    /// within it, another send with the same key to the endpoint enqueues
+    /// nothing and reports the first delivery's id, whatever its own id
+    /// and body; after it, the key is free again. The key is recorded with
+    /// the enqueue in one atomic step, so of concurrent sends with one key,
+    /// one enqueues. Without a window in the policy it is refused with
+    /// [`DispatchError::NoIdempotencyWindow`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hooklatch::sender::{Dispatcher, MemoryDeliveries, Policy, Response, transport_fn};
+    /// use hooklatch::verify::{Scheme, Signer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ok = transport_fn(|_, _, _| async { Ok(Response::new(200)) });
+    /// let dispatcher = Dispatcher::new(MemoryDeliveries::new(), ok);
+    /// let signer = Signer::new(Scheme::standard_webhooks(), ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?;
+    /// let policy = Policy::svix().with_idempotency_window(Some(Duration::from_secs(24 * 3600)));
+    /// dispatcher.add_endpoint("orders", "https://example.com/hooks", signer, policy).await?;
+    ///
+    /// let first = dispatcher.send_with_key("orders", "key-7", "msg_1", b"{}").await?;
+    /// let again = dispatcher.send_with_key("orders", "key-7", "msg_2", b"{}").await?;
+    /// assert!(first.enqueued && !again.enqueued);
+    /// assert_eq!(again.id, "msg_1");
+    /// assert!(dispatcher.delivery("orders", "msg_2").await?.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn send_with_key(
+        &self,
+        endpoint: &str,
+        key: &str,
+        id: &str,
+        body: &[u8],
+    ) -> Result<Keyed, DispatchError> {
+        let route = self.find_route(endpoint).await?;
+        let window = route
+            .policy
+            .idempotency_window()
+            .ok_or_else(|| DispatchError::NoIdempotencyWindow(endpoint.to_owned()))?;
+        self.check_body(&route, body)?;
+        let now = route.policy.now();
+        let due = later(now, first_wait(&route.policy, fastrand::f64()));
+        let keyed = self
+            .inner
+            .store
+            .enqueue_keyed(endpoint, SendKey { key, now, window }, id, body, due)
+            .await?;
+        self.inner.wake.notify_one();
+        Ok(keyed)
+    }
+
+    /// Refuses a body over the policy's [`max_body`](crate::sender::Policy::max_body).
+    pub(super) fn check_body(&self, route: &Route, body: &[u8]) -> Result<(), DispatchError> {
+        match route.policy.max_body().filter(|max| body.len() > *max) {
+            Some(max) => Err(DispatchError::TooLarge {
+                len: body.len(),
+                max,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// For every endpoint this dispatcher sends to, deletes the
+    /// deliveries its policy's [`retention`](crate::sender::Policy::retention)
+    /// no longer keeps, with their attempts
+    /// ([`Keeping::purge_outcomes`](crate::sender::Keeping::purge_outcomes)),
+    /// and forgets its expired idempotency keys, as of each policy's
+    /// clock. Returns how many deliveries it deleted. Run it now and then
+    /// (hourly, say); deliveries of endpoints no dispatcher knows are left
+    /// to [`purge`](Self::purge).
+    pub async fn purge_by_policy(&self) -> Result<u64, DispatchError> {
+        self.inner.refresh_endpoints().await?;
+        let routes: Vec<Arc<Route>> = self
+            .inner
+            .routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let mut purged = 0;
+        for route in routes {
+            let now = route.policy.now();
+            let store = &self.inner.store;
+            store.forget_keys(&route.name, now).await?;
+            purged += store
+                .purge_outcomes(&route.name, route.policy.retention(), now)
+                .await?;
+        }
+        Ok(purged)
+    }
+}

@@ -1,0 +1,80 @@
+//! [`Keeping`] for [`MemoryDeliveries`]: the keys in a map next to the
+//! deliveries, changed under the same lock.
+
+use std::time::SystemTime;
+
+use super::{Keeping, Keyed, Retention, SendKey, check_send_key};
+use crate::dedup::{DedupError, check_key};
+use crate::sender::outbox::memory::Entry;
+use crate::sender::{DeliveryState, MemoryDeliveries};
+
+impl Keeping for MemoryDeliveries {
+    async fn enqueue_keyed(
+        &self,
+        endpoint: &str,
+        key: SendKey<'_>,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Result<Keyed, DedupError> {
+        check_key(endpoint, id)?;
+        check_send_key(endpoint, key.key)?;
+        let SendKey { key, now, window } = key;
+        Ok(self.with(|deliveries| {
+            let name = (endpoint.to_owned(), key.to_owned());
+            if let Some((first, _)) = deliveries
+                .send_keys
+                .get(&name)
+                .filter(|(_, expires)| *expires > now)
+            {
+                return Keyed {
+                    id: first.clone(),
+                    enqueued: false,
+                };
+            }
+            let expires = crate::sender::attempt::later(now, window);
+            deliveries.send_keys.insert(name, (id.to_owned(), expires));
+            Keyed {
+                id: id.to_owned(),
+                enqueued: deliveries.add(endpoint, id, body, due),
+            }
+        }))
+    }
+
+    async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, DedupError> {
+        Ok(self.with(|deliveries| {
+            let before = deliveries.send_keys.len();
+            deliveries
+                .send_keys
+                .retain(|(of, _), (_, expires)| of != endpoint || *expires > now);
+            (before - deliveries.send_keys.len()) as u64
+        }))
+    }
+
+    async fn purge_outcomes(
+        &self,
+        endpoint: &str,
+        retention: &Retention,
+        now: SystemTime,
+    ) -> Result<u64, DedupError> {
+        let expired = |entry: &Entry| {
+            let state = entry.stored.state;
+            let Some(cutoff) = retention.cutoff(state, now) else {
+                return false;
+            };
+            if state == DeliveryState::Pending {
+                let leased = entry.lease.as_ref().is_some_and(|(_, until)| *until > now);
+                !leased && entry.enqueued_at < cutoff
+            } else {
+                entry.finished_at.is_some_and(|at| at < cutoff)
+            }
+        };
+        Ok(self.with(|deliveries| {
+            let before = deliveries.by_key.len();
+            deliveries
+                .by_key
+                .retain(|(of, _), entry| of != endpoint || !expired(entry));
+            (before - deliveries.by_key.len()) as u64
+        }))
+    }
+}

@@ -1,0 +1,193 @@
+//! [`Keeping`] for [`RedisDeliveries`]: each endpoint's idempotency keys in
+//! a hash (key to id) and a sorted set (key by expiry) under the
+//! endpoint's hash tag, claimed by the enqueue's own script; the purge of
+//! each outcome reads a state's set by send time and deletes a bounded
+//! batch a script.
+
+use std::sync::LazyLock;
+use std::time::SystemTime;
+
+use redis::{AsyncCommands as _, Script, Value};
+
+use super::{Keeping, Keyed, Retention, SendKey, check_send_key, cutoff_millis};
+use crate::dedup::{DedupError, check_key, check_namespace};
+use crate::sender::{DeliveryState, OUTBOX_PURGE_BATCH, RedisDeliveries};
+use crate::store::{millis, now_millis, unix_millis};
+
+static KEYED_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/head.lua"),
+        include_str!("../lua/keyed.lua"),
+        include_str!("../lua/enqueue.lua")
+    ))
+});
+static FORGET_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/forget_keys.lua")));
+static PURGE_STATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/head.lua"),
+        include_str!("../lua/purge_state.lua")
+    ))
+});
+
+const STATES: [DeliveryState; 4] = [
+    DeliveryState::Delivered,
+    DeliveryState::Gone,
+    DeliveryState::Dead,
+    DeliveryState::Pending,
+];
+
+impl RedisDeliveries {
+    /// The endpoint's hash of keys and ids and its keys by expiry.
+    fn send_keys(&self, endpoint: &str) -> [String; 2] {
+        [self.key(endpoint, "keys"), self.key(endpoint, "key_expiry")]
+    }
+
+    /// Deletes the endpoint's deliveries in `state` that ended (or were
+    /// sent, while pending) before `cutoff`, a bounded batch a script.
+    /// The candidates are read from the state's set, scored by send time,
+    /// which is never after the end; those ended since are skipped.
+    async fn purge_state(
+        &self,
+        endpoint: &str,
+        state: DeliveryState,
+        cutoff: i64,
+        now: i64,
+    ) -> Result<u64, DedupError> {
+        let mut connection = self.connection().await?;
+        let set = self.state_key(endpoint, state);
+        let batch = usize::try_from(OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX);
+        let (mut skipped, mut purged) = (0, 0);
+        loop {
+            let ids: Vec<String> = connection
+                .zrangebyscore_limit(
+                    &set,
+                    "-inf",
+                    format!("({cutoff}"),
+                    isize::try_from(skipped).unwrap_or(isize::MAX),
+                    isize::try_from(batch).unwrap_or(isize::MAX),
+                )
+                .await?;
+            if ids.is_empty() {
+                return Ok(purged);
+            }
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.hget(self.delivery_key(endpoint, id), "attempts");
+            }
+            let counts: Vec<Option<i64>> = pipe.query_async(&mut connection).await?;
+            let mut script = PURGE_STATE_SCRIPT.prepare_invoke();
+            script
+                .key(&set)
+                .key(self.key(endpoint, "finished"))
+                .key(self.key(endpoint, "due"))
+                .key(self.ready_key(endpoint))
+                .arg(state.code())
+                .arg(cutoff)
+                .arg(now)
+                .arg(endpoint);
+            for (id, count) in ids.iter().zip(counts) {
+                let count = count.unwrap_or(0).max(0);
+                script.key(self.delivery_key(endpoint, id));
+                for n in 1..=count {
+                    script.key(self.attempt_key(endpoint, id, n));
+                }
+                script.arg(id).arg(count);
+            }
+            let deleted: u64 = script.invoke_async(&mut connection).await?;
+            purged += deleted;
+            skipped += ids
+                .len()
+                .saturating_sub(usize::try_from(deleted).unwrap_or(0));
+            if ids.len() < batch {
+                return Ok(purged);
+            }
+        }
+    }
+}
+
+impl Keeping for RedisDeliveries {
+    async fn enqueue_keyed(
+        &self,
+        endpoint: &str,
+        key: SendKey<'_>,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Result<Keyed, DedupError> {
+        check_key(endpoint, id)?;
+        check_send_key(endpoint, key.key)?;
+        let SendKey { key, now, window } = key;
+        let mut connection = self.connection().await?;
+        let shard = Self::shard(endpoint);
+        let [send_keys, key_expiry] = self.send_keys(endpoint);
+        let now = unix_millis(now);
+        let found: Value = KEYED_SCRIPT
+            .key(self.delivery_key(endpoint, id))
+            .key(self.key(endpoint, "due"))
+            .key(self.state_key(endpoint, DeliveryState::Pending))
+            .key(self.shard_key(shard, "ready"))
+            .key(self.shard_key(shard, "endpoints"))
+            .key(send_keys)
+            .key(key_expiry)
+            .arg(id)
+            .arg(body)
+            .arg(unix_millis(due))
+            .arg(now_millis())
+            .arg(endpoint)
+            .arg(key)
+            .arg(now)
+            .arg(now.saturating_add(millis(window)))
+            .invoke_async(&mut connection)
+            .await?;
+        Ok(match found {
+            Value::BulkString(first) => Keyed {
+                id: String::from_utf8_lossy(&first).into_owned(),
+                enqueued: false,
+            },
+            added => Keyed {
+                id: id.to_owned(),
+                enqueued: added == Value::Int(1),
+            },
+        })
+    }
+
+    async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, DedupError> {
+        check_namespace(endpoint)?;
+        let mut connection = self.connection().await?;
+        let [send_keys, key_expiry] = self.send_keys(endpoint);
+        let mut forgotten = 0;
+        loop {
+            let deleted: u64 = FORGET_SCRIPT
+                .key(&send_keys)
+                .key(&key_expiry)
+                .arg(unix_millis(now))
+                .arg(OUTBOX_PURGE_BATCH)
+                .invoke_async(&mut connection)
+                .await?;
+            forgotten += deleted;
+            if deleted < OUTBOX_PURGE_BATCH {
+                return Ok(forgotten);
+            }
+        }
+    }
+
+    async fn purge_outcomes(
+        &self,
+        endpoint: &str,
+        retention: &Retention,
+        now: SystemTime,
+    ) -> Result<u64, DedupError> {
+        check_namespace(endpoint)?;
+        let mut purged = 0;
+        for state in STATES {
+            let cutoff = cutoff_millis(retention, state, now);
+            if cutoff != i64::MIN {
+                purged += self
+                    .purge_state(endpoint, state, cutoff, unix_millis(now))
+                    .await?;
+            }
+        }
+        Ok(purged)
+    }
+}
