@@ -2,8 +2,6 @@
 //! send under an idempotency key remembered for the policy's window, and
 //! the purge of each outcome after the policy's retention.
 
-use std::sync::{Arc, PoisonError};
-
 use super::run::Route;
 use super::{DispatchError, Dispatcher};
 use crate::sender::attempt::{first_wait, later};
@@ -87,14 +85,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// to [`purge`](Self::purge).
     pub async fn purge_by_policy(&self) -> Result<u64, DispatchError> {
         self.inner.refresh_endpoints().await?;
-        let routes: Vec<Arc<Route>> = self
-            .inner
-            .routes
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let routes = self.inner.all_routes();
         let mut purged = 0;
         for route in routes {
             let now = route.policy.now();

@@ -210,6 +210,16 @@ impl<S: DeliveryStore, T> Inner<S, T> {
         Ok(Route::new(name, endpoint, policy.clone(), health, origin))
     }
 
+    /// Every route this dispatcher has now.
+    pub(super) fn all_routes(&self) -> Vec<Arc<Route>> {
+        self.routes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
     pub(super) fn route_names(&self) -> Vec<String> {
         self.routes
             .read()

@@ -3,7 +3,7 @@
 //! concurrency limit, record the attempt and the step after it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
@@ -77,13 +77,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 }
                 refreshed = Some(tokio::time::Instant::now());
             }
-            let routes: Vec<Arc<Route>> = self
-                .routes
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .values()
-                .cloned()
-                .collect();
+            let routes = self.all_routes();
             self.take(&routes, &mut in_flight).await;
             while in_flight.try_join_next().is_some() {}
             tokio::select! {
