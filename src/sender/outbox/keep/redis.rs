@@ -71,11 +71,6 @@ impl RedisDeliveries {
             if ids.is_empty() {
                 return Ok(purged);
             }
-            let mut pipe = redis::pipe();
-            for id in &ids {
-                pipe.hget(self.delivery_key(endpoint, id), "attempts");
-            }
-            let counts: Vec<Option<i64>> = pipe.query_async(&mut connection).await?;
             let mut script = PURGE_STATE_SCRIPT.prepare_invoke();
             script
                 .key(&set)
@@ -86,14 +81,8 @@ impl RedisDeliveries {
                 .arg(cutoff)
                 .arg(now)
                 .arg(endpoint);
-            for (id, count) in ids.iter().zip(counts) {
-                let count = count.unwrap_or(0).max(0);
-                script.key(self.delivery_key(endpoint, id));
-                for n in 1..=count {
-                    script.key(self.attempt_key(endpoint, id, n));
-                }
-                script.arg(id).arg(count);
-            }
+            self.add_deliveries(&mut connection, &mut script, endpoint, &ids)
+                .await?;
             let deleted: u64 = script.invoke_async(&mut connection).await?;
             purged += deleted;
             skipped += ids

@@ -3,11 +3,12 @@
 
 use std::time::SystemTime;
 
-use redis::AsyncCommands as _;
+use redis::{AsyncCommands as _, ScriptInvocation};
 
 use super::{PURGE_SCRIPT, RedisDeliveries};
 use crate::dedup::DedupError;
 use crate::sender::DeliveryState;
+use crate::store::redis::RedisConnection;
 use crate::store::unix_millis;
 
 impl RedisDeliveries {
@@ -30,25 +31,14 @@ impl RedisDeliveries {
             if ids.is_empty() {
                 return Ok(purged);
             }
-            let mut pipe = redis::pipe();
-            for id in &ids {
-                pipe.hget(self.delivery_key(endpoint, id), "attempts");
-            }
-            let counts: Vec<Option<i64>> = pipe.query_async(&mut connection).await?;
             let mut script = PURGE_SCRIPT.prepare_invoke();
             script
                 .key(&finished)
                 .key(self.state_key(endpoint, DeliveryState::Delivered))
                 .key(self.state_key(endpoint, DeliveryState::Gone))
                 .arg(cutoff);
-            for (id, count) in ids.iter().zip(counts) {
-                let count = count.unwrap_or(0).max(0);
-                script.key(self.delivery_key(endpoint, id));
-                for n in 1..=count {
-                    script.key(self.attempt_key(endpoint, id, n));
-                }
-                script.arg(id).arg(count);
-            }
+            self.add_deliveries(&mut connection, &mut script, endpoint, &ids)
+                .await?;
             let deleted: u64 = script.invoke_async(&mut connection).await?;
             purged += deleted;
             if ids.len() < usize::try_from(crate::sender::OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX)
@@ -57,5 +47,31 @@ impl RedisDeliveries {
                 return Ok(purged);
             }
         }
+    }
+
+    /// Adds to a purge script each of `ids`' delivery key and the keys of
+    /// its attempts, and as arguments each id and its attempt count (read
+    /// first, in one pipeline): the script deletes all of them at once.
+    pub(in crate::sender::outbox) async fn add_deliveries(
+        &self,
+        connection: &mut RedisConnection,
+        script: &mut ScriptInvocation<'_>,
+        endpoint: &str,
+        ids: &[String],
+    ) -> Result<(), DedupError> {
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.hget(self.delivery_key(endpoint, id), "attempts");
+        }
+        let counts: Vec<Option<i64>> = pipe.query_async(connection).await?;
+        for (id, count) in ids.iter().zip(counts) {
+            let count = count.unwrap_or(0).max(0);
+            script.key(self.delivery_key(endpoint, id));
+            for n in 1..=count {
+                script.key(self.attempt_key(endpoint, id, n));
+            }
+            script.arg(id).arg(count);
+        }
+        Ok(())
     }
 }
