@@ -1,9 +1,13 @@
-//! Deliveries per second through a `Dispatcher`, next to the floor: the
-//! same store operations in the same order (enqueue every delivery, then
-//! lease up to 10 due and record each attempt until none is left), called
-//! directly, with no scheduling, signing or transport.
-//! The receiver is an in-process transport that answers 204 at once, so
-//! the figure is the outbox's cost.
+//! Deliveries per second through a `Dispatcher`, from the first `send` to
+//! the last attempt recorded, next to the one-commit-each floor: the same
+//! store operations (enqueue every delivery, then lease up to 10 due and
+//! record each attempt until none is left) called directly, one after
+//! another, so that each is its own commit.
+//!
+//! The dispatcher is measured twice: with the deliveries sent by 32 tasks
+//! at once (a service sending from its request handlers), and by one task
+//! sending one after another. The receiver is an in-process transport that
+//! answers 204 at once, so the figure is the outbox's cost.
 //!
 //! Run with: cargo bench --bench dispatch --all-features
 //!
@@ -21,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::StoreBench;
 use criterion::Criterion;
-use futures_util::future::join_all;
+use futures_util::StreamExt;
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, HealthChange, Jitter, Policy,
     PostgresDeliveries, RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport,
@@ -32,6 +36,8 @@ use tokio::sync::Notify;
 
 /// Deliveries per measured iteration.
 const BATCH: usize = 200;
+/// The tasks sending at once in the `dispatcher` run.
+const SENDERS: usize = 32;
 const BODY: &[u8] = &[b'x'; 512];
 const CONCURRENCY: usize = 10;
 
@@ -54,8 +60,13 @@ fn ids(round: usize) -> Vec<String> {
     (0..BATCH).map(|n| format!("evt_{round}_{n}")).collect()
 }
 
-/// `BATCH` deliveries through a dispatcher, enqueue to last record.
-async fn through_dispatcher<S: DeliveryStore + Clone>(store: &S, round: usize) -> Duration {
+/// `BATCH` deliveries through a dispatcher, enqueue to last record, sent
+/// by `senders` tasks at once.
+async fn through_dispatcher<S: DeliveryStore + Clone>(
+    store: &S,
+    round: usize,
+    senders: usize,
+) -> Duration {
     let (transport, all_answered) = instant_204();
     let dispatcher = Dispatcher::new(store.clone(), transport);
     let policy = Policy::new(Schedule::Table {
@@ -74,9 +85,14 @@ async fn through_dispatcher<S: DeliveryStore + Clone>(store: &S, round: usize) -
         .await
         .unwrap();
     let start = Instant::now();
-    for id in ids(round) {
-        dispatcher.send(&endpoint, &id, BODY).await.unwrap();
-    }
+    futures_util::stream::iter(ids(round))
+        .for_each_concurrent(senders, |id| {
+            let (dispatcher, endpoint) = (&dispatcher, &endpoint);
+            async move {
+                dispatcher.send(endpoint, &id, BODY).await.unwrap();
+            }
+        })
+        .await;
     let running = dispatcher.start();
     all_answered.notified().await;
     // Stopping waits for the last attempts to be recorded.
@@ -92,9 +108,8 @@ async fn through_dispatcher<S: DeliveryStore + Clone>(store: &S, round: usize) -
 
 /// The floor: the same store calls in the same order (enqueue all, then
 /// lease up to 10 due and record each, until none is left), called
-/// directly; `concurrent` records a leased batch at once rather than one
-/// by one.
-async fn direct<S: DeliveryStore>(store: &S, round: usize, concurrent: bool) -> Duration {
+/// directly and one after another, each its own commit.
+async fn one_commit_each<S: DeliveryStore>(store: &S, round: usize) -> Duration {
     let endpoint = format!("floor{round}");
     let start = Instant::now();
     for id in ids(round) {
@@ -117,27 +132,18 @@ async fn direct<S: DeliveryStore>(store: &S, round: usize, concurrent: bool) -> 
         if taken.is_empty() {
             return start.elapsed();
         }
-        let finish_all = taken.iter().map(|taken| {
+        for taken in &taken {
             let attempt = Attempt::new(1, SystemTime::now(), Ok(204));
-            async move {
-                let recorded = store
-                    .finish(
-                        taken,
-                        &attempt,
-                        Step::Done(Final::Delivered),
-                        Some(HealthChange::Succeeded),
-                    )
-                    .await
-                    .unwrap();
-                assert!(recorded.is_some());
-            }
-        });
-        if concurrent {
-            join_all(finish_all).await;
-        } else {
-            for finish in finish_all {
-                finish.await;
-            }
+            let recorded = store
+                .finish(
+                    taken,
+                    &attempt,
+                    Step::Done(Final::Delivered),
+                    Some(HealthChange::Succeeded),
+                )
+                .await
+                .unwrap();
+            assert!(recorded.is_some());
         }
     }
 }
@@ -160,7 +166,6 @@ fn bench_store<S: DeliveryStore + Clone>(
     runtime: &tokio::runtime::Runtime,
     name: &str,
     store: S,
-    concurrent: bool,
 ) {
     let mut group = criterion.benchmark_group(format!("dispatch_{name}"));
     group.sample_size(10);
@@ -169,15 +174,20 @@ fn bench_store<S: DeliveryStore + Clone>(
     group.bench_function("dispatcher", |bench| {
         bench.iter_custom(|iters| {
             runtime.block_on(timed(iters, &round, |round| {
-                through_dispatcher(&store, round)
+                through_dispatcher(&store, round, SENDERS)
+            }))
+        });
+    });
+    group.bench_function("dispatcher_one_sender", |bench| {
+        bench.iter_custom(|iters| {
+            runtime.block_on(timed(iters, &round, |round| {
+                through_dispatcher(&store, round, 1)
             }))
         });
     });
     group.bench_function("floor", |bench| {
         bench.iter_custom(|iters| {
-            runtime.block_on(timed(iters, &round, |round| {
-                direct(&store, round, concurrent)
-            }))
+            runtime.block_on(timed(iters, &round, |round| one_commit_each(&store, round)))
         });
     });
     group.finish();
@@ -191,15 +201,7 @@ fn main() {
             .await
             .unwrap()
     });
-    // SQLite has one writer: its floor records attempts one after another
-    // (ten at once only adds lock waits).
-    bench_store(
-        &mut bench.criterion,
-        &bench.runtime,
-        "sqlite",
-        sqlite,
-        false,
-    );
+    bench_store(&mut bench.criterion, &bench.runtime, "sqlite", sqlite);
 
     let postgres_store = bench.runtime.block_on(async {
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -216,7 +218,6 @@ fn main() {
         &bench.runtime,
         "postgres",
         postgres_store,
-        true,
     );
 
     let redis_store = bench.runtime.block_on(async {
@@ -226,34 +227,34 @@ fn main() {
             .with_prefix(&common::support::unique("bench"))
             .unwrap()
     });
-    bench_store(
-        &mut bench.criterion,
-        &bench.runtime,
-        "redis",
-        redis_store,
-        true,
-    );
+    bench_store(&mut bench.criterion, &bench.runtime, "redis", redis_store);
 
     bench.criterion.final_summary();
     print_table();
 }
 
 fn print_table() {
-    println!("\n| outbox | dispatcher deliveries/s | floor/s | dispatcher / floor |");
-    println!("|---|---|---|---|");
+    println!(
+        "\n| outbox | dispatcher, {SENDERS} senders, deliveries/s | one sender | one commit each (floor) | {SENDERS} senders / floor | one sender / floor |"
+    );
+    println!("|---|---|---|---|---|---|");
     for store in ["sqlite", "postgres", "redis"] {
-        let (Some(ours), Some(floor)) = (
-            common::median_ns(&format!("dispatch_{store}/dispatcher")),
-            common::median_ns(&format!("dispatch_{store}/floor")),
+        let median = |run: &str| common::median_ns(&format!("dispatch_{store}/{run}"));
+        let (Some(many), Some(one), Some(floor)) = (
+            median("dispatcher"),
+            median("dispatcher_one_sender"),
+            median("floor"),
         ) else {
             continue;
         };
         let per_second = |ns: f64| BATCH as f64 * 1e9 / ns;
         println!(
-            "| {store} | {:.0} | {:.0} | {:.2}x |",
-            per_second(ours),
+            "| {store} | {:.0} | {:.0} | {:.0} | {:.2}x | {:.2}x |",
+            per_second(many),
+            per_second(one),
             per_second(floor),
-            floor / ours
+            floor / many,
+            floor / one
         );
     }
 }

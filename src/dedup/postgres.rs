@@ -2,9 +2,10 @@
 
 use sqlx::postgres::{PgConnection, PgPool};
 
-use super::group_commit::{Batch, CommitBatch, GroupCommit, Job};
+use super::group_commit::{Batch, Job};
 use super::sql::{AcceptParts, BuildAccept, Statements, ready_condition, take_assignments};
 use super::{Acceptance, DedupError, StoreOptions};
+use crate::store::group_commit::{CommitBatch, GroupCommit};
 use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
@@ -157,6 +158,8 @@ fn take_statement(inbox: &str) -> String {
 /// Commits a batch of accepts as one statement (its own transaction).
 impl CommitBatch for Batch<sqlx::Postgres> {
     // One batch forms and is sent while the other waits for its flush.
+    type Job = Job;
+    type Outcome = Acceptance;
     const WRITERS: usize = 2;
 
     async fn commit(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {

@@ -5,11 +5,12 @@ use std::str::FromStr as _;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 
-use super::group_commit::{Batch, CommitBatch, GroupCommit, Job};
+use super::group_commit::{Batch, Job};
 use super::sql::{
     AcceptParts, BuildAccept, Statements, ready_condition, sql_store_common, take_assignments,
 };
 use super::{Acceptance, DedupError, StoreOptions};
+use crate::store::group_commit::{CommitBatch, GroupCommit};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
@@ -130,6 +131,8 @@ fn take_statement(inbox: &str) -> String {
 /// in order, all in one transaction.
 impl CommitBatch for Batch<sqlx::Sqlite> {
     // The file has one writer at a time.
+    type Job = Job;
+    type Outcome = Acceptance;
     const WRITERS: usize = 1;
 
     async fn commit(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {

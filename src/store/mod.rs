@@ -4,6 +4,8 @@
 //! `dedup`, positions in `sequence`, the outbox in `sender`) are built from
 //! it.
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod group_commit;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -41,10 +41,10 @@ macro_rules! sql_store_common {
                 pool: &sqlx::Pool<<$connection as sqlx::Connection>::Database>,
                 statements: &$crate::dedup::sql::Statements,
                 options: &$crate::dedup::StoreOptions,
-            ) -> $crate::dedup::group_commit::GroupCommit<
+            ) -> $crate::store::group_commit::GroupCommit<
                 $crate::dedup::group_commit::Batch<<$connection as sqlx::Connection>::Database>,
             > {
-                $crate::dedup::group_commit::GroupCommit::new($crate::dedup::group_commit::Batch {
+                $crate::store::group_commit::GroupCommit::new($crate::dedup::group_commit::Batch {
                     pool: pool.clone(),
                     accept: statements.accept.clone(),
                     accept_many: statements.accept_many.clone(),
@@ -284,7 +284,7 @@ macro_rules! sql_store_common {
                 event: &$crate::dedup::IncomingEvent<'_>,
             ) -> Result<$crate::dedup::Acceptance, $crate::dedup::DedupError> {
                 $crate::dedup::check_key(event.namespace, event.id)?;
-                self.group.accept(event).await
+                $crate::dedup::group_commit::accept(&self.group, event).await
             }
 
             async fn take(

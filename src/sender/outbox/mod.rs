@@ -5,6 +5,8 @@
 //! restart.
 
 pub(crate) mod across;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod batch;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 pub(crate) mod codes;
 pub(crate) mod keep;

@@ -2,6 +2,7 @@
 
 use sqlx::postgres::PgPool;
 
+use super::batch::Writes;
 use super::keep::sql::{KeepStatements, sql_keeping};
 use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema, sql_delivery_store};
@@ -34,6 +35,7 @@ pub struct PostgresDeliveries {
     registry: RegistryStatements,
     view: ViewStatements,
     keep: KeepStatements,
+    writes: Writes<sqlx::Postgres>,
 }
 
 impl PostgresDeliveries {
@@ -52,8 +54,10 @@ impl PostgresDeliveries {
     /// [`migrate`](Self::migrate) before use.
     pub fn new(pool: PgPool, prefix: &str) -> Result<Self, DedupError> {
         check_prefix(prefix)?;
+        let statements = Statements::new(prefix, &POSTGRES);
         Ok(Self {
-            statements: Statements::new(prefix, &POSTGRES),
+            writes: Writes::new(&pool, &statements, prefix, true),
+            statements,
             registry: RegistryStatements::new(prefix),
             view: ViewStatements::new(prefix),
             keep: KeepStatements::new(prefix, &POSTGRES),

@@ -232,16 +232,16 @@ macro_rules! sql_delivery_store {
 
             use $crate::dedup::{DedupError, check_key};
             use $crate::sender::outbox::OUTBOX_PURGE_BATCH;
+            use $crate::sender::outbox::batch::{Enqueue, Finish};
             use $crate::sender::outbox::codes::{
-                AttemptRow, HealthFields, attempt_fields, attempt_from_fields, disable_fields, due,
-                failed_at, health_from_fields, step_fields, stored,
+                AttemptRow, attempt_from_fields, disable_fields, due, health_from_fields, stored,
             };
             use $crate::sender::outbox::sql::{TakeRow, purge_attempts};
             use $crate::sender::{
                 Attempt, DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth,
                 HealthChange, Step, StoredDelivery, Taken,
             };
-            use $crate::store::{millis, new_token, now_millis, unix_millis};
+            use $crate::store::{millis, new_token, unix_millis};
 
             impl DeliveryStore for $store {
                 $crate::sender::outbox::across::sql_take_due_across!($dialect);
@@ -254,16 +254,8 @@ macro_rules! sql_delivery_store {
                     due: SystemTime,
                 ) -> Result<bool, DedupError> {
                     check_key(endpoint, id)?;
-                    let added = sqlx::query(self.statements.enqueue.clone())
-                        .bind(endpoint)
-                        .bind(id)
-                        .bind(body)
-                        .bind(unix_millis(due))
-                        .bind(now_millis())
-                        .execute(&self.pool)
-                        .await?
-                        .rows_affected();
-                    Ok(added == 1)
+                    let job = Enqueue::new(endpoint, id, body, due);
+                    Ok(self.writes.enqueues.submit(job).await?)
                 }
 
                 async fn take_due(
@@ -312,58 +304,8 @@ macro_rules! sql_delivery_store {
                     step: Step,
                     change: Option<HealthChange>,
                 ) -> Result<Option<EndpointHealth>, DedupError> {
-                    let (state, due, waited, reason) = step_fields(step);
-                    let due = due.unwrap_or(unix_millis(taken.due_at));
-                    let finished = (state != DeliveryState::Pending).then(now_millis);
-                    let mut tx = self.pool.begin().await?;
-                    let saved: Option<HealthFields> =
-                        sqlx::query_as(self.statements.finish.clone())
-                            .bind(&taken.endpoint)
-                            .bind(&taken.id)
-                            .bind(&taken.token)
-                            .bind(state.code())
-                            .bind(due)
-                            .bind(waited)
-                            .bind(reason)
-                            .bind(finished)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                    let Some(saved) = saved else {
-                        tx.rollback().await?;
-                        return Ok(None);
-                    };
-                    let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
-                        attempt_fields(attempt);
-                    sqlx::query(self.statements.record_attempt.clone())
-                        .bind(&taken.endpoint)
-                        .bind(&taken.id)
-                        .bind(number)
-                        .bind(sent_at)
-                        .bind(waited)
-                        .bind(reason)
-                        .bind(held)
-                        .bind(status)
-                        .bind(error)
-                        .bind(duration)
-                        .bind(excerpt)
-                        .execute(&mut *tx)
-                        .await?;
-                    // Most attempts change nothing (a success on a healthy
-                    // endpoint): write, and lock the endpoint's row, only
-                    // when the merge does. The write merges atomically, so
-                    // a concurrent change in between is kept.
-                    let mut health = health_from_fields(saved);
-                    if let Some(change) = change.filter(|change| health.merged(*change) != health) {
-                        let merged: HealthFields =
-                            sqlx::query_as(self.statements.merge_health.clone())
-                                .bind(&taken.endpoint)
-                                .bind(failed_at(change))
-                                .fetch_one(&mut *tx)
-                                .await?;
-                        health = health_from_fields(merged);
-                    }
-                    tx.commit().await?;
-                    Ok(Some(health))
+                    let job = Finish::new(taken, attempt, step, change);
+                    Ok(self.writes.finishes.submit(job).await?)
                 }
 
                 async fn put_back(

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 
+use super::batch::Writes;
 use super::keep::sql::{KeepStatements, sql_keeping};
 use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema, sql_delivery_store};
@@ -47,6 +48,7 @@ pub struct SqliteDeliveries {
     registry: RegistryStatements,
     view: ViewStatements,
     keep: KeepStatements,
+    writes: Writes<sqlx::Sqlite>,
 }
 
 impl SqliteDeliveries {
@@ -71,8 +73,10 @@ impl SqliteDeliveries {
     /// [`migrate`](Self::migrate) before use.
     pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, DedupError> {
         check_prefix(prefix)?;
+        let statements = Statements::new(prefix, &SQLITE);
         Ok(Self {
-            statements: Statements::new(prefix, &SQLITE),
+            writes: Writes::new(&pool, &statements, prefix, false),
+            statements,
             registry: RegistryStatements::new(prefix),
             view: ViewStatements::new(prefix),
             keep: KeepStatements::new(prefix, &SQLITE),

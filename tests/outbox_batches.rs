@@ -1,0 +1,540 @@
+//! The SQL outboxes' batched writes: enqueues and attempts' records that
+//! arrive together share one transaction (group commit), and each caller
+//! still gets its own outcome, only once it is durable.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hooklatch::dedup::DedupError;
+use hooklatch::sender::{
+    Attempt, DeliveryState, DeliveryStore, EndpointHealth, Final, HealthChange, PostgresDeliveries,
+    SqliteDeliveries, Step, Taken,
+};
+use sqlx::AssertSqlSafe;
+
+const SMALL: &[u8] = b"{}";
+const LARGE: &[u8] = &[b'x'; 200];
+const LEASE: Duration = Duration::from_secs(60);
+
+async fn postgres_store(url: &str, prefix: &str) -> (PostgresDeliveries, sqlx::PgPool) {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect(url)
+        .await
+        .unwrap();
+    let store = PostgresDeliveries::new(pool.clone(), prefix).unwrap();
+    store.migrate().await.unwrap();
+    (store, pool)
+}
+
+/// Leases every due delivery of `endpoint`.
+async fn take_all<S: DeliveryStore>(store: &S, endpoint: &str) -> Vec<Taken> {
+    store
+        .take_due(endpoint, SystemTime::now(), 10_000, LEASE)
+        .await
+        .unwrap()
+        .taken
+}
+
+fn delivered(number: u32, excerpt: &[u8]) -> Attempt {
+    let mut attempt = Attempt::new(number, SystemTime::now(), Ok(200));
+    attempt.excerpt = excerpt.to_vec();
+    attempt
+}
+
+/// Records `taken` as delivered with `excerpt`.
+async fn finish_delivered<S: DeliveryStore>(
+    store: &S,
+    taken: &Taken,
+    excerpt: &[u8],
+) -> Result<Option<EndpointHealth>, DedupError> {
+    let step = Step::Done(Final::Delivered);
+    store
+        .finish(
+            taken,
+            &delivered(1, excerpt),
+            step,
+            Some(HealthChange::Succeeded),
+        )
+        .await
+}
+
+/// 300 enqueues at once: 50 ids on each of 3 endpoints, each sent twice
+/// with different bodies. Of each pair exactly one is added, and the body
+/// kept is the one whose caller was told so.
+async fn enqueues_sharing_a_batch_each_get_their_own_outcome<S>(store: &S)
+where
+    S: DeliveryStore + Clone + 'static,
+{
+    let tasks: Vec<_> = (0..300)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let (endpoint, id) = (format!("e{}", n % 3), format!("evt_{}", n / 3 % 50));
+                let body = format!("body {n}");
+                let added = store
+                    .enqueue(&endpoint, &id, body.as_bytes(), SystemTime::now())
+                    .await
+                    .unwrap();
+                ((endpoint, id), body, added)
+            })
+        })
+        .collect();
+    let mut added: HashMap<(String, String), Vec<String>> = HashMap::new();
+    for task in tasks {
+        let (key, body, was_added) = task.await.unwrap();
+        let bodies = added.entry(key).or_default();
+        if was_added {
+            bodies.push(body);
+        }
+    }
+    assert_eq!(added.len(), 150);
+    for ((endpoint, id), bodies) in added {
+        assert_eq!(bodies.len(), 1, "{endpoint}/{id} added once: {bodies:?}");
+        let stored = store.delivery(&endpoint, &id).await.unwrap().unwrap();
+        assert_eq!(stored.body, bodies[0].as_bytes(), "{endpoint}/{id}");
+    }
+}
+
+/// 60 leased deliveries recorded at once, every third also by a holder of
+/// a lease that is not the delivery's: the holders of the lease are told
+/// it held, the others that it did not, and each delivery has exactly one
+/// attempt.
+async fn records_sharing_a_batch_each_get_their_own_outcome<S>(store: &S)
+where
+    S: DeliveryStore + Clone + 'static,
+{
+    for n in 0..60 {
+        let id = format!("evt_{n}");
+        store
+            .enqueue("e", &id, SMALL, SystemTime::now())
+            .await
+            .unwrap();
+    }
+    let taken = take_all(store, "e").await;
+    assert_eq!(taken.len(), 60);
+    let mut tasks = Vec::new();
+    for (n, taken) in taken.into_iter().enumerate() {
+        let mut stale = taken.clone();
+        stale.token = format!("not-{}", taken.token);
+        let copies = if n % 3 == 0 {
+            vec![(taken, true), (stale, false)]
+        } else {
+            vec![(taken, true)]
+        };
+        for (taken, holds) in copies {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let recorded = finish_delivered(&store, &taken, SMALL).await.unwrap();
+                (taken.id, holds, recorded.is_some())
+            }));
+        }
+    }
+    for task in tasks {
+        let (id, holds, recorded) = task.await.unwrap();
+        assert_eq!(recorded, holds, "{id}: recorded only by the lease's holder");
+    }
+    for n in 0..60 {
+        let stored = store
+            .delivery("e", &format!("evt_{n}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.state, DeliveryState::Delivered);
+        assert_eq!(stored.attempts.len(), 1, "evt_{n}");
+    }
+}
+
+/// A batch whose transaction fails answers each of its callers with the
+/// error and keeps nothing of it, for enqueues and for records alike.
+/// The store refuses (`injected failure`) bodies and excerpts of 100 bytes
+/// or more; some callers give up at once, which breaks no batch.
+async fn a_failed_batch_fails_each_caller_and_keeps_none_of_it<S>(store: &S)
+where
+    S: DeliveryStore + Clone + 'static,
+{
+    let tasks: Vec<_> = (0..200)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let id = format!("evt_{n}");
+                let body = if n % 20 == 0 { LARGE } else { SMALL };
+                let enqueue = store.enqueue("e", &id, body, SystemTime::now());
+                if n % 25 == 1 {
+                    let _ = tokio::time::timeout(Duration::ZERO, enqueue).await;
+                    return (id, None);
+                }
+                let answer = enqueue.await;
+                (id, Some(answer))
+            })
+        })
+        .collect();
+    let mut failed = 0;
+    for task in tasks {
+        let (id, answer) = task.await.unwrap();
+        let stored = store.delivery("e", &id).await.unwrap();
+        match answer {
+            Some(Ok(added)) => {
+                assert!(added, "{id}");
+                assert!(stored.is_some(), "{id} was answered added");
+            }
+            Some(Err(error)) => {
+                failed += 1;
+                assert!(error.to_string().contains("injected failure"), "{error}");
+                assert!(stored.is_none(), "{id} failed but was stored");
+            }
+            None => {}
+        }
+    }
+    assert!(failed >= 10, "the large bodies failed: {failed}");
+
+    for n in 0..100 {
+        let id = format!("evt_{n}");
+        assert!(
+            store
+                .enqueue("r", &id, SMALL, SystemTime::now())
+                .await
+                .unwrap()
+        );
+    }
+    let taken = take_all(store, "r").await;
+    let tasks: Vec<_> = taken
+        .into_iter()
+        .enumerate()
+        .map(|(n, taken)| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let excerpt = if n % 10 == 0 { LARGE } else { SMALL };
+                let answer = finish_delivered(&store, &taken, excerpt).await;
+                (taken, answer)
+            })
+        })
+        .collect();
+    let mut failed = 0;
+    for task in tasks {
+        let (taken, answer) = task.await.unwrap();
+        let stored = store.delivery("r", &taken.id).await.unwrap().unwrap();
+        match answer {
+            Ok(recorded) => {
+                assert!(recorded.is_some(), "{}", taken.id);
+                assert_eq!(stored.state, DeliveryState::Delivered, "{}", taken.id);
+                assert_eq!(stored.attempts.len(), 1, "{}", taken.id);
+            }
+            Err(error) => {
+                failed += 1;
+                assert!(error.to_string().contains("injected failure"), "{error}");
+                assert_eq!(stored.state, DeliveryState::Pending, "{}", taken.id);
+                assert!(stored.attempts.is_empty(), "{}: no record kept", taken.id);
+                // The lease is untouched: its holder records the attempt.
+                let again = finish_delivered(store, &taken, SMALL).await.unwrap();
+                assert!(again.is_some(), "{}", taken.id);
+            }
+        }
+    }
+    assert!(failed >= 10, "the large excerpts failed: {failed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_enqueues_sharing_a_batch_each_get_their_own_outcome() {
+    let dir = support::TempDir::new("outbox-batch");
+    let store = SqliteDeliveries::open(dir.path().join("outbox.db"))
+        .await
+        .unwrap();
+    enqueues_sharing_a_batch_each_get_their_own_outcome(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_enqueues_sharing_a_batch_each_get_their_own_outcome() {
+    let server = support::postgres();
+    let (store, _) = postgres_store(&server.url(), &support::unique("obatch")).await;
+    enqueues_sharing_a_batch_each_get_their_own_outcome(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_records_sharing_a_batch_each_get_their_own_outcome() {
+    let dir = support::TempDir::new("outbox-batch");
+    let store = SqliteDeliveries::open(dir.path().join("outbox.db"))
+        .await
+        .unwrap();
+    records_sharing_a_batch_each_get_their_own_outcome(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_records_sharing_a_batch_each_get_their_own_outcome() {
+    let server = support::postgres();
+    let (store, _) = postgres_store(&server.url(), &support::unique("obatch")).await;
+    records_sharing_a_batch_each_get_their_own_outcome(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_a_failed_outbox_batch_fails_each_caller_and_keeps_none_of_it() {
+    let dir = support::TempDir::new("outbox-batch-fail");
+    let store = SqliteDeliveries::open(dir.path().join("outbox.db"))
+        .await
+        .unwrap();
+    for statement in [
+        "CREATE TRIGGER small_bodies BEFORE INSERT ON hooklatch_deliveries \
+         WHEN length(NEW.body) >= 100 BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
+        "CREATE TRIGGER small_excerpts BEFORE INSERT ON hooklatch_delivery_attempts \
+         WHEN length(NEW.excerpt) >= 100 BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
+    ] {
+        sqlx::query(statement).execute(store.pool()).await.unwrap();
+    }
+    a_failed_batch_fails_each_caller_and_keeps_none_of_it(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_failed_outbox_batch_fails_each_caller_and_keeps_none_of_it() {
+    let server = support::postgres();
+    let prefix = support::unique("obatchfail");
+    let (store, pool) = postgres_store(&server.url(), &prefix).await;
+    for statement in [
+        "CREATE FUNCTION {prefix}_refuse_body() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN IF octet_length(NEW.body) >= 100 THEN RAISE EXCEPTION 'injected failure'; END IF; \
+         RETURN NEW; END $$",
+        "CREATE TRIGGER small_bodies BEFORE INSERT ON {prefix}_deliveries \
+         FOR EACH ROW EXECUTE FUNCTION {prefix}_refuse_body()",
+        "CREATE FUNCTION {prefix}_refuse_excerpt() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN IF octet_length(NEW.excerpt) >= 100 THEN RAISE EXCEPTION 'injected failure'; \
+         END IF; RETURN NEW; END $$",
+        "CREATE TRIGGER small_excerpts BEFORE INSERT ON {prefix}_delivery_attempts \
+         FOR EACH ROW EXECUTE FUNCTION {prefix}_refuse_excerpt()",
+    ] {
+        sqlx::query(AssertSqlSafe(statement.replace("{prefix}", &prefix)))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    a_failed_batch_fails_each_caller_and_keeps_none_of_it(&store).await;
+}
+
+fn at_millis(millis: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(millis)
+}
+
+/// Three records of one endpoint committed in one transaction (their rows
+/// share `xmin`): a failure, a success, a failure. Each caller is told the
+/// health after its own attempt, as if the three had been recorded one
+/// after another, and the store keeps the last. The batch is made by
+/// holding both writers on rows locked elsewhere while the three queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attempt() {
+    let server = support::postgres();
+    let prefix = support::unique("ohealth");
+    let (store, pool) = postgres_store(&server.url(), &prefix).await;
+    for id in ["hold_a", "hold_b"] {
+        store
+            .enqueue("held", id, SMALL, SystemTime::now())
+            .await
+            .unwrap();
+    }
+    for id in ["one", "two", "three"] {
+        store
+            .enqueue("e", id, SMALL, SystemTime::now())
+            .await
+            .unwrap();
+    }
+    let holds = take_all(&store, "held").await;
+    let taken: HashMap<String, Taken> = take_all(&store, "e")
+        .await
+        .into_iter()
+        .map(|taken| (taken.id.clone(), taken))
+        .collect();
+
+    let mut blocker = pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT 1 FROM {prefix}_deliveries WHERE endpoint = 'held' FOR UPDATE"
+    )))
+    .execute(&mut *blocker)
+    .await
+    .unwrap();
+    // This test's records waiting for the rows the blocker holds.
+    let waiting_for_locks = || {
+        let pool = pool.clone();
+        let query = format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND query LIKE '%{prefix}_deliveries%'"
+        );
+        async move {
+            sqlx::query_scalar::<_, i64>(AssertSqlSafe(query))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let mut held = Vec::new();
+    for (n, hold) in holds.into_iter().enumerate() {
+        let store = store.clone();
+        held.push(tokio::spawn(async move {
+            finish_delivered(&store, &hold, SMALL).await.unwrap()
+        }));
+        wait_for(|| async { waiting_for_locks().await > n as i64 }).await;
+    }
+
+    let changes = [
+        ("one", Some(at_millis(1_000_000))),
+        ("two", None),
+        ("three", Some(at_millis(3_000_000))),
+    ];
+    let mut answers = Vec::new();
+    for (id, failed_at) in changes {
+        let (store, taken) = (store.clone(), taken[id].clone());
+        answers.push(tokio::spawn(async move {
+            let (attempt, change, step) = match failed_at {
+                Some(at) => (
+                    Attempt::new(1, at, Ok(500)),
+                    HealthChange::Failed { at },
+                    Step::Done(Final::Dead),
+                ),
+                None => (
+                    delivered(1, SMALL),
+                    HealthChange::Succeeded,
+                    Step::Done(Final::Delivered),
+                ),
+            };
+            store.finish(&taken, &attempt, step, Some(change)).await
+        }));
+        // Queued in this order.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    blocker.commit().await.unwrap();
+    for hold in held {
+        assert!(hold.await.unwrap().is_some());
+    }
+    let mut told = Vec::new();
+    for answer in answers {
+        told.push(answer.await.unwrap().unwrap().unwrap().failing_since);
+    }
+    assert_eq!(
+        told,
+        [Some(at_millis(1_000_000)), None, Some(at_millis(3_000_000))],
+        "each caller is told the health after its own attempt"
+    );
+    let saved = store.health("e").await.unwrap();
+    assert_eq!(saved.failing_since, Some(at_millis(3_000_000)));
+    let transactions: HashSet<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT xmin::text FROM {prefix}_deliveries WHERE endpoint = 'e'"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect();
+    assert_eq!(transactions.len(), 1, "the three shared one batch");
+}
+
+async fn wait_for<F, Fut>(condition: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..500 {
+        if condition().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting");
+}
+
+/// 64 callers enqueue new deliveries and record leased ones while the
+/// server stops (`-m immediate`, as a crash) and comes back: every enqueue
+/// answered added is stored, and every record answered is kept, with its
+/// attempt. Callers answered with an error are free to try again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_stopped_mid_batch_loses_no_enqueue_or_record_it_answered() {
+    let server = Arc::new(support::Postgres::start());
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_millis(300))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let store = PostgresDeliveries::new(pool, "hooklatch").unwrap();
+    store.migrate().await.unwrap();
+    for n in 0..2_000 {
+        let id = format!("leased_{n}");
+        store
+            .enqueue("e", &id, SMALL, SystemTime::now())
+            .await
+            .unwrap();
+    }
+    let leased = Arc::new(std::sync::Mutex::new(take_all(&store, "e").await));
+    assert_eq!(leased.lock().unwrap().len(), 2_000);
+
+    let answered = Arc::new(AtomicUsize::new(0));
+    let next_new = Arc::new(AtomicUsize::new(0));
+    let callers: Vec<_> = (0..64)
+        .map(|caller| {
+            let (store, leased) = (store.clone(), leased.clone());
+            let (answered, next_new) = (answered.clone(), next_new.clone());
+            tokio::spawn(async move {
+                let (mut added, mut recorded, mut errors) = (Vec::new(), Vec::new(), 0);
+                loop {
+                    if caller % 2 == 0 {
+                        let n = next_new.fetch_add(1, Ordering::SeqCst);
+                        if n >= 2_000 {
+                            break;
+                        }
+                        let id = format!("new_{n}");
+                        match store.enqueue("e", &id, SMALL, SystemTime::now()).await {
+                            Ok(true) => added.push(id),
+                            Ok(false) => panic!("{id} is new"),
+                            Err(_) => errors += 1,
+                        }
+                    } else {
+                        let Some(taken) = leased.lock().unwrap().pop() else {
+                            break;
+                        };
+                        match finish_delivered(&store, &taken, SMALL).await {
+                            Ok(Some(_)) => recorded.push(taken.id),
+                            Ok(None) => panic!("{}: the lease holds", taken.id),
+                            Err(_) => errors += 1,
+                        }
+                    }
+                    answered.fetch_add(1, Ordering::SeqCst);
+                }
+                (added, recorded, errors)
+            })
+        })
+        .collect();
+    wait_for(|| async { answered.load(Ordering::SeqCst) >= 600 }).await;
+    let stopper = server.clone();
+    tokio::task::spawn_blocking(move || stopper.stop_immediately())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let restarter = server.clone();
+    tokio::task::spawn_blocking(move || restarter.start_again())
+        .await
+        .unwrap();
+
+    let (mut added, mut recorded, mut errors) = (Vec::new(), Vec::new(), 0);
+    for caller in callers {
+        let (a, r, e) = caller.await.unwrap();
+        added.extend(a);
+        recorded.extend(r);
+        errors += e;
+    }
+    assert!(
+        errors > 0,
+        "the server went down while callers were waiting"
+    );
+    for id in &added {
+        let stored = store.delivery("e", id).await.unwrap();
+        assert!(stored.is_some(), "{id} was answered added");
+    }
+    for id in &recorded {
+        let stored = store.delivery("e", id).await.unwrap().unwrap();
+        assert_eq!(
+            stored.state,
+            DeliveryState::Delivered,
+            "{id} was answered recorded"
+        );
+        assert_eq!(stored.attempts.len(), 1, "{id}");
+    }
+}
