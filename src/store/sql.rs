@@ -32,6 +32,11 @@ pub(crate) struct Dialect {
     /// Adds a column in an upgrade (the version table runs it once; where
     /// the database can, it is safe to repeat too).
     pub(crate) add_column: &'static str,
+    /// A condition, always true, that lets the statement's own transaction
+    /// commit without waiting for the flush to disk: for writes that may
+    /// be lost in a crash, such as a lease (the delivery is taken again,
+    /// as when the lease ends). Where the database cannot, empty.
+    pub(crate) unflushed: &'static str,
 }
 
 impl Dialect {
@@ -56,6 +61,8 @@ pub(crate) const SQLITE: Dialect = Dialect {
     row_id: "rowid",
     row_ids_in: ("IN (", ")"),
     add_column: "ADD COLUMN",
+    // `synchronous` is the connection's, not a transaction's.
+    unflushed: "",
 };
 
 #[cfg(feature = "postgres")]
@@ -77,6 +84,11 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     row_id: "ctid",
     row_ids_in: ("= ANY(ARRAY(", "))"),
     add_column: "ADD COLUMN IF NOT EXISTS",
+    // A statement outside a transaction is its own, and commits with the
+    // `synchronous_commit` in effect then. An uncorrelated subquery is
+    // run once, only if a row is written; a commit that writes nothing
+    // waits for no flush anyway.
+    unflushed: " AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
 };
 
 /// A statement whose only dynamic parts are table names that passed

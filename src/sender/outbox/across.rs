@@ -89,7 +89,9 @@ pub(crate) fn round_robin(mut taken: Vec<Taken>) -> Vec<Taken> {
 /// time and leased in rank order, disabled endpoints skipped. Window
 /// functions cannot lock rows, so the update checks again that each row is
 /// still due and unleased: of two dispatchers that picked one row, one
-/// leases it.
+/// leases it. A lease does not wait for the flush to disk (see
+/// `Dialect::unflushed`): one lost in a crash only lets the delivery be
+/// taken again, and the attempt's record, which waits, makes it durable.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn take_across_sql(
     prefix: &str,
@@ -114,11 +116,12 @@ pub(crate) fn take_across_sql(
          WHERE e.endpoint = d.endpoint AND e.disabled IS NOT NULL)) r \
          WHERE rnk <= cap ORDER BY rnk, due_at LIMIT $3{close} \
          AND {deliveries}.state = 0 \
-         AND ({deliveries}.lease_until IS NULL OR {deliveries}.lease_until <= w.now) \
+         AND ({deliveries}.lease_until IS NULL OR {deliveries}.lease_until <= w.now){unflushed} \
          RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, waited_ms, \
          reason, created_at, (SELECT failing_since FROM {endpoints} e \
          WHERE e.endpoint = {deliveries}.endpoint) AS failing_since",
         values = values.join(", "),
+        unflushed = dialect.unflushed,
     ))
 }
 
