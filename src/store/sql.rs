@@ -37,6 +37,9 @@ pub(crate) struct Dialect {
     /// be lost in a crash, such as a lease (the delivery is taken again,
     /// as when the lease ends). Where the database cannot, empty.
     pub(crate) unflushed: &'static str,
+    /// Whether a subquery in `FROM` may read the rows before it
+    /// (`LATERAL`), and lock the rows it limits itself to.
+    pub(crate) lateral: bool,
 }
 
 impl Dialect {
@@ -63,6 +66,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     add_column: "ADD COLUMN",
     // `synchronous` is the connection's, not a transaction's.
     unflushed: "",
+    lateral: false,
 };
 
 #[cfg(feature = "postgres")]
@@ -89,6 +93,7 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     // run once, only if a row is written; a commit that writes nothing
     // waits for no flush anyway.
     unflushed: " AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
+    lateral: true,
 };
 
 /// A statement whose only dynamic parts are table names that passed

@@ -86,12 +86,10 @@ pub(crate) fn round_robin(mut taken: Vec<Taken>) -> Vec<Taken> {
 /// The statement that leases due deliveries across `count` endpoints:
 /// $1 token, $2 lease (ms), $3 limit in all, then for each endpoint its
 /// name, limit and now (ms). Each endpoint's due rows are ranked by due
-/// time and leased in rank order, disabled endpoints skipped. Window
-/// functions cannot lock rows, so the update checks again that each row is
-/// still due and unleased: of two dispatchers that picked one row, one
-/// leases it. A lease does not wait for the flush to disk (see
-/// `Dialect::unflushed`): one lost in a crash only lets the delivery be
-/// taken again, and the attempt's record, which waits, makes it durable.
+/// time and leased in rank order, disabled endpoints skipped. A lease does
+/// not wait for the flush to disk (see `Dialect::unflushed`): one lost in
+/// a crash only lets the delivery be taken again, and the attempt's
+/// record, which waits, makes it durable.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn take_across_sql(
     prefix: &str,
@@ -102,27 +100,93 @@ pub(crate) fn take_across_sql(
     let values: Vec<String> = (0..count)
         .map(|i| format!("(${}, ${}, ${})", 3 * i + 4, 3 * i + 5, 3 * i + 6))
         .collect();
+    let parts = AcrossParts {
+        deliveries: &deliveries,
+        values: &values.join(", "),
+        due: "d.state = 0 AND d.due_at <= w.now \
+              AND (d.lease_until IS NULL OR d.lease_until <= w.now)",
+        enabled: &format!(
+            "NOT EXISTS (SELECT 1 FROM {endpoints} e \
+             WHERE e.endpoint = w.endpoint AND e.disabled IS NOT NULL)"
+        ),
+        returning: &format!(
+            "RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, \
+             waited_ms, reason, created_at, (SELECT failing_since FROM {endpoints} e \
+             WHERE e.endpoint = {deliveries}.endpoint) AS failing_since"
+        ),
+    };
+    sqlx::AssertSqlSafe(if dialect.lateral {
+        take_across_lateral(&parts, dialect)
+    } else {
+        take_across_ranked(&parts, dialect)
+    })
+}
+
+/// The pieces both forms of the take across endpoints share.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+struct AcrossParts<'a> {
+    deliveries: &'a str,
+    values: &'a str,
+    /// A row `d` of endpoint `w` is due and not leased.
+    due: &'a str,
+    /// Endpoint `w` is not disabled.
+    enabled: &'a str,
+    returning: &'a str,
+}
+
+/// The take where the database has `LATERAL`: each endpoint reads only
+/// its first due rows from the index, up to its limit, and locks them,
+/// skipping rows another client holds; the rows are then updated by their
+/// physical id.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn take_across_lateral(parts: &AcrossParts<'_>, dialect: &crate::store::sql::Dialect) -> String {
+    let AcrossParts {
+        deliveries,
+        values,
+        due,
+        enabled,
+        returning,
+    } = parts;
+    let (row_id, lock, unflushed) = (dialect.row_id, dialect.lock_rows, dialect.unflushed);
+    format!(
+        "WITH w (endpoint, cap, now) AS (VALUES {values}) \
+         UPDATE {deliveries} SET lease_token = $1, lease_until = r.now + $2 \
+         FROM (SELECT p.rid, w.now, \
+         row_number() OVER (PARTITION BY w.endpoint ORDER BY p.due_at) AS rnk \
+         FROM w CROSS JOIN LATERAL (SELECT d.{row_id} AS rid, d.due_at FROM {deliveries} d \
+         WHERE d.endpoint = w.endpoint AND {due} ORDER BY d.due_at LIMIT w.cap{lock}) p \
+         WHERE {enabled} ORDER BY rnk, p.due_at LIMIT $3) r \
+         WHERE {deliveries}.{row_id} = r.rid{unflushed} {returning}"
+    )
+}
+
+/// The take elsewhere: a window function ranks every due row. Window
+/// functions cannot lock rows, so the update checks again that each row is
+/// still due and unleased: of two dispatchers that picked one row, one
+/// leases it.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn take_across_ranked(parts: &AcrossParts<'_>, dialect: &crate::store::sql::Dialect) -> String {
+    let AcrossParts {
+        deliveries,
+        values,
+        due,
+        enabled,
+        returning,
+    } = parts;
     let (row_id, (open, close)) = (dialect.row_id, dialect.row_ids_in);
-    sqlx::AssertSqlSafe(format!(
+    format!(
         "WITH w (endpoint, cap, now) AS (VALUES {values}) \
          UPDATE {deliveries} SET lease_token = $1, lease_until = w.now + $2 FROM w \
          WHERE {deliveries}.endpoint = w.endpoint AND {deliveries}.{row_id} {open}\
          SELECT rid FROM (SELECT d.{row_id} AS rid, d.due_at, w.cap, \
          row_number() OVER (PARTITION BY d.endpoint ORDER BY d.due_at, d.event_id) AS rnk \
-         FROM {deliveries} d JOIN w ON d.endpoint = w.endpoint \
-         WHERE d.state = 0 AND d.due_at <= w.now \
-         AND (d.lease_until IS NULL OR d.lease_until <= w.now) \
-         AND NOT EXISTS (SELECT 1 FROM {endpoints} e \
-         WHERE e.endpoint = d.endpoint AND e.disabled IS NOT NULL)) r \
+         FROM {deliveries} d JOIN w ON d.endpoint = w.endpoint WHERE {due} AND {enabled}) r \
          WHERE rnk <= cap ORDER BY rnk, due_at LIMIT $3{close} \
          AND {deliveries}.state = 0 \
          AND ({deliveries}.lease_until IS NULL OR {deliveries}.lease_until <= w.now){unflushed} \
-         RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, waited_ms, \
-         reason, created_at, (SELECT failing_since FROM {endpoints} e \
-         WHERE e.endpoint = {deliveries}.endpoint) AS failing_since",
-        values = values.join(", "),
+         {returning}",
         unflushed = dialect.unflushed,
-    ))
+    )
 }
 
 /// The statement that reads the health of those of `count` endpoints
