@@ -10,9 +10,10 @@
 //! merged in batch order, so each caller is told the health after its own
 //! attempt. A batch that fails keeps nothing and fails each caller.
 //!
-//! On Postgres a batch of two or more goes as one statement over arrays
-//! (`unnest`); a batch of one runs the one-delivery statements, which are
-//! planned once, where the statement over arrays is planned on each call.
+//! On Postgres a batch of records goes as one statement over arrays
+//! (`unnest`), which also merges the health changes, so that a batch is one
+//! round trip. A batch of enqueues does too, but a batch of one runs the
+//! one-delivery insert, a lighter statement for the one caller alone.
 
 use std::collections::HashMap;
 
@@ -131,7 +132,10 @@ where
             finishes: GroupCommit::new(Finishes {
                 pool: pool.clone(),
                 statements: statements.clone(),
-                many: many.then(|| finish_many(prefix)),
+                in_one_statement: many.then(|| InOneStatement {
+                    one: finish_one(prefix),
+                    many: finish_many(prefix),
+                }),
             }),
         }
     }
@@ -160,7 +164,15 @@ impl<DB: sqlx::Database> Clone for Enqueues<DB> {
 pub(crate) struct Finishes<DB: sqlx::Database> {
     pool: sqlx::Pool<DB>,
     statements: Statements,
-    many: Option<SqlStr>,
+    in_one_statement: Option<InOneStatement>,
+}
+
+/// The statements that record a batch, health changes and all, in one
+/// statement (Postgres): one for a batch of one, one over arrays.
+#[derive(Debug, Clone)]
+struct InOneStatement {
+    one: SqlStr,
+    many: SqlStr,
 }
 
 impl<DB: sqlx::Database> Clone for Finishes<DB> {
@@ -168,7 +180,7 @@ impl<DB: sqlx::Database> Clone for Finishes<DB> {
         Self {
             pool: self.pool.clone(),
             statements: self.statements.clone(),
-            many: self.many.clone(),
+            in_one_statement: self.in_one_statement.clone(),
         }
     }
 }
@@ -191,38 +203,93 @@ fn enqueue_many(prefix: &str) -> SqlStr {
     ))
 }
 
-/// Records many attempts in one statement: the delivery's columns as
-/// arrays $1 to $8 (endpoint, id, lease token, state, due, waited,
-/// reason, finished at), the attempt's $9 to $17. Returns, for each
-/// delivery whose lease held, its position (from 1) and its endpoint's
-/// saved health; of two records of one lease the first is kept. The
-/// leased rows are locked in key order first, so overlapping batches wait
-/// rather than deadlock.
+/// The health a change leaves, merged into an endpoint's row `{endpoints}`
+/// as it is when written: a success (`cleared`) sets `excluded`'s time (a
+/// failure after it, or none); a failure keeps the earlier time.
+fn merge_failing_since(endpoints: &str, cleared: &str) -> String {
+    format!(
+        "ON CONFLICT (endpoint) DO UPDATE SET failing_since = CASE \
+         WHEN {cleared} OR {endpoints}.failing_since IS NULL \
+         OR excluded.failing_since < {endpoints}.failing_since \
+         THEN excluded.failing_since ELSE {endpoints}.failing_since END"
+    )
+}
+
+/// Records one attempt in one statement, its own transaction: $1
+/// endpoint, $2 id, $3 lease token, $4 state, $5 due, $6 waited, $7
+/// reason, $8 finished at, the attempt's $9 to $17, its health change $18
+/// (0 none, 1 success, 2 failure) and $19 the failure's time. One row, the
+/// endpoint's health as saved before, if the lease held. The endpoint's
+/// row is written, and locked, only when the change alters what the
+/// statement read (most attempts are successes on a healthy endpoint).
+fn finish_one(prefix: &str) -> SqlStr {
+    let (deliveries, attempts, endpoints) = tables(prefix);
+    let merge = merge_failing_since(&endpoints, "$18 = 1");
+    statement(format!(
+        "WITH done AS (UPDATE {deliveries} SET tries = tries + 1, attempts = attempts + 1, \
+         state = $4, due_at = $5, waited_ms = $6, reason = $7, finished_at = $8, \
+         lease_token = NULL, lease_until = NULL \
+         WHERE endpoint = $1 AND event_id = $2 AND lease_token = $3 RETURNING endpoint), \
+         recorded AS (INSERT INTO {attempts} (endpoint, event_id, number, sent_at, waited_ms, \
+         reason, held_ms, status, error, duration_us, excerpt) \
+         SELECT $1, $2, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM done \
+         ON CONFLICT (endpoint, event_id, number) DO NOTHING), \
+         merged AS (INSERT INTO {endpoints} (endpoint, failing_since) \
+         SELECT done.endpoint, $19 FROM done LEFT JOIN {endpoints} e USING (endpoint) \
+         WHERE CASE $18 WHEN 1 THEN e.failing_since IS NOT NULL \
+         WHEN 2 THEN e.failing_since IS NULL OR $19 < e.failing_since ELSE FALSE END \
+         {merge}) \
+         SELECT e.failing_since, e.disabled, e.disabled_after_ms \
+         FROM done LEFT JOIN {endpoints} e USING (endpoint)"
+    ))
+}
+
+/// Records many attempts in one statement, its own transaction: the
+/// columns of [`finish_one`] as arrays. Returns, for each delivery whose
+/// lease held, its position (from 1) and its endpoint's health as saved
+/// before; of two records of one lease one is kept.
+///
+/// The health changes merge as one after another would, in batch order:
+/// after an endpoint's last success in the batch it is failing since the
+/// earliest failure after that success (or not at all); with no success,
+/// the earlier of its saved time and the batch's earliest failure. The
+/// endpoint's row is written, and locked, only when that changes what the
+/// statement read, in endpoint order.
 fn finish_many(prefix: &str) -> SqlStr {
     let (deliveries, attempts, endpoints) = tables(prefix);
+    let merge = merge_failing_since(
+        &endpoints,
+        "(SELECT cleared FROM net WHERE net.endpoint = excluded.endpoint)",
+    );
     statement(format!(
         "WITH f AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], \
          $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], \
          $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[], \
-         $17::bytea[]) WITH ORDINALITY AS f (endpoint, event_id, token, state, due_at, waited_ms, \
-         reason, finished_at, number, sent_at, a_waited, a_reason, held_ms, status, error, \
-         duration_us, excerpt, n)), \
-         held AS (SELECT f.* FROM {deliveries} d JOIN f ON d.endpoint = f.endpoint \
-         AND d.event_id = f.event_id AND d.lease_token = f.token \
-         ORDER BY d.endpoint, d.event_id FOR UPDATE OF d), \
-         locked AS (SELECT DISTINCT ON (endpoint, event_id) * FROM held \
-         ORDER BY endpoint, event_id, n), \
+         $17::bytea[], $18::bigint[], $19::bigint[]) WITH ORDINALITY AS f (endpoint, event_id, \
+         token, state, due_at, waited_ms, reason, finished_at, number, sent_at, a_waited, \
+         a_reason, held_ms, status, error, duration_us, excerpt, change, failed_at, n)), \
          done AS (UPDATE {deliveries} d SET tries = d.tries + 1, attempts = d.attempts + 1, \
-         state = l.state, due_at = l.due_at, waited_ms = l.waited_ms, reason = l.reason, \
-         finished_at = l.finished_at, lease_token = NULL, lease_until = NULL FROM locked l \
-         WHERE d.endpoint = l.endpoint AND d.event_id = l.event_id RETURNING l.n), \
+         state = f.state, due_at = f.due_at, waited_ms = f.waited_ms, reason = f.reason, \
+         finished_at = f.finished_at, lease_token = NULL, lease_until = NULL FROM f \
+         WHERE d.endpoint = f.endpoint AND d.event_id = f.event_id AND d.lease_token = f.token \
+         RETURNING f.*), \
          recorded AS (INSERT INTO {attempts} (endpoint, event_id, number, sent_at, waited_ms, \
          reason, held_ms, status, error, duration_us, excerpt) \
          SELECT endpoint, event_id, number, sent_at, a_waited, a_reason, held_ms, status, error, \
-         duration_us, excerpt FROM locked JOIN done USING (n) \
-         ON CONFLICT (endpoint, event_id, number) DO NOTHING) \
-         SELECT done.n, e.failing_since, e.disabled, e.disabled_after_ms FROM done \
-         JOIN locked USING (n) LEFT JOIN {endpoints} e ON e.endpoint = locked.endpoint"
+         duration_us, excerpt FROM done ON CONFLICT (endpoint, event_id, number) DO NOTHING), \
+         last_success AS (SELECT endpoint, max(n) AS n FROM done WHERE change = 1 \
+         GROUP BY endpoint), \
+         net AS (SELECT c.endpoint, bool_or(c.change = 1) AS cleared, \
+         min(c.failed_at) FILTER (WHERE c.change = 2 AND c.n > coalesce(s.n, 0)) AS failed \
+         FROM done c LEFT JOIN last_success s USING (endpoint) WHERE c.change > 0 \
+         GROUP BY c.endpoint), \
+         merged AS (INSERT INTO {endpoints} (endpoint, failing_since) \
+         SELECT net.endpoint, net.failed FROM net LEFT JOIN {endpoints} e USING (endpoint) \
+         WHERE CASE WHEN net.cleared THEN e.failing_since IS DISTINCT FROM net.failed \
+         ELSE e.failing_since IS NULL OR net.failed < e.failing_since END \
+         ORDER BY net.endpoint {merge}) \
+         SELECT done.n, e.failing_since, e.disabled, e.disabled_after_ms \
+         FROM done LEFT JOIN {endpoints} e USING (endpoint)"
     ))
 }
 
@@ -252,113 +319,89 @@ impl<'a> HealthSoFar<'a> {
     }
 }
 
-/// The parts of the commits that differ only in the database type.
-macro_rules! sql_outbox_commits {
-    ($db:ty, writers: $writers:expr, record: $record:ident) => {
-        impl Finishes<$db> {
-            /// Records each of `batch` in `tx` with the one-delivery
-            /// statements; the saved health for each whose lease held.
-            async fn finish_each(
-                &self,
-                tx: &mut sqlx::Transaction<'static, $db>,
-                batch: &[Finish],
-            ) -> Result<Vec<Option<HealthFields>>, sqlx::Error> {
-                let mut saved = Vec::with_capacity(batch.len());
-                for job in batch {
-                    let health: Option<HealthFields> =
-                        sqlx::query_as(self.statements.finish.clone())
-                            .bind(&job.endpoint)
-                            .bind(&job.id)
-                            .bind(&job.token)
-                            .bind(job.state)
-                            .bind(job.due)
-                            .bind(job.waited)
-                            .bind(job.reason)
-                            .bind(job.finished)
-                            .fetch_optional(&mut **tx)
-                            .await?;
-                    if health.is_some() {
-                        let (
-                            number,
-                            sent_at,
-                            waited,
-                            reason,
-                            held,
-                            status,
-                            error,
-                            duration,
-                            excerpt,
-                        ) = &job.attempt;
-                        sqlx::query(self.statements.record_attempt.clone())
-                            .bind(&job.endpoint)
-                            .bind(&job.id)
-                            .bind(number)
-                            .bind(sent_at)
-                            .bind(waited)
-                            .bind(reason)
-                            .bind(held)
-                            .bind(status)
-                            .bind(error)
-                            .bind(duration)
-                            .bind(excerpt)
-                            .execute(&mut **tx)
-                            .await?;
-                    }
-                    saved.push(health);
+impl HealthSoFar<'_> {
+    /// What each caller is told: the health after its own attempt, from
+    /// `saved` (what the batch read of each record's endpoint, `None`
+    /// where the lease was gone) and the changes before it in the batch.
+    #[cfg(feature = "postgres")]
+    fn told(batch: &[Finish], saved: Vec<Option<HealthFields>>) -> Vec<Option<EndpointHealth>> {
+        let mut so_far = HealthSoFar::default();
+        let mut told = Vec::with_capacity(batch.len());
+        for (job, saved) in batch.iter().zip(saved) {
+            told.push(saved.map(|saved| {
+                let (health, change) = so_far.before(job, saved);
+                if let Some(change) = change {
+                    *health = health.merged(change);
                 }
-                Ok(saved)
-            }
-
-            /// Records `batch` in one transaction and merges each health
-            /// change in order.
-            async fn finish_all(
-                &self,
-                batch: &[Finish],
-            ) -> Result<Vec<Option<EndpointHealth>>, sqlx::Error> {
-                let mut tx = self.pool.begin().await?;
-                let saved = self.$record(&mut tx, batch).await?;
-                let mut so_far = HealthSoFar::default();
-                let mut outcomes = Vec::with_capacity(batch.len());
-                for (job, saved) in batch.iter().zip(saved) {
-                    let Some(saved) = saved else {
-                        outcomes.push(None);
-                        continue;
-                    };
-                    let (health, change) = so_far.before(job, saved);
-                    if let Some(change) = change {
-                        // The write merges atomically: a change another
-                        // dispatcher made since the read is kept.
-                        let merged: HealthFields =
-                            sqlx::query_as(self.statements.merge_health.clone())
-                                .bind(&job.endpoint)
-                                .bind(failed_at(change))
-                                .fetch_one(&mut *tx)
-                                .await?;
-                        *health = health_from_fields(merged);
-                    }
-                    outcomes.push(Some(*health));
-                }
-                tx.commit().await?;
-                Ok(outcomes)
-            }
+                *health
+            }));
         }
-
-        impl CommitBatch for Finishes<$db> {
-            type Job = Finish;
-            type Outcome = Option<EndpointHealth>;
-            const WRITERS: usize = $writers;
-
-            async fn commit(&self, batch: &[Finish]) -> Result<Vec<Self::Outcome>, sqlx::Error> {
-                self.finish_all(batch).await
-            }
-        }
-    };
+        told
+    }
 }
 
+/// Records a batch on SQLite, in one transaction: the one-delivery
+/// statements for each, in order, and each health change that alters the
+/// health so far merged as it comes (the file has one writer).
 #[cfg(feature = "sqlite")]
-sql_outbox_commits!(sqlx::Sqlite, writers: 1, record: finish_each);
-#[cfg(feature = "postgres")]
-sql_outbox_commits!(sqlx::Postgres, writers: 2, record: finish_some);
+impl CommitBatch for Finishes<sqlx::Sqlite> {
+    type Job = Finish;
+    type Outcome = Option<EndpointHealth>;
+    const WRITERS: usize = 1;
+
+    async fn commit(&self, batch: &[Finish]) -> Result<Vec<Self::Outcome>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let mut so_far = HealthSoFar::default();
+        let mut told = Vec::with_capacity(batch.len());
+        for job in batch {
+            let saved: Option<HealthFields> = sqlx::query_as(self.statements.finish.clone())
+                .bind(&job.endpoint)
+                .bind(&job.id)
+                .bind(&job.token)
+                .bind(job.state)
+                .bind(job.due)
+                .bind(job.waited)
+                .bind(job.reason)
+                .bind(job.finished)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(saved) = saved else {
+                told.push(None);
+                continue;
+            };
+            let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
+                &job.attempt;
+            sqlx::query(self.statements.record_attempt.clone())
+                .bind(&job.endpoint)
+                .bind(&job.id)
+                .bind(number)
+                .bind(sent_at)
+                .bind(waited)
+                .bind(reason)
+                .bind(held)
+                .bind(status)
+                .bind(error)
+                .bind(duration)
+                .bind(excerpt)
+                .execute(&mut *tx)
+                .await?;
+            let (health, change) = so_far.before(job, saved);
+            if let Some(change) = change {
+                // The write merges atomically: a change another
+                // dispatcher made since the read is kept.
+                let merged: HealthFields = sqlx::query_as(self.statements.merge_health.clone())
+                    .bind(&job.endpoint)
+                    .bind(failed_at(change))
+                    .fetch_one(&mut *tx)
+                    .await?;
+                *health = health_from_fields(merged);
+            }
+            told.push(Some(*health));
+        }
+        tx.commit().await?;
+        Ok(told)
+    }
+}
 
 #[cfg(feature = "sqlite")]
 /// Enqueues a batch on SQLite: the one-delivery statement for each, in
@@ -442,56 +485,91 @@ fn flags(len: usize, positions: Vec<i64>) -> Vec<bool> {
     flags
 }
 
+/// Records a batch on Postgres with one statement over arrays, its own
+/// transaction, whatever its size: the statement is prepared once, and
+/// one round trip replaces the four of a transaction around the
+/// one-delivery statements.
 #[cfg(feature = "postgres")]
-impl Finishes<sqlx::Postgres> {
-    /// Records `batch` in `tx`: two or more with one statement over
-    /// arrays, one with the one-delivery statements.
-    async fn finish_some(
-        &self,
-        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
-        batch: &[Finish],
-    ) -> Result<Vec<Option<HealthFields>>, sqlx::Error> {
-        let (Some(many), [_, _, ..]) = (&self.many, batch) else {
-            return self.finish_each(tx, batch).await;
+impl CommitBatch for Finishes<sqlx::Postgres> {
+    type Job = Finish;
+    type Outcome = Option<EndpointHealth>;
+    // One batch forms and is sent while the other waits for its flush.
+    const WRITERS: usize = 2;
+
+    async fn commit(&self, batch: &[Finish]) -> Result<Vec<Self::Outcome>, sqlx::Error> {
+        let sql = self
+            .in_one_statement
+            .as_ref()
+            .ok_or_else(|| sqlx::Error::Protocol("no batch statement".to_owned()))?;
+        let change_code = |job: &Finish| match job.change {
+            None => 0_i64,
+            Some(HealthChange::Succeeded) => 1,
+            Some(HealthChange::Failed { .. }) => 2,
         };
+        if let [job] = batch {
+            let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
+                &job.attempt;
+            let saved: Option<HealthFields> = sqlx::query_as(sql.one.clone())
+                .bind(&job.endpoint)
+                .bind(&job.id)
+                .bind(&job.token)
+                .bind(job.state)
+                .bind(job.due)
+                .bind(job.waited)
+                .bind(job.reason)
+                .bind(job.finished)
+                .bind(number)
+                .bind(sent_at)
+                .bind(waited)
+                .bind(reason)
+                .bind(held)
+                .bind(status)
+                .bind(error)
+                .bind(duration)
+                .bind(excerpt)
+                .bind(change_code(job))
+                .bind(job.change.and_then(failed_at))
+                .fetch_optional(&self.pool)
+                .await?;
+            return Ok(HealthSoFar::told(batch, vec![saved]));
+        }
         let column = |f: fn(&Finish) -> &str| batch.iter().map(f).collect::<Vec<_>>();
         let number = |f: fn(&Finish) -> i64| batch.iter().map(f).collect::<Vec<_>>();
-        let rows: Vec<(i64, Option<i64>, Option<i64>, Option<i64>)> = sqlx::query_as(many.clone())
-            .bind(column(|job| &job.endpoint))
-            .bind(column(|job| &job.id))
-            .bind(column(|job| &job.token))
-            .bind(number(|job| job.state))
-            .bind(number(|job| job.due))
-            .bind(number(|job| job.waited))
-            .bind(number(|job| job.reason))
-            .bind(batch.iter().map(|job| job.finished).collect::<Vec<_>>())
-            .bind(number(|job| job.attempt.0))
-            .bind(number(|job| job.attempt.1))
-            .bind(number(|job| job.attempt.2))
-            .bind(number(|job| job.attempt.3))
-            .bind(number(|job| job.attempt.4))
-            .bind(batch.iter().map(|job| job.attempt.5).collect::<Vec<_>>())
-            .bind(
-                batch
-                    .iter()
-                    .map(|job| job.attempt.6.as_deref())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(number(|job| job.attempt.7))
-            .bind(
-                batch
-                    .iter()
-                    .map(|job| &job.attempt.8[..])
-                    .collect::<Vec<_>>(),
-            )
-            .fetch_all(&mut **tx)
-            .await?;
+        let optional = |f: fn(&Finish) -> Option<i64>| batch.iter().map(f).collect::<Vec<_>>();
+        let rows: Vec<(i64, Option<i64>, Option<i64>, Option<i64>)> =
+            sqlx::query_as(sql.many.clone())
+                .bind(column(|job| &job.endpoint))
+                .bind(column(|job| &job.id))
+                .bind(column(|job| &job.token))
+                .bind(number(|job| job.state))
+                .bind(number(|job| job.due))
+                .bind(number(|job| job.waited))
+                .bind(number(|job| job.reason))
+                .bind(optional(|job| job.finished))
+                .bind(number(|job| job.attempt.0))
+                .bind(number(|job| job.attempt.1))
+                .bind(number(|job| job.attempt.2))
+                .bind(number(|job| job.attempt.3))
+                .bind(number(|job| job.attempt.4))
+                .bind(optional(|job| job.attempt.5))
+                .bind(
+                    batch
+                        .iter()
+                        .map(|job| job.attempt.6.as_deref())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(number(|job| job.attempt.7))
+                .bind(batch.iter().map(|job| &job.attempt.8[..]).collect::<Vec<_>>())
+                .bind(batch.iter().map(change_code).collect::<Vec<_>>())
+                .bind(optional(|job| job.change.and_then(failed_at)))
+                .fetch_all(&self.pool)
+                .await?;
         let mut saved = vec![None; batch.len()];
         for (n, failing_since, disabled, after) in rows {
             if let Some(slot) = usize::try_from(n - 1).ok().and_then(|at| saved.get_mut(at)) {
                 *slot = Some((failing_since, disabled, after));
             }
         }
-        Ok(saved)
+        Ok(HealthSoFar::told(batch, saved))
     }
 }

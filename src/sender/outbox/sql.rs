@@ -73,8 +73,10 @@ pub(crate) struct Statements {
     /// $1 endpoint, $2 id, $3 token, $4 state, $5 due, $6 waited, $7 reason,
     /// $8 finished at (NULL while pending): one row, the endpoint's saved
     /// health, if the lease held.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) finish: SqlStr,
     /// $1 endpoint, $2 id, then the attempt's columns $3 to $11.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) record_attempt: SqlStr,
     /// $1 endpoint, $2 id, $3 token, $4 due.
     pub(crate) put_back: SqlStr,
@@ -92,6 +94,7 @@ pub(crate) struct Statements {
     /// $1 endpoint.
     pub(crate) read_health: SqlStr,
     /// $1 endpoint, $2 failed at (NULL for a success): the health after it.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) merge_health: SqlStr,
     /// $1 endpoint, $2 disabled code: unless disabled already.
     pub(crate) disable: SqlStr,
