@@ -102,6 +102,7 @@ pub(crate) fn take_across_sql(
         .collect();
     let parts = AcrossParts {
         deliveries: &deliveries,
+        endpoints: &endpoints,
         values: &values.join(", "),
         due: "d.state = 0 AND d.due_at <= w.now \
               AND (d.lease_until IS NULL OR d.lease_until <= w.now)",
@@ -126,6 +127,7 @@ pub(crate) fn take_across_sql(
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 struct AcrossParts<'a> {
     deliveries: &'a str,
+    endpoints: &'a str,
     values: &'a str,
     /// A row `d` of endpoint `w` is due and not leased.
     due: &'a str,
@@ -137,26 +139,39 @@ struct AcrossParts<'a> {
 /// The take where the database has `LATERAL`: each endpoint reads only
 /// its first due rows from the index, up to its limit, and locks them,
 /// skipping rows another client holds; the rows are then updated by their
-/// physical id.
+/// physical id. The same statement reads the disabled endpoints' health,
+/// so a take is one round trip: each row starts with its kind, 0 for a
+/// leased delivery (the endpoint, a take's row, the endpoint's failing
+/// time), 1 for a disabled endpoint (its name, then its health in the last
+/// three columns).
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn take_across_lateral(parts: &AcrossParts<'_>, dialect: &crate::store::sql::Dialect) -> String {
     let AcrossParts {
         deliveries,
+        endpoints,
         values,
         due,
         enabled,
-        returning,
+        ..
     } = parts;
     let (row_id, lock, unflushed) = (dialect.row_id, dialect.lock_rows, dialect.unflushed);
     format!(
-        "WITH w (endpoint, cap, now) AS (VALUES {values}) \
-         UPDATE {deliveries} SET lease_token = $1, lease_until = r.now + $2 \
+        "WITH w (endpoint, cap, now) AS (VALUES {values}), \
+         leased AS (UPDATE {deliveries} SET lease_token = $1, lease_until = r.now + $2 \
          FROM (SELECT p.rid, w.now, \
          row_number() OVER (PARTITION BY w.endpoint ORDER BY p.due_at) AS rnk \
          FROM w CROSS JOIN LATERAL (SELECT d.{row_id} AS rid, d.due_at FROM {deliveries} d \
          WHERE d.endpoint = w.endpoint AND {due} ORDER BY d.due_at LIMIT w.cap{lock}) p \
          WHERE {enabled} ORDER BY rnk, p.due_at LIMIT $3) r \
-         WHERE {deliveries}.{row_id} = r.rid{unflushed} {returning}"
+         WHERE {deliveries}.{row_id} = r.rid{unflushed} \
+         RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, waited_ms, \
+         reason, created_at) \
+         SELECT 0::BIGINT AS kind, l.*, e.failing_since, NULL::BIGINT, NULL::BIGINT \
+         FROM leased l LEFT JOIN {endpoints} e USING (endpoint) \
+         UNION ALL SELECT 1, e.endpoint, NULL::TEXT, NULL::BYTEA, NULL::BIGINT, NULL::BIGINT, \
+         NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, e.failing_since, e.disabled, \
+         e.disabled_after_ms FROM {endpoints} e JOIN w USING (endpoint) \
+         WHERE e.disabled IS NOT NULL"
     )
 }
 
@@ -172,6 +187,7 @@ fn take_across_ranked(parts: &AcrossParts<'_>, dialect: &crate::store::sql::Dial
         due,
         enabled,
         returning,
+        ..
     } = parts;
     let (row_id, (open, close)) = (dialect.row_id, dialect.row_ids_in);
     format!(
@@ -251,19 +267,28 @@ macro_rules! sql_take_due_across {
                         .bind(unix_millis(want.now));
                 }
                 for row in query.fetch_all(&self.pool).await? {
-                    let endpoint: String = row.try_get(0)?;
-                    let failing: Option<i64> = row.try_get(9)?;
+                    // With `LATERAL`, each row starts with its kind, and a
+                    // disabled endpoint's health comes in the same answer.
+                    let at = usize::from($dialect.lateral);
+                    if $dialect.lateral && row.try_get::<i64, _>(0)? == 1 {
+                        let endpoint: String = row.try_get(1)?;
+                        let fields = (row.try_get(10)?, row.try_get(11)?, row.try_get(12)?);
+                        found.health.insert(endpoint, health_from_fields(fields));
+                        continue;
+                    }
+                    let endpoint: String = row.try_get(at)?;
+                    let failing: Option<i64> = row.try_get(at + 9)?;
                     let health = health_from_fields((failing, None, None));
-                    found.health.insert(endpoint.clone(), health);
+                    found.health.entry(endpoint.clone()).or_insert(health);
                     let taken: TakenRow = (
-                        row.try_get(1)?,
-                        row.try_get(2)?,
-                        row.try_get(3)?,
-                        row.try_get(4)?,
-                        row.try_get(5)?,
-                        row.try_get(6)?,
-                        row.try_get(7)?,
-                        row.try_get(8)?,
+                        row.try_get(at + 1)?,
+                        row.try_get(at + 2)?,
+                        row.try_get(at + 3)?,
+                        row.try_get(at + 4)?,
+                        row.try_get(at + 5)?,
+                        row.try_get(at + 6)?,
+                        row.try_get(at + 7)?,
+                        row.try_get(at + 8)?,
                     );
                     by_endpoint.entry(endpoint).or_default().push(taken);
                     leased += 1;
@@ -273,17 +298,21 @@ macro_rules! sql_take_due_across {
                 due(&endpoint, &token, EndpointHealth::default(), rows).taken
             });
             found.taken = $crate::sender::outbox::across::round_robin(taken.collect());
-            for wanted in wanted.chunks(chunk) {
-                let mut query = sqlx::query_as(disabled_sql(&self.prefix, wanted.len()));
-                for want in wanted {
-                    query = query.bind(&want.endpoint);
-                }
-                let disabled: Vec<(String, Option<i64>, Option<i64>, Option<i64>)> =
-                    query.fetch_all(&self.pool).await?;
-                for (endpoint, failing, code, after) in disabled {
-                    found
-                        .health
-                        .insert(endpoint, health_from_fields((failing, code, after)));
+            // Without `LATERAL`, the disabled endpoints' health is a
+            // statement of its own.
+            if !$dialect.lateral {
+                for wanted in wanted.chunks(chunk) {
+                    let mut query = sqlx::query_as(disabled_sql(&self.prefix, wanted.len()));
+                    for want in wanted {
+                        query = query.bind(&want.endpoint);
+                    }
+                    let disabled: Vec<(String, Option<i64>, Option<i64>, Option<i64>)> =
+                        query.fetch_all(&self.pool).await?;
+                    for (endpoint, failing, code, after) in disabled {
+                        found
+                            .health
+                            .insert(endpoint, health_from_fields((failing, code, after)));
+                    }
                 }
             }
             Ok(found)

@@ -559,7 +559,12 @@ impl CommitBatch for Finishes<sqlx::Postgres> {
                         .collect::<Vec<_>>(),
                 )
                 .bind(number(|job| job.attempt.7))
-                .bind(batch.iter().map(|job| &job.attempt.8[..]).collect::<Vec<_>>())
+                .bind(
+                    batch
+                        .iter()
+                        .map(|job| &job.attempt.8[..])
+                        .collect::<Vec<_>>(),
+                )
                 .bind(batch.iter().map(change_code).collect::<Vec<_>>())
                 .bind(optional(|job| job.change.and_then(failed_at)))
                 .fetch_all(&self.pool)
