@@ -316,30 +316,40 @@ fn at_millis(millis: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(millis)
 }
 
-/// Three records of one endpoint committed in one transaction (their rows
-/// share `xmin`): a failure, a success, a failure. Each caller is told the
-/// health after its own attempt, as if the three had been recorded one
-/// after another, and the store keeps the last. The batch is made by
-/// holding both writers on rows locked elsewhere while the three queue.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attempt() {
-    let server = support::postgres();
-    let prefix = support::unique("ohealth");
-    let (store, pool) = postgres_store(&server.url(), &prefix).await;
+/// A health change an attempt reports: `Some(at)` a failure at `at`,
+/// `None` a success.
+type Change = Option<SystemTime>;
+
+/// Records one attempt of each of `changes` (on endpoint `endpoint`, ids
+/// from `round`) in one batch, and returns what each caller was told of
+/// the endpoint's failing time. The batch is made by holding both writers
+/// on rows locked elsewhere while the records queue in order; that it was
+/// one transaction is checked by the rows' `xmin`.
+async fn in_one_batch(
+    store: &PostgresDeliveries,
+    pool: &sqlx::PgPool,
+    prefix: &str,
+    (endpoint, round): (&str, usize),
+    changes: &[Change],
+) -> Vec<Option<SystemTime>> {
+    let held_endpoint = format!("held_{round}");
     for id in ["hold_a", "hold_b"] {
         store
-            .enqueue("held", id, SMALL, SystemTime::now())
+            .enqueue(&held_endpoint, id, SMALL, SystemTime::now())
             .await
             .unwrap();
     }
-    for id in ["one", "two", "three"] {
+    let ids: Vec<String> = (0..changes.len())
+        .map(|n| format!("r{round}_{n}"))
+        .collect();
+    for id in &ids {
         store
-            .enqueue("e", id, SMALL, SystemTime::now())
+            .enqueue(endpoint, id, SMALL, SystemTime::now())
             .await
             .unwrap();
     }
-    let holds = take_all(&store, "held").await;
-    let taken: HashMap<String, Taken> = take_all(&store, "e")
+    let holds = take_all(store, &held_endpoint).await;
+    let taken: HashMap<String, Taken> = take_all(store, endpoint)
         .await
         .into_iter()
         .map(|taken| (taken.id.clone(), taken))
@@ -347,7 +357,7 @@ async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attem
 
     let mut blocker = pool.begin().await.unwrap();
     sqlx::query(AssertSqlSafe(format!(
-        "SELECT 1 FROM {prefix}_deliveries WHERE endpoint = 'held' FOR UPDATE"
+        "SELECT 1 FROM {prefix}_deliveries WHERE endpoint = '{held_endpoint}' FOR UPDATE"
     )))
     .execute(&mut *blocker)
     .await
@@ -375,14 +385,9 @@ async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attem
         wait_for(|| async { waiting_for_locks().await > n as i64 }).await;
     }
 
-    let changes = [
-        ("one", Some(at_millis(1_000_000))),
-        ("two", None),
-        ("three", Some(at_millis(3_000_000))),
-    ];
     let mut answers = Vec::new();
-    for (id, failed_at) in changes {
-        let (store, taken) = (store.clone(), taken[id].clone());
+    for (id, failed_at) in ids.iter().zip(changes) {
+        let (store, taken, failed_at) = (store.clone(), taken[id].clone(), *failed_at);
         answers.push(tokio::spawn(async move {
             let (attempt, change, step) = match failed_at {
                 Some(at) => (
@@ -409,22 +414,58 @@ async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attem
     for answer in answers {
         told.push(answer.await.unwrap().unwrap().unwrap().failing_since);
     }
-    assert_eq!(
-        told,
-        [Some(at_millis(1_000_000)), None, Some(at_millis(3_000_000))],
-        "each caller is told the health after its own attempt"
-    );
-    let saved = store.health("e").await.unwrap();
-    assert_eq!(saved.failing_since, Some(at_millis(3_000_000)));
     let transactions: HashSet<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-        "SELECT xmin::text FROM {prefix}_deliveries WHERE endpoint = 'e'"
+        "SELECT xmin::text FROM {prefix}_deliveries WHERE event_id LIKE 'r{round}\\_%'"
     )))
-    .fetch_all(&pool)
+    .fetch_all(pool)
     .await
     .unwrap()
     .into_iter()
     .collect();
-    assert_eq!(transactions.len(), 1, "the three shared one batch");
+    assert_eq!(transactions.len(), 1, "round {round} shared one batch");
+    told
+}
+
+/// Records of one endpoint committed together in one transaction: each
+/// caller is told the health after its own attempt, as if they had been
+/// recorded one after another, and the store keeps the last. Four
+/// batches, from a healthy endpoint: failure, success, failure; then two
+/// failures, the second earlier than the saved time; then success,
+/// failure, success; then failures only, all later than the saved time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attempt() {
+    let server = support::postgres();
+    let prefix = support::unique("ohealth");
+    let (store, pool) = postgres_store(&server.url(), &prefix).await;
+    let t = at_millis;
+    let rounds: [(&[Change], &[Option<SystemTime>], Option<SystemTime>); 4] = [
+        (
+            &[Some(t(3_000)), None, Some(t(5_000))],
+            &[Some(t(3_000)), None, Some(t(5_000))],
+            Some(t(5_000)),
+        ),
+        (
+            &[Some(t(6_000)), Some(t(2_000))],
+            &[Some(t(5_000)), Some(t(2_000))],
+            Some(t(2_000)),
+        ),
+        (
+            &[None, Some(t(7_000)), None],
+            &[None, Some(t(7_000)), None],
+            None,
+        ),
+        (
+            &[Some(t(8_000)), Some(t(9_000))],
+            &[Some(t(8_000)), Some(t(8_000))],
+            Some(t(8_000)),
+        ),
+    ];
+    for (round, (changes, told, kept)) in rounds.into_iter().enumerate() {
+        let answers = in_one_batch(&store, &pool, &prefix, ("e", round), changes).await;
+        assert_eq!(answers, told, "round {round}: each caller's health");
+        let saved = store.health("e").await.unwrap();
+        assert_eq!(saved.failing_since, kept, "round {round}: the health kept");
+    }
 }
 
 async fn wait_for<F, Fut>(condition: F)
