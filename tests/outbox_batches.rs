@@ -320,6 +320,10 @@ fn at_millis(millis: u64) -> SystemTime {
 /// `None` a success.
 type Change = Option<SystemTime>;
 
+/// A batch's changes, the failing time each caller is told, and the one
+/// the store keeps.
+type Round<'a> = (&'a [Change], &'a [Option<SystemTime>], Option<SystemTime>);
+
 /// Records one attempt of each of `changes` (on endpoint `endpoint`, ids
 /// from `round`) in one batch, and returns what each caller was told of
 /// the endpoint's failing time. The batch is made by holding both writers
@@ -438,7 +442,7 @@ async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attem
     let prefix = support::unique("ohealth");
     let (store, pool) = postgres_store(&server.url(), &prefix).await;
     let t = at_millis;
-    let rounds: [(&[Change], &[Option<SystemTime>], Option<SystemTime>); 4] = [
+    let rounds: [Round; 4] = [
         (
             &[Some(t(3_000)), None, Some(t(5_000))],
             &[Some(t(3_000)), None, Some(t(5_000))],

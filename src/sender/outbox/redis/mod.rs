@@ -1,6 +1,5 @@
-//! [`RedisDeliveries`]: deliveries in Redis, one Lua script per step,
-//! spread over shards with a due index in each (`across.rs`), and the move
-//! of an outbox written before the index (`migrate.rs`).
+//! [`RedisDeliveries`]: Redis deliveries, a Lua script per step, sharded
+//! with a due index each (`across.rs`); older outboxes move (`migrate.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -22,8 +21,7 @@ use crate::sender::Attempt;
 use crate::store::redis::RedisConnection;
 use crate::store::{millis, new_token, now_millis, unix_millis};
 
-/// A script that changes an endpoint's due set: `lua/head.lua` (which keeps
-/// the shard's ready set) and then `lua/$file`.
+/// A script changing a due set: `lua/head.lua` (ready set), then `lua/$file`.
 macro_rules! with_head {
     ($file:literal) => {
         LazyLock::new(|| {

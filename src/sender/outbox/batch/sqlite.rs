@@ -1,0 +1,96 @@
+//! The SQLite outbox's batches: the one-delivery statements for each job,
+//! in order, in one transaction.
+
+use super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar};
+use crate::sender::EndpointHealth;
+use crate::sender::outbox::codes::{HealthFields, failed_at, health_from_fields};
+use crate::store::group_commit::CommitBatch;
+
+/// Records a batch on SQLite, in one transaction: the one-delivery
+/// statements for each, in order, and each health change that alters the
+/// health so far merged as it comes (the file has one writer).
+impl CommitBatch for Finishes<sqlx::Sqlite> {
+    type Job = Finish;
+    type Outcome = Option<EndpointHealth>;
+    const WRITERS: usize = 1;
+
+    async fn commit(&self, batch: &[Finish]) -> Result<Vec<Self::Outcome>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let mut so_far = HealthSoFar::default();
+        let mut told = Vec::with_capacity(batch.len());
+        for job in batch {
+            let saved: Option<HealthFields> = sqlx::query_as(self.statements.finish.clone())
+                .bind(&job.endpoint)
+                .bind(&job.id)
+                .bind(&job.token)
+                .bind(job.state)
+                .bind(job.due)
+                .bind(job.waited)
+                .bind(job.reason)
+                .bind(job.finished)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(saved) = saved else {
+                told.push(None);
+                continue;
+            };
+            let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
+                &job.attempt;
+            sqlx::query(self.statements.record_attempt.clone())
+                .bind(&job.endpoint)
+                .bind(&job.id)
+                .bind(number)
+                .bind(sent_at)
+                .bind(waited)
+                .bind(reason)
+                .bind(held)
+                .bind(status)
+                .bind(error)
+                .bind(duration)
+                .bind(excerpt)
+                .execute(&mut *tx)
+                .await?;
+            let (health, change) = so_far.before(job, saved);
+            if let Some(change) = change {
+                // The write merges atomically: a change another
+                // dispatcher made since the read is kept.
+                let merged: HealthFields = sqlx::query_as(self.statements.merge_health.clone())
+                    .bind(&job.endpoint)
+                    .bind(failed_at(change))
+                    .fetch_one(&mut *tx)
+                    .await?;
+                *health = health_from_fields(merged);
+            }
+            told.push(Some(*health));
+        }
+        tx.commit().await?;
+        Ok(told)
+    }
+}
+
+/// Enqueues a batch on SQLite: the one-delivery statement for each, in
+/// order, in one transaction (the file has one writer).
+impl CommitBatch for Enqueues<sqlx::Sqlite> {
+    type Job = Enqueue;
+    type Outcome = bool;
+    const WRITERS: usize = 1;
+
+    async fn commit(&self, batch: &[Enqueue]) -> Result<Vec<bool>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let mut added = Vec::with_capacity(batch.len());
+        for job in batch {
+            let rows = sqlx::query(self.one.clone())
+                .bind(&job.endpoint)
+                .bind(&job.id)
+                .bind(&job.body)
+                .bind(job.due)
+                .bind(job.created)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            added.push(rows == 1);
+        }
+        tx.commit().await?;
+        Ok(added)
+    }
+}
