@@ -15,6 +15,41 @@
 //! round trip. A batch of enqueues does too, but a batch of one runs the
 //! one-delivery insert, a lighter statement for the one caller alone.
 
+/// Binds a record's delivery columns to `$query`, in the order of the
+/// one-delivery statements: endpoint, id, lease token, state, due, waited,
+/// reason, finished at.
+macro_rules! bind_step {
+    ($query:expr, $job:expr) => {
+        $query
+            .bind(&$job.endpoint)
+            .bind(&$job.id)
+            .bind(&$job.token)
+            .bind($job.state)
+            .bind($job.due)
+            .bind($job.waited)
+            .bind($job.reason)
+            .bind($job.finished)
+    };
+}
+
+/// Binds a record's attempt columns to `$query`, in `AttemptRow`'s order.
+macro_rules! bind_attempt {
+    ($query:expr, $job:expr) => {{
+        let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
+            &$job.attempt;
+        $query
+            .bind(number)
+            .bind(sent_at)
+            .bind(waited)
+            .bind(reason)
+            .bind(held)
+            .bind(status)
+            .bind(error)
+            .bind(duration)
+            .bind(excerpt)
+    }};
+}
+
 mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;

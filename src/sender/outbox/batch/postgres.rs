@@ -201,26 +201,8 @@ impl CommitBatch for Finishes<sqlx::Postgres> {
             Some(HealthChange::Failed { .. }) => 2,
         };
         if let [job] = batch {
-            let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
-                &job.attempt;
-            let saved: Option<HealthFields> = sqlx::query_as(sql.one.clone())
-                .bind(&job.endpoint)
-                .bind(&job.id)
-                .bind(&job.token)
-                .bind(job.state)
-                .bind(job.due)
-                .bind(job.waited)
-                .bind(job.reason)
-                .bind(job.finished)
-                .bind(number)
-                .bind(sent_at)
-                .bind(waited)
-                .bind(reason)
-                .bind(held)
-                .bind(status)
-                .bind(error)
-                .bind(duration)
-                .bind(excerpt)
+            let query = bind_step!(sqlx::query_as(sql.one.clone()), job);
+            let saved: Option<HealthFields> = bind_attempt!(query, job)
                 .bind(change_code(job))
                 .bind(job.change.and_then(failed_at))
                 .fetch_optional(&self.pool)

@@ -19,37 +19,18 @@ impl CommitBatch for Finishes<sqlx::Sqlite> {
         let mut so_far = HealthSoFar::default();
         let mut told = Vec::with_capacity(batch.len());
         for job in batch {
-            let saved: Option<HealthFields> = sqlx::query_as(self.statements.finish.clone())
-                .bind(&job.endpoint)
-                .bind(&job.id)
-                .bind(&job.token)
-                .bind(job.state)
-                .bind(job.due)
-                .bind(job.waited)
-                .bind(job.reason)
-                .bind(job.finished)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let saved: Option<HealthFields> =
+                bind_step!(sqlx::query_as(self.statements.finish.clone()), job)
+                    .fetch_optional(&mut *tx)
+                    .await?;
             let Some(saved) = saved else {
                 told.push(None);
                 continue;
             };
-            let (number, sent_at, waited, reason, held, status, error, duration, excerpt) =
-                &job.attempt;
-            sqlx::query(self.statements.record_attempt.clone())
+            let record = sqlx::query(self.statements.record_attempt.clone())
                 .bind(&job.endpoint)
-                .bind(&job.id)
-                .bind(number)
-                .bind(sent_at)
-                .bind(waited)
-                .bind(reason)
-                .bind(held)
-                .bind(status)
-                .bind(error)
-                .bind(duration)
-                .bind(excerpt)
-                .execute(&mut *tx)
-                .await?;
+                .bind(&job.id);
+            bind_attempt!(record, job).execute(&mut *tx).await?;
             let (health, change) = so_far.before(job, saved);
             if let Some(change) = change {
                 // The write merges atomically: a change another
