@@ -594,6 +594,43 @@ async fn postgres_takes_across_more_endpoints_than_one_statement_binds() {
     take_across_more_endpoints_than_one_statement_binds(postgres(), 25_000).await;
 }
 
+/// A take across more endpoints than one statement names, whose limit the
+/// first statement's endpoints use up, still reports a disabled endpoint
+/// named only in the last.
+async fn a_take_past_its_limit_still_reports_every_disabled_endpoint(
+    backend: impl Backend,
+    count: usize,
+) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    let names: Vec<String> = (0..count).map(|n| format!("e{n}")).collect();
+    assert!(store.enqueue(&names[0], "only", b"{}", now).await.unwrap());
+    let last = &names[count - 1];
+    assert!(store.disable(last, DisableReason::Gone, now).await.unwrap());
+    let later = now + Duration::from_millis(1);
+    let wanted: Vec<Wanted> = names.iter().map(|n| Wanted::new(n, 2, later)).collect();
+    let found = store
+        .take_due_across(&wanted, 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(found.taken.len(), 1);
+    assert_eq!(
+        found.health.get(last).and_then(|h| h.disabled),
+        Some(DisableReason::Gone),
+        "a wanted endpoint missing from the health is taken for enabled"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_take_past_its_limit_still_reports_every_disabled_endpoint() {
+    a_take_past_its_limit_still_reports_every_disabled_endpoint(sqlite(), 12_000).await;
+}
+
+#[tokio::test]
+async fn postgres_a_take_past_its_limit_still_reports_every_disabled_endpoint() {
+    a_take_past_its_limit_still_reports_every_disabled_endpoint(postgres(), 12_000).await;
+}
+
 /// Many endpoints, many in one Redis shard or SQL statement, each with
 /// one due delivery, and one with 500: a take with room for all of them
 /// leases every endpoint's delivery, and only then the busy one's rest.

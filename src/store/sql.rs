@@ -89,9 +89,9 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     row_ids_in: ("= ANY(ARRAY(", "))"),
     add_column: "ADD COLUMN IF NOT EXISTS",
     // A statement outside a transaction is its own, and commits with the
-    // `synchronous_commit` in effect then. An uncorrelated subquery is
-    // run once, only if a row is written; a commit that writes nothing
-    // waits for no flush anyway.
+    // `synchronous_commit` in effect then (also for a synchronous
+    // standby). An uncorrelated subquery is run once; the setting is the
+    // transaction's, so it ends with the statement.
     unflushed: " AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
     lateral: true,
 };

@@ -88,8 +88,9 @@ pub(crate) fn round_robin(mut taken: Vec<Taken>) -> Vec<Taken> {
 /// name, limit and now (ms). Each endpoint's due rows are ranked by due
 /// time and leased in rank order, disabled endpoints skipped. A lease does
 /// not wait for the flush to disk (see `Dialect::unflushed`): one lost in
-/// a crash only lets the delivery be taken again, and the attempt's
-/// record, which waits, makes it durable.
+/// a crash only lets the delivery be taken again (and a record of its
+/// attempt not yet made finds the lease gone), as when a lease ends; a
+/// record committed after it, which waits for the flush, makes it durable.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn take_across_sql(
     prefix: &str,
@@ -252,7 +253,10 @@ macro_rules! sql_take_due_across {
             let mut leased = 0;
             for wanted in wanted.chunks(chunk) {
                 let left = limit.saturating_sub(leased);
-                if left == 0 {
+                // With `LATERAL` the take also reads which endpoints are
+                // disabled: every chunk runs, leasing nothing once the
+                // limit is reached.
+                if left == 0 && !$dialect.lateral {
                     break;
                 }
                 let sql = take_across_sql(&self.prefix, &$dialect, wanted.len());
