@@ -149,11 +149,12 @@ where
     }
 }
 
-/// A batch whose transaction fails answers each of its callers with the
-/// error and keeps nothing of it, for enqueues and for records alike.
-/// The store refuses (`injected failure`) bodies and excerpts of 100 bytes
-/// or more; some callers give up at once, which breaks no batch.
-async fn a_failed_batch_fails_each_caller_and_keeps_none_of_it<S>(store: &S)
+/// A write the database refuses fails only its own caller and keeps
+/// nothing, for enqueues and for records alike: its batch rolls back and
+/// the other writes in it are tried again one at a time. The store refuses
+/// (`injected failure`) bodies and excerpts of 100 bytes or more; some
+/// callers give up at once, which breaks no batch.
+async fn a_refused_write_fails_only_its_caller_and_keeps_nothing<S>(store: &S)
 where
     S: DeliveryStore + Clone + 'static,
 {
@@ -184,13 +185,15 @@ where
             }
             Some(Err(error)) => {
                 failed += 1;
+                let n: usize = id.trim_start_matches("evt_").parse().unwrap();
+                assert_eq!(n % 20, 0, "{id} was not refused: {error}");
                 assert!(error.to_string().contains("injected failure"), "{error}");
                 assert!(stored.is_none(), "{id} failed but was stored");
             }
             None => {}
         }
     }
-    assert!(failed >= 10, "the large bodies failed: {failed}");
+    assert_eq!(failed, 10, "exactly the large bodies failed");
 
     for n in 0..100 {
         let id = format!("evt_{n}");
@@ -210,13 +213,13 @@ where
             tokio::spawn(async move {
                 let excerpt = if n % 10 == 0 { LARGE } else { SMALL };
                 let answer = finish_delivered(&store, &taken, excerpt).await;
-                (taken, answer)
+                (taken, excerpt.len(), answer)
             })
         })
         .collect();
     let mut failed = 0;
     for task in tasks {
-        let (taken, answer) = task.await.unwrap();
+        let (taken, excerpt, answer) = task.await.unwrap();
         let stored = store.delivery("r", &taken.id).await.unwrap().unwrap();
         match answer {
             Ok(recorded) => {
@@ -226,6 +229,12 @@ where
             }
             Err(error) => {
                 failed += 1;
+                assert_eq!(
+                    excerpt,
+                    LARGE.len(),
+                    "{} was not refused: {error}",
+                    taken.id
+                );
                 assert!(error.to_string().contains("injected failure"), "{error}");
                 assert_eq!(stored.state, DeliveryState::Pending, "{}", taken.id);
                 assert!(stored.attempts.is_empty(), "{}: no record kept", taken.id);
@@ -235,7 +244,7 @@ where
             }
         }
     }
-    assert!(failed >= 10, "the large excerpts failed: {failed}");
+    assert_eq!(failed, 10, "exactly the large excerpts failed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -271,7 +280,7 @@ async fn postgres_records_sharing_a_batch_each_get_their_own_outcome() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_a_failed_outbox_batch_fails_each_caller_and_keeps_none_of_it() {
+async fn sqlite_a_refused_outbox_write_fails_only_its_caller_and_keeps_nothing() {
     let dir = support::TempDir::new("outbox-batch-fail");
     let store = SqliteDeliveries::open(dir.path().join("outbox.db"))
         .await
@@ -284,11 +293,11 @@ async fn sqlite_a_failed_outbox_batch_fails_each_caller_and_keeps_none_of_it() {
     ] {
         sqlx::query(statement).execute(store.pool()).await.unwrap();
     }
-    a_failed_batch_fails_each_caller_and_keeps_none_of_it(&store).await;
+    a_refused_write_fails_only_its_caller_and_keeps_nothing(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_a_failed_outbox_batch_fails_each_caller_and_keeps_none_of_it() {
+async fn postgres_a_refused_outbox_write_fails_only_its_caller_and_keeps_nothing() {
     let server = support::postgres();
     let prefix = support::unique("obatchfail");
     let (store, pool) = postgres_store(&server.url(), &prefix).await;
@@ -309,7 +318,7 @@ async fn postgres_a_failed_outbox_batch_fails_each_caller_and_keeps_none_of_it()
             .await
             .unwrap();
     }
-    a_failed_batch_fails_each_caller_and_keeps_none_of_it(&store).await;
+    a_refused_write_fails_only_its_caller_and_keeps_nothing(&store).await;
 }
 
 fn at_millis(millis: u64) -> SystemTime {

@@ -9,9 +9,11 @@
 //! in the order they came. Each caller gets its own outcome only after the
 //! transaction committed, so no answer is given for a write that is not on
 //! disk. When anything in the batch fails, the transaction rolls back and
-//! every caller in it gets the error: nothing of the batch is kept. A
-//! caller that gave up meanwhile does not disturb the batch; its write is
-//! kept.
+//! every caller in it gets the error: nothing of the batch is kept; where
+//! the store asks for it ([`CommitBatch::RETRY_ALONE`]) and the database
+//! refused the batch (rather than could not be reached), its jobs are
+//! first tried again one at a time. A caller that gave up meanwhile does
+//! not disturb the batch; its write is kept.
 //!
 //! Nothing waits on purpose: the batch is what queued during the previous
 //! commit, so one caller alone is answered as fast as before (a delay to
@@ -34,11 +36,16 @@ pub(crate) const MAX_BATCH: usize = 256;
 /// batch's order, with one outcome for each job.
 pub(crate) trait CommitBatch: Clone + Send + Sync + 'static {
     /// One write, owned, waiting for its batch.
-    type Job: Send + 'static;
+    type Job: Send + Sync + 'static;
     /// What its caller is told once the batch committed.
     type Outcome: Send + 'static;
     /// How many batches may be committing at once.
     const WRITERS: usize;
+    /// Whether the jobs of a batch the database refused are tried again
+    /// one at a time, so that one bad job fails only its own caller. For
+    /// the outbox, where a record not kept sends a delivered event again;
+    /// the inbox's accepts fail as a batch (each sender retries).
+    const RETRY_ALONE: bool = false;
 
     /// Commits `batch` as one transaction, or nothing of it; the outcomes
     /// in the batch's order.
@@ -156,6 +163,20 @@ async fn writer<C: CommitBatch>(
                 for (reply, outcome) in replies.drain(..).zip(outcomes) {
                     // A caller that gave up is not waiting for its answer.
                     let _ = reply.send(Ok(outcome));
+                }
+            }
+            // Refused, not unreachable: each job alone.
+            Err(error @ sqlx::Error::Database(_)) if C::RETRY_ALONE && batch.len() > 1 => {
+                tracing::warn!(%error, jobs = batch.len(), "a batch was refused; its jobs are tried one at a time");
+                for (job, reply) in batch.iter().zip(replies.drain(..)) {
+                    let alone = committer.commit(std::slice::from_ref(job)).await;
+                    let outcome =
+                        alone
+                            .map_err(|error| error.to_string())
+                            .and_then(|mut outcomes| {
+                                outcomes.pop().ok_or_else(|| "no outcome".to_owned())
+                            });
+                    let _ = reply.send(outcome);
                 }
             }
             Err(error) => {

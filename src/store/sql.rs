@@ -36,9 +36,11 @@ pub(crate) struct Dialect {
     /// commit without waiting for the flush to disk: for writes that may
     /// be lost in a crash, such as a lease (the delivery is taken again,
     /// as when the lease ends). Where the database cannot, empty.
+    #[cfg_attr(not(feature = "sender"), allow(dead_code))]
     pub(crate) unflushed: &'static str,
     /// Whether a subquery in `FROM` may read the rows before it
     /// (`LATERAL`), and lock the rows it limits itself to.
+    #[cfg_attr(not(feature = "sender"), allow(dead_code))]
     pub(crate) lateral: bool,
 }
 

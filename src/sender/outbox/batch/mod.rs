@@ -8,7 +8,10 @@
 //! already there (or earlier in the same batch) adds nothing, and a record
 //! whose lease is gone changes nothing. The health an attempt changes is
 //! merged in batch order, so each caller is told the health after its own
-//! attempt. A batch that fails keeps nothing and fails each caller.
+//! attempt. A batch that fails keeps nothing; when the database refused it,
+//! its jobs are tried again one at a time, so that a refused write fails
+//! only its own caller (a record not kept would send a delivered event
+//! again).
 //!
 //! On Postgres a batch of records goes as one statement over arrays
 //! (`unnest`), which also merges the health changes, so that a batch is one

@@ -128,6 +128,7 @@ impl CommitBatch for Enqueues<sqlx::Postgres> {
     type Job = Enqueue;
     type Outcome = bool;
     const WRITERS: usize = 2;
+    const RETRY_ALONE: bool = true;
 
     async fn commit(&self, batch: &[Enqueue]) -> Result<Vec<bool>, sqlx::Error> {
         let (Some(many), [_, _, ..]) = (&self.many, batch) else {
@@ -189,6 +190,7 @@ impl CommitBatch for Finishes<sqlx::Postgres> {
     type Outcome = Option<EndpointHealth>;
     // One batch forms and is sent while the other waits for its flush.
     const WRITERS: usize = 2;
+    const RETRY_ALONE: bool = true;
 
     async fn commit(&self, batch: &[Finish]) -> Result<Vec<Self::Outcome>, sqlx::Error> {
         let sql = self

@@ -13,6 +13,7 @@ impl CommitBatch for Finishes<sqlx::Sqlite> {
     type Job = Finish;
     type Outcome = Option<EndpointHealth>;
     const WRITERS: usize = 1;
+    const RETRY_ALONE: bool = true;
 
     async fn commit(&self, batch: &[Finish]) -> Result<Vec<Self::Outcome>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
@@ -55,6 +56,7 @@ impl CommitBatch for Enqueues<sqlx::Sqlite> {
     type Job = Enqueue;
     type Outcome = bool;
     const WRITERS: usize = 1;
+    const RETRY_ALONE: bool = true;
 
     async fn commit(&self, batch: &[Enqueue]) -> Result<Vec<bool>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;
