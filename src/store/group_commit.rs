@@ -168,14 +168,19 @@ async fn writer<C: CommitBatch>(
             // Refused, not unreachable: each job alone.
             Err(error @ sqlx::Error::Database(_)) if C::RETRY_ALONE && batch.len() > 1 => {
                 tracing::warn!(%error, jobs = batch.len(), "a batch was refused; its jobs are tried one at a time");
+                // Once the store cannot be reached, the rest fail at once.
+                let mut unreachable: Option<String> = None;
                 for (job, reply) in batch.iter().zip(replies.drain(..)) {
-                    let alone = committer.commit(std::slice::from_ref(job)).await;
-                    let outcome =
-                        alone
-                            .map_err(|error| error.to_string())
-                            .and_then(|mut outcomes| {
+                    let outcome = match &unreachable {
+                        Some(error) => Err(error.clone()),
+                        None => match committer.commit(std::slice::from_ref(job)).await {
+                            Ok(mut outcomes) => {
                                 outcomes.pop().ok_or_else(|| "no outcome".to_owned())
-                            });
+                            }
+                            Err(error @ sqlx::Error::Database(_)) => Err(error.to_string()),
+                            Err(error) => Err(unreachable.insert(error.to_string()).clone()),
+                        },
+                    };
                     let _ = reply.send(outcome);
                 }
             }
