@@ -2,6 +2,8 @@
 //! arrive together share one transaction (group commit), and each caller
 //! still gets its own outcome, only once it is durable.
 
+#[path = "support/outbox_backends.rs"]
+mod outbox_backends;
 mod support;
 
 use std::collections::{HashMap, HashSet};
@@ -12,24 +14,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, EndpointHealth, Final, HealthChange, PostgresDeliveries,
-    SqliteDeliveries, Step, Taken,
+    Step, Taken,
 };
+use outbox_backends::{Backend, postgres, sqlite};
 use sqlx::AssertSqlSafe;
 
 const SMALL: &[u8] = b"{}";
 const LARGE: &[u8] = &[b'x'; 200];
 const LEASE: Duration = Duration::from_secs(60);
-
-async fn postgres_store(url: &str, prefix: &str) -> (PostgresDeliveries, sqlx::PgPool) {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
-        .connect(url)
-        .await
-        .unwrap();
-    let store = PostgresDeliveries::new(pool.clone(), prefix).unwrap();
-    store.migrate().await.unwrap();
-    (store, pool)
-}
 
 /// Leases every due delivery of `endpoint`.
 async fn take_all<S: DeliveryStore>(store: &S, endpoint: &str) -> Vec<Taken> {
@@ -249,42 +241,34 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_enqueues_sharing_a_batch_each_get_their_own_outcome() {
-    let dir = support::TempDir::new("outbox-batch");
-    let store = SqliteDeliveries::open(dir.path().join("outbox.db"))
-        .await
-        .unwrap();
+    let backend = sqlite();
+    let store = backend.open().await;
     enqueues_sharing_a_batch_each_get_their_own_outcome(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_enqueues_sharing_a_batch_each_get_their_own_outcome() {
-    let server = support::postgres();
-    let (store, _) = postgres_store(&server.url(), &support::unique("obatch")).await;
+    let store = postgres().open().await;
     enqueues_sharing_a_batch_each_get_their_own_outcome(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_records_sharing_a_batch_each_get_their_own_outcome() {
-    let dir = support::TempDir::new("outbox-batch");
-    let store = SqliteDeliveries::open(dir.path().join("outbox.db"))
-        .await
-        .unwrap();
+    let backend = sqlite();
+    let store = backend.open().await;
     records_sharing_a_batch_each_get_their_own_outcome(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_records_sharing_a_batch_each_get_their_own_outcome() {
-    let server = support::postgres();
-    let (store, _) = postgres_store(&server.url(), &support::unique("obatch")).await;
+    let store = postgres().open().await;
     records_sharing_a_batch_each_get_their_own_outcome(&store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_a_refused_outbox_write_fails_only_its_caller_and_keeps_nothing() {
-    let dir = support::TempDir::new("outbox-batch-fail");
-    let store = SqliteDeliveries::open(dir.path().join("outbox.db"))
-        .await
-        .unwrap();
+    let backend = sqlite();
+    let store = backend.open().await;
     for statement in [
         "CREATE TRIGGER small_bodies BEFORE INSERT ON hooklatch_deliveries \
          WHEN length(NEW.body) >= 100 BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
@@ -298,9 +282,9 @@ async fn sqlite_a_refused_outbox_write_fails_only_its_caller_and_keeps_nothing()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_a_refused_outbox_write_fails_only_its_caller_and_keeps_nothing() {
-    let server = support::postgres();
-    let prefix = support::unique("obatchfail");
-    let (store, pool) = postgres_store(&server.url(), &prefix).await;
+    let backend = postgres();
+    let (store, prefix) = (backend.open().await, &backend.prefix);
+    let pool = store.pool().clone();
     for statement in [
         "CREATE FUNCTION {prefix}_refuse_body() RETURNS trigger LANGUAGE plpgsql AS \
          $$ BEGIN IF octet_length(NEW.body) >= 100 THEN RAISE EXCEPTION 'injected failure'; END IF; \
@@ -313,7 +297,7 @@ async fn postgres_a_refused_outbox_write_fails_only_its_caller_and_keeps_nothing
         "CREATE TRIGGER small_excerpts BEFORE INSERT ON {prefix}_delivery_attempts \
          FOR EACH ROW EXECUTE FUNCTION {prefix}_refuse_excerpt()",
     ] {
-        sqlx::query(AssertSqlSafe(statement.replace("{prefix}", &prefix)))
+        sqlx::query(AssertSqlSafe(statement.replace("{prefix}", prefix)))
             .execute(&pool)
             .await
             .unwrap();
@@ -447,9 +431,9 @@ async fn in_one_batch(
 /// failure, success; then failures only, all later than the saved time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attempt() {
-    let server = support::postgres();
-    let prefix = support::unique("ohealth");
-    let (store, pool) = postgres_store(&server.url(), &prefix).await;
+    let backend = postgres();
+    let (store, prefix) = (backend.open().await, &backend.prefix);
+    let pool = store.pool().clone();
     let t = at_millis;
     let rounds: [Round; 4] = [
         (
@@ -474,7 +458,7 @@ async fn postgres_records_in_one_batch_each_see_the_health_after_their_own_attem
         ),
     ];
     for (round, (changes, told, kept)) in rounds.into_iter().enumerate() {
-        let answers = in_one_batch(&store, &pool, &prefix, ("e", round), changes).await;
+        let answers = in_one_batch(&store, &pool, prefix, ("e", round), changes).await;
         assert_eq!(answers, told, "round {round}: each caller's health");
         let saved = store.health("e").await.unwrap();
         assert_eq!(saved.failing_since, kept, "round {round}: the health kept");
