@@ -851,6 +851,30 @@ async fn a_heartbeat_after_the_lease_lapsed_is_refused<B: Backend>() {
     ));
 }
 
+/// A heartbeat for a taken event that comes after its visibility timeout
+/// ran out is refused, on every store alike, even before another worker
+/// took the event: that worker may take it at any moment.
+async fn a_heartbeat_after_the_visibility_lapsed_is_refused<B: Backend>() {
+    let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(300));
+    let f = B::fixture(options).await;
+    let ns = &f.namespace;
+    let _ = f.store.accept(&event(ns, "evt")).await.unwrap();
+    let taken = f.store.take(ns, "w1", 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(matches!(
+        f.store.extend_visibility(&taken[0]).await,
+        Err(DedupError::DeliveryLost)
+    ));
+    // The event is free for the next worker, which may extend its own hold.
+    let retaken = f.store.take(ns, "w2", 10).await.unwrap();
+    assert_eq!(retaken.len(), 1);
+    f.store
+        .extend_visibility(&retaken[0])
+        .await
+        .expect("a heartbeat in time");
+}
+
 macro_rules! acceptance_suite {
     ($module:ident, $backend:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -885,6 +909,7 @@ macro_rules! for_every_store {
                 claims_expire_after_the_retention,
                 heartbeats_extend_leases_and_taken_events_for_their_holder_only,
                 a_heartbeat_after_the_lease_lapsed_is_refused,
+                a_heartbeat_after_the_visibility_lapsed_is_refused,
             );
         )*
     };
@@ -941,6 +966,55 @@ async fn memory_store_keeps_time_by_its_clock() {
             .unwrap(),
         Claim::Fresh(_)
     ));
+}
+
+/// Without an append-only file a restart brings back an old snapshot (or
+/// nothing) and loses accepts already answered 2xx: every Redis store
+/// refuses such a server, naming the setting, until the connection opts
+/// out; a server that turns AOF on is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_refuses_a_server_that_keeps_no_append_only_file() {
+    let server = support::Redis::start_with(&["--appendonly", "no", "--save", "60 1"]);
+    let url = server.url();
+    let error = RedisStore::connect(&url).await.unwrap_err();
+    assert!(matches!(&error, DedupError::NoPersistence(_)), "{error}");
+    assert!(error.to_string().contains("appendonly yes"), "{error}");
+    assert!(matches!(
+        RedisStore::insecure_connect_allowing_eviction(&url).await,
+        Err(DedupError::NoPersistence(_))
+    ));
+    assert!(matches!(
+        hooklatch::sender::RedisDeliveries::connect(&url).await,
+        Err(DedupError::NoPersistence(_))
+    ));
+    assert!(matches!(
+        hooklatch::sequence::RedisSequences::connect(&url).await,
+        Err(hooklatch::sequence::SequenceError::NoPersistence(_))
+    ));
+    let unchecked = || async {
+        hooklatch::RedisConnection::open(&url)
+            .await
+            .unwrap()
+            .insecure_allowing_no_persistence()
+    };
+    RedisStore::new(unchecked().await).await.expect("opted out");
+    hooklatch::sender::RedisDeliveries::new(unchecked().await)
+        .await
+        .expect("opted out");
+    hooklatch::sequence::RedisSequences::new(unchecked().await)
+        .await
+        .expect("opted out");
+
+    let client = ::redis::Client::open(url.as_str()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = ::redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    RedisStore::connect(&url).await.expect("AOF is on now");
 }
 
 /// Under an evicting `maxmemory-policy`, claims (the only keys with a time

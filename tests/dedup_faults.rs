@@ -266,6 +266,130 @@ async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
     );
 }
 
+/// A namespace used only in lease mode before shards has nothing but
+/// `{ns}:claim:<id>` keys. Upgraded stores must still find its done marks
+/// and leases (or refuse the namespace), never run a handler again.
+#[tokio::test]
+async fn redis_lease_namespace_from_before_shards_keeps_its_dedup_after_an_upgrade() {
+    use hooklatch::dedup::{Claim, LeaseStore};
+    let server = support::redis();
+    let namespace = support::unique("ns");
+    // What a release before shards left: a done mark and a lease in
+    // progress, and no record of a shard count.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    for (id, value) in [("done", "done"), ("running", "lease:old-token")] {
+        let _: () = redis::cmd("SET")
+            .arg(format!("hooklatch:{{{namespace}}}:claim:{id}"))
+            .arg(value)
+            .arg("PX")
+            .arg(600_000)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    let upgraded = RedisStore::connect(&server.url()).await.unwrap();
+    assert!(
+        matches!(
+            upgraded
+                .claim(&namespace, "done", Duration::from_secs(30))
+                .await,
+            Err(DedupError::ShardCountMismatch {
+                recorded: 1,
+                configured: 16,
+                ..
+            })
+        ),
+        "a store with the default shards must not claim afresh what the old layout holds"
+    );
+    let one_shard = RedisStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_shards(1)
+        .unwrap();
+    assert_eq!(
+        one_shard
+            .claim(&namespace, "done", Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Claim::Done
+    );
+    assert!(matches!(
+        one_shard
+            .claim(&namespace, "running", Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Claim::InProgress { .. }
+    ));
+    // A namespace with no old keys gets the default count.
+    let fresh = support::unique("ns");
+    assert!(matches!(
+        upgraded
+            .claim(&fresh, "job", Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Claim::Fresh(_)
+    ));
+}
+
+/// A restart from an older snapshot rolls back how often an entry was
+/// taken. The next take must still issue a token no earlier holder has: the
+/// worker that held the entry before the restart cannot ack it, the one that
+/// took it after can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_fencing_tokens_stay_unique_across_a_restart_from_a_snapshot() {
+    let mut server = support::Redis::start_with(&["--appendonly", "no", "--save", ""]);
+    let connection = hooklatch::RedisConnection::open(&server.url())
+        .await
+        .unwrap()
+        .insecure_allowing_no_persistence();
+    let visibility = Duration::from_millis(300);
+    let store = RedisStore::new(connection)
+        .await
+        .unwrap()
+        .with_shards(1)
+        .unwrap()
+        .with_options(
+            hooklatch::dedup::StoreOptions::default().with_visibility_timeout(visibility),
+        );
+    let namespace = support::unique("ns");
+    store
+        .accept(&event(&namespace, "evt", SMALL))
+        .await
+        .unwrap();
+    let first = store.take(&namespace, "w1", 1).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SAVE").query_async(&mut raw).await.unwrap();
+
+    tokio::time::sleep(visibility * 2).await;
+    let second = store.take(&namespace, "w2", 1).await.unwrap();
+    assert_eq!(second.len(), 1, "w1's visibility lapsed: w2 reclaims");
+
+    server.kill();
+    server.start_again();
+    tokio::time::sleep(visibility * 2).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let third = loop {
+        match store.take(&namespace, "w3", 1).await {
+            Ok(taken) if !taken.is_empty() => break taken,
+            Ok(_) => {}
+            Err(error) => assert!(
+                Instant::now() < deadline,
+                "no take after the restart: {error}"
+            ),
+        }
+        assert!(Instant::now() < deadline, "the entry never came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        matches!(store.ack(&second[0]).await, Err(DedupError::DeliveryLost)),
+        "a token issued before the restart was issued again: the stale holder acked"
+    );
+    store.ack(&third[0]).await.expect("the real holder acks");
+}
+
 /// Group commit under load: 512 concurrent accepts of 128 ids, four
 /// deliveries each, many sharing a batch. Each id is accepted exactly once,
 /// every other delivery is answered duplicate, and the inbox holds each id

@@ -151,7 +151,7 @@ impl TlsRedis {
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes",
             ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -39,6 +39,16 @@ pub enum DedupError {
          `RedisStore::insecure_connect_allowing_eviction`"
     )]
     EvictionPolicy(String),
+    /// A Redis node keeps no append-only file, so a restart would bring
+    /// back an older snapshot (or nothing) and lose claims, accepted events
+    /// and acks already answered as kept.
+    #[error(
+        "redis keeps no append-only file: {0}; a restart loses every accept, ack and delivery \
+         since the last snapshot, though each was answered as kept; set `appendonly yes` (with \
+         `appendfsync always` to lose nothing in a crash), or open the connection with \
+         `RedisConnection::insecure_allowing_no_persistence`"
+    )]
+    NoPersistence(String),
     /// A Redis store was given a shard count outside 1 to
     /// [`MAX_SHARDS`](super::MAX_SHARDS).
     #[error("invalid shard count {0}: use 1 to 1024")]

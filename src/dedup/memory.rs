@@ -222,15 +222,24 @@ impl Inbox for MemoryStore {
     }
 
     async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        let until = self
-            .options
-            .now_millis()
-            .saturating_add(millis(self.options.visibility_timeout()));
-        self.with_taken_row(delivery, |rows, entry| {
-            if let Some(hold) = rows.get_mut(&entry).and_then(|row| row.taken.as_mut()) {
-                hold.until = until;
+        let now = self.options.now_millis();
+        let until = now.saturating_add(millis(self.options.visibility_timeout()));
+        // A heartbeat after the visibility lapsed is refused, as on every
+        // store: another worker may take the entry at any moment.
+        let extended = self.with_taken_row(delivery, |rows, entry| {
+            match rows.get_mut(&entry).and_then(|row| row.taken.as_mut()) {
+                Some(hold) if hold.until > now => {
+                    hold.until = until;
+                    true
+                }
+                _ => false,
             }
-        })
+        })?;
+        if extended {
+            Ok(())
+        } else {
+            Err(DedupError::DeliveryLost)
+        }
     }
 
     async fn nack(

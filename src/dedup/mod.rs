@@ -77,10 +77,10 @@ pub use meta::EventMeta;
 pub use options::StoreOptions;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
-#[cfg(all(feature = "redis", feature = "sender"))]
-pub(crate) use redis::check_eviction_policy;
 #[cfg(feature = "redis")]
 pub use redis::{DEFAULT_SHARDS, MAX_SHARDS, RedisStore};
+#[cfg(all(feature = "redis", feature = "sender"))]
+pub(crate) use redis::{check_eviction_policy, check_persistence};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 

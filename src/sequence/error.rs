@@ -22,6 +22,14 @@ pub enum SequenceError {
         "redis maxmemory-policy is `{0}`: evicted positions let events apply twice; set `maxmemory-policy noeviction`"
     )]
     EvictionPolicy(String),
+    /// A Redis node keeps no append-only file, so a restart would bring
+    /// back older positions.
+    #[error(
+        "redis keeps no append-only file: {0}; a restart brings back older positions and \
+         applied events apply again; set `appendonly yes`, or open the connection with \
+         `RedisConnection::insecure_allowing_no_persistence`"
+    )]
+    NoPersistence(String),
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -50,7 +50,10 @@ impl RedisSequences {
     ///
     /// Refuses a server, or any cluster node, whose `maxmemory-policy` is
     /// not `noeviction` ([`SequenceError::EvictionPolicy`]): an evicted
-    /// position would let applied events apply again.
+    /// position would let applied events apply again. Refuses one that
+    /// keeps no append-only file ([`SequenceError::NoPersistence`]) unless
+    /// the connection was opened
+    /// [without that check](RedisConnection::insecure_allowing_no_persistence).
     pub async fn connect(address: &str) -> Result<Self, SequenceError> {
         Self::new(RedisConnection::open(address).await?).await
     }
@@ -60,6 +63,9 @@ impl RedisSequences {
     pub async fn new(mut connection: RedisConnection) -> Result<Self, SequenceError> {
         if let Some(policy) = connection.evicting_policy().await? {
             return Err(SequenceError::EvictionPolicy(policy));
+        }
+        if let Some(node) = connection.unpersisted_node().await? {
+            return Err(SequenceError::NoPersistence(node));
         }
         Ok(Self {
             connection,

@@ -1,14 +1,16 @@
 //! [`RedisConnection`]: one handle for a single Redis server or a Redis
-//! Cluster, the check that every node keeps every key, and replica
-//! acknowledgement with `WAIT`.
+//! Cluster, the checks that every node keeps every key, and replica
+//! acknowledgement with `WAIT` in one pipeline with the write it waits for.
 
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
 /// How long a call may wait for an answer, and for a connection.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,6 +45,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct RedisConnection {
     inner: Inner,
+    allow_no_persistence: bool,
 }
 
 #[derive(Clone)]
@@ -65,6 +68,7 @@ impl From<ConnectionManager> for RedisConnection {
     fn from(connection: ConnectionManager) -> Self {
         Self {
             inner: Inner::Single(connection),
+            allow_no_persistence: false,
         }
     }
 }
@@ -73,6 +77,7 @@ impl From<ClusterConnection> for RedisConnection {
     fn from(connection: ClusterConnection) -> Self {
         Self {
             inner: Inner::Cluster(connection),
+            allow_no_persistence: false,
         }
     }
 }
@@ -187,85 +192,171 @@ impl RedisConnection {
         matches!(self.inner, Inner::Cluster(_))
     }
 
-    /// The `maxmemory-policy` of each node that may evict keys, as
-    /// `(node, policy)`; empty when every node answers `noeviction`. Read
-    /// from `INFO memory`, which servers that rename or disable `CONFIG`
-    /// still answer. On a cluster every node the client knows is asked,
-    /// replicas included, since a replica can be promoted.
-    pub(crate) async fn evicting_policies(&mut self) -> RedisResult<Vec<(String, String)>> {
-        fn policy(info: &str) -> String {
-            info.lines()
-                .find_map(|line| line.strip_prefix("maxmemory_policy:"))
-                .map_or("noeviction", str::trim)
-                .to_owned()
-        }
+    /// `INFO section` of every node: the server, or on a cluster every
+    /// node the client knows, replicas included (a replica can be
+    /// promoted), as `(node, text)`. `INFO` is answered by servers that
+    /// rename or disable `CONFIG`.
+    async fn info_of_every_node(&mut self, section: &str) -> RedisResult<Vec<(String, String)>> {
         let mut info = redis::cmd("INFO");
-        info.arg("memory");
-        let policies = match &mut self.inner {
+        info.arg(section);
+        match &mut self.inner {
             Inner::Single(connection) => {
                 let text: String = info.query_async(connection).await?;
-                vec![("server".to_owned(), policy(&text))]
+                Ok(vec![("server".to_owned(), text)])
             }
             Inner::Cluster(connection) => {
                 let every_node = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllNodes, None));
                 let replies: Vec<(String, Value)> =
                     redis::from_redis_value(connection.route_command(info, every_node).await?)?;
-                let mut policies = Vec::with_capacity(replies.len());
+                let mut texts = Vec::with_capacity(replies.len());
                 for (node, reply) in replies {
-                    let text: String = redis::from_redis_value(reply.extract_error()?)?;
-                    policies.push((node, policy(&text)));
+                    texts.push((node, redis::from_redis_value(reply.extract_error()?)?));
                 }
-                policies
+                Ok(texts)
             }
-        };
-        Ok(policies
+        }
+    }
+
+    /// The `maxmemory-policy` of each node that may evict keys, as
+    /// `(node, policy)`; empty when every node answers `noeviction`.
+    pub(crate) async fn evicting_policies(&mut self) -> RedisResult<Vec<(String, String)>> {
+        Ok(self
+            .info_of_every_node("memory")
+            .await?
             .into_iter()
+            .map(|(node, text)| (node, info_field(&text, "maxmemory_policy", "noeviction")))
             .filter(|(_, policy)| policy != "noeviction")
             .collect())
     }
 
     /// The first evicting policy found, described with its node.
     pub(crate) async fn evicting_policy(&mut self) -> RedisResult<Option<String>> {
-        Ok(self
-            .evicting_policies()
-            .await?
-            .into_iter()
-            .next()
-            .map(|(node, policy)| {
-                if self.is_cluster() {
-                    format!("{policy} (on {node})")
-                } else {
-                    policy
-                }
-            }))
+        let found = self.evicting_policies().await?.into_iter().next();
+        Ok(found.map(|(node, policy)| self.on_node(policy, &node)))
     }
 
-    /// Waits until `replicas` replicas have every write made so far on the
-    /// connection to the master that holds `key`, or `timeout` passes;
-    /// returns how many have. On a cluster `WAIT` goes in one pipeline
-    /// after a command on `key`, so a stale slot map is corrected by a
-    /// redirect of the whole pipeline to the right master rather than
-    /// answered by another node.
-    pub(crate) async fn wait_for_replicas(
+    /// The first node that keeps no append-only file, described, unless
+    /// this connection was opened
+    /// [without that check](Self::insecure_allowing_no_persistence).
+    ///
+    /// Without AOF a restart (a crash, a deploy, an out-of-memory kill)
+    /// brings back the last RDB snapshot, or nothing: every write since
+    /// then is gone though it was answered. A replica is checked too, since
+    /// it can be promoted and restart in turn.
+    pub(crate) async fn unpersisted_node(&mut self) -> RedisResult<Option<String>> {
+        if self.allow_no_persistence {
+            return Ok(None);
+        }
+        let found = self
+            .info_of_every_node("persistence")
+            .await?
+            .into_iter()
+            .find(|(_, text)| info_field(text, "aof_enabled", "0") != "1");
+        Ok(found.map(|(node, _)| self.on_node("appendonly no".to_owned(), &node)))
+    }
+
+    /// This connection, without the check that every node keeps an
+    /// append-only file (`appendonly yes`) that the Redis stores make when
+    /// they are opened on it. Without one, a restart loses every claim,
+    /// accepted event, ack, position and delivery written since the last
+    /// snapshot, each already answered as kept: for caches of state you
+    /// can rebuild, or tests.
+    #[must_use]
+    pub fn insecure_allowing_no_persistence(mut self) -> Self {
+        self.allow_no_persistence = true;
+        self
+    }
+
+    fn on_node(&self, what: String, node: &str) -> String {
+        if self.is_cluster() {
+            format!("{what} (on {node})")
+        } else {
+            what
+        }
+    }
+
+    /// Whether any key matches `pattern`, on the node that holds
+    /// `slot_key`'s slot (every key `pattern` can match must be in that
+    /// slot). A `SCAN` of that node, stopping at the first match: it reads
+    /// the whole keyspace of the node when nothing matches, so it is for
+    /// one-off checks, never a hot path.
+    pub(crate) async fn any_key_matching(
         &mut self,
-        key: &str,
+        pattern: &str,
+        slot_key: &str,
+    ) -> RedisResult<bool> {
+        let mut cursor: u64 = 0;
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let (next, keys): (u64, Vec<String>) = match &mut self.inner {
+                Inner::Single(connection) => scan.query_async(connection).await?,
+                Inner::Cluster(connection) => {
+                    let node = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                        Route::with_key(slot_key, SlotAddr::Master),
+                    ));
+                    redis::from_redis_value(connection.route_command(scan, node).await?)?
+                }
+            };
+            if !keys.is_empty() {
+                return Ok(true);
+            }
+            if next == 0 {
+                return Ok(false);
+            }
+            cursor = next;
+        }
+    }
+
+    /// Runs `eval` (a script call made by [`eval`]) and then `WAIT
+    /// replicas timeout` in one pipeline, on the node that holds the
+    /// script's first key; returns the script's reply and how many replicas
+    /// have every write so far.
+    ///
+    /// The two go together so that the answer is about the node that holds
+    /// the write. When a master dies during the `WAIT`, the cluster client
+    /// sends the whole pipeline again to the replica promoted in its place:
+    /// the script runs there too (by its text, since that node may never
+    /// have loaded it) and the `WAIT` counts that node's replicas, so a
+    /// write the promoted replica never had is made again or refused, never
+    /// answered for.
+    pub(crate) async fn eval_and_wait<T: FromRedisValue>(
+        &mut self,
+        eval: Cmd,
         replicas: u32,
         timeout: Duration,
-    ) -> RedisResult<u32> {
+    ) -> RedisResult<(T, u32)> {
         let timeout_ms = u64::try_from(timeout.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
-        let (acked,): (u32,) = redis::pipe()
-            .cmd("EXISTS")
-            .arg(key)
-            .ignore()
+        redis::pipe()
+            .add_command(eval)
             .cmd("WAIT")
             .arg(replicas)
             .arg(timeout_ms)
             .query_async(self)
-            .await?;
-        Ok(acked)
+            .await
     }
+}
+
+/// The value of `field` in an `INFO` reply, or `default` when absent.
+fn info_field(info: &str, field: &str, default: &str) -> String {
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map_or(default, str::trim)
+        .to_owned()
+}
+
+/// `EVAL script numkeys keys...`, for [`RedisConnection::eval_and_wait`];
+/// the caller adds the script's arguments.
+pub(crate) fn eval(script: &str, keys: &[&str]) -> Cmd {
+    let mut command = redis::cmd("EVAL");
+    command.arg(script).arg(keys.len()).arg(keys);
+    command
 }
 
 impl ConnectionLike for RedisConnection {

@@ -97,7 +97,14 @@ impl RedisCluster {
                 "nodes.conf",
             ])
             .args(["--cluster-node-timeout", "1000"])
-            .args(["--appendonly", "no", "--save", ""])
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+            ])
             .args(["--repl-diskless-sync-delay", "0"])
             .args(["--protected-mode", "no", "--daemonize", "no"])
             .stdin(Stdio::null())

@@ -263,19 +263,28 @@ impl Drop for Postgres {
     }
 }
 
-/// A Redis server of this test's own, with AOF and `appendfsync always`.
+/// A Redis server of this test's own, with AOF and `appendfsync always`
+/// unless started with other settings.
 pub struct Redis {
     dir: TempDir,
     port: u16,
     child: Option<Child>,
+    settings: Vec<String>,
 }
 
 impl Redis {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// A server with `settings` (`redis-server` flags) after the usual
+    /// ones, which they override: `["--appendonly", "no"]`.
+    pub fn start_with(settings: &[&str]) -> Self {
         let mut server = Self {
             dir: TempDir::new("redis"),
             port: free_port(),
             child: None,
+            settings: settings.iter().map(|&s| s.to_owned()).collect(),
         };
         server.start_again();
         server
@@ -296,6 +305,7 @@ impl Redis {
                 "",
             ])
             .args(["--protected-mode", "no", "--daemonize", "no"])
+            .args(&self.settings)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

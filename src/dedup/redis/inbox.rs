@@ -8,7 +8,9 @@ use futures_util::future::join_all;
 use redis::AsyncCommands as _;
 
 use super::RedisStore;
-use super::scripts::{ACCEPT_SCRIPT, GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT};
+use super::scripts::{
+    ACCEPT, ACCEPT_SCRIPT, GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT,
+};
 use super::scripts::{ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
 use crate::dedup::{
     Acceptance, DedupError, EventMeta, Inbox, InboxEntry, InboxStats, IncomingEvent, NackOutcome,
@@ -21,20 +23,29 @@ impl Inbox for RedisStore {
         self.check_shards(event.namespace).await?;
         let shard = self.shards.of(event.id);
         let claim = self.shards.claim_key(event.namespace, event.id);
-        let mut connection = self.connection.clone();
-        let accepted: i64 = ACCEPT_SCRIPT
-            .key(&claim)
-            .key(self.shards.key(event.namespace, shard, "inbox"))
-            .arg(millis(self.options.retention()))
-            .arg(event.id)
-            .arg(event.body)
-            .arg(event.signed_at.map(|t| t.to_string()).unwrap_or_default())
-            .arg(event.meta_text().unwrap_or_default())
-            .invoke_async(&mut connection)
+        let inbox = self.shards.key(event.namespace, shard, "inbox");
+        let retention = millis(self.options.retention()).to_string();
+        let signed_at = event.signed_at.map(|t| t.to_string()).unwrap_or_default();
+        let meta = event.meta_text().unwrap_or_default();
+        // With replica acks a duplicate rewrites its claim as it is, so the
+        // `WAIT` after it covers the accept it repeats (which may be the one
+        // whose wait fell short): from Redis 7.2 `WAIT` waits only for the
+        // calling connection's own writes.
+        let rewrite = if self.replica_acks.is_some() { "1" } else { "" };
+        let accepted: i64 = self
+            .run_script(
+                (&ACCEPT_SCRIPT, ACCEPT),
+                &[&claim, &inbox],
+                &[
+                    retention.as_bytes(),
+                    event.id.as_bytes(),
+                    event.body,
+                    signed_at.as_bytes(),
+                    meta.as_bytes(),
+                    rewrite.as_bytes(),
+                ],
+            )
             .await?;
-        // A duplicate waits too: the accept it repeats may be the one whose
-        // wait fell short.
-        self.wait_for_replicas(&claim).await?;
         Ok(if accepted == 1 {
             Acceptance::Accepted
         } else {
@@ -107,11 +118,13 @@ impl Inbox for RedisStore {
     }
 
     async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.on_taken(&ACK_SCRIPT, delivery).await
+        self.on_taken(&ACK_SCRIPT, delivery, None).await
     }
 
     async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.on_taken(&EXTEND_TAKEN_SCRIPT, delivery).await
+        let visibility = millis(self.options.visibility_timeout());
+        self.on_taken(&EXTEND_TAKEN_SCRIPT, delivery, Some(visibility))
+            .await
     }
 
     async fn nack(

@@ -6,7 +6,9 @@ use std::time::Duration;
 use redis::Script;
 
 use super::RedisStore;
-use super::scripts::{CLAIM_SCRIPT, COMPLETE_SCRIPT, EXTEND_LEASE_SCRIPT, RELEASE_SCRIPT};
+use super::scripts::{
+    CLAIM_SCRIPT, COMPLETE, COMPLETE_SCRIPT, EXTEND_LEASE_SCRIPT, RELEASE_SCRIPT,
+};
 use crate::dedup::{Claim, DedupError, Lease, LeaseStore, check_key, millis, new_token};
 
 impl LeaseStore for RedisStore {
@@ -41,11 +43,20 @@ impl LeaseStore for RedisStore {
     /// retried delivery is most likely answered done, and runs again only
     /// if a failover lost it.
     async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
-        let retention = millis(self.options.retention());
-        self.on_lease(&COMPLETE_SCRIPT, lease, Some(retention))
+        let retention = millis(self.options.retention()).to_string();
+        let claim = self.shards.claim_key(lease.namespace(), lease.id());
+        let held: i64 = self
+            .run_script(
+                (&COMPLETE_SCRIPT, COMPLETE),
+                &[&claim],
+                &[lease.token().as_bytes(), retention.as_bytes()],
+            )
             .await?;
-        self.wait_for_replicas(&self.shards.claim_key(lease.namespace(), lease.id()))
-            .await
+        if held == 1 {
+            Ok(())
+        } else {
+            Err(DedupError::LeaseLost)
+        }
     }
 
     async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {

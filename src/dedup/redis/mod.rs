@@ -11,10 +11,12 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use redis::{AsyncCommands as _, Script};
+use redis::{AsyncCommands as _, FromRedisValue, Script};
 
-use super::{DedupError, EventMeta, InboxEntry, Receipt, StoreOptions, check_namespace, millis};
-use crate::store::redis::RedisConnection;
+use super::{
+    DedupError, EventMeta, InboxEntry, Receipt, StoreOptions, check_namespace, millis, new_token,
+};
+use crate::store::redis::{RedisConnection, eval};
 use scripts::{GROUP, SHARDS_SCRIPT, TAKE_SCRIPT};
 pub use shards::{DEFAULT_SHARDS, MAX_SHARDS};
 use shards::{Shards, parse_receipt_entry, receipt_entry};
@@ -42,18 +44,40 @@ use shards::{Shards, parse_receipt_entry, receipt_entry};
 /// The shard count is recorded per namespace (`hooklatch:{ns}:shards`) on
 /// first use, and a store configured with another count refuses the
 /// namespace ([`DedupError::ShardCountMismatch`]) rather than miss the
-/// claims and events in the other layout. A namespace with events from
-/// before shards is recorded as one shard.
+/// claims and events in the other layout.
+///
+/// # Upgrading from a release before shards
+///
+/// A namespace that already has keys of the layout before shards (an inbox
+/// stream, or lease-mode claims) is recorded as one shard, so its claims
+/// and events are still found. The first use of a namespace with no record
+/// looks for such claims with one `SCAN` of the node that holds the tag
+/// `{ns}`. A namespace whose old claims have all expired has nothing to
+/// find: while instances of the old release still run on it, give the new
+/// ones [`with_shards(1)`](Self::with_shards) (or stop the old ones first),
+/// or old and new instances will each accept the same event.
 ///
 /// # Durability
 ///
-/// "Accepted" is as durable as the server's persistence. With AOF and
-/// `appendfsync always`, an accepted event survives a crash. With
-/// `appendfsync everysec` (the usual setting) up to a second of accepted
-/// events can vanish in a crash or power loss, after the sender was told
-/// 2xx: the sender will not retry them. With RDB snapshots only, or no
-/// persistence, everything since the last snapshot can. Claims and events
-/// are always lost or kept together, never one without the other.
+/// "Accepted" is as durable as the server's persistence, so a store is
+/// opened only on servers that keep an append-only file
+/// ([`DedupError::NoPersistence`] otherwise). What a crash of the server
+/// (or of its machine) can lose, after the sender was told 2xx and so will
+/// not retry:
+///
+/// | setting | lost in a crash |
+/// |---|---|
+/// | `appendonly yes`, `appendfsync always` | nothing |
+/// | `appendonly yes`, `appendfsync everysec` (Redis' default for AOF) | up to about a second of accepts, acks and done marks |
+/// | `appendonly yes`, `appendfsync no` | what the kernel had not written yet: up to about 30 s |
+/// | `appendonly no`, RDB snapshots (`save`) | everything since the last snapshot; refused unless opted out |
+/// | `appendonly no`, no snapshots | everything; refused unless opted out |
+///
+/// A lost ack delivers its event again (at least once, as ever); a lost
+/// accept is an event the sender will not send again. Claims and events
+/// are always lost or kept together, never one without the other, and
+/// fencing tokens carry a nonce, so a rolled-back count never lets a stale
+/// worker ack.
 ///
 /// Replication is asynchronous: a master that fails before its replicas
 /// have an accept loses it when a replica is promoted, though the sender
@@ -91,6 +115,15 @@ pub(crate) async fn check_eviction_policy(
     }
 }
 
+/// Fails when a node keeps no append-only file, unless the connection was
+/// opened without that check.
+pub(crate) async fn check_persistence(connection: &mut RedisConnection) -> Result<(), DedupError> {
+    match connection.unpersisted_node().await? {
+        None => Ok(()),
+        Some(node) => Err(DedupError::NoPersistence(node)),
+    }
+}
+
 impl RedisStore {
     /// Connects to `address`: one server (`redis://127.0.0.1:6379`,
     /// `rediss://` for TLS) or a cluster
@@ -104,6 +137,11 @@ impl RedisStore {
     /// `volatile-*` policy the claims, the only keys with a time to live,
     /// are evicted first and a retry is accepted again; under `allkeys-*`
     /// an accepted event can vanish from the inbox.
+    ///
+    /// Refuses one that keeps no append-only file
+    /// ([`DedupError::NoPersistence`]): see [Durability](#durability) for
+    /// what each persistence setting can lose, and
+    /// [`RedisConnection::insecure_allowing_no_persistence`] to opt out.
     pub async fn connect(address: &str) -> Result<Self, DedupError> {
         Self::new(RedisConnection::open(address).await?).await
     }
@@ -112,14 +150,18 @@ impl RedisStore {
     /// [`connect`](Self::connect) checks.
     pub async fn new(mut connection: RedisConnection) -> Result<Self, DedupError> {
         check_eviction_policy(&mut connection).await?;
+        check_persistence(&mut connection).await?;
         Ok(Self::on(connection))
     }
 
-    /// Like [`connect`](Self::connect), without the eviction-policy check:
+    /// Like [`connect`](Self::connect), without the eviction-policy check
+    /// (the persistence check stays):
     /// for a server you know cannot run out of memory, or tests that show
     /// what eviction does. An evicted claim lets a retry in again.
     pub async fn insecure_connect_allowing_eviction(address: &str) -> Result<Self, DedupError> {
-        Ok(Self::on(RedisConnection::open(address).await?))
+        let mut connection = RedisConnection::open(address).await?;
+        check_persistence(&mut connection).await?;
+        Ok(Self::on(connection))
     }
 
     fn on(connection: RedisConnection) -> Self {
@@ -204,12 +246,25 @@ impl RedisStore {
         }
         let [record, unsharded] = self.shards.record_keys(namespace);
         let mut connection = self.connection.clone();
-        let recorded: u16 = SHARDS_SCRIPT
-            .key(record)
-            .key(unsharded)
-            .arg(self.shards.count)
-            .invoke_async(&mut connection)
-            .await?;
+        let mut recorded: Option<u16> = connection.get(&record).await?;
+        if recorded.is_none() {
+            // First use, as far as the record says: look for keys of the
+            // layout before shards (lease-mode claims have no stream), so an
+            // upgrade keeps the dedup they hold.
+            let before_shards = connection
+                .any_key_matching(&self.shards.unsharded_claims(namespace), &record)
+                .await?;
+            recorded = Some(
+                SHARDS_SCRIPT
+                    .key(&record)
+                    .key(unsharded)
+                    .arg(self.shards.count)
+                    .arg(if before_shards { "1" } else { "" })
+                    .invoke_async(&mut connection)
+                    .await?,
+            );
+        }
+        let recorded = recorded.unwrap_or(self.shards.count);
         if recorded != self.shards.count {
             return Err(DedupError::ShardCountMismatch {
                 namespace: namespace.to_owned(),
@@ -221,18 +276,38 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Waits for the replicas [`with_replica_acks`](Self::with_replica_acks)
-    /// asks for, on the master that holds `key`.
-    async fn wait_for_replicas(&self, key: &str) -> Result<(), DedupError> {
-        let Some((wanted, timeout)) = self.replica_acks else {
-            return Ok(());
-        };
+    /// Runs `script` (whose text is `text`) on `keys` with `args`, on the
+    /// master that holds the first key. With
+    /// [replica acks](Self::with_replica_acks) the script and `WAIT` go in
+    /// one pipeline ([`RedisConnection::eval_and_wait`]), and fewer
+    /// replicas than asked for fail the call with
+    /// [`DedupError::ReplicasBehind`].
+    async fn run_script<T: FromRedisValue>(
+        &self,
+        (script, text): (&Script, &str),
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<T, DedupError> {
         let mut connection = self.connection.clone();
-        let acked = connection.wait_for_replicas(key, wanted, timeout).await?;
+        let Some((wanted, timeout)) = self.replica_acks else {
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(*key);
+            }
+            for arg in args {
+                invocation.arg(*arg);
+            }
+            return Ok(invocation.invoke_async(&mut connection).await?);
+        };
+        let mut command = eval(text, keys);
+        for arg in args {
+            command.arg(*arg);
+        }
+        let (reply, acked) = connection.eval_and_wait(command, wanted, timeout).await?;
         if acked < wanted {
             return Err(DedupError::ReplicasBehind { acked, wanted });
         }
-        Ok(())
+        Ok(reply)
     }
 
     /// Takes up to `max` entries from one shard.
@@ -254,6 +329,7 @@ impl RedisStore {
             .arg(max)
             .arg(millis(self.options.visibility_timeout()))
             .arg(self.options.max_attempts())
+            .arg(new_token())
             .invoke_async(&mut connection)
             .await?;
         Ok(rows
@@ -296,19 +372,27 @@ impl RedisStore {
 type TakenRow = (String, String, Vec<u8>, String, String, String, String);
 
 impl RedisStore {
-    /// Runs a fenced script on a taken entry (`ack`, heartbeat): it answers
-    /// 1 when this delivery still holds the entry.
-    async fn on_taken(&self, script: &Script, delivery: &InboxEntry) -> Result<(), DedupError> {
+    /// Runs a fenced script on a taken entry (`ack`, heartbeat), with an
+    /// optional milliseconds argument: it answers 1 when this delivery
+    /// still holds the entry.
+    async fn on_taken(
+        &self,
+        script: &Script,
+        delivery: &InboxEntry,
+        ms: Option<i64>,
+    ) -> Result<(), DedupError> {
         let ([stream, attempts, ..], entry) = self.taken_from(delivery)?;
         let mut connection = self.connection.clone();
-        let held: i64 = script
-            .key(stream)
+        let mut invocation = script.key(stream);
+        invocation
             .key(attempts)
             .arg(GROUP)
             .arg(entry)
-            .arg(&delivery.receipt.token)
-            .invoke_async(&mut connection)
-            .await?;
+            .arg(&delivery.receipt.token);
+        if let Some(ms) = ms {
+            invocation.arg(ms);
+        }
+        let held: i64 = invocation.invoke_async(&mut connection).await?;
         if held == 1 {
             Ok(())
         } else {

@@ -12,11 +12,12 @@ pub(super) const ACCEPT: &str = include_str!("lua/accept.lua");
 
 /// Moves due retries back onto the stream, reclaims entries whose worker
 /// died, reads new ones, and dead-letters any past its last attempt.
-/// Returns `{entry, id, body, signed_at, attempt}` for each delivery.
+/// Returns `{entry, id, body, signed_at, attempt, token, meta}` for each
+/// delivery; the token is unique to the take that issued it.
 pub(super) const TAKE: &str = include_str!("lua/take.lua");
 
-/// Acks an entry if this delivery still holds it (its token is the
-/// entry's delivery count, which a reclaim by another worker increases).
+/// Acks an entry if this delivery still holds it: its token is the one the
+/// entry's last take issued, a count and that take's nonce.
 pub(super) const ACK: &str = include_str!("lua/ack.lua");
 
 /// Gives an entry back: to the delayed set for `retry_in` ms on the

@@ -72,6 +72,16 @@ impl Shards {
         ]
     }
 
+    /// A `SCAN` pattern that matches the claims of `namespace` in the
+    /// layout before shards (`{prefix}:{ns}:claim:<id>`), all in the slot
+    /// of the hash tag `{ns}`. A namespace used only in lease mode has no
+    /// other key.
+    pub(super) fn unsharded_claims(&self, namespace: &str) -> String {
+        // Namespaces and prefixes hold only `A-Z a-z 0-9 _ - . :`: nothing
+        // a glob pattern treats specially.
+        format!("{}:{{{namespace}}}:claim:*", self.prefix)
+    }
+
     pub(super) fn is_checked(&self, namespace: &str) -> bool {
         self.checked_set().contains(namespace)
     }

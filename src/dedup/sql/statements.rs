@@ -189,7 +189,7 @@ impl Statements {
             )),
             extend_taken: statement(format!(
                 "UPDATE {inbox} SET taken_until = {now} + $3 \
-                 WHERE entry = $1 AND taken_token = $2 AND NOT dead"
+                 WHERE entry = $1 AND taken_token = $2 AND NOT dead AND taken_until > {now}"
             )),
             nack: statement(format!(
                 "UPDATE {inbox} SET taken_token = NULL, taken_until = NULL, \

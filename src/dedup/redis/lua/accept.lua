@@ -1,7 +1,15 @@
 -- Claims the id and appends the event to the inbox stream, or does
 -- nothing if the id is claimed. If the append fails, the claim is deleted
 -- again before the script ends, so nothing is kept.
-if not redis.call('SET', KEYS[1], 'done', 'NX', 'PX', ARGV[1]) then return 0 end
+-- ARGV[6] = '1' (replica acks): a duplicate rewrites its claim as it is,
+-- so that every path writes and the `WAIT` that follows has this node's
+-- copy of the claim to wait for.
+if not redis.call('SET', KEYS[1], 'done', 'NX', 'PX', ARGV[1]) then
+  if ARGV[6] == '1' then
+    redis.call('SET', KEYS[1], redis.call('GET', KEYS[1]), 'KEEPTTL')
+  end
+  return 0
+end
 local added = redis.pcall('XADD', KEYS[2], '*',
   'id', ARGV[2], 'body', ARGV[3], 'signed_at', ARGV[4], 'attempts', '0', 'meta', ARGV[5])
 if type(added) == 'table' and added.err then

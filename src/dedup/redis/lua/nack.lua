@@ -13,7 +13,7 @@ redis.call('HDEL', attempts, eid)
 if #entries == 0 then return -1 end
 local list, f = entries[1][2], {}
 for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
-local n = tostring(tonumber(f['attempts']) + tonumber(token))
+local n = tostring(tonumber(f['attempts']) + tonumber(string.match(token, '^%d+')))
 if tonumber(n) >= max then
   redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'], 'signed_at', f['signed_at'],
     'attempts', n, 'meta', f['meta'] or '')

@@ -118,7 +118,10 @@ impl RedisDeliveries {
     ///
     /// Refuses a server whose `maxmemory-policy` is not `noeviction`
     /// ([`DedupError::EvictionPolicy`]): an evicted delivery would be lost
-    /// without a trace.
+    /// without a trace. Refuses one that keeps no append-only file
+    /// ([`DedupError::NoPersistence`]): a restart would bring back sent
+    /// deliveries, lift disables and forget endpoints and idempotency keys
+    /// (see [`RedisConnection::insecure_allowing_no_persistence`]).
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
         Self::new(RedisConnection::open(url).await?).await
     }
@@ -127,6 +130,7 @@ impl RedisDeliveries {
     /// [`connect`](Self::connect) checks.
     pub async fn new(mut connection: RedisConnection) -> Result<Self, DedupError> {
         crate::dedup::check_eviction_policy(&mut connection).await?;
+        crate::dedup::check_persistence(&mut connection).await?;
         Ok(Self {
             connection,
             prefix: "hooklatch".to_owned(),
