@@ -1,8 +1,9 @@
-//! RedisStore on a real Redis Cluster of three masters and three replicas:
-//! a namespace spread over every master, and a failover drill that kills
-//! the master of a busy shard with SIGKILL while accepts and duplicates
-//! run. (The store suites in `tests/dedup.rs` and `tests/sequence.rs` also
-//! run on a cluster.)
+//! RedisStore on a real Redis Cluster: a namespace spread over every
+//! master; a master killed during the replica wait of an accept its
+//! replicas never received; and a failover drill on three masters with two
+//! replicas each that kills the master of a busy shard with SIGKILL while
+//! its replicas lag and accepts and duplicates run. (The store suites in
+//! `tests/dedup.rs` and `tests/sequence.rs` also run on a cluster.)
 
 mod support;
 
@@ -38,6 +39,79 @@ async fn one_namespace_spreads_over_every_master() {
     assert_eq!(ids.len(), 200);
 }
 
+/// With replica acks, an accept whose master dies while `WAIT` blocks (its
+/// replicas never got the write) must not be answered 2xx unless the event
+/// is kept by the cluster that answers: the cluster client re-sends the
+/// call to the replica promoted in the master's place, which never had the
+/// claim or the event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_master_lost_during_the_replica_wait_never_answers_2xx_for_an_accept_it_took_along() {
+    let mut cluster = RedisCluster::start_with_replicas(2);
+    let namespace = support::unique("wait");
+    let claim = format!("hooklatch:{{{namespace}}}:claim:evt");
+    let master = cluster.master_of(&claim);
+    let replicas = cluster.replicas_of(master);
+    let hold = cluster.hold_replication_of(master).await;
+    let store = RedisStore::connect(&cluster.url())
+        .await
+        .unwrap()
+        .with_shards(1)
+        .unwrap()
+        .with_replica_acks(1, Duration::from_secs(5));
+    // The namespace's shard count is recorded while replication flows.
+    assert_eq!(
+        store
+            .accept(&IncomingEvent::new(&namespace, "warm", b"{}"))
+            .await
+            .unwrap(),
+        Acceptance::Accepted
+    );
+
+    hold.hold(true);
+    let accepting = tokio::spawn({
+        let (store, namespace) = (store.clone(), namespace.clone());
+        async move {
+            store
+                .accept(&IncomingEvent::new(&namespace, "evt", b"{}"))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !accepting.is_finished(),
+        "the accept waits for its replicas"
+    );
+    cluster.kill(master);
+    cluster.take_over(replicas[0]);
+    let answer = accepting.await.unwrap();
+    println!("accept across the failover: {answer:?}");
+    drop(hold);
+
+    if answer.is_ok() {
+        let client = redis::cluster::ClusterClient::new(
+            cluster
+                .url()
+                .trim_start_matches("redis+cluster://")
+                .split(',')
+                .map(|node| format!("redis://{node}/"))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let mut connection = client.get_async_connection().await.unwrap();
+        let kept: bool = redis::cmd("EXISTS")
+            .arg(&claim)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        assert!(kept, "answered {answer:?}, but no node holds the claim");
+        let ids = support::drain(&store, &namespace).await;
+        assert!(
+            ids.iter().any(|id| id == "evt"),
+            "answered {answer:?}, but the inbox lost the event: {ids:?}"
+        );
+    }
+}
+
 /// What the drill saw.
 #[derive(Debug, Default)]
 struct Drill {
@@ -56,19 +130,25 @@ struct Drill {
     replicas_behind: usize,
 }
 
-/// Senders deliver `ids` events to one namespace, each twice (a duplicate
-/// delivery), retrying every failed call as a sender retries a 5xx. While
-/// they run, the master holding the shard of the first ids is killed with
+/// On three masters with two replicas each, senders deliver `ids` events
+/// to one namespace, each twice (a duplicate delivery), retrying every
+/// failed call as a sender retries a 5xx. While they run, the replicas of
+/// the master holding a busy shard stop receiving (their replication is
+/// held back in a proxy) and, 800 ms later (past the 500 ms replica wait),
+/// that master is killed with
 /// SIGKILL; once a replica has taken over, the dead node is started again
 /// (it comes back as a replica). Then the inbox is drained and compared
 /// with what the senders were told.
 async fn failover_drill(replica_acks: bool, ids: usize) -> Drill {
-    let mut cluster = RedisCluster::start();
+    let mut cluster = RedisCluster::start_with_replicas(2);
+    let namespace = support::unique("drill");
+    let busy_key = format!("hooklatch:{{{namespace}/0}}:inbox");
+    let old_master = cluster.master_of(&busy_key);
+    let hold = cluster.hold_replication_of(old_master).await;
     let mut store = RedisStore::connect(&cluster.url()).await.unwrap();
     if replica_acks {
         store = store.with_replica_acks(1, Duration::from_millis(500));
     }
-    let namespace = support::unique("drill");
     let answers: Arc<Mutex<HashMap<String, Vec<Acceptance>>>> = Arc::default();
     let failures: Arc<Mutex<(usize, usize)>> = Arc::default();
     let senders: Vec<_> = (0..8)
@@ -113,13 +193,15 @@ async fn failover_drill(replica_acks: bool, ids: usize) -> Drill {
             })
         })
         .collect();
-    // Let the run get going, then kill the master of a busy shard.
+    // Let the run get going, then let the busy shard's replicas fall
+    // behind and kill their master.
     while answers.lock().unwrap().len() < ids / 4 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let busy_key = format!("hooklatch:{{{namespace}/0}}:inbox");
-    let old_master = cluster.master_of(&busy_key);
+    hold.hold(true);
+    tokio::time::sleep(Duration::from_millis(800)).await;
     cluster.kill(old_master);
+    drop(hold);
     let new_master = tokio::task::block_in_place(|| cluster.wait_for_failover(&busy_key));
     assert_ne!(new_master, old_master);
     cluster.restart(old_master);

@@ -1,15 +1,22 @@
-//! A Redis Cluster of a test's own: three masters and three replicas from
-//! the `redis-server` binary, on loopback, in a temporary folder.
+//! A Redis Cluster of a test's own: three masters with one or two replicas
+//! each, from the `redis-server` binary, on loopback, in a temporary
+//! folder; and a proxy that can hold back what a master sends its
+//! replicas, so that they lag as far as a test wants.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
 
 use super::{TempDir, wait_for_redis};
 
-/// Six `redis-server --cluster-enabled yes` processes joined by
-/// `redis-cli --cluster create --cluster-replicas 1`. A node is declared
-/// failed after one second, so a replica is promoted about 2.5 s after
-/// its master dies.
+/// `redis-server --cluster-enabled yes` processes joined by `redis-cli
+/// --cluster create`: three masters and one or two replicas each. A node
+/// is declared failed after one second, so a replica is promoted about
+/// 2.5 s after its master dies.
 pub struct RedisCluster {
     _dir: TempDir,
     dir_path: std::path::PathBuf,
@@ -17,11 +24,11 @@ pub struct RedisCluster {
     children: Vec<Option<Child>>,
 }
 
-/// Six free loopback ports below 55535 whose cluster bus port (+10000) is
-/// free too.
-fn cluster_ports() -> Vec<u16> {
+/// `count` free loopback ports below 55535 whose cluster bus port
+/// (+10000) is free too.
+fn cluster_ports(count: usize) -> Vec<u16> {
     let mut ports = Vec::new();
-    while ports.len() < 6 {
+    while ports.len() < count {
         let port = super::free_port();
         let bus_free = std::net::TcpListener::bind(("127.0.0.1", port.wrapping_add(10000))).is_ok();
         if port < 55535 && bus_free && !ports.contains(&port) {
@@ -44,10 +51,16 @@ fn redis_cli(port: u16, args: &[&str]) -> String {
 }
 
 impl RedisCluster {
+    /// Three masters with one replica each.
     pub fn start() -> Self {
+        Self::start_with_replicas(1)
+    }
+
+    /// Three masters with `replicas` replicas each.
+    pub fn start_with_replicas(replicas: usize) -> Self {
         let dir = TempDir::new("redis-cluster");
         let dir_path = dir.path().to_path_buf();
-        let ports = cluster_ports();
+        let ports = cluster_ports(3 * (1 + replicas));
         let mut cluster = Self {
             _dir: dir,
             dir_path,
@@ -68,7 +81,7 @@ impl RedisCluster {
         let created = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&nodes)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .expect("run redis-cli --cluster create");
@@ -203,6 +216,66 @@ impl RedisCluster {
         None
     }
 
+    /// The ports of the replicas of the master on `port`.
+    pub fn replicas_of(&self, master: u16) -> Vec<u16> {
+        redis_cli(master, &["info", "replication"])
+            .lines()
+            .filter(|line| line.starts_with("slave"))
+            .filter_map(|line| {
+                let port = line
+                    .split(',')
+                    .find_map(|field| field.strip_prefix("port="))?;
+                port.parse().ok()
+            })
+            .collect()
+    }
+
+    /// Routes everything that reaches the master on `port` (clients and
+    /// its replicas alike) through a [`ReplicationHold`], by announcing the
+    /// proxy's port as the master's; returns once every replica replicates
+    /// through it.
+    pub async fn hold_replication_of(&self, master: u16) -> ReplicationHold {
+        let hold = ReplicationHold::start(master).await;
+        let proxy = hold.port.to_string();
+        let replicas = self.replicas_of(master);
+        assert!(
+            !replicas.is_empty(),
+            "the master on {master} has no replica"
+        );
+        tokio::task::block_in_place(|| {
+            let set = redis_cli(master, &["config", "set", "cluster-announce-port", &proxy]);
+            assert!(
+                set.contains("OK"),
+                "cannot announce the proxy's port: {set}"
+            );
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let through_proxy = replicas.iter().all(|&replica| {
+                    let info = redis_cli(replica, &["info", "replication"]);
+                    info.contains(&format!("master_port:{proxy}"))
+                        && info.contains("master_link_status:up")
+                });
+                if through_proxy {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the replicas of {master} never reconnected through the proxy"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        hold
+    }
+
+    /// Makes the replica on `port` its master's master at once, without
+    /// the master's agreement (`CLUSTER FAILOVER TAKEOVER`), as an operator
+    /// does when the master is gone.
+    pub fn take_over(&self, replica: u16) {
+        let answer = redis_cli(replica, &["cluster", "failover", "takeover"]);
+        assert!(answer.contains("OK"), "takeover refused: {answer}");
+    }
+
     /// How many keys the node on `port` holds.
     pub fn keys_on(&self, port: u16) -> u64 {
         redis_cli(port, &["dbsize"]).trim().parse().unwrap_or(0)
@@ -251,5 +324,111 @@ impl Drop for RedisCluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// A TCP proxy in front of one Redis master. It passes everything through
+/// at once, except that while [held](Self::hold) what the master sends on
+/// replication links (connections whose other end sent `REPLCONF`) waits
+/// in the proxy: the replicas lag, and `WAIT` on the master blocks. If the
+/// master dies, what waits is dropped, as a network that had not delivered
+/// it yet would drop it.
+pub struct ReplicationHold {
+    port: u16,
+    held: Arc<AtomicBool>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl ReplicationHold {
+    async fn start(master: u16) -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+        let port = listener.local_addr().expect("an address").port();
+        let held = Arc::new(AtomicBool::new(false));
+        let accepting = tokio::spawn({
+            let held = Arc::clone(&held);
+            async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    tokio::spawn(relay(client, master, Arc::clone(&held)));
+                }
+            }
+        });
+        Self {
+            port,
+            held,
+            accepting,
+        }
+    }
+
+    /// Holds back (or, with `false`, lets through) what the master sends
+    /// its replicas.
+    pub fn hold(&self, held: bool) {
+        self.held.store(held, Ordering::SeqCst);
+    }
+}
+
+impl Drop for ReplicationHold {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+async fn relay(client: TcpStream, master: u16, held: Arc<AtomicBool>) {
+    let Ok(upstream) = TcpStream::connect(("127.0.0.1", master)).await else {
+        return;
+    };
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_master, mut to_master) = upstream.into_split();
+    let replication = Arc::new(AtomicBool::new(false));
+    let upward = {
+        let replication = Arc::clone(&replication);
+        async move {
+            let mut buffer = vec![0_u8; 16 * 1024];
+            loop {
+                let read = from_client.read(&mut buffer).await.unwrap_or(0);
+                if read == 0 {
+                    return;
+                }
+                if buffer[..read].windows(8).any(|w| w == b"REPLCONF") {
+                    replication.store(true, Ordering::SeqCst);
+                }
+                if to_master.write_all(&buffer[..read]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    let downward = async move {
+        let mut buffer = vec![0_u8; 16 * 1024];
+        let mut waiting: Vec<u8> = Vec::new();
+        loop {
+            let holding = replication.load(Ordering::SeqCst) && held.load(Ordering::SeqCst);
+            if !holding && !waiting.is_empty() {
+                if to_client.write_all(&waiting).await.is_err() {
+                    return;
+                }
+                waiting.clear();
+            }
+            tokio::select! {
+                read = from_master.read(&mut buffer) => {
+                    // The master is gone: what waits is dropped with it.
+                    let read = read.unwrap_or(0);
+                    if read == 0 {
+                        return;
+                    }
+                    let holding =
+                        replication.load(Ordering::SeqCst) && held.load(Ordering::SeqCst);
+                    if holding || !waiting.is_empty() {
+                        waiting.extend_from_slice(&buffer[..read]);
+                    } else if to_client.write_all(&buffer[..read]).await.is_err() {
+                        return;
+                    }
+                }
+                () = tokio::time::sleep(Duration::from_millis(10)), if !waiting.is_empty() => {}
+            }
+        }
+    };
+    tokio::select! {
+        () = upward => {}
+        () = downward => {}
     }
 }
