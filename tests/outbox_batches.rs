@@ -287,12 +287,14 @@ async fn postgres_a_refused_outbox_write_fails_only_its_caller_and_keeps_nothing
     let pool = store.pool().clone();
     for statement in [
         "CREATE FUNCTION {prefix}_refuse_body() RETURNS trigger LANGUAGE plpgsql AS \
-         $$ BEGIN IF octet_length(NEW.body) >= 100 THEN RAISE EXCEPTION 'injected failure'; END IF; \
+         $$ BEGIN IF octet_length(NEW.body) >= 100 THEN \
+         RAISE EXCEPTION 'injected failure' USING ERRCODE = 'check_violation'; END IF; \
          RETURN NEW; END $$",
         "CREATE TRIGGER small_bodies BEFORE INSERT ON {prefix}_deliveries \
          FOR EACH ROW EXECUTE FUNCTION {prefix}_refuse_body()",
         "CREATE FUNCTION {prefix}_refuse_excerpt() RETURNS trigger LANGUAGE plpgsql AS \
-         $$ BEGIN IF octet_length(NEW.excerpt) >= 100 THEN RAISE EXCEPTION 'injected failure'; \
+         $$ BEGIN IF octet_length(NEW.excerpt) >= 100 THEN \
+         RAISE EXCEPTION 'injected failure' USING ERRCODE = 'check_violation'; \
          END IF; RETURN NEW; END $$",
         "CREATE TRIGGER small_excerpts BEFORE INSERT ON {prefix}_delivery_attempts \
          FOR EACH ROW EXECUTE FUNCTION {prefix}_refuse_excerpt()",
@@ -303,6 +305,60 @@ async fn postgres_a_refused_outbox_write_fails_only_its_caller_and_keeps_nothing
             .unwrap();
     }
     a_refused_write_fails_only_its_caller_and_keeps_nothing(&store).await;
+}
+
+/// A refusal that is not one row's fault (here a lock timeout: another
+/// transaction holds the table) fails a batch as one. Trying each job
+/// alone would wait for the lock once per job: 24 enqueues would hold the
+/// outbox's writers for about 24 lock timeouts (12 s) instead of one or
+/// two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_batch_refused_by_a_lock_timeout_fails_as_one_not_job_by_job() {
+    let server = support::postgres();
+    let prefix = support::unique("lock");
+    let options: sqlx::postgres::PgConnectOptions = server.url().parse().unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(options.options([("lock_timeout", "500ms")]))
+        .await
+        .unwrap();
+    let store = PostgresDeliveries::new(pool.clone(), &prefix).unwrap();
+    store.migrate().await.unwrap();
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "LOCK TABLE {prefix}_deliveries IN ACCESS EXCLUSIVE MODE"
+    )))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..24)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .enqueue("e", &format!("evt_{n}"), SMALL, SystemTime::now())
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        let answer = task.await.unwrap();
+        assert!(answer.is_err(), "the table is locked: {answer:?}");
+    }
+    let took = started.elapsed();
+    holder.rollback().await.unwrap();
+    assert!(
+        took < Duration::from_secs(6),
+        "24 enqueues refused by one lock took {took:?}: each waited for the lock alone"
+    );
+    assert!(
+        store
+            .enqueue("e", "after", SMALL, SystemTime::now())
+            .await
+            .unwrap()
+    );
 }
 
 fn at_millis(millis: u64) -> SystemTime {

@@ -11,8 +11,11 @@
 //! disk. When anything in the batch fails, the transaction rolls back and
 //! every caller in it gets the error: nothing of the batch is kept; where
 //! the store asks for it ([`CommitBatch::RETRY_ALONE`]) and the database
-//! refused the batch (rather than could not be reached), its jobs are
-//! first tried again one at a time. A caller that gave up meanwhile does
+//! refused the batch for something one row can cause (a constraint or a
+//! value it cannot take: [`one_row_fault`]), its jobs are first tried again
+//! one at a time. A refusal that is every job's (a lock or statement
+//! timeout, a deadlock, a busy database, too many connections) fails the
+//! batch as one, rather than wait for it once per job. A caller that gave up meanwhile does
 //! not disturb the batch; its write is kept.
 //!
 //! Nothing waits on purpose: the batch is what queued during the previous
@@ -125,6 +128,35 @@ fn stopped() -> StoreError {
     StoreError::message("sql", "the group-commit writer stopped")
 }
 
+/// Whether the database refused a statement for something one row can
+/// cause: a constraint (SQLSTATE class 23 on Postgres, `SQLITE_CONSTRAINT`
+/// and its extended codes, which include a trigger's `RAISE(ABORT)`), or a
+/// value it cannot take (class 22; `SQLITE_TOOBIG`, `SQLITE_MISMATCH`).
+/// Matched by code, never by message.
+pub(crate) fn one_row_fault(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(error) = error else {
+        return false;
+    };
+    if !matches!(error.kind(), sqlx::error::ErrorKind::Other) {
+        return true;
+    }
+    let Some(code) = error.code() else {
+        return false;
+    };
+    if code.len() == 5 {
+        // Postgres' SQLSTATE: data exception (22), integrity constraint
+        // violation (23).
+        return code.starts_with("22") || code.starts_with("23");
+    }
+    // SQLite's extended result code in decimal; its low byte is the
+    // primary code.
+    const TOOBIG: u32 = 18;
+    const CONSTRAINT: u32 = 19;
+    const MISMATCH: u32 = 20;
+    code.parse::<u32>()
+        .is_ok_and(|extended| matches!(extended & 0xff, TOOBIG | CONSTRAINT | MISMATCH))
+}
+
 /// Starts the committer's writers on `jobs`.
 async fn write<C: CommitBatch>(committer: C, jobs: mpsc::Receiver<Waiting<C>>) {
     let jobs = Arc::new(tokio::sync::Mutex::new(jobs));
@@ -165,8 +197,8 @@ async fn writer<C: CommitBatch>(
                     let _ = reply.send(Ok(outcome));
                 }
             }
-            // Refused, not unreachable: each job alone.
-            Err(error @ sqlx::Error::Database(_)) if C::RETRY_ALONE && batch.len() > 1 => {
+            // Refused for what one job may have caused: each job alone.
+            Err(error) if C::RETRY_ALONE && batch.len() > 1 && one_row_fault(&error) => {
                 tracing::warn!(%error, jobs = batch.len(), "a batch was refused; its jobs are tried one at a time");
                 // Once the store cannot be reached, the rest fail at once.
                 let mut unreachable: Option<String> = None;
@@ -177,7 +209,7 @@ async fn writer<C: CommitBatch>(
                             Ok(mut outcomes) => {
                                 outcomes.pop().ok_or_else(|| "no outcome".to_owned())
                             }
-                            Err(error @ sqlx::Error::Database(_)) => Err(error.to_string()),
+                            Err(error) if one_row_fault(&error) => Err(error.to_string()),
                             Err(error) => Err(unreachable.insert(error.to_string()).clone()),
                         },
                     };
