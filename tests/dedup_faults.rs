@@ -643,24 +643,131 @@ async fn sqlite_migrations_racing_each_other_both_succeed() {
     }
 }
 
+/// A purge asked to go below the retention still keeps every claim inside
+/// it: a provider's retry within the dedup window stays a duplicate. Past
+/// the retention, old claims go and recent ones stay.
 #[tokio::test]
-async fn sql_purge_forgets_old_claims_only() {
+async fn purge_never_forgets_a_claim_inside_the_retention() {
+    use hooklatch::dedup::{MemoryStore, StoreOptions};
     let dir = support::TempDir::new("sqlite-purge");
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
+    let sqlite = SqliteStore::open(dir.path().join("inbox.db"))
         .await
         .unwrap();
-    let _ = store.accept(&event("ns", "old", SMALL)).await.unwrap();
+    let memory = MemoryStore::new();
+    let _ = sqlite.accept(&event("ns", "evt", SMALL)).await.unwrap();
+    let _ = memory.accept(&event("ns", "evt", SMALL)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(sqlite.purge(Duration::ZERO).await.unwrap(), 0);
+    assert_eq!(memory.purge(Duration::ZERO), 0);
+    for answer in [
+        sqlite.accept(&event("ns", "evt", SMALL)).await.unwrap(),
+        memory.accept(&event("ns", "evt", SMALL)).await.unwrap(),
+    ] {
+        assert_eq!(answer, Acceptance::Duplicate, "a retry inside the window");
+    }
+
+    let short = StoreOptions::default().with_retention(Duration::from_millis(200));
+    let (sqlite, memory) = (
+        sqlite.with_options(short.clone()),
+        memory.with_options(short),
+    );
+    let _ = sqlite.accept(&event("ns", "old", SMALL)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = store.accept(&event("ns", "new", SMALL)).await.unwrap();
-    assert_eq!(store.purge(Duration::from_millis(200)).await.unwrap(), 1);
+    let _ = sqlite.accept(&event("ns", "new", SMALL)).await.unwrap();
     assert_eq!(
-        store.accept(&event("ns", "new", SMALL)).await.unwrap(),
+        sqlite.purge(Duration::ZERO).await.unwrap(),
+        2,
+        "evt and old"
+    );
+    assert_eq!(
+        sqlite.accept(&event("ns", "new", SMALL)).await.unwrap(),
         Acceptance::Duplicate
     );
     assert_eq!(
-        store.accept(&event("ns", "old", SMALL)).await.unwrap(),
+        sqlite.accept(&event("ns", "old", SMALL)).await.unwrap(),
         Acceptance::Accepted
     );
+    assert_eq!(
+        memory.purge(Duration::ZERO),
+        1,
+        "evt, past the short retention"
+    );
+}
+
+/// A SQLite pool below `synchronous=FULL` would answer before the flush:
+/// `migrate` refuses it and says how to open the pool; a FULL one passes.
+#[tokio::test]
+async fn sqlite_refuses_a_pool_that_would_answer_before_the_flush() {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
+    let dir = support::TempDir::new("sqlite-synchronous");
+    let options = SqliteConnectOptions::new()
+        .filename(dir.path().join("inbox.db"))
+        .create_if_missing(true);
+    let normal = SqlitePoolOptions::new()
+        .connect_with(options.clone().synchronous(SqliteSynchronous::Normal))
+        .await
+        .unwrap();
+    let error = SqliteStore::new(normal, "hooklatch")
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("synchronous"), "{error}");
+    let full = SqlitePoolOptions::new()
+        .connect_with(options.synchronous(SqliteSynchronous::Full))
+        .await
+        .unwrap();
+    SqliteStore::new(full, "hooklatch")
+        .unwrap()
+        .migrate()
+        .await
+        .expect("FULL is durable");
+}
+
+/// A pool (or role, or database) with `synchronous_commit = off` commits
+/// without waiting for the flush. An accept is answered only once its
+/// write is flushed all the same: with the WAL writer slowed to 10 s, the
+/// WAL is flushed up to its end the moment the accept returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_accepts_are_flushed_before_the_answer_even_with_synchronous_commit_off() {
+    let server = support::Postgres::start();
+    let admin = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    for statement in [
+        "ALTER SYSTEM SET wal_writer_delay = '10s'",
+        "SELECT pg_reload_conf()",
+    ] {
+        sqlx::query(statement).execute(&admin).await.unwrap();
+    }
+    PostgresStore::new(admin.clone(), "hooklatch")
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap();
+    let options: sqlx::postgres::PgConnectOptions = server.url().parse().unwrap();
+    let unflushed = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options.options([("synchronous_commit", "off")]))
+        .await
+        .unwrap();
+    let store = PostgresStore::new(unflushed, "hooklatch").unwrap();
+    for n in 0..5 {
+        let id = format!("evt_{n}");
+        assert_eq!(
+            store.accept(&event("ns", &id, SMALL)).await.unwrap(),
+            Acceptance::Accepted
+        );
+        let (flushed, written): (bool, String) = sqlx::query_as(
+            "SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn(), \
+             pg_current_wal_insert_lsn()::text",
+        )
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+        assert!(
+            flushed,
+            "{id} was answered before its WAL (up to {written}) was flushed"
+        );
+    }
 }
 
 /// What one `accept` call did, and when.

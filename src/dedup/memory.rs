@@ -64,8 +64,11 @@ impl MemoryStore {
         self
     }
 
-    /// Forgets claims older than `older_than`; returns how many.
+    /// Forgets claims older than `older_than`, and never one younger than
+    /// the retention: a claim inside the dedup window is what keeps a
+    /// provider's retry out. Returns how many.
     pub fn purge(&self, older_than: Duration) -> u64 {
+        let older_than = older_than.max(self.options.retention());
         let cutoff = self.options.now_millis().saturating_sub(millis(older_than));
         let mut state = self.lock();
         let before = state.claims.len();

@@ -109,7 +109,9 @@ fn accept_statement(
     format!(
         "WITH claim AS ({claim_done} RETURNING namespace, event_id, claimed_at) \
          INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
-         SELECT namespace, event_id, $4, $5, claimed_at, claimed_at, $6 FROM claim"
+         SELECT namespace, event_id, $4, $5, claimed_at, claimed_at, $6 FROM claim \
+         WHERE {flushed}",
+        flushed = POSTGRES.flushed
     )
 }
 
@@ -137,8 +139,9 @@ fn accept_many_statement(
          enqueue AS (INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
          SELECT namespace, event_id, body, signed_at, claimed_at, claimed_at, meta \
          FROM first JOIN claim USING (namespace, event_id) ORDER BY n) \
-         SELECT n FROM first JOIN claim USING (namespace, event_id)",
-        now = POSTGRES.now
+         SELECT n FROM first JOIN claim USING (namespace, event_id) WHERE {flushed}",
+        now = POSTGRES.now,
+        flushed = POSTGRES.flushed
     )
 }
 

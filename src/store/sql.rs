@@ -38,6 +38,10 @@ pub(crate) struct Dialect {
     /// as when the lease ends). Where the database cannot, empty.
     #[cfg_attr(not(feature = "sender"), allow(dead_code))]
     pub(crate) unflushed: &'static str,
+    /// A condition, always true, that makes the statement's transaction
+    /// wait for its flush whatever the session's settings say: pasted into
+    /// the `WHERE` of a write whose answer promises durability.
+    pub(crate) flushed: &'static str,
     /// Whether a subquery in `FROM` may read the rows before it
     /// (`LATERAL`), and lock the rows it limits itself to.
     #[cfg_attr(not(feature = "sender"), allow(dead_code))]
@@ -66,8 +70,10 @@ pub(crate) const SQLITE: Dialect = Dialect {
     row_id: "rowid",
     row_ids_in: ("IN (", ")"),
     add_column: "ADD COLUMN",
-    // `synchronous` is the connection's, not a transaction's.
+    // `synchronous` is the connection's, not a transaction's: the stores
+    // set it when they open the file and check it on a pool they are given.
     unflushed: "",
+    flushed: "TRUE",
     lateral: false,
 };
 
@@ -95,6 +101,11 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     // standby). An uncorrelated subquery is run once; the setting is the
     // transaction's, so it ends with the statement.
     unflushed: " AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
+    // A role, database or pool with `synchronous_commit = off` would answer
+    // before the flush: turned back on for this transaction only. Stricter
+    // settings (`remote_write`, `remote_apply`) and `local` are kept.
+    flushed: "(SELECT CASE current_setting('synchronous_commit') \
+              WHEN 'off' THEN set_config('synchronous_commit', 'on', true) ELSE 'on' END) = 'on'",
     lateral: true,
 };
 
@@ -235,6 +246,22 @@ pub(crate) async fn migrate_sqlite(
     pool: &sqlx::SqlitePool,
     schema: &Schema,
 ) -> Result<(), sqlx::Error> {
+    // Every store's answers promise that a write is on disk: a pool made
+    // with `synchronous` below FULL (NORMAL loses the last commits in a
+    // power cut, in WAL mode too) would break that silently.
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(pool)
+        .await?;
+    if synchronous < 2 {
+        return Err(sqlx::Error::Configuration(
+            format!(
+                "sqlite `synchronous` is {synchronous} (below FULL): a power cut loses writes \
+                 already answered as kept; open the pool with \
+                 `SqliteConnectOptions::synchronous(SqliteSynchronous::Full)`"
+            )
+            .into(),
+        ));
+    }
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     bring_up_to_date!(tx, schema, SQLITE)
 }

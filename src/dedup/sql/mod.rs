@@ -129,8 +129,10 @@ macro_rules! sql_store_common {
                 })
             }
 
-            /// Deletes done claims older than `older_than` (use the
-            /// retention); returns how many. It deletes in batches of
+            /// Deletes done claims older than `older_than`, and never one
+            /// younger than the retention ([`StoreOptions::with_retention`](crate::dedup::StoreOptions::with_retention)):
+            /// a claim inside the dedup window is what keeps a provider's
+            /// retry out. Returns how many. It deletes in batches of
             /// [`PURGE_BATCH`](crate::dedup::PURGE_BATCH) rows, each its own
             /// short transaction, so a large purge holds no long locks and
             /// accepts go on meanwhile. A failure stops it; what was deleted
@@ -140,6 +142,7 @@ macro_rules! sql_store_common {
                 older_than: std::time::Duration,
             ) -> Result<u64, $crate::dedup::DedupError> {
                 let batch = $crate::dedup::PURGE_BATCH;
+                let older_than = older_than.max(self.options.retention());
                 let mut purged = 0;
                 loop {
                     let deleted = sqlx::query(self.statements.purge_claims.clone())
