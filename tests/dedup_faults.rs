@@ -798,10 +798,23 @@ async fn sqlite_inbox_from_before_metadata_upgrades_in_place_and_keeps_its_event
     let path = dir.path().join("inbox.db");
     let old = SqliteStore::open(&path).await.unwrap();
     let _ = old.accept(&event("ns", "old_evt", SMALL)).await.unwrap();
-    for statement in before_metadata("hooklatch") {
-        sqlx::query(statement).execute(old.pool()).await.unwrap();
-    }
     drop(old);
+    // A connection of its own: SQLite checks an `ALTER TABLE` against the
+    // schema the connection last read, which a pooled one may hold from
+    // before the migration.
+    let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+        "sqlite:{}",
+        path.display()
+    ))
+    .await
+    .unwrap();
+    for statement in before_metadata("hooklatch") {
+        sqlx::query(statement)
+            .execute(&mut connection)
+            .await
+            .unwrap();
+    }
+    drop(connection);
     let upgraded = SqliteStore::open(&path).await.unwrap();
     let meta = hooklatch::dedup::EventMeta::with_type("ping");
     let _ = upgraded

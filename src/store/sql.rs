@@ -42,6 +42,9 @@ pub(crate) struct Dialect {
     /// wait for its flush whatever the session's settings say: pasted into
     /// the `WHERE` of a write whose answer promises durability.
     pub(crate) flushed: &'static str,
+    /// Storage settings for a table whose rows come and go fast (a queue),
+    /// for `ALTER TABLE .. SET (..)`, where the database has them.
+    pub(crate) busy_table: Option<&'static str>,
     /// Whether a subquery in `FROM` may read the rows before it
     /// (`LATERAL`), and lock the rows it limits itself to.
     #[cfg_attr(not(feature = "sender"), allow(dead_code))]
@@ -74,6 +77,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     // set it when they open the file and check it on a pool they are given.
     unflushed: "",
     flushed: "TRUE",
+    busy_table: None,
     lateral: false,
 };
 
@@ -106,6 +110,13 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     // settings (`remote_write`, `remote_apply`) and `local` are kept.
     flushed: "(SELECT CASE current_setting('synchronous_commit') \
               WHEN 'off' THEN set_config('synchronous_commit', 'on', true) ELSE 'on' END) = 'on'",
+    // Vacuum after 1% of the rows changed, at full speed: acked rows are
+    // deleted at the rate events arrive.
+    busy_table: Some(
+        "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, \
+         autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.01, \
+         autovacuum_vacuum_cost_delay = 0",
+    ),
     lateral: true,
 };
 

@@ -5,7 +5,8 @@
 mod statements;
 
 pub(crate) use statements::{
-    AcceptParts, BuildAccept, Statements, meta_schema, ready_condition, schema, take_assignments,
+    AcceptParts, BuildAccept, Statements, TAKE_ORDER, meta_schema, ready_condition, schema,
+    take_assignments, take_schema,
 };
 
 /// The parts of the SQLite and Postgres stores that differ only in the
@@ -77,7 +78,9 @@ macro_rules! sql_store_common {
                     $crate::dedup::sql::schema(&statements.claims, &statements.inbox, &$dialect);
                 $migrate(&self.pool, &schema).await?;
                 let meta = $crate::dedup::sql::meta_schema(&statements.inbox, &$dialect);
-                Ok($migrate(&self.pool, &meta).await?)
+                $migrate(&self.pool, &meta).await?;
+                let take = $crate::dedup::sql::take_schema(&statements.inbox, &$dialect);
+                Ok($migrate(&self.pool, &take).await?)
             }
 
             /// The store with the default prefix `hooklatch` on `pool`, its
