@@ -129,28 +129,41 @@ pub(crate) async fn with_store_from_env(server: impl Serve) -> Served {
 }
 
 /// Drains the inbox: each event is logged once, acked, and its id sent to
-/// `handled`.
+/// `handled`. It takes up to 256 events at a time and acks each batch in
+/// one step (`ack_many`: one commit, not one per event), so it keeps up
+/// with a burst.
 pub(crate) async fn worker<S: Inbox>(
     store: S,
     handled: tokio::sync::mpsc::UnboundedSender<String>,
 ) {
     loop {
-        match store.take(NAMESPACE, "example-worker", 16).await {
-            Ok(batch) if batch.is_empty() => tokio::time::sleep(Duration::from_millis(200)).await,
+        match store.take(NAMESPACE, "example-worker", 256).await {
+            Ok(batch) if batch.is_empty() => tokio::time::sleep(Duration::from_millis(20)).await,
             Ok(batch) => {
-                for entry in batch {
-                    println!(
-                        "event {} (attempt {}): {}",
-                        entry.id,
-                        entry.attempt,
-                        String::from_utf8_lossy(&entry.body)
-                    );
-                    match store.ack(&entry).await {
-                        Ok(()) => {
-                            let _ = handled.send(entry.id);
-                        }
-                        Err(error) => eprintln!("ack failed, the event will come back: {error}"),
+                {
+                    use std::io::Write as _;
+                    let mut out = std::io::stdout().lock();
+                    for entry in &batch {
+                        let _ = writeln!(
+                            out,
+                            "event {} (attempt {}): {}",
+                            entry.id,
+                            entry.attempt,
+                            String::from_utf8_lossy(&entry.body)
+                        );
                     }
+                }
+                match store.ack_many(&batch).await {
+                    Ok(acked) => {
+                        for (entry, acked) in batch.into_iter().zip(acked) {
+                            if acked {
+                                let _ = handled.send(entry.id);
+                            } else {
+                                eprintln!("{} was lost to another worker; it comes back", entry.id);
+                            }
+                        }
+                    }
+                    Err(error) => eprintln!("ack failed, the events will come back: {error}"),
                 }
             }
             Err(error) => {

@@ -875,6 +875,42 @@ async fn a_heartbeat_after_the_visibility_lapsed_is_refused<B: Backend>() {
         .expect("a heartbeat in time");
 }
 
+/// `ack_many` acks, in one step, the deliveries its caller still holds,
+/// and answers `false` in place for each one it lost (taken by another
+/// worker after the visibility lapsed, or acked already).
+async fn ack_many_acks_what_it_holds_and_reports_the_rest_lost<B: Backend>() {
+    let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(300));
+    let f = B::fixture(options).await;
+    let ns = &f.namespace;
+    for id in ["a", "b", "c", "d"] {
+        let _ = f.store.accept(&event(ns, id)).await.unwrap();
+    }
+    let first = f.store.take(ns, "w1", 10).await.unwrap();
+    assert_eq!(first.len(), 4);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut second = f.store.take(ns, "w2", 10).await.unwrap();
+    assert_eq!(second.len(), 4, "w1's visibility lapsed");
+    assert_eq!(
+        f.store.ack_many(&first).await.unwrap(),
+        [false; 4],
+        "w1 lost them all"
+    );
+    second.sort_by(|x, y| x.id.cmp(&y.id));
+    f.store.ack(&second[1]).await.unwrap();
+    assert_eq!(
+        f.store.ack_many(&second).await.unwrap(),
+        [true, false, true, true],
+        "b was acked already"
+    );
+    assert!(f.store.ack_many(&[]).await.unwrap().is_empty());
+    assert!(f.store.take(ns, "w3", 10).await.unwrap().is_empty());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        f.store.take(ns, "w3", 10).await.unwrap().is_empty(),
+        "acked events never come back"
+    );
+}
+
 macro_rules! acceptance_suite {
     ($module:ident, $backend:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -910,6 +946,7 @@ macro_rules! for_every_store {
                 heartbeats_extend_leases_and_taken_events_for_their_holder_only,
                 a_heartbeat_after_the_lease_lapsed_is_refused,
                 a_heartbeat_after_the_visibility_lapsed_is_refused,
+                ack_many_acks_what_it_holds_and_reports_the_rest_lost,
             );
         )*
     };

@@ -285,6 +285,52 @@ pub trait Inbox: Send + Sync {
     /// passed and the event was taken by another worker.
     fn ack(&self, delivery: &InboxEntry) -> impl Future<Output = Result<(), DedupError>> + Send;
 
+    /// Marks taken events done, as [`ack`](Self::ack) does for each, in as
+    /// few steps as the store allows: one statement (and one commit) per
+    /// [`ACK_BATCH`] on SQLite and Postgres, one script per shard on Redis.
+    /// A worker that handles a batch pays for one commit, not one per
+    /// event.
+    ///
+    /// Returns one flag per delivery, in order: `false` where the delivery
+    /// was lost (where [`ack`](Self::ack) would fail with
+    /// [`DedupError::DeliveryLost`]). An error means the store failed;
+    /// some of the deliveries may have been acked before it did (on Redis,
+    /// other shards'), and acking them again reports them lost.
+    ///
+    /// ```no_run
+    /// # async fn run(store: hooklatch::dedup::SqliteStore) -> Result<(), hooklatch::dedup::DedupError> {
+    /// use hooklatch::dedup::Inbox;
+    ///
+    /// let batch = store.take("stripe", "worker-1", 256).await?;
+    /// for delivery in &batch {
+    ///     println!("handling {}", delivery.id);
+    /// }
+    /// let acked = store.ack_many(&batch).await?;
+    /// for (delivery, acked) in batch.iter().zip(acked) {
+    ///     if !acked {
+    ///         eprintln!("{} took too long and went to another worker", delivery.id);
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn ack_many(
+        &self,
+        deliveries: &[InboxEntry],
+    ) -> impl Future<Output = Result<Vec<bool>, DedupError>> + Send {
+        async move {
+            let mut acked = Vec::with_capacity(deliveries.len());
+            for delivery in deliveries {
+                acked.push(match self.ack(delivery).await {
+                    Ok(()) => true,
+                    Err(DedupError::DeliveryLost) => false,
+                    Err(error) => return Err(error),
+                });
+            }
+            Ok(acked)
+        }
+    }
+
     /// A heartbeat for a worker that needs longer: hides the taken event
     /// for another visibility timeout from now, on the store's clock.
     ///
@@ -386,6 +432,10 @@ pub(crate) fn check_key(namespace: &str, id: &str) -> Result<(), DedupError> {
 /// briefly, large enough that a purge of millions of rows does not take
 /// millions of round trips.
 pub const PURGE_BATCH: u64 = 5_000;
+
+/// How many deliveries one statement of [`Inbox::ack_many`] acks on the SQL
+/// stores; more are acked in several.
+pub const ACK_BATCH: usize = 1_000;
 
 /// Checks that `namespace` can be stored: 1 to 64 characters of
 /// `A-Z a-z 0-9 _ - . :`. Use it to refuse a bad configuration at startup.

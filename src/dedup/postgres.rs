@@ -161,6 +161,28 @@ fn take_statement(inbox: &str) -> String {
     )
 }
 
+/// Acks many taken rows in one statement: $1 entries, $2 their tokens.
+fn ack_many_statement(inbox: &str) -> String {
+    format!(
+        "DELETE FROM {inbox} USING unnest($1::bigint[], $2::text[]) AS a (entry, token) \
+         WHERE {inbox}.entry = a.entry AND {inbox}.taken_token = a.token AND NOT {inbox}.dead \
+         RETURNING {inbox}.entry"
+    )
+}
+
+/// Runs `ack_many` on `taken` (entries and tokens); the entries acked.
+async fn ack_many_rows(
+    store: &PostgresStore,
+    taken: &[(i64, &str)],
+) -> Result<Vec<i64>, DedupError> {
+    let (entries, tokens): (Vec<i64>, Vec<&str>) = taken.iter().copied().unzip();
+    Ok(sqlx::query_scalar(store.statements.ack_many.clone())
+        .bind(entries)
+        .bind(tokens)
+        .fetch_all(&store.pool)
+        .await?)
+}
+
 /// Commits a batch of accepts as one statement (its own transaction).
 impl CommitBatch for Batch<sqlx::Postgres> {
     // One batch forms and is sent while the other waits for its flush.

@@ -129,6 +129,27 @@ fn take_statement(inbox: &str) -> String {
     )
 }
 
+/// Acks many taken rows in one statement: $1 is a JSON array of
+/// `[entry, token]` pairs (one parameter, whatever the count).
+fn ack_many_statement(inbox: &str) -> String {
+    format!(
+        "DELETE FROM {inbox} WHERE entry IN (SELECT i.entry FROM json_each($1) AS a \
+         JOIN {inbox} AS i ON i.entry = (a.value ->> 0) AND i.taken_token = (a.value ->> 1) \
+         WHERE NOT i.dead) RETURNING entry"
+    )
+}
+
+/// Runs `ack_many` on `taken` (entries and tokens); the entries acked.
+async fn ack_many_rows(store: &SqliteStore, taken: &[(i64, &str)]) -> Result<Vec<i64>, DedupError> {
+    let pairs = serde_json::to_string(taken).map_err(|error| {
+        crate::store::StoreError::message("sql", &format!("cannot encode the acks: {error}"))
+    })?;
+    Ok(sqlx::query_scalar(store.statements.ack_many.clone())
+        .bind(pairs)
+        .fetch_all(&store.pool)
+        .await?)
+}
+
 /// Commits a batch of accepts: the store's accept statement once per event,
 /// in order, all in one transaction.
 impl CommitBatch for Batch<sqlx::Sqlite> {

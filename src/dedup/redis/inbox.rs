@@ -11,7 +11,8 @@ use super::RedisStore;
 use super::scripts::{
     ACCEPT, ACCEPT_SCRIPT, GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT,
 };
-use super::scripts::{ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
+use super::scripts::{ACK_MANY_SCRIPT, ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
+use super::shards::parse_receipt_entry;
 use crate::dedup::{
     Acceptance, DedupError, EventMeta, Inbox, InboxEntry, InboxStats, IncomingEvent, NackOutcome,
     Receipt, check_key, check_namespace, millis,
@@ -54,10 +55,11 @@ impl Inbox for RedisStore {
     }
 
     /// Asks the shards for a fair share each, all at once, starting at a
-    /// different shard each call; then asks those that had more for the
-    /// rest, one by one. Fails only when nothing was taken and a shard
-    /// failed: entries already taken are handed out, and the failing
-    /// shard's are taken by a later call.
+    /// different shard each call; then asks those that gave their whole
+    /// share for a share of what is still missing, all at once again, until
+    /// the batch is full or no shard has more. Fails only when nothing was
+    /// taken and a shard failed: entries already taken are handed out, and
+    /// the failing shard's are taken by a later call.
     async fn take(
         &self,
         namespace: &str,
@@ -70,46 +72,37 @@ impl Inbox for RedisStore {
         }
         self.check_shards(namespace).await?;
         let start = self.next_shard.fetch_add(1, Ordering::Relaxed);
-        let order: Vec<u16> = self.shards.from(start).collect();
-        let asked = order.len().min(max);
-        let (share, extra) = (max / asked, max % asked);
-        let first = join_all(order[..asked].iter().enumerate().map(|(i, &shard)| {
-            let want = share + usize::from(i < extra);
-            async move {
-                (
-                    shard,
-                    want,
-                    self.take_from(namespace, shard, consumer, want).await,
-                )
-            }
-        }))
-        .await;
+        let mut asking: Vec<u16> = self.shards.from(start).collect();
         let mut taken = Vec::with_capacity(max);
         let mut failure = None;
-        let mut more = Vec::new();
-        for (shard, want, result) in first {
-            match result {
-                Ok(entries) => {
-                    if entries.len() == want {
-                        more.push(shard);
-                    }
-                    taken.extend(entries);
+        while !asking.is_empty() && taken.len() < max {
+            let missing = max - taken.len();
+            let asked = asking.len().min(missing);
+            let (share, extra) = (missing / asked, missing % asked);
+            let round = join_all(asking[..asked].iter().enumerate().map(|(i, &shard)| {
+                let want = share + usize::from(i < extra);
+                async move {
+                    let result = self.take_from(namespace, shard, consumer, want).await;
+                    (shard, want, result)
                 }
-                Err(error) => failure = failure.or(Some(error)),
+            }))
+            .await;
+            let mut more = Vec::new();
+            for (shard, want, result) in round {
+                match result {
+                    Ok(entries) => {
+                        if entries.len() == want {
+                            more.push(shard);
+                        }
+                        taken.extend(entries);
+                    }
+                    Err(error) => failure = failure.or(Some(error)),
+                }
             }
-        }
-        more.extend(&order[asked..]);
-        for shard in more {
-            if taken.len() >= max {
-                break;
-            }
-            match self
-                .take_from(namespace, shard, consumer, max - taken.len())
-                .await
-            {
-                Ok(entries) => taken.extend(entries),
-                Err(error) => failure = failure.or(Some(error)),
-            }
+            // Shards not asked yet come first: each shard is asked once
+            // before any is asked twice.
+            more.splice(0..0, asking[asked..].iter().copied());
+            asking = more;
         }
         match failure {
             Some(error) if taken.is_empty() => Err(error),
@@ -119,6 +112,44 @@ impl Inbox for RedisStore {
 
     async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         self.on_taken(&ACK_SCRIPT, delivery, None).await
+    }
+
+    /// One script per shard the deliveries came from, all at once.
+    async fn ack_many(&self, deliveries: &[InboxEntry]) -> Result<Vec<bool>, DedupError> {
+        let mut by_shard: std::collections::BTreeMap<(&str, u16), Vec<usize>> = Default::default();
+        for (index, delivery) in deliveries.iter().enumerate() {
+            if let Some((shard, _)) = parse_receipt_entry(&delivery.receipt.entry) {
+                if shard < self.shards.count {
+                    by_shard
+                        .entry((delivery.namespace.as_str(), shard))
+                        .or_default()
+                        .push(index);
+                }
+            }
+        }
+        let replies = join_all(by_shard.into_iter().map(|((namespace, shard), indexes)| {
+            let [stream, attempts, ..] = self.shards.inbox_keys(namespace, shard);
+            let mut connection = self.connection.clone();
+            let mut script = ACK_MANY_SCRIPT.prepare_invoke();
+            script.key(stream).key(attempts).arg(GROUP);
+            for &index in &indexes {
+                let delivery = &deliveries[index];
+                let entry = parse_receipt_entry(&delivery.receipt.entry).map_or("", |(_, e)| e);
+                script.arg(entry).arg(&delivery.receipt.token);
+            }
+            async move {
+                let acked: Result<Vec<i64>, _> = script.invoke_async(&mut connection).await;
+                (indexes, acked)
+            }
+        }))
+        .await;
+        let mut acked = vec![false; deliveries.len()];
+        for (indexes, flags) in replies {
+            for (index, flag) in indexes.into_iter().zip(flags?) {
+                acked[index] = flag == 1;
+            }
+        }
+        Ok(acked)
     }
 
     async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {

@@ -47,6 +47,9 @@ pub(super) const SHARDS: &str = include_str!("lua/shards.lua");
 pub(super) static ACCEPT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACCEPT));
 pub(super) static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
 pub(super) static ACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACK));
+/// Acks many entries of one shard, each as `ACK` does; 1 or 0 for each.
+pub(super) static ACK_MANY_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/ack_many.lua")));
 pub(super) static NACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(NACK));
 pub(super) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(CLAIM));
 pub(super) static COMPLETE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE));

@@ -61,8 +61,12 @@ macro_rules! sql_store_common {
                 pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
                 prefix: &str,
             ) -> Result<Self, $crate::dedup::DedupError> {
-                let statements =
-                    $crate::dedup::sql::Statements::new(prefix, &$dialect, ACCEPT, take_statement)?;
+                let statements = $crate::dedup::sql::Statements::new(
+                    prefix,
+                    &$dialect,
+                    ACCEPT,
+                    (take_statement, ack_many_statement),
+                )?;
                 Ok(Self::assemble(pool, statements))
             }
 
@@ -317,6 +321,29 @@ macro_rules! sql_store_common {
                 delivery: &$crate::dedup::InboxEntry,
             ) -> Result<(), $crate::dedup::DedupError> {
                 self.ack_row(delivery).await
+            }
+
+            async fn ack_many(
+                &self,
+                deliveries: &[$crate::dedup::InboxEntry],
+            ) -> Result<Vec<bool>, $crate::dedup::DedupError> {
+                let mut taken = Vec::with_capacity(deliveries.len());
+                for delivery in deliveries {
+                    // A receipt this store never issued is lost, not an error.
+                    if let Ok(entry) = Self::entry_of(delivery) {
+                        taken.push((entry, delivery.receipt.token.as_str()));
+                    }
+                }
+                let mut acked = std::collections::HashSet::with_capacity(taken.len());
+                for chunk in taken.chunks($crate::dedup::ACK_BATCH) {
+                    acked.extend(ack_many_rows(self, chunk).await?);
+                }
+                Ok(deliveries
+                    .iter()
+                    .map(|delivery| {
+                        Self::entry_of(delivery).is_ok_and(|entry| acked.contains(&entry))
+                    })
+                    .collect())
             }
 
             async fn extend_visibility(

@@ -120,6 +120,9 @@ pub(crate) struct Statements {
     pub(crate) extend_lease: SqlStr,
     /// $1 entry, $2 token.
     pub(crate) ack: SqlStr,
+    /// The dialect's ack of many taken rows in one statement (see its
+    /// `ack_many_rows`); returns the entries acked.
+    pub(crate) ack_many: SqlStr,
     /// $1 entry, $2 token, $3 visibility ms.
     pub(crate) extend_taken: SqlStr,
     /// $1 entry, $2 token, $3 max attempts, $4 retry in ms. Returns dead.
@@ -156,12 +159,12 @@ pub(crate) struct AcceptParts<'a> {
 impl Statements {
     /// The statements on `{prefix}_claims` and `{prefix}_inbox` in
     /// `dialect`, with the dialect's `accept`, `accept_many` (if it has
-    /// one) and `take` (given the inbox table).
+    /// one), `take` and `ack_many` (given the inbox table).
     pub(crate) fn new(
         prefix: &str,
         dialect: &Dialect,
         (accept, accept_many): (BuildAccept, Option<BuildAccept>),
-        take: fn(inbox: &str) -> String,
+        (take, ack_many): (fn(inbox: &str) -> String, fn(inbox: &str) -> String),
     ) -> Result<Self, crate::dedup::DedupError> {
         crate::dedup::check_prefix(prefix)?;
         let claims = format!("{prefix}_claims");
@@ -185,6 +188,7 @@ impl Statements {
             accept: statement(accept(&parts)),
             accept_many: accept_many.map(|many| statement(many(&parts))),
             take: statement(take(&inbox)),
+            ack_many: statement(ack_many(&inbox)),
             claim_done: statement(claim_done),
             claim_lease: statement(format!(
                 "INSERT INTO {claims} (namespace, event_id, claimed_at, lease_token, lease_until) \
