@@ -13,7 +13,8 @@ use super::{EndpointHealth, Taken};
 
 /// One endpoint in a [take across endpoints](super::DeliveryStore::take_due_across):
 /// its name, how many of its due deliveries may be leased (its free
-/// concurrency) and the time now on its policy's clock.
+/// concurrency) and the time now on the dispatcher's clock (the store's,
+/// unless the endpoint's policy has a clock of its own).
 ///
 /// ```
 /// use std::time::SystemTime;

@@ -204,6 +204,36 @@ pub enum DisableReason {
 /// [`OutboxView`] (what an operator reads of it) and [`Keeping`]
 /// (idempotency keys, and retention per outcome).
 pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync + 'static {
+    /// The time now on the store's own clock: Postgres's
+    /// `statement_timestamp()`, SQLite's `julianday('now')` (the host's
+    /// clock), Redis's `TIME` (on a cluster, from the master of the
+    /// outbox's first shard, so every dispatcher reads one server), in
+    /// milliseconds. The default, for a store without a clock of its own
+    /// (such as [`MemoryDeliveries`]), is this process's clock.
+    ///
+    /// A [`Dispatcher`](super::Dispatcher) reads it every few seconds and
+    /// keeps its offset from its own clock, so that the dispatchers on one
+    /// store decide leases, due times, windows and disables on one
+    /// timeline, however far their hosts' clocks are apart (unless a
+    /// policy brings a clock of its own, see
+    /// [`Policy::with_clock`](super::Policy::with_clock)).
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use hooklatch::sender::{DeliveryStore, MemoryDeliveries};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+    /// let now = MemoryDeliveries::new().store_time().await?;
+    /// let apart = now.duration_since(SystemTime::now()).unwrap_or_default();
+    /// assert!(apart < Duration::from_secs(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn store_time(&self) -> impl Future<Output = Result<SystemTime, DedupError>> + Send {
+        async { Ok(SystemTime::now()) }
+    }
+
     /// Adds a pending delivery due at `due`. Returns false, changing
     /// nothing, if the endpoint already has a delivery with this id.
     fn enqueue(
