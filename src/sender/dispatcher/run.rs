@@ -2,7 +2,7 @@
 //! store call a poll, attempt each under the endpoint's breaker and
 //! concurrency limit, record the attempt and the step after it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -181,9 +181,12 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         asked: &HashMap<&str, (&Arc<Route>, u64)>,
         in_flight: &mut JoinSet<()>,
     ) {
+        let unanswered: HashSet<&str> = due.unanswered.iter().map(String::as_str).collect();
         for (name, (route, writes)) in asked {
             match due.health.get(*name) {
                 Some(health) => route.saw(*writes, *health),
+                // Its part of the take failed: its health is unknown.
+                None if unanswered.contains(name) => {}
                 // Not reported: enabled.
                 None => {
                     let seen = route.seen().health;

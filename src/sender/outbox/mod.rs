@@ -267,7 +267,12 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
     ///
     /// The SQL stores do this in one statement (and one read of the
     /// disabled endpoints) whatever the number of endpoints, and the Redis
-    /// store in at most two script calls per shard. The default, for a
+    /// store in at most two script calls per shard.
+    ///
+    /// When part of a take fails (one of several statements, one shard,
+    /// one endpoint), it returns what the other parts leased, naming the
+    /// failed parts' endpoints in [`DueAcross::unanswered`]; it fails only
+    /// when it leased nothing. The default, for a
     /// store without its own, is one [`take_due`](Self::take_due) per
     /// wanted endpoint, each with an even share of `limit`.
     fn take_due_across(
@@ -284,9 +289,19 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
             // their share.
             let share = limit.div_ceil(wanted.len().max(1)).max(1);
             let mut full = Vec::new();
+            // A failed take of one endpoint leaves it unanswered; what the
+            // others leased is returned all the same.
+            let (mut error, mut unanswered) = (None, Vec::new());
             for want in wanted {
                 let ask = limit.saturating_sub(taken.len()).min(want.limit).min(share);
-                let due = self.take_due(&want.endpoint, want.now, ask, lease).await?;
+                let due = match self.take_due(&want.endpoint, want.now, ask, lease).await {
+                    Ok(due) => due,
+                    Err(failed) => {
+                        error.get_or_insert(failed);
+                        unanswered.push(want.endpoint.clone());
+                        continue;
+                    }
+                };
                 found.health.insert(want.endpoint.clone(), due.health);
                 if ask > 0 && due.taken.len() == ask && ask < want.limit {
                     full.push((want, want.limit - ask));
@@ -296,12 +311,17 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
             for (want, more) in full {
                 let ask = limit.saturating_sub(taken.len()).min(more);
                 if ask > 0 {
-                    let due = self.take_due(&want.endpoint, want.now, ask, lease).await?;
-                    taken.extend(due.taken);
+                    match self.take_due(&want.endpoint, want.now, ask, lease).await {
+                        Ok(due) => taken.extend(due.taken),
+                        // Its first take answered: its health is known.
+                        Err(failed) => {
+                            error.get_or_insert(failed);
+                        }
+                    }
                 }
             }
             found.taken = across::round_robin(taken);
-            Ok(found)
+            found.or_failed(error, unanswered)
         }
     }
 
