@@ -148,6 +148,34 @@ async fn a_clock_behind_delivers_what_is_due_at_once(backend: impl Backend) {
     );
 }
 
+/// An idempotency key sent by a dispatcher whose clock is two hours
+/// behind holds for its one-hour window on the store's clock: a dispatcher
+/// with a right clock sending under the same key at once enqueues nothing.
+async fn a_window_holds_across_skewed_clocks(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    let behind =
+        dispatcher(backend.open().await, &receiver).with_local_clock(skewed(120 * MINUTE, false));
+    let right = dispatcher(backend.open().await, &receiver);
+    let policy = || every(Duration::from_millis(50), 3).with_idempotency_window(Some(60 * MINUTE));
+    for dispatcher in [&behind, &right] {
+        add(dispatcher, policy()).await;
+    }
+    let first = behind
+        .send_with_key(ENDPOINT, "key-7", "msg_1", b"{}")
+        .await
+        .unwrap();
+    let again = right
+        .send_with_key(ENDPOINT, "key-7", "msg_2", b"{}")
+        .await
+        .unwrap();
+    assert!(first.enqueued);
+    assert!(
+        !again.enqueued,
+        "the key's window ended early on a slow clock"
+    );
+    assert_eq!(again.id, "msg_1");
+}
+
 /// A policy with a clock of its own (a test's, a drill's) keeps it: the
 /// store's clock does not correct it.
 async fn a_policy_clock_is_kept_as_it_is(backend: impl Backend) {
@@ -188,6 +216,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_dispatcher_whose_clock_is_behind_delivers_what_is_due_at_once() {
                 a_clock_behind_delivers_what_is_due_at_once($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn an_idempotency_window_holds_across_dispatchers_whose_clocks_disagree() {
+                a_window_holds_across_skewed_clocks($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
