@@ -10,7 +10,7 @@ use crate::sender::outbox::DeliveryStore;
 use crate::verify::{Clock, SystemClock};
 
 /// How long a measured offset is used before it is measured again.
-pub(super) const RESYNC: Duration = Duration::from_secs(5);
+const RESYNC: Duration = Duration::from_secs(5);
 
 /// The local clock plus the store's offset from it, measured every
 /// [`RESYNC`] with one [`store_time`](DeliveryStore::store_time) read: the

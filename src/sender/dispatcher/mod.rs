@@ -371,8 +371,9 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     }
 
     /// The route of endpoint `name`, from the store's saved endpoints if
-    /// this dispatcher has not seen it yet.
-    /// The dispatcher's clock is brought in line with the store's first.
+    /// this dispatcher has not seen it yet, after bringing the
+    /// dispatcher's clock in line with the store's (at most every few
+    /// seconds: see `clock::StoreClock::sync`).
     async fn find_route(&self, name: &str) -> Result<Arc<Route>, DispatchError> {
         self.inner.clock.sync(&self.inner.store).await;
         match self.route(name) {
