@@ -209,7 +209,8 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
     /// clock), Redis's `TIME` (on a cluster, from the master of the
     /// outbox's first shard, so every dispatcher reads one server), in
     /// milliseconds. The default, for a store without a clock of its own
-    /// (such as [`MemoryDeliveries`]), is this process's clock.
+    /// (such as [`MemoryDeliveries`]), is this process's clock; a store
+    /// that wraps another should pass the inner store's on.
     ///
     /// A [`Dispatcher`](super::Dispatcher) reads it every few seconds and
     /// keeps its offset from its own clock, so that the dispatchers on one
