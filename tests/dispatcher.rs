@@ -405,6 +405,9 @@ struct Counting<S = MemoryDeliveries> {
     finishes: Arc<AtomicUsize>,
     put_backs: Arc<AtomicUsize>,
     health_reads: Arc<AtomicUsize>,
+    /// Endpoints whose part of every take fails: reported unanswered,
+    /// without their health.
+    unanswered: Arc<Mutex<Vec<String>>>,
 }
 
 impl<S: DeliveryStore> EndpointRegistry for Counting<S> {
@@ -466,6 +469,7 @@ impl<S> Counting<S> {
             finishes: Arc::default(),
             put_backs: Arc::default(),
             health_reads: Arc::default(),
+            unanswered: Arc::default(),
         }
     }
 }
@@ -497,7 +501,12 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         lease: Duration,
     ) -> Result<hooklatch::sender::DueAcross, hooklatch::dedup::DedupError> {
         self.takes.fetch_add(1, Ordering::SeqCst);
-        self.inner.take_due_across(wanted, limit, lease).await
+        let mut due = self.inner.take_due_across(wanted, limit, lease).await?;
+        for failed in self.unanswered.lock().unwrap().iter() {
+            due.health.remove(failed);
+            due.unanswered.push(failed.clone());
+        }
+        Ok(due)
     }
     async fn finish(
         &self,
@@ -663,4 +672,37 @@ async fn each_attempt_costs_one_finish_and_no_health_read() {
         "once, when the endpoint was added"
     );
     assert!(store.takes.load(Ordering::SeqCst) >= 2);
+}
+
+/// A take whose part for an endpoint failed tells nothing of its health:
+/// the dispatcher keeps the health it last saw (here a disable) rather than
+/// take the endpoint for enabled.
+#[tokio::test]
+async fn an_unanswered_endpoint_keeps_the_health_last_seen() {
+    let receiver = Receiver::answering(200);
+    let store: Counting = Counting::default();
+    let dispatcher = dispatcher(store.clone(), &receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    assert!(
+        store
+            .disable(ENDPOINT, DisableReason::Manual, SystemTime::now())
+            .await
+            .unwrap()
+    );
+    let running = dispatcher.start();
+    wait_until("the loop sees the disable", || async {
+        dispatcher.disabled(ENDPOINT).unwrap() == Some(DisableReason::Manual)
+    })
+    .await;
+    store.unanswered.lock().unwrap().push(ENDPOINT.to_owned());
+    let takes = store.takes.load(Ordering::SeqCst);
+    wait_until("a few takes", || async {
+        store.takes.load(Ordering::SeqCst) >= takes + 3
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(
+        dispatcher.disabled(ENDPOINT).unwrap(),
+        Some(DisableReason::Manual)
+    );
 }

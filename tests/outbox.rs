@@ -594,6 +594,156 @@ async fn postgres_takes_across_more_endpoints_than_one_statement_binds() {
     take_across_more_endpoints_than_one_statement_binds(postgres(), 25_000).await;
 }
 
+/// The wanted endpoints of a partial-take test: `e0` to `e{count-2}`, then
+/// `poison`, whose part of the take fails; `e0` and `poison` have a
+/// delivery due.
+async fn wanted_with_poison(store: &impl DeliveryStore, count: usize) -> Vec<Wanted> {
+    let now = SystemTime::now();
+    let mut names: Vec<String> = (0..count - 1).map(|n| format!("e{n}")).collect();
+    names.push("poison".to_owned());
+    for name in [&names[0], &names[count - 1]] {
+        assert!(store.enqueue(name, "only", b"{}", now).await.unwrap());
+    }
+    let later = now + Duration::from_millis(1);
+    names.iter().map(|n| Wanted::new(n, 2, later)).collect()
+}
+
+/// A take whose part for `poison` failed returns what the rest leased,
+/// names `poison` unanswered, and leased nothing of it; a take once the
+/// fault is gone leases `poison`'s delivery and not `e0`'s again.
+async fn a_partial_take_keeps_what_it_leased(
+    store: &impl DeliveryStore,
+    wanted: &[Wanted],
+    heal: impl Future<Output = ()>,
+) {
+    let lease = Duration::from_secs(60);
+    let found = store
+        .take_due_across(wanted, 100, lease)
+        .await
+        .expect("a take that leased something returns it");
+    let taken: Vec<&str> = found.taken.iter().map(|t| t.endpoint.as_str()).collect();
+    assert_eq!(taken, ["e0"], "what the other parts leased is returned");
+    assert!(
+        found.unanswered.iter().any(|name| name == "poison"),
+        "{:?}",
+        found.unanswered
+    );
+    assert!(!found.unanswered.iter().any(|name| name == "e0"));
+    heal.await;
+    let again = store.take_due_across(wanted, 100, lease).await.unwrap();
+    let taken: Vec<&str> = again.taken.iter().map(|t| t.endpoint.as_str()).collect();
+    assert_eq!(
+        taken,
+        ["poison"],
+        "e0's delivery stays with its lease's holder"
+    );
+    assert!(again.unanswered.is_empty());
+}
+
+/// A take across more endpoints than one statement names (5,000) whose
+/// second statement fails (a trigger refuses to lease `poison`'s delivery)
+/// returns the first statement's leases rather than fail: they do not wait
+/// out a lease no one holds.
+#[tokio::test]
+async fn sqlite_a_take_keeps_what_one_statement_leased_when_another_fails() {
+    let dir = support::TempDir::new("partial");
+    let store = hooklatch::sender::SqliteDeliveries::open(dir.path().join("outbox.db"))
+        .await
+        .unwrap();
+    let wanted = wanted_with_poison(&store, 6_000).await;
+    sqlx::query(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON hooklatch_deliveries \
+         WHEN NEW.endpoint = 'poison' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let heal = async {
+        sqlx::query("DROP TRIGGER refuse")
+            .execute(store.pool())
+            .await
+            .unwrap();
+    };
+    a_partial_take_keeps_what_it_leased(&store, &wanted, heal).await;
+}
+
+#[tokio::test]
+async fn postgres_a_take_keeps_what_one_statement_leased_when_another_fails() {
+    let backend = postgres();
+    let store = backend.open().await;
+    let wanted = wanted_with_poison(&store, 6_000).await;
+    let prefix = &backend.prefix;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE FUNCTION {prefix}_refuse() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$; \
+         CREATE TRIGGER refuse BEFORE UPDATE ON {prefix}_deliveries FOR EACH ROW \
+         WHEN (NEW.endpoint = 'poison') EXECUTE FUNCTION {prefix}_refuse()"
+    )))
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let heal = async {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP TRIGGER refuse ON {prefix}_deliveries"
+        )))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    };
+    a_partial_take_keeps_what_it_leased(&store, &wanted, heal).await;
+}
+
+/// The Redis shard of `endpoint`, as the key layout spreads endpoints:
+/// FNV-1a (32 bits) over the name, modulo 16.
+fn redis_shard(endpoint: &str) -> u32 {
+    let hash = endpoint.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash % 16
+}
+
+/// A Redis take across endpoints in several shards, one of whose lease
+/// scripts fails (`poison`'s health key holds a string, so the script's
+/// `HMGET` is refused with `WRONGTYPE` before it writes), returns what the
+/// other shards leased rather than fail.
+async fn a_failed_shard_keeps_what_the_others_leased(backend: Redis) {
+    let store = backend.open().await;
+    assert_ne!(redis_shard("e0"), redis_shard("poison"));
+    let wanted = wanted_with_poison(&store, 2).await;
+    let prefix = &backend.prefix;
+    let health = format!(
+        "{prefix}:{{{prefix}/out/{}}}:poison/health",
+        redis_shard("poison")
+    );
+    let mut raw = hooklatch::RedisConnection::open(&backend.server.url())
+        .await
+        .unwrap();
+    let () = ::redis::cmd("SET")
+        .arg(&health)
+        .arg("not a hash")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let heal = async {
+        let _: i64 = ::redis::cmd("DEL")
+            .arg(&health)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    };
+    a_partial_take_keeps_what_it_leased(&store, &wanted, heal).await;
+}
+
+#[tokio::test]
+async fn redis_a_take_keeps_what_one_shard_leased_when_another_fails() {
+    a_failed_shard_keeps_what_the_others_leased(redis()).await;
+}
+
+#[tokio::test]
+async fn redis_cluster_a_take_keeps_what_one_shard_leased_when_another_fails() {
+    a_failed_shard_keeps_what_the_others_leased(redis_cluster()).await;
+}
+
 /// A take across more endpoints than one statement names, whose limit the
 /// first statement's endpoints use up, still reports a disabled endpoint
 /// named only in the last.

@@ -10,7 +10,7 @@ use super::notice::Notices;
 use super::outbox::Retention;
 use super::schedule::Schedule;
 use super::transport::EXCERPT_LEN;
-use crate::verify::{Clock, SystemClock};
+use crate::verify::Clock;
 
 /// The rules of a delivery: the retry schedule, which statuses end it,
 /// timeouts, the endpoint's breaker, concurrency limit and auto-disable.
@@ -33,10 +33,11 @@ use crate::verify::{Clock, SystemClock};
 pub struct Policy {
     schedule: Schedule,
     answers: Answers,
-    // The clock is the process's own: a stored policy reads the system
-    // clock.
-    #[serde(skip, default = "system_clock")]
-    clock: Arc<dyn Clock>,
+    // A clock set with `with_clock`; none reads the system clock, or in a
+    // dispatcher the store's. The clock is the process's own: a stored
+    // policy has none.
+    #[serde(skip)]
+    clock: Option<Arc<dyn Clock>>,
     attempt_timeout: Duration,
     connect_timeout: Duration,
     breaker: Breaker,
@@ -54,10 +55,6 @@ pub struct Policy {
     retention: Retention,
 }
 
-fn system_clock() -> Arc<dyn Clock> {
-    Arc::new(SystemClock)
-}
-
 /// The most of an answer's body a policy keeps: 64 KiB.
 pub const MAX_EXCERPT_LEN: usize = 64 * 1024;
 
@@ -70,7 +67,7 @@ impl Policy {
         Self {
             schedule,
             answers: Answers::default(),
-            clock: Arc::new(SystemClock),
+            clock: None,
             attempt_timeout: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(5),
             breaker: Breaker::new(),
@@ -153,11 +150,17 @@ impl Policy {
         self
     }
 
-    /// Uses `clock` for the signed timestamps and due times. Defaults to
-    /// the system clock.
+    /// Uses `clock` for the signed timestamps, due times, leases, windows
+    /// and disables, as it is: for tests and drills that run time faster.
+    ///
+    /// Without one a policy reads the system clock, and in a
+    /// [`Dispatcher`](super::Dispatcher) the store's clock (its
+    /// [`store_time`](super::DeliveryStore::store_time), read every few
+    /// seconds), so that dispatchers on hosts whose clocks disagree still
+    /// agree on when a lease ends and a delivery is due.
     #[must_use]
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
+        self.clock = Some(Arc::new(clock));
         self
     }
 
@@ -343,7 +346,15 @@ impl Policy {
     }
 
     pub(crate) fn now(&self) -> SystemTime {
-        self.clock.now()
+        self.clock
+            .as_ref()
+            .map_or_else(SystemTime::now, |clock| clock.now())
+    }
+
+    /// This policy reading `clock`, unless it has a clock of its own.
+    pub(crate) fn or_clock(mut self, clock: &Arc<dyn Clock>) -> Self {
+        self.clock.get_or_insert_with(|| Arc::clone(clock));
+        self
     }
 }
 

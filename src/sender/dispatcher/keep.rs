@@ -85,6 +85,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// to [`purge`](Self::purge).
     pub async fn purge_by_policy(&self) -> Result<u64, DispatchError> {
         self.inner.refresh_endpoints().await?;
+        self.inner.clock.sync(&self.inner.store).await;
         let routes = self.inner.all_routes();
         let mut purged = 0;
         for route in routes {

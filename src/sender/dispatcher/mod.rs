@@ -3,6 +3,7 @@
 //! file is the API; [`run`] is the delivery loop and [`health`] the
 //! shared endpoint health.
 
+mod clock;
 mod health;
 mod keep;
 mod registry;
@@ -23,7 +24,8 @@ use super::outbox::{DeliveryState, DeliveryStore, DisableReason, EndpointHealth,
 use super::policy::Policy;
 use super::transport::Transport;
 use crate::dedup::{DedupError, check_key};
-use crate::verify::Signer;
+use crate::verify::{Clock, Signer};
+use clock::StoreClock;
 use run::{Inner, Origin, Route};
 
 /// Why a dispatcher call failed.
@@ -203,6 +205,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
                 depth_every: None,
                 registry_version: Mutex::new(None),
                 on_notice: None,
+                clock: Arc::new(StoreClock::new()),
             }),
         }
     }
@@ -283,6 +286,30 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         self.configure(|inner| inner.depth_every = Some(every))
     }
 
+    /// Reads `clock` as this host's clock: the dispatcher's time is this
+    /// clock moved by its offset from the store's clock
+    /// ([`DeliveryStore::store_time`], measured every few seconds), for
+    /// every endpoint whose policy has no clock of its own
+    /// ([`Policy::with_clock`]). Defaults to the system clock; a test sets
+    /// a clock that is off to show that the dispatcher's leases, due times,
+    /// windows and disables still follow the store's.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use hooklatch::sender::{Dispatcher, MemoryDeliveries, Response, transport_fn};
+    ///
+    /// let ok = transport_fn(|_, _, _| async { Ok(Response::new(200)) });
+    /// let three_minutes_fast = || SystemTime::now() + Duration::from_secs(180);
+    /// let dispatcher =
+    ///     Dispatcher::new(MemoryDeliveries::new(), ok).with_local_clock(three_minutes_fast);
+    /// # let _ = dispatcher;
+    /// ```
+    #[must_use]
+    pub fn with_local_clock(self, clock: impl Clock) -> Self {
+        self.inner.clock.set_local(Arc::new(clock));
+        self
+    }
+
     /// Calls `hook` when an endpoint is disabled (410, or no success for
     /// the policy's `disable_after`).
     ///
@@ -333,7 +360,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         self.check_lease(&policy)?;
         let health = self.inner.store.health(name).await?;
         let endpoint = Endpoint::new(url, signer);
-        let route = Route::new(name, endpoint, policy, health, Origin::Added);
+        let route =
+            Route::new(name, endpoint, policy, health, Origin::Added).on_clock(&self.inner.clock);
         self.inner
             .routes
             .write()
@@ -343,8 +371,11 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     }
 
     /// The route of endpoint `name`, from the store's saved endpoints if
-    /// this dispatcher has not seen it yet.
+    /// this dispatcher has not seen it yet, after bringing the
+    /// dispatcher's clock in line with the store's (at most every few
+    /// seconds: see `clock::StoreClock::sync`).
     async fn find_route(&self, name: &str) -> Result<Arc<Route>, DispatchError> {
+        self.inner.clock.sync(&self.inner.store).await;
         match self.route(name) {
             Err(DispatchError::UnknownEndpoint(_)) => {
                 self.inner.refresh_endpoints().await?;
@@ -419,7 +450,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// [`DeliveryStore::purge`]. Run it (or [`purge_by_policy`](Self::purge_by_policy))
     /// now and then: the outbox keeps every delivery until purged.
     pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
-        let now = SystemTime::now();
+        self.inner.clock.sync(&self.inner.store).await;
+        let now = self.inner.clock.now();
         let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);
         Ok(self.inner.store.purge(before).await?)
     }

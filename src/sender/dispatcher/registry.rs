@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Semaphore;
 
+use super::clock::StoreClock;
 use super::health::Seen;
 use super::run::{Inner, Origin, Route};
 use super::{DispatchError, Dispatcher};
@@ -17,7 +18,7 @@ use crate::sender::endpoint_config::EndpointConfig;
 use crate::sender::outbox::{DeliveryStore, EndpointHealth};
 use crate::sender::policy::Policy;
 use crate::sender::transport::Transport;
-use crate::verify::Signer;
+use crate::verify::{Clock, Signer};
 
 impl Route {
     pub(super) fn new(
@@ -37,6 +38,14 @@ impl Route {
             notices: Mutex::default(),
             origin,
         }
+    }
+
+    /// This route with its policy reading the dispatcher's store-synced
+    /// `clock`, unless the policy has a clock of its own.
+    pub(super) fn on_clock(mut self, clock: &Arc<StoreClock>) -> Self {
+        let clock: Arc<dyn Clock> = Arc::clone(clock) as Arc<dyn Clock>;
+        self.policy = self.policy.or_clock(&clock);
+        self
     }
 }
 
@@ -142,7 +151,8 @@ impl<S: DeliveryStore, T> Inner<S, T> {
             config.policy().clone(),
             health,
             Origin::Saved(json),
-        );
+        )
+        .on_clock(&self.clock);
         self.routes
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -207,7 +217,7 @@ impl<S: DeliveryStore, T> Inner<S, T> {
         // Health comes with the next poll's take.
         let health = EndpointHealth::default();
         let origin = Origin::Saved(json.to_owned());
-        Ok(Route::new(name, endpoint, policy.clone(), health, origin))
+        Ok(Route::new(name, endpoint, policy.clone(), health, origin).on_clock(&self.clock))
     }
 
     /// Every route this dispatcher has now.

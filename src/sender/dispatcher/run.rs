@@ -2,13 +2,14 @@
 //! store call a poll, attempt each under the endpoint's breaker and
 //! concurrency limit, record the attempt and the step after it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::clock::StoreClock;
 use super::health::{Seen, health_change};
 use super::trouble::Pause;
 use super::{DisableHook, NoticeHook};
@@ -20,6 +21,7 @@ use crate::sender::notice::Limiter;
 use crate::sender::outbox::{DeliveryStore, DueAcross, EndpointHealth, Taken, Wanted};
 use crate::sender::policy::Policy;
 use crate::sender::transport::Transport;
+use crate::verify::Clock as _;
 
 pub(super) struct Inner<S, T> {
     pub(super) store: S,
@@ -34,6 +36,8 @@ pub(super) struct Inner<S, T> {
     /// The registry version the routes were last brought in line with.
     pub(super) registry_version: Mutex<Option<u64>>,
     pub(super) on_notice: Option<NoticeHook>,
+    /// The clock of every route whose policy has none of its own.
+    pub(super) clock: Arc<StoreClock>,
 }
 
 /// One endpoint under a dispatcher.
@@ -77,6 +81,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 }
                 refreshed = Some(tokio::time::Instant::now());
             }
+            self.clock.sync(&self.store).await;
             let routes = self.all_routes();
             self.take(&routes, &mut in_flight).await;
             while in_flight.try_join_next().is_some() {}
@@ -96,7 +101,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
     async fn report_depth(&self, every: Duration) {
         loop {
             let names = self.route_names();
-            let now = std::time::SystemTime::now();
+            self.clock.sync(&self.store).await;
+            let now = self.clock.now();
             for name in names {
                 match self.store.counts(&name, now).await {
                     Ok(counts) => metrics::depth(&name, counts),
@@ -175,9 +181,12 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         asked: &HashMap<&str, (&Arc<Route>, u64)>,
         in_flight: &mut JoinSet<()>,
     ) {
+        let unanswered: HashSet<&str> = due.unanswered.iter().map(String::as_str).collect();
         for (name, (route, writes)) in asked {
             match due.health.get(*name) {
                 Some(health) => route.saw(*writes, *health),
+                // Its part of the take failed: its health is unknown.
+                None if unanswered.contains(name) => {}
                 // Not reported: enabled.
                 None => {
                     let seen = route.seen().health;
@@ -248,10 +257,10 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             status,
             tried.attempt.duration,
         );
-        // From `send` to the 2xx, on the store's (system) clock; a replayed
-        // delivery (its tries started over) is not counted.
+        // From `send` to the 2xx, on the store's clock; a replayed delivery
+        // (its tries started over) is not counted.
         if tried.outcome == Outcome::Delivered && taken.tries == taken.attempts {
-            let since_sent = std::time::SystemTime::now().duration_since(taken.enqueued_at);
+            let since_sent = self.clock.now().duration_since(taken.enqueued_at);
             metrics::delivered(&route.name, since_sent.unwrap_or_default());
         }
         let step = plan(

@@ -13,7 +13,8 @@ use super::{EndpointHealth, Taken};
 
 /// One endpoint in a [take across endpoints](super::DeliveryStore::take_due_across):
 /// its name, how many of its due deliveries may be leased (its free
-/// concurrency) and the time now on its policy's clock.
+/// concurrency) and the time now on the dispatcher's clock (the store's,
+/// unless the endpoint's policy has a clock of its own).
 ///
 /// ```
 /// use std::time::SystemTime;
@@ -62,8 +63,41 @@ pub struct DueAcross {
     pub taken: Vec<Taken>,
     /// The saved health of each wanted endpoint that is disabled or had
     /// deliveries leased (a store may report more). A wanted endpoint
-    /// missing here is enabled.
+    /// missing here (and from `unanswered`) is enabled.
     pub health: HashMap<String, EndpointHealth>,
+    /// The wanted endpoints whose part of the take failed (a SQL
+    /// statement of a take across more endpoints than one names, a Redis
+    /// shard's script, one `take_due`): nothing of theirs was leased and
+    /// their health is unknown. A take returns what its other parts leased
+    /// rather than fail, so those deliveries do not wait out a lease no
+    /// one holds; it fails only when it leased nothing.
+    pub unanswered: Vec<String>,
+}
+
+impl DueAcross {
+    /// Ends a take some of whose parts failed with `error`: what the other
+    /// parts leased, with the failed parts' endpoints `unanswered`, or the
+    /// error if nothing was leased.
+    pub(crate) fn or_failed(
+        mut self,
+        error: Option<crate::dedup::DedupError>,
+        unanswered: Vec<String>,
+    ) -> Result<Self, crate::dedup::DedupError> {
+        match error {
+            Some(error) if self.taken.is_empty() => Err(error),
+            Some(error) => {
+                tracing::warn!(
+                    %error,
+                    endpoints = unanswered.len(),
+                    leased = self.taken.len(),
+                    "part of a take across endpoints failed: returning what the rest leased"
+                );
+                self.unanswered = unanswered;
+                Ok(self)
+            }
+            None => Ok(self),
+        }
+    }
 }
 
 /// Orders `taken` round-robin over endpoints: by each delivery's rank
@@ -251,6 +285,9 @@ macro_rules! sql_take_due_across {
             let mut by_endpoint: std::collections::HashMap<String, Vec<TakenRow>> =
                 std::collections::HashMap::new();
             let mut leased = 0;
+            // A statement that fails leaves its endpoints unanswered; what
+            // the others leased is returned all the same.
+            let (mut error, mut unanswered) = (None, Vec::new());
             for wanted in wanted.chunks(chunk) {
                 let left = limit.saturating_sub(leased);
                 // With `LATERAL` the take also reads which endpoints are
@@ -270,7 +307,15 @@ macro_rules! sql_take_due_across {
                         .bind(i64::try_from(want.limit).unwrap_or(i64::MAX))
                         .bind(unix_millis(want.now));
                 }
-                for row in query.fetch_all(&self.pool).await? {
+                let rows = match query.fetch_all(&self.pool).await {
+                    Ok(rows) => rows,
+                    Err(failed) => {
+                        error.get_or_insert(DedupError::from(failed));
+                        unanswered.extend(wanted.iter().map(|want| want.endpoint.clone()));
+                        continue;
+                    }
+                };
+                for row in rows {
                     // With `LATERAL`, each row starts with its kind, and a
                     // disabled endpoint's health comes in the same answer.
                     let at = usize::from($dialect.lateral);
@@ -311,7 +356,19 @@ macro_rules! sql_take_due_across {
                         query = query.bind(&want.endpoint);
                     }
                     let disabled: Vec<(String, Option<i64>, Option<i64>, Option<i64>)> =
-                        query.fetch_all(&self.pool).await?;
+                        match query.fetch_all(&self.pool).await {
+                            Ok(disabled) => disabled,
+                            Err(failed) => {
+                                // Those that leased were enabled; the
+                                // rest's health is unknown.
+                                error.get_or_insert(DedupError::from(failed));
+                                let unknown = wanted
+                                    .iter()
+                                    .filter(|want| !found.health.contains_key(&want.endpoint));
+                                unanswered.extend(unknown.map(|want| want.endpoint.clone()));
+                                continue;
+                            }
+                        };
                     for (endpoint, failing, code, after) in disabled {
                         found
                             .health
@@ -319,7 +376,9 @@ macro_rules! sql_take_due_across {
                     }
                 }
             }
-            Ok(found)
+            unanswered.sort_unstable();
+            unanswered.dedup();
+            found.or_failed(error, unanswered)
         }
     };
 }

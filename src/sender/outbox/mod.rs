@@ -204,6 +204,37 @@ pub enum DisableReason {
 /// [`OutboxView`] (what an operator reads of it) and [`Keeping`]
 /// (idempotency keys, and retention per outcome).
 pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync + 'static {
+    /// The time now on the store's own clock: Postgres's
+    /// `statement_timestamp()`, SQLite's `julianday('now')` (the host's
+    /// clock), Redis's `TIME` (on a cluster, from the master of the
+    /// outbox's first shard, so every dispatcher reads one server), in
+    /// milliseconds. The default, for a store without a clock of its own
+    /// (such as [`MemoryDeliveries`]), is this process's clock; a store
+    /// that wraps another should pass the inner store's on.
+    ///
+    /// A [`Dispatcher`](super::Dispatcher) reads it every few seconds and
+    /// keeps its offset from its own clock, so that the dispatchers on one
+    /// store decide leases, due times, windows and disables on one
+    /// timeline, however far their hosts' clocks are apart (unless a
+    /// policy brings a clock of its own, see
+    /// [`Policy::with_clock`](super::Policy::with_clock)).
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use hooklatch::sender::{DeliveryStore, MemoryDeliveries};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+    /// let now = MemoryDeliveries::new().store_time().await?;
+    /// let apart = now.duration_since(SystemTime::now()).unwrap_or_default();
+    /// assert!(apart < Duration::from_secs(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn store_time(&self) -> impl Future<Output = Result<SystemTime, DedupError>> + Send {
+        async { Ok(SystemTime::now()) }
+    }
+
     /// Adds a pending delivery due at `due`. Returns false, changing
     /// nothing, if the endpoint already has a delivery with this id.
     fn enqueue(
@@ -237,7 +268,12 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
     ///
     /// The SQL stores do this in one statement (and one read of the
     /// disabled endpoints) whatever the number of endpoints, and the Redis
-    /// store in at most two script calls per shard. The default, for a
+    /// store in at most two script calls per shard.
+    ///
+    /// When part of a take fails (one of several statements, one shard,
+    /// one endpoint), it returns what the other parts leased, naming the
+    /// failed parts' endpoints in [`DueAcross::unanswered`]; it fails only
+    /// when it leased nothing. The default, for a
     /// store without its own, is one [`take_due`](Self::take_due) per
     /// wanted endpoint, each with an even share of `limit`.
     fn take_due_across(
@@ -254,9 +290,19 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
             // their share.
             let share = limit.div_ceil(wanted.len().max(1)).max(1);
             let mut full = Vec::new();
+            // A failed take of one endpoint leaves it unanswered; what the
+            // others leased is returned all the same.
+            let (mut error, mut unanswered) = (None, Vec::new());
             for want in wanted {
                 let ask = limit.saturating_sub(taken.len()).min(want.limit).min(share);
-                let due = self.take_due(&want.endpoint, want.now, ask, lease).await?;
+                let due = match self.take_due(&want.endpoint, want.now, ask, lease).await {
+                    Ok(due) => due,
+                    Err(failed) => {
+                        error.get_or_insert(failed);
+                        unanswered.push(want.endpoint.clone());
+                        continue;
+                    }
+                };
                 found.health.insert(want.endpoint.clone(), due.health);
                 if ask > 0 && due.taken.len() == ask && ask < want.limit {
                     full.push((want, want.limit - ask));
@@ -266,12 +312,17 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
             for (want, more) in full {
                 let ask = limit.saturating_sub(taken.len()).min(more);
                 if ask > 0 {
-                    let due = self.take_due(&want.endpoint, want.now, ask, lease).await?;
-                    taken.extend(due.taken);
+                    match self.take_due(&want.endpoint, want.now, ask, lease).await {
+                        Ok(due) => taken.extend(due.taken),
+                        // Its first take answered: its health is known.
+                        Err(failed) => {
+                            error.get_or_insert(failed);
+                        }
+                    }
                 }
             }
             found.taken = across::round_robin(taken);
-            Ok(found)
+            found.or_failed(error, unanswered)
         }
     }
 

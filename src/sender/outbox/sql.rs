@@ -103,6 +103,8 @@ pub(crate) struct Statements {
     pub(crate) disable_stale: SqlStr,
     /// $1 endpoint.
     pub(crate) enable: SqlStr,
+    /// The time now on the database's clock, in ms since the epoch.
+    pub(crate) now: SqlStr,
 }
 
 impl Statements {
@@ -210,6 +212,7 @@ impl Statements {
                 "UPDATE {endpoints} SET failing_since = NULL, disabled = NULL, \
                  disabled_after_ms = NULL WHERE endpoint = $1"
             )),
+            now: statement(format!("SELECT {}", dialect.now)),
         }
     }
 }
@@ -249,6 +252,13 @@ macro_rules! sql_delivery_store {
 
             impl DeliveryStore for $store {
                 $crate::sender::outbox::across::sql_take_due_across!($dialect);
+
+                async fn store_time(&self) -> Result<SystemTime, DedupError> {
+                    let now: i64 = sqlx::query_scalar(self.statements.now.clone())
+                        .fetch_one(&self.pool)
+                        .await?;
+                    Ok($crate::sender::outbox::codes::from_millis(now))
+                }
 
                 async fn enqueue(
                     &self,

@@ -9,13 +9,14 @@
 //! up to each one's limit of due ids; then ranks what was found round-robin
 //! over endpoints, keeps the first `limit`, and leases them
 //! (`lua/take.lua`, again all shards at once), skipping any that another
-//! dispatcher leased in between.
+//! dispatcher leased in between. A shard whose script fails leaves its
+//! endpoints unanswered, and the take returns what the others leased.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use futures_util::future::try_join_all;
+use futures_util::future::join_all;
 use redis::Script;
 
 use super::RedisDeliveries;
@@ -108,10 +109,23 @@ impl RedisDeliveries {
                 .or_default()
                 .push(want);
         }
-        let finds = shards.iter().map(|(&shard, wanted)| async move {
-            Ok::<_, DedupError>((shard, self.find_due(shard, wanted).await?))
-        });
-        let found = try_join_all(finds).await?;
+        // A shard whose script fails leaves its endpoints unanswered; what
+        // the other shards lease is returned all the same.
+        let (mut error, mut unanswered) = (None, Vec::new());
+        let finds = shards
+            .iter()
+            .map(|(&shard, wanted)| async move { (shard, self.find_due(shard, wanted).await) });
+        let mut found = Vec::with_capacity(shards.len());
+        for (shard, answer) in join_all(finds).await {
+            match answer {
+                Ok(due) => found.push((shard, due)),
+                Err(failed) => {
+                    error.get_or_insert(failed);
+                    let wanted = shards.get(&shard).into_iter().flatten();
+                    unanswered.extend(wanted.map(|want| want.endpoint.clone()));
+                }
+            }
+        }
         let by_name: HashMap<&str, &Wanted> = wanted
             .iter()
             .map(|want| (want.endpoint.as_str(), want))
@@ -163,19 +177,32 @@ impl RedisDeliveries {
             groups.entry(shard).or_default().push(group);
         }
         let token = new_token();
-        let leases = groups
-            .iter()
-            .map(|(&shard, groups)| self.lease(shard, &token, groups));
-        let mut found = DueAcross::default();
+        let leases = groups.iter().map(|(&shard, groups)| {
+            let token = &token;
+            async move { (groups, self.lease(shard, token, groups).await) }
+        });
+        let mut answer = DueAcross::default();
         let mut taken: Vec<Taken> = Vec::new();
-        for (endpoint, health, rows) in try_join_all(leases).await?.into_iter().flatten() {
-            let health = health_from_fields(health);
-            if health.disabled.is_some() || !rows.is_empty() {
-                found.health.insert(endpoint.clone(), health);
+        for (groups, leased) in join_all(leases).await {
+            let leased = match leased {
+                Ok(leased) => leased,
+                Err(failed) => {
+                    error.get_or_insert(failed);
+                    unanswered.extend(groups.iter().map(|group| group.endpoint.to_owned()));
+                    continue;
+                }
+            };
+            for (endpoint, health, rows) in leased {
+                let health = health_from_fields(health);
+                if health.disabled.is_some() || !rows.is_empty() {
+                    answer.health.insert(endpoint.clone(), health);
+                }
+                taken.extend(due(&endpoint, &token, health, rows).taken);
             }
-            taken.extend(due(&endpoint, &token, health, rows).taken);
         }
-        found.taken = round_robin(taken);
-        Ok(found)
+        answer.taken = round_robin(taken);
+        unanswered.sort_unstable();
+        unanswered.dedup();
+        answer.or_failed(error, unanswered)
     }
 }

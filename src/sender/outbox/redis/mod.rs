@@ -233,6 +233,25 @@ fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
 }
 
 impl DeliveryStore for RedisDeliveries {
+    /// `TIME`, on a cluster from the master of shard 0's slot: the
+    /// command goes in one pipeline after one on a key of that shard, so
+    /// every dispatcher on the outbox reads the same server's clock.
+    async fn store_time(&self) -> Result<SystemTime, DedupError> {
+        let mut connection = self.connection().await?;
+        let ((seconds, micros),): ((u64, u64),) = redis::pipe()
+            .cmd("EXISTS")
+            .arg(self.shard_key(0, "ready"))
+            .ignore()
+            .cmd("TIME")
+            .query_async(&mut connection)
+            .await?;
+        let since_epoch =
+            Duration::from_secs(seconds).saturating_add(Duration::from_micros(micros));
+        Ok(SystemTime::UNIX_EPOCH
+            .checked_add(since_epoch)
+            .unwrap_or(SystemTime::UNIX_EPOCH))
+    }
+
     async fn enqueue(
         &self,
         endpoint: &str,
