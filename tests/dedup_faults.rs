@@ -353,7 +353,7 @@ async fn redis_fencing_tokens_stay_unique_across_a_restart_from_a_snapshot() {
             hooklatch::dedup::StoreOptions::default().with_visibility_timeout(visibility),
         );
     let namespace = support::unique("ns");
-    store
+    let _ = store
         .accept(&event(&namespace, "evt", SMALL))
         .await
         .unwrap();

@@ -272,7 +272,7 @@ mod tests {
         let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
         store.migrate().await.unwrap();
         let inbox = format!("{prefix}_inbox");
-        store
+        let _ = store
             .accept(&IncomingEvent::new("ns", "first", b"{}"))
             .await
             .unwrap();

@@ -197,7 +197,7 @@ mod tests {
             std::env::temp_dir().join(format!("hooklatch-plan-{}", crate::store::new_token()));
         std::fs::create_dir_all(&dir).unwrap();
         let store = SqliteStore::open(dir.join("inbox.db")).await.unwrap();
-        store
+        let _ = store
             .accept(&IncomingEvent::new("ns", "first", b"{}"))
             .await
             .unwrap();

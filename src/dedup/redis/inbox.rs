@@ -118,13 +118,13 @@ impl Inbox for RedisStore {
     async fn ack_many(&self, deliveries: &[InboxEntry]) -> Result<Vec<bool>, DedupError> {
         let mut by_shard: std::collections::BTreeMap<(&str, u16), Vec<usize>> = Default::default();
         for (index, delivery) in deliveries.iter().enumerate() {
-            if let Some((shard, _)) = parse_receipt_entry(&delivery.receipt.entry) {
-                if shard < self.shards.count {
-                    by_shard
-                        .entry((delivery.namespace.as_str(), shard))
-                        .or_default()
-                        .push(index);
-                }
+            if let Some((shard, _)) = parse_receipt_entry(&delivery.receipt.entry)
+                && shard < self.shards.count
+            {
+                by_shard
+                    .entry((delivery.namespace.as_str(), shard))
+                    .or_default()
+                    .push(index);
             }
         }
         let replies = join_all(by_shard.into_iter().map(|((namespace, shard), indexes)| {

@@ -137,6 +137,9 @@ pub(crate) struct Statements {
     pub(crate) requeue_dead: SqlStr,
 }
 
+/// Builds a dialect's statement on the inbox table (given its name).
+pub(crate) type BuildOnInbox = fn(inbox: &str) -> String;
+
 /// Builds a dialect's accept statement from its parts.
 pub(crate) type BuildAccept = fn(&AcceptParts<'_>) -> String;
 
@@ -164,7 +167,7 @@ impl Statements {
         prefix: &str,
         dialect: &Dialect,
         (accept, accept_many): (BuildAccept, Option<BuildAccept>),
-        (take, ack_many): (fn(inbox: &str) -> String, fn(inbox: &str) -> String),
+        (take, ack_many): (BuildOnInbox, BuildOnInbox),
     ) -> Result<Self, crate::dedup::DedupError> {
         crate::dedup::check_prefix(prefix)?;
         let claims = format!("{prefix}_claims");
