@@ -104,3 +104,110 @@ async fn outage_loses_no_delivery<S: DeliveryStore + Clone>(
         "{answered:?}"
     );
 }
+
+/// With replica acks, a send (and a disable) that fewer replicas confirmed
+/// than asked for fails, so the caller retries, but is kept where it was
+/// made: the retry finds it rather than sending twice.
+#[tokio::test]
+async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_write() {
+    use hooklatch::dedup::DedupError;
+    use hooklatch::sender::DisableReason;
+    let server = support::redis();
+    let prefix = support::unique("acks");
+    let plain = RedisDeliveries::connect(&server.url())
+        .await
+        .unwrap()
+        .with_prefix(&prefix)
+        .unwrap();
+    let waiting = plain
+        .clone()
+        .with_replica_acks(1, Duration::from_millis(50));
+    let now = std::time::SystemTime::now();
+    for _ in 0..2 {
+        assert!(matches!(
+            waiting.enqueue("e", "msg_1", b"{}", now).await,
+            Err(DedupError::ReplicasBehind {
+                acked: 0,
+                wanted: 1
+            })
+        ));
+    }
+    assert!(
+        !plain.enqueue("e", "msg_1", b"{}", now).await.unwrap(),
+        "the send was kept: its retry is a repeat"
+    );
+    let kept = plain.delivery("e", "msg_1").await.unwrap().unwrap();
+    assert_eq!(kept.state, DeliveryState::Pending);
+    assert!(matches!(
+        waiting.disable("e", DisableReason::Manual, now).await,
+        Err(DedupError::ReplicasBehind { .. })
+    ));
+    assert!(plain.health("e").await.unwrap().disabled.is_some());
+}
+
+/// A pool with `synchronous_commit = off` commits without waiting for the
+/// flush. A send and an attempt's record are answered only once flushed
+/// all the same: with the WAL writer slowed to 10 s, the WAL is flushed up
+/// to its end the moment each returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_synchronous_commit_off()
+{
+    use hooklatch::sender::{Attempt, Final, Step};
+    use std::time::SystemTime;
+    let server = support::Postgres::start();
+    let admin = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    for statement in [
+        "ALTER SYSTEM SET wal_writer_delay = '10s'",
+        "SELECT pg_reload_conf()",
+    ] {
+        sqlx::query(statement).execute(&admin).await.unwrap();
+    }
+    PostgresDeliveries::new(admin.clone(), "hooklatch")
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap();
+    let options: sqlx::postgres::PgConnectOptions = server.url().parse().unwrap();
+    let unflushed = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options.options([("synchronous_commit", "off")]))
+        .await
+        .unwrap();
+    let store = PostgresDeliveries::new(unflushed, "hooklatch").unwrap();
+    let flushed = || async {
+        let (flushed,): (bool,) =
+            sqlx::query_as("SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()")
+                .fetch_one(&admin)
+                .await
+                .unwrap();
+        flushed
+    };
+    for n in 0..3 {
+        let id = format!("msg_{n}");
+        assert!(
+            store
+                .enqueue("e", &id, b"{}", SystemTime::now())
+                .await
+                .unwrap()
+        );
+        assert!(flushed().await, "{id} was answered sent before its flush");
+    }
+    let due = store
+        .take_due("e", SystemTime::now(), 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(due.taken.len(), 3);
+    for taken in &due.taken {
+        let attempt = Attempt::new(1, SystemTime::now(), Ok(200));
+        let recorded = store
+            .finish(taken, &attempt, Step::Done(Final::Delivered), None)
+            .await
+            .unwrap();
+        assert!(recorded.is_some());
+        assert!(
+            flushed().await,
+            "{} was answered recorded before its flush",
+            taken.id
+        );
+    }
+}

@@ -122,7 +122,9 @@ impl Statements {
         Self {
             enqueue: statement(format!(
                 "INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (endpoint, event_id) DO NOTHING"
+                 SELECT $1, $2, $3, $4, $5 WHERE {flushed} \
+                 ON CONFLICT (endpoint, event_id) DO NOTHING",
+                flushed = dialect.flushed
             )),
             // The disable check and the failing time returned read the
             // statement's one view of the endpoint's row: the rows it

@@ -4,7 +4,7 @@
 use sqlx::SqlStr;
 
 use crate::sender::outbox::sql::tables;
-use crate::store::sql::statement;
+use crate::store::sql::{POSTGRES, statement};
 #[cfg(feature = "postgres")]
 use {
     super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar},
@@ -27,7 +27,8 @@ pub(super) fn enqueue_many(prefix: &str) -> SqlStr {
          added AS (INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
          SELECT endpoint, event_id, body, due_at, created_at FROM first ORDER BY endpoint, event_id \
          ON CONFLICT (endpoint, event_id) DO NOTHING RETURNING endpoint, event_id) \
-         SELECT n FROM first JOIN added USING (endpoint, event_id)"
+         SELECT n FROM first JOIN added USING (endpoint, event_id) WHERE {flushed}",
+        flushed = POSTGRES.flushed
     ))
 }
 
@@ -68,7 +69,8 @@ pub(super) fn finish_one(prefix: &str) -> SqlStr {
          WHEN 2 THEN e.failing_since IS NULL OR $19 < e.failing_since ELSE FALSE END \
          {merge}) \
          SELECT e.failing_since, e.disabled, e.disabled_after_ms \
-         FROM done LEFT JOIN {endpoints} e USING (endpoint)"
+         FROM done LEFT JOIN {endpoints} e USING (endpoint) WHERE {flushed}",
+        flushed = POSTGRES.flushed
     ))
 }
 
@@ -117,7 +119,8 @@ pub(super) fn finish_many(prefix: &str) -> SqlStr {
          ELSE e.failing_since IS NULL OR net.failed < e.failing_since END \
          ORDER BY net.endpoint {merge}) \
          SELECT done.n, e.failing_since, e.disabled, e.disabled_after_ms \
-         FROM done LEFT JOIN {endpoints} e USING (endpoint)"
+         FROM done LEFT JOIN {endpoints} e USING (endpoint) WHERE {flushed}",
+        flushed = POSTGRES.flushed
     ))
 }
 

@@ -129,7 +129,7 @@ impl Keeping for RedisDeliveries {
             .arg(now.saturating_add(millis(window)))
             .invoke_async(&mut connection)
             .await?;
-        Ok(match found {
+        let keyed = match found {
             Value::BulkString(first) => Keyed {
                 id: String::from_utf8_lossy(&first).into_owned(),
                 enqueued: false,
@@ -138,7 +138,10 @@ impl Keeping for RedisDeliveries {
                 id: id.to_owned(),
                 enqueued: added == Value::Int(1),
             },
-        })
+        };
+        self.replicated(&self.delivery_key(endpoint, &keyed.id))
+            .await?;
+        Ok(keyed)
     }
 
     async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, DedupError> {

@@ -101,12 +101,14 @@ pub struct RedisDeliveries {
     pub(super) prefix: String,
     /// Set once an outbox in the earlier layout has been moved.
     moved: Arc<OnceCell<()>>,
+    replica_acks: Option<(u32, Duration)>,
 }
 
 impl std::fmt::Debug for RedisDeliveries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisDeliveries")
             .field("prefix", &self.prefix)
+            .field("replica_acks", &self.replica_acks)
             .finish_non_exhaustive()
     }
 }
@@ -135,7 +137,41 @@ impl RedisDeliveries {
             connection,
             prefix: "hooklatch".to_owned(),
             moved: Arc::default(),
+            replica_acks: None,
         })
+    }
+
+    /// Answers a send (and the record of an attempt, a disable, an enable)
+    /// only once `replicas` replicas of the master holding it have it,
+    /// waiting at most `timeout` (Redis `WAIT`). When fewer confirm in time,
+    /// or the master that answers no longer holds the write (a failover
+    /// promoted a replica that never had it), the call fails with
+    /// [`DedupError::ReplicasBehind`]: the write is kept where it was made,
+    /// so a retry finds it once the replicas catch up. Without it, a
+    /// failover can lose sends already answered as kept.
+    #[must_use]
+    pub fn with_replica_acks(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_acks = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
+    /// With [replica acks](Self::with_replica_acks), waits for them on the
+    /// master that holds `key`, a key the write just made or changed.
+    pub(super) async fn replicated(&self, key: &str) -> Result<(), DedupError> {
+        let Some((wanted, timeout)) = self.replica_acks else {
+            return Ok(());
+        };
+        let mut connection = self.connection.clone();
+        let (held, acked) = connection
+            .wait_for_replicas_of(key, wanted, timeout)
+            .await?;
+        if !held {
+            return Err(DedupError::ReplicasBehind { acked: 0, wanted });
+        }
+        if acked < wanted {
+            return Err(DedupError::ReplicasBehind { acked, wanted });
+        }
+        Ok(())
     }
 
     /// Uses `prefix` instead of `hooklatch` at the start of every key. Same
@@ -275,6 +311,9 @@ impl DeliveryStore for RedisDeliveries {
             .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
+        // A repeat waits too: the send it repeats may be the one whose wait
+        // fell short.
+        self.replicated(&self.delivery_key(endpoint, id)).await?;
         Ok(added == 1)
     }
 
@@ -378,6 +417,10 @@ impl DeliveryStore for RedisDeliveries {
             .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
+        if health.is_some() {
+            self.replicated(&self.delivery_key(endpoint, &taken.id))
+                .await?;
+        }
         Ok(health.map(health_from_fields))
     }
 
@@ -506,6 +549,7 @@ impl DeliveryStore for RedisDeliveries {
             .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
+        self.replicated(&self.health_key(endpoint)).await?;
         Ok(disabled_now == 1)
     }
 
@@ -518,6 +562,6 @@ impl DeliveryStore for RedisDeliveries {
             .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
-        Ok(())
+        self.replicated(&self.health_key(endpoint)).await
     }
 }
