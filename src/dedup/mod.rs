@@ -57,7 +57,7 @@ use crate::store;
 pub(crate) use crate::store::{millis, new_token};
 
 mod error;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(feature = "postgres")]
 pub(crate) mod group_commit;
 mod memory;
 mod meta;

@@ -1,12 +1,13 @@
 //! [`PostgresStore`]: claims and inbox in Postgres.
 
-use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
 
 use super::group_commit::{Batch, Job};
+use super::sql::write::{Write, Written, run_write};
 use super::sql::{
     AcceptParts, BuildAccept, Statements, TAKE_ORDER, ready_condition, take_assignments,
 };
-use super::{Acceptance, DedupError, StoreOptions};
+use super::{Acceptance, DedupError, IncomingEvent, StoreOptions};
 use crate::store::group_commit::{CommitBatch, GroupCommit};
 use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 
@@ -145,6 +146,50 @@ fn accept_many_statement(
         now = POSTGRES.now,
         flushed = POSTGRES.flushed
     )
+}
+
+impl PostgresStore {
+    fn assemble(pool: PgPool, statements: Statements) -> Self {
+        let options = StoreOptions::default();
+        Self {
+            group: Self::group_commit(&pool, &statements, &options),
+            pool,
+            options,
+            statements,
+        }
+    }
+
+    /// The group commit of accepts on `pool`, with `options`' retention.
+    fn group_commit(
+        pool: &PgPool,
+        statements: &Statements,
+        options: &StoreOptions,
+    ) -> GroupCommit<Batch<sqlx::Postgres>> {
+        GroupCommit::new(Batch {
+            pool: pool.clone(),
+            accept: statements.accept.clone(),
+            accept_many: statements.accept_many.clone(),
+            retention_ms: crate::dedup::millis(options.retention()),
+        })
+    }
+
+    /// Uses `options` for retention, visibility timeout and attempts.
+    #[must_use]
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        // Batches commit with one retention: a writer of its own.
+        self.group = Self::group_commit(&self.pool, &self.statements, &options);
+        self.options = options;
+        self
+    }
+
+    /// Runs `write` on the pool, its own transaction.
+    async fn write(&self, write: Write) -> Result<Written<PgRow>, DedupError> {
+        Ok(run_write!(&write, &self.pool)?)
+    }
+
+    async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        super::group_commit::accept(&self.group, event).await
+    }
 }
 
 /// Takes the ready rows, earliest first, skipping rows another worker

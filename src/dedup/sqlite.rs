@@ -3,14 +3,16 @@
 use std::path::Path;
 use std::str::FromStr as _;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
+use std::sync::Arc;
 
-use super::group_commit::{Batch, Job};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqliteRow};
+
+use super::sql::write::{Want, Write, Written, run_write};
 use super::sql::{
     AcceptParts, BuildAccept, Statements, TAKE_ORDER, ready_condition, sql_store_common,
     take_assignments,
 };
-use super::{Acceptance, DedupError, StoreOptions};
+use super::{Acceptance, DedupError, IncomingEvent, StoreOptions};
 use crate::store::group_commit::{CommitBatch, GroupCommit};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
@@ -22,12 +24,17 @@ use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 /// row, in one transaction. The file uses WAL with `synchronous=FULL`, so an
 /// accepted event has reached the disk before `accept` returns.
 ///
-/// Accepts that arrive together share a transaction (group commit): while
-/// one commit is on its way to the disk, the next accepts queue, and one
-/// writer commits them all at once, up to 256, in the order they came. Each
-/// caller is answered only after that commit; if anything in a batch fails,
-/// none of its claims is kept and every caller in it gets the error. A
-/// caller alone waits for nobody.
+/// Every write (accepts, takes, acks, nacks, heartbeats, leases, purges)
+/// goes through one queue to one connection of the store's own, first come
+/// first served: SQLite lets one writer in at a time, and a queue decides
+/// who writes next fairly and without sleeping, where connections racing
+/// for the lock would back off and wait. What queued while a commit was on
+/// its way to the disk is committed together in one transaction (up to
+/// 256 writes, one flush), and each caller is answered only after that
+/// commit. When the database refuses one write of a batch for something
+/// that write caused, the writes are tried again one at a time, so only
+/// that caller gets the error. Reads (stats, dead letters) use the pool and
+/// run beside the writer. A caller alone waits for nobody.
 ///
 /// # Schema
 ///
@@ -70,7 +77,7 @@ pub struct SqliteStore {
     pool: SqlitePool,
     options: StoreOptions,
     statements: Statements,
-    group: GroupCommit<Batch<sqlx::Sqlite>>,
+    writer: GroupCommit<Writer>,
 }
 
 impl SqliteStore {
@@ -144,43 +151,109 @@ async fn ack_many_rows(store: &SqliteStore, taken: &[(i64, &str)]) -> Result<Vec
     let pairs = serde_json::to_string(taken).map_err(|error| {
         crate::store::StoreError::message("sql", &format!("cannot encode the acks: {error}"))
     })?;
-    Ok(sqlx::query_scalar(store.statements.ack_many.clone())
-        .bind(pairs)
-        .fetch_all(&store.pool)
-        .await?)
+    let rows = store
+        .write(Write::new(store.statements.ack_many.clone(), Want::Rows).text(&pairs))
+        .await?
+        .rows();
+    let mut acked = Vec::with_capacity(rows.len());
+    for row in rows {
+        acked.push(sqlx::Row::try_get(&row, 0)?);
+    }
+    Ok(acked)
 }
 
-/// Commits a batch of accepts: the store's accept statement once per event,
-/// in order, all in one transaction.
-impl CommitBatch for Batch<sqlx::Sqlite> {
-    // The file has one writer at a time.
-    type Job = Job;
-    type Outcome = Acceptance;
-    const WRITERS: usize = 1;
-
-    async fn commit(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        let mut outcomes = Vec::with_capacity(batch.len());
-        for job in batch {
-            let inserted = sqlx::query(self.accept.clone())
-                .bind(&job.namespace)
-                .bind(&job.id)
-                .bind(self.retention_ms)
-                .bind(&job.body)
-                .bind(job.signed_at)
-                .bind(&job.meta)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            outcomes.push(if inserted == 0 {
-                Acceptance::Duplicate
-            } else {
-                Acceptance::Accepted
-            });
+impl SqliteStore {
+    fn assemble(pool: SqlitePool, statements: Statements) -> Self {
+        Self {
+            writer: GroupCommit::new(Writer {
+                pool: pool.clone(),
+                connection: Arc::default(),
+            }),
+            pool,
+            options: StoreOptions::default(),
+            statements,
         }
-        tx.commit().await?;
-        Ok(outcomes)
     }
+
+    /// Uses `options` for retention, visibility timeout and attempts.
+    #[must_use]
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Runs `write` through the store's one writer, in the next batch.
+    async fn write(&self, write: Write) -> Result<Written<SqliteRow>, DedupError> {
+        Ok(self.writer.submit(write).await?)
+    }
+
+    async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        let inserted = self
+            .write(
+                Write::new(self.statements.accept.clone(), Want::Affected)
+                    .text(event.namespace)
+                    .text(event.id)
+                    .int(crate::dedup::millis(self.options.retention()))
+                    .bytes(event.body)
+                    .opt_int(event.signed_at)
+                    .opt_text(event.meta_text().as_deref()),
+            )
+            .await?
+            .affected();
+        Ok(if inserted == 0 {
+            Acceptance::Duplicate
+        } else {
+            Acceptance::Accepted
+        })
+    }
+}
+
+/// The store's one writer: a connection of its own, opened on first use
+/// with the pool's options (and again after it broke), on which every
+/// batch of writes is one immediate transaction.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    pool: SqlitePool,
+    connection: Arc<tokio::sync::Mutex<Option<SqliteConnection>>>,
+}
+
+impl CommitBatch for Writer {
+    type Job = Write;
+    type Outcome = Written<SqliteRow>;
+    // The file has one writer at a time.
+    const WRITERS: usize = 1;
+    const RETRY_ALONE: bool = true;
+
+    async fn commit(&self, batch: &[Write]) -> Result<Vec<Written<SqliteRow>>, sqlx::Error> {
+        use sqlx::ConnectOptions as _;
+        let mut slot = self.connection.lock().await;
+        let connection = match &mut *slot {
+            Some(connection) => connection,
+            empty => empty.insert(self.pool.connect_options().connect().await?),
+        };
+        let written = commit_on(connection, batch).await;
+        if let Err(error) = &written
+            && !matches!(error, sqlx::Error::Database(_))
+        {
+            // Not refused but broken: a new connection for the next batch.
+            *slot = None;
+        }
+        written
+    }
+}
+
+/// Runs `batch` in one immediate transaction on `connection`, in order.
+async fn commit_on(
+    connection: &mut SqliteConnection,
+    batch: &[Write],
+) -> Result<Vec<Written<SqliteRow>>, sqlx::Error> {
+    let mut transaction = sqlx::Connection::begin_with(connection, "BEGIN IMMEDIATE").await?;
+    let mut written = Vec::with_capacity(batch.len());
+    for write in batch {
+        written.push(run_write!(write, &mut *transaction)?);
+    }
+    transaction.commit().await?;
+    Ok(written)
 }
 
 #[cfg(test)]

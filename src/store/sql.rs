@@ -41,6 +41,7 @@ pub(crate) struct Dialect {
     /// A condition, always true, that makes the statement's transaction
     /// wait for its flush whatever the session's settings say: pasted into
     /// the `WHERE` of a write whose answer promises durability.
+    #[cfg_attr(not(any(feature = "postgres", feature = "sender")), allow(dead_code))]
     pub(crate) flushed: &'static str,
     /// Storage settings for a table whose rows come and go fast (a queue),
     /// for `ALTER TABLE .. SET (..)`, where the database has them.

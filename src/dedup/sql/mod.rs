@@ -3,6 +3,7 @@
 //! only in the database type (the `sql_store_common!` macro).
 
 mod statements;
+pub(crate) mod write;
 
 pub(crate) use statements::{
     AcceptParts, BuildAccept, Statements, TAKE_ORDER, meta_schema, ready_condition, schema,
@@ -11,48 +12,19 @@ pub(crate) use statements::{
 
 /// The parts of the SQLite and Postgres stores that differ only in the
 /// database type: claiming in the caller's transaction, purging, the whole
-/// [`Inbox`](super::Inbox) but how a batch of accepts commits (each
-/// store's `CommitBatch`), and the whole [`LeaseStore`](super::LeaseStore).
+/// [`Inbox`](super::Inbox) but how accepts commit, and the whole
+/// [`LeaseStore`](super::LeaseStore).
 ///
-/// `$store` must have the fields `pool`, `options`, `statements` and
-/// `group`;
+/// `$store` must have the fields `pool`, `options` and `statements`, and
+/// the methods `write` (runs a [`write::Write`]: on the pool for Postgres,
+/// through the one writer for SQLite) and `accept_event`;
 /// `$dialect` and `$migrate` are the database's `Dialect` and versioned
 /// migration, and the module must have the dialect's `ACCEPT` (its
-/// accept statement, and its accept of many events if it has one) and
-/// `take_statement`.
+/// accept statement, and its accept of many events if it has one),
+/// `take_statement`, `ack_many_statement` and `ack_many_rows`.
 macro_rules! sql_store_common {
     ($store:ty, $connection:ty, $row:ty, $dialect:expr, $migrate:path) => {
         impl $store {
-            fn assemble(
-                pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
-                statements: $crate::dedup::sql::Statements,
-            ) -> Self {
-                let options = $crate::dedup::StoreOptions::default();
-                Self {
-                    group: Self::group_commit(&pool, &statements, &options),
-                    pool,
-                    options,
-                    statements,
-                }
-            }
-
-            /// The group commit of accepts on `pool`, with `options`'
-            /// retention.
-            fn group_commit(
-                pool: &sqlx::Pool<<$connection as sqlx::Connection>::Database>,
-                statements: &$crate::dedup::sql::Statements,
-                options: &$crate::dedup::StoreOptions,
-            ) -> $crate::store::group_commit::GroupCommit<
-                $crate::dedup::group_commit::Batch<<$connection as sqlx::Connection>::Database>,
-            > {
-                $crate::store::group_commit::GroupCommit::new($crate::dedup::group_commit::Batch {
-                    pool: pool.clone(),
-                    accept: statements.accept.clone(),
-                    accept_many: statements.accept_many.clone(),
-                    retention_ms: $crate::dedup::millis(options.retention()),
-                })
-            }
-
             /// A store on `pool` whose tables are `{prefix}_claims` and
             /// `{prefix}_inbox`. The prefix is 1 to 48 of `a-z 0-9 _`,
             /// starting with a letter. Call [`migrate`](Self::migrate) before
@@ -95,15 +67,6 @@ macro_rules! sql_store_common {
                 let store = Self::new(pool, "hooklatch")?;
                 store.migrate().await?;
                 Ok(store)
-            }
-
-            /// Uses `options` for retention, visibility timeout and attempts.
-            #[must_use]
-            pub fn with_options(mut self, options: $crate::dedup::StoreOptions) -> Self {
-                // Batches commit with one retention: a writer of its own.
-                self.group = Self::group_commit(&self.pool, &self.statements, &options);
-                self.options = options;
-                self
             }
 
             /// The connection pool.
@@ -152,12 +115,17 @@ macro_rules! sql_store_common {
                 let older_than = older_than.max(self.options.retention());
                 let mut purged = 0;
                 loop {
-                    let deleted = sqlx::query(self.statements.purge_claims.clone())
-                        .bind($crate::dedup::millis(older_than))
-                        .bind(i64::try_from(batch).unwrap_or(i64::MAX))
-                        .execute(&self.pool)
+                    let deleted = self
+                        .write(
+                            $crate::dedup::sql::write::Write::new(
+                                self.statements.purge_claims.clone(),
+                                $crate::dedup::sql::write::Want::Affected,
+                            )
+                            .int($crate::dedup::millis(older_than))
+                            .int(i64::try_from(batch).unwrap_or(i64::MAX)),
+                        )
                         .await?
-                        .rows_affected();
+                        .affected();
                     purged += deleted;
                     if deleted < batch {
                         return Ok(purged);
@@ -177,13 +145,18 @@ macro_rules! sql_store_common {
                 &self,
                 delivery: &$crate::dedup::InboxEntry,
             ) -> Result<(), $crate::dedup::DedupError> {
-                let updated = sqlx::query(self.statements.extend_taken.clone())
-                    .bind(Self::entry_of(delivery)?)
-                    .bind(&delivery.receipt.token)
-                    .bind(self.visibility_ms())
-                    .execute(&self.pool)
+                let updated = self
+                    .write(
+                        $crate::dedup::sql::write::Write::new(
+                            self.statements.extend_taken.clone(),
+                            $crate::dedup::sql::write::Want::Affected,
+                        )
+                        .int(Self::entry_of(delivery)?)
+                        .text(&delivery.receipt.token)
+                        .int(self.visibility_ms()),
+                    )
                     .await?
-                    .rows_affected();
+                    .affected();
                 $crate::dedup::exactly_one(updated, $crate::dedup::DedupError::DeliveryLost)
             }
 
@@ -243,12 +216,17 @@ macro_rules! sql_store_common {
                 &self,
                 delivery: &$crate::dedup::InboxEntry,
             ) -> Result<(), $crate::dedup::DedupError> {
-                let deleted = sqlx::query(self.statements.ack.clone())
-                    .bind(Self::entry_of(delivery)?)
-                    .bind(&delivery.receipt.token)
-                    .execute(&self.pool)
+                let deleted = self
+                    .write(
+                        $crate::dedup::sql::write::Write::new(
+                            self.statements.ack.clone(),
+                            $crate::dedup::sql::write::Want::Affected,
+                        )
+                        .int(Self::entry_of(delivery)?)
+                        .text(&delivery.receipt.token),
+                    )
                     .await?
-                    .rows_affected();
+                    .affected();
                 $crate::dedup::exactly_one(deleted, $crate::dedup::DedupError::DeliveryLost)
             }
 
@@ -257,13 +235,24 @@ macro_rules! sql_store_common {
                 delivery: &$crate::dedup::InboxEntry,
                 retry_in: std::time::Duration,
             ) -> Result<$crate::dedup::NackOutcome, $crate::dedup::DedupError> {
-                let dead: Option<bool> = sqlx::query_scalar(self.statements.nack.clone())
-                    .bind(Self::entry_of(delivery)?)
-                    .bind(&delivery.receipt.token)
-                    .bind(i64::from(self.options.max_attempts()))
-                    .bind($crate::dedup::millis(retry_in))
-                    .fetch_optional(&self.pool)
-                    .await?;
+                use sqlx::Row as _;
+                let rows = self
+                    .write(
+                        $crate::dedup::sql::write::Write::new(
+                            self.statements.nack.clone(),
+                            $crate::dedup::sql::write::Want::Rows,
+                        )
+                        .int(Self::entry_of(delivery)?)
+                        .text(&delivery.receipt.token)
+                        .int(i64::from(self.options.max_attempts()))
+                        .int($crate::dedup::millis(retry_in)),
+                    )
+                    .await?
+                    .rows();
+                let dead: Option<bool> = match rows.first() {
+                    Some(row) => Some(row.try_get(0)?),
+                    None => None,
+                };
                 match dead {
                     None => Err($crate::dedup::DedupError::DeliveryLost),
                     Some(true) => Ok($crate::dedup::NackOutcome::DeadLettered),
@@ -294,7 +283,7 @@ macro_rules! sql_store_common {
                 event: &$crate::dedup::IncomingEvent<'_>,
             ) -> Result<$crate::dedup::Acceptance, $crate::dedup::DedupError> {
                 $crate::dedup::check_key(event.namespace, event.id)?;
-                $crate::dedup::group_commit::accept(&self.group, event).await
+                self.accept_event(event).await
             }
 
             async fn take(
@@ -305,14 +294,20 @@ macro_rules! sql_store_common {
             ) -> Result<Vec<$crate::dedup::InboxEntry>, $crate::dedup::DedupError> {
                 $crate::dedup::check_namespace(namespace)?;
                 let token = $crate::store::new_token();
-                let rows = sqlx::query(self.statements.take.clone())
-                    .bind(namespace)
-                    .bind(i64::try_from(max).unwrap_or(i64::MAX))
-                    .bind(i64::from(self.options.max_attempts()))
-                    .bind(&token)
-                    .bind(self.visibility_ms())
-                    .fetch_all(&self.pool)
-                    .await?;
+                let rows = self
+                    .write(
+                        $crate::dedup::sql::write::Write::new(
+                            self.statements.take.clone(),
+                            $crate::dedup::sql::write::Want::Rows,
+                        )
+                        .text(namespace)
+                        .int(i64::try_from(max).unwrap_or(i64::MAX))
+                        .int(i64::from(self.options.max_attempts()))
+                        .text(&token)
+                        .int(self.visibility_ms()),
+                    )
+                    .await?
+                    .rows();
                 Self::taken(namespace, &rows, &token)
             }
 
@@ -396,12 +391,17 @@ macro_rules! sql_store_common {
                 id: Option<&str>,
             ) -> Result<u64, $crate::dedup::DedupError> {
                 $crate::dedup::check_namespace(namespace)?;
-                let requeued = sqlx::query(self.statements.requeue_dead.clone())
-                    .bind(namespace)
-                    .bind(id)
-                    .execute(&self.pool)
+                let requeued = self
+                    .write(
+                        $crate::dedup::sql::write::Write::new(
+                            self.statements.requeue_dead.clone(),
+                            $crate::dedup::sql::write::Want::Affected,
+                        )
+                        .text(namespace)
+                        .opt_text(id),
+                    )
                     .await?;
-                Ok(requeued.rows_affected())
+                Ok(requeued.affected())
             }
         }
 
@@ -414,20 +414,24 @@ macro_rules! sql_store_common {
             ) -> Result<$crate::dedup::Claim, $crate::dedup::DedupError> {
                 use $crate::dedup::{Claim, Lease, millis, new_token};
                 $crate::dedup::check_key(namespace, id)?;
-                let mut connection = self.pool.acquire().await?;
                 // A claim released between the insert and the read is gone:
                 // try again, a few times.
                 for _ in 0..3 {
                     let token = new_token();
-                    let inserted = sqlx::query(self.statements.claim_lease.clone())
-                        .bind(namespace)
-                        .bind(id)
-                        .bind(self.retention_ms())
-                        .bind(&token)
-                        .bind(millis(lease_for))
-                        .execute(&mut *connection)
+                    let inserted = self
+                        .write(
+                            $crate::dedup::sql::write::Write::new(
+                                self.statements.claim_lease.clone(),
+                                $crate::dedup::sql::write::Want::Affected,
+                            )
+                            .text(namespace)
+                            .text(id)
+                            .int(self.retention_ms())
+                            .text(&token)
+                            .int(millis(lease_for)),
+                        )
                         .await?
-                        .rows_affected();
+                        .affected();
                     if inserted == 1 {
                         return Ok(Claim::Fresh(Lease::new(namespace, id, token)));
                     }
@@ -435,7 +439,7 @@ macro_rules! sql_store_common {
                         sqlx::query_as(self.statements.read_claim.clone())
                             .bind(namespace)
                             .bind(id)
-                            .fetch_optional(&mut *connection)
+                            .fetch_optional(&self.pool)
                             .await?;
                     match existing {
                         Some((None, _)) => return Ok(Claim::Done),
@@ -489,14 +493,17 @@ macro_rules! sql_store_common {
                 lease: &$crate::dedup::Lease,
                 ms: Option<i64>,
             ) -> Result<(), $crate::dedup::DedupError> {
-                let mut query = sqlx::query(statement)
-                    .bind(lease.namespace())
-                    .bind(lease.id())
-                    .bind(lease.token());
+                let mut write = $crate::dedup::sql::write::Write::new(
+                    statement,
+                    $crate::dedup::sql::write::Want::Affected,
+                )
+                .text(lease.namespace())
+                .text(lease.id())
+                .text(lease.token());
                 if let Some(ms) = ms {
-                    query = query.bind(ms);
+                    write = write.int(ms);
                 }
-                let rows = query.execute(&self.pool).await?.rows_affected();
+                let rows = self.write(write).await?.affected();
                 $crate::dedup::exactly_one(rows, $crate::dedup::DedupError::LeaseLost)
             }
         }

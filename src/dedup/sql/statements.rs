@@ -102,6 +102,7 @@ pub(crate) struct Statements {
     /// `accept` for many events in one statement, where the dialect has
     /// one: each parameter but the retention is an array. Returns the
     /// positions (from 1) of the events accepted.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) accept_many: Option<SqlStr>,
     /// $1 namespace, $2 limit, $3 max attempts, $4 token, $5 visibility
     /// ms. Returns the rows taken or dead-lettered.

@@ -1,0 +1,127 @@
+//! One write to an inbox's tables, owned so that it can wait in a queue:
+//! a statement, its arguments and what its caller wants back. The Postgres
+//! store runs a write on its pool at once; the SQLite store hands every
+//! write to its one writer, which commits what queued together in one
+//! transaction (see `SqliteStore`).
+
+use sqlx::SqlStr;
+
+/// An argument of a [`Write`], bound in order.
+#[derive(Debug, Clone)]
+// Bodies and timestamps are bound by SQLite's accept only.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) enum Arg {
+    Int(i64),
+    Text(String),
+    OptText(Option<String>),
+    OptInt(Option<i64>),
+    Bytes(Vec<u8>),
+}
+
+/// What the caller of a [`Write`] wants back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Want {
+    /// How many rows it changed.
+    Affected,
+    /// The rows it returned.
+    Rows,
+}
+
+/// One statement to run, with its arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct Write {
+    pub(crate) statement: SqlStr,
+    pub(crate) args: Vec<Arg>,
+    pub(crate) want: Want,
+}
+
+/// What a [`Write`] gave back.
+#[derive(Debug)]
+pub(crate) enum Written<R> {
+    Affected(u64),
+    Rows(Vec<R>),
+}
+
+impl Write {
+    pub(crate) fn new(statement: SqlStr, want: Want) -> Self {
+        Self {
+            statement,
+            args: Vec::with_capacity(6),
+            want,
+        }
+    }
+
+    pub(crate) fn int(mut self, value: i64) -> Self {
+        self.args.push(Arg::Int(value));
+        self
+    }
+
+    pub(crate) fn text(mut self, value: &str) -> Self {
+        self.args.push(Arg::Text(value.to_owned()));
+        self
+    }
+
+    pub(crate) fn opt_text(mut self, value: Option<&str>) -> Self {
+        self.args.push(Arg::OptText(value.map(str::to_owned)));
+        self
+    }
+
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn opt_int(mut self, value: Option<i64>) -> Self {
+        self.args.push(Arg::OptInt(value));
+        self
+    }
+
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn bytes(mut self, value: &[u8]) -> Self {
+        self.args.push(Arg::Bytes(value.to_vec()));
+        self
+    }
+}
+
+impl<R> Written<R> {
+    /// The rows changed (0 for a write that wanted rows).
+    pub(crate) fn affected(self) -> u64 {
+        match self {
+            Self::Affected(count) => count,
+            Self::Rows(_) => 0,
+        }
+    }
+
+    /// The rows returned (none for a write that wanted a count).
+    pub(crate) fn rows(self) -> Vec<R> {
+        match self {
+            Self::Rows(rows) => rows,
+            Self::Affected(_) => Vec::new(),
+        }
+    }
+}
+
+/// Runs `$write` (a `&Write`) on `$executor`, binding its arguments by
+/// reference: `Result<Written<Row>, sqlx::Error>`. A macro, since the
+/// executor's type differs per database and per caller (a pool, a
+/// transaction).
+macro_rules! run_write {
+    ($write:expr, $executor:expr) => {{
+        use $crate::dedup::sql::write::{Arg, Want, Written};
+        let write: &$crate::dedup::sql::write::Write = $write;
+        let mut query = sqlx::query(write.statement.clone());
+        for arg in &write.args {
+            query = match arg {
+                Arg::Int(value) => query.bind(*value),
+                Arg::Text(value) => query.bind(value.as_str()),
+                Arg::OptText(value) => query.bind(value.as_deref()),
+                Arg::OptInt(value) => query.bind(*value),
+                Arg::Bytes(value) => query.bind(&value[..]),
+            };
+        }
+        match write.want {
+            Want::Affected => query
+                .execute($executor)
+                .await
+                .map(|done| Written::Affected(done.rows_affected())),
+            Want::Rows => query.fetch_all($executor).await.map(Written::Rows),
+        }
+    }};
+}
+pub(crate) use run_write;
