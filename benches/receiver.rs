@@ -1,20 +1,28 @@
-//! The receiver end to end: unique signed 1 KiB Standard Webhooks over 32
-//! keep-alive connections, to the axum layer in inbox mode on each store
-//! and to a bare axum handler answering 202, in the same run. Prints
-//! requests per second, p50 and p99, and each ratio to bare axum.
+//! The receiver as users run it: the release build of the `axum_receiver`
+//! example, its worker draining the inbox, loaded by an external load
+//! generator (`wrk`, 2 threads, 32 keep-alive connections) with unique
+//! signed 1 KiB Standard Webhooks, next to a bare axum handler answering
+//! 202 under the same load in the same run. Prints, per store, requests
+//! per second, p50 and p99 (wrk's), the ratio to bare axum, and how long
+//! the inbox took to empty after the load (what it still held 10 s after,
+//! if it had not).
 //!
 //! Run with: cargo bench --bench receiver --all-features
-//! (`RECEIVER_SECONDS` sets how long each target is loaded; default 5.)
+//! (`RECEIVER_SECONDS` sets how long each target is loaded, default 10;
+//! `RECEIVER_STORES` picks among `sqlite,postgres,redis`.)
 //!
-//! Uses the servers in `HOOKLATCH_TEST_POSTGRES_URL` and
-//! `HOOKLATCH_TEST_REDIS_URL`, or starts private ones. Client and servers
-//! share the machine's cores.
+//! Needs `wrk` (`apt-get install wrk`). Uses the Postgres server in
+//! `HOOKLATCH_TEST_POSTGRES_URL` (a database of its own per run) or a
+//! private one, and a private Redis with AOF and `appendfsync everysec`.
+//! Client, servers and databases share the machine's cores.
 
 #[path = "common/mod.rs"]
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
@@ -22,124 +30,363 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use common::support;
 use hooklatch::dedup::{Inbox, PostgresStore, RedisStore, SqliteStore};
-use hooklatch::verify::{Scheme, Signer, Verifier};
-use hooklatch_tower::WebhookLayer;
+use hooklatch::verify::{Scheme, Signer};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const THREADS: usize = 2;
 const CONNECTIONS: usize = 32;
+/// The example's inbox namespace.
+const NAMESPACE: &str = "example";
 
-fn receiver<S: Inbox + Clone + 'static>(store: S) -> Router {
-    let verifier = Verifier::builder(Scheme::standard_webhooks())
-        .with_secret(SECRET)
-        .expect("secret")
-        .build()
-        .expect("verifier");
-    let endpoint = WebhookLayer::new(verifier)
-        .with_inbox(store, "bench")
-        .expect("namespace")
-        .into_endpoint();
-    Router::new().route("/webhooks", axum::routing::post_service(endpoint))
+/// Builds each request from a pre-signed line (`id timestamp signature`):
+/// the body is rebuilt here exactly as it was signed. Each wrk thread
+/// sends its own share of the lines, so no event is sent twice.
+const SCRIPT: &str = r#"
+local counter = 0
+function setup(thread)
+  thread:set("index", counter)
+  counter = counter + 1
+end
+function init(args)
+  local path, threads = args[1], tonumber(args[2])
+  pad = args[3]
+  ids, stamps, signatures = {}, {}, {}
+  local n = 0
+  for line in io.lines(path) do
+    if n % threads == index then
+      local id, stamp, signature = line:match("^(%S+) (%S+) (.+)$")
+      ids[#ids + 1], stamps[#stamps + 1], signatures[#signatures + 1] = id, stamp, signature
+    end
+    n = n + 1
+  end
+  next_line = 1
+end
+function request()
+  local i = next_line
+  next_line = i % #ids + 1
+  local body = '{"id":"' .. ids[i] .. '","type":"bench","pad":"' .. pad .. '"}'
+  return wrk.format("POST", "/webhooks", {
+    ["content-type"] = "application/json",
+    ["webhook-id"] = ids[i],
+    ["webhook-timestamp"] = stamps[i],
+    ["webhook-signature"] = signatures[i],
+  }, body)
+end
+"#;
+
+/// The body of event `id`, 1 KiB with its padding.
+fn body(id: &str, pad: &str) -> String {
+    format!(r#"{{"id":"{id}","type":"bench","pad":"{pad}"}}"#)
 }
 
-fn bare() -> Router {
-    Router::new().route(
-        "/webhooks",
-        post(|| async { (StatusCode::ACCEPTED, "accepted") }),
-    )
+/// Writes `count` signed events named `{run}_{n}` to `path`.
+fn sign_events(path: &Path, run: &str, count: usize, pad: &str) {
+    let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).expect("signer");
+    let now = SystemTime::now();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("events file"));
+    for n in 0..count {
+        let id = format!("{run}_{n}");
+        let headers = signer
+            .sign(&id, now, body(&id, pad).as_bytes())
+            .expect("sign");
+        let field = |name: &str| headers.get(name).expect("a signed header").to_owned();
+        writeln!(
+            out,
+            "{id} {} {}",
+            field("webhook-timestamp"),
+            field("webhook-signature")
+        )
+        .expect("write");
+    }
 }
 
+/// What wrk measured.
 struct Load {
+    requests: u64,
     per_second: f64,
     p50: Duration,
     p99: Duration,
+    failed: u64,
 }
 
-/// Loads `app` for `seconds` over [`CONNECTIONS`] keep-alive connections,
-/// each request a new event.
-async fn load(app: Router, seconds: u64) -> Load {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+fn duration(text: &str) -> Duration {
+    let (number, unit) = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .map_or((text, "s"), |at| text.split_at(at));
+    let value: f64 = number.trim().parse().expect("a number");
+    let seconds = match unit {
+        "us" => value / 1e6,
+        "ms" => value / 1e3,
+        "m" => value * 60.0,
+        _ => value,
+    };
+    Duration::from_secs_f64(seconds)
+}
+
+/// Runs wrk against `port` for `seconds` with the events in `events`.
+fn wrk(port: u16, seconds: u64, script: &Path, events: &Path, pad: &str) -> Load {
+    let output = Command::new("wrk")
+        .args(["-t", &THREADS.to_string(), "-c", &CONNECTIONS.to_string()])
+        .args(["-d", &format!("{seconds}s"), "--latency", "-s"])
+        .arg(script)
+        .arg(format!("http://127.0.0.1:{port}/webhooks"))
+        .arg("--")
+        .arg(events)
+        .arg(THREADS.to_string())
+        .arg(pad)
+        .output()
+        .expect("wrk runs: apt-get install wrk");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "wrk failed: {text}");
+    let after = |prefix: &str| {
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix(prefix).map(str::trim))
+    };
+    Load {
+        requests: text
+            .lines()
+            .find_map(|line| line.trim().split_once(" requests in "))
+            .and_then(|(count, _)| count.trim().parse().ok())
+            .expect("a request count"),
+        per_second: after("Requests/sec:")
+            .and_then(|rate| rate.parse().ok())
+            .expect("a rate"),
+        p50: duration(after("50%").expect("p50")),
+        p99: duration(after("99%").expect("p99")),
+        failed: after("Non-2xx or 3xx responses:")
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(0),
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The release build of the example, built now if it is not current.
+fn example_binary() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .args(["build", "--release", "-q", "-p", "hooklatch-tower"])
+        .args(["--example", "axum_receiver"])
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "the example did not build");
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    Path::new(&target).join("release/examples/axum_receiver")
+}
+
+/// The example, started in `dir` on `port` with the store `env` names.
+struct Example(Child);
+
+impl Example {
+    fn start(binary: &Path, dir: &Path, port: u16, env: &[(&str, String)]) -> Self {
+        let child = Command::new(binary)
+            .current_dir(dir)
+            .env("HOOKLATCH_SECRET", SECRET)
+            .env("HOOKLATCH_ADDR", format!("127.0.0.1:{port}"))
+            .envs(env.iter().map(|(name, value)| (*name, value.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the example starts");
+        wait_for_port(port);
+        Self(child)
+    }
+}
+
+impl Drop for Example {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// How long the inbox took to empty after the load, or what it still held
+/// after 10 s.
+async fn drained<S: Inbox>(store: &S) -> Result<Duration, u64> {
+    let started = Instant::now();
+    loop {
+        let stats = store.stats(NAMESPACE).await.expect("stats");
+        let left = stats.waiting + stats.taken;
+        if left == 0 {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            return Err(left);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn bare(port: u16) -> tokio::task::JoinHandle<()> {
+    let app = Router::new().route(
+        "/webhooks",
+        post(|body: axum::body::Bytes| async move {
+            std::hint::black_box(body);
+            (StatusCode::ACCEPTED, "accepted")
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .expect("bind");
-    let url = format!(
-        "http://{}/webhooks",
-        listener.local_addr().expect("address")
-    );
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
-    let signer = Arc::new(Signer::new(Scheme::standard_webhooks(), [SECRET]).expect("signer"));
-    let body: Arc<[u8]> = vec![b'x'; 1024].into();
-    let started = Instant::now();
-    let until = started + Duration::from_secs(seconds);
-    let callers: Vec<_> = (0..CONNECTIONS)
-        .map(|_| {
-            let (url, signer, body) = (url.clone(), Arc::clone(&signer), Arc::clone(&body));
-            tokio::spawn(async move {
-                let client = reqwest::Client::builder()
-                    .pool_max_idle_per_host(1)
-                    .build()
-                    .expect("client");
-                let mut latencies = Vec::new();
-                while Instant::now() < until {
-                    let id = format!("msg_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-                    let headers = signer.sign(&id, SystemTime::now(), &body).expect("sign");
-                    let mut request = client.post(&url).body(body.to_vec());
-                    for (name, value) in headers.iter() {
-                        request = request.header(name, value);
-                    }
-                    let sent = Instant::now();
-                    let status = request.send().await.expect("answer").status();
-                    latencies.push(sent.elapsed());
-                    assert_eq!(status.as_u16(), 202, "every event is new");
-                }
-                latencies
-            })
-        })
-        .collect();
-    let mut latencies = Vec::new();
-    for caller in callers {
-        latencies.extend(caller.await.expect("caller"));
-    }
-    let elapsed = started.elapsed();
-    server.abort();
-    latencies.sort();
-    let at = |fraction: f64| latencies[((latencies.len() - 1) as f64 * fraction) as usize];
-    Load {
-        per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
-        p50: at(0.50),
-        p99: at(0.99),
-    }
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    })
+}
+
+struct Row {
+    target: String,
+    load: Load,
+    drained: Option<Result<Duration, u64>>,
 }
 
 fn main() {
     let seconds: u64 = std::env::var("RECEIVER_SECONDS")
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(5);
-    let postgres = support::postgres();
-    let redis = support::redis();
+        .unwrap_or(10);
+    let stores =
+        std::env::var("RECEIVER_STORES").unwrap_or_else(|_| "sqlite,postgres,redis".into());
+    let binary = example_binary();
+    let dir = support::TempDir::new("receiver-bench");
+    let script = dir.path().join("requests.lua");
+    std::fs::write(&script, SCRIPT).expect("script");
+    let pad = "x".repeat(1024 - body("", "").len() - 20);
     let runtime = common::runtime();
-    runtime.block_on(async {
-        let dir = support::TempDir::new("receiver-bench");
-        let mut rows = vec![("bare axum (202)", load(bare(), seconds).await)];
-        let sqlite = SqliteStore::open(dir.path().join("inbox.db")).await.expect("sqlite");
-        rows.push(("SQLite", load(receiver(sqlite), seconds).await));
-        let pg = PostgresStore::connect(&postgres.url()).await.expect("postgres");
-        rows.push(("Postgres", load(receiver(pg), seconds).await));
-        let store = RedisStore::connect(&redis.url()).await.expect("redis");
-        rows.push(("Redis", load(receiver(store), seconds).await));
-        let bare = rows[0].1.per_second;
-        println!();
-        println!("Receiver, {CONNECTIONS} keep-alive connections, unique signed 1 KiB webhooks, {seconds} s each (same run):");
-        println!("| target | req/s | p50 | p99 | ratio to bare axum |");
-        println!("|---|---|---|---|---|");
-        for (name, load) in rows {
-            println!(
-                "| {name} | {:.0} | {:.2} ms | {:.2} ms | {:.2}x |",
-                load.per_second,
-                load.p50.as_secs_f64() * 1e3,
-                load.p99.as_secs_f64() * 1e3,
-                load.per_second / bare
+    let mut rows = Vec::new();
+
+    // Enough events that no run sends one twice.
+    let count = usize::try_from(seconds).unwrap_or(10) * 60_000;
+    let events = |run: &str| {
+        let path = dir.path().join(format!("{run}.events"));
+        sign_events(&path, run, count, &pad);
+        path
+    };
+
+    let port = free_port();
+    let server = runtime.block_on(bare(port));
+    wait_for_port(port);
+    let load = wrk(port, seconds, &script, &events("bare"), &pad);
+    server.abort();
+    rows.push(Row {
+        target: "bare axum (202)".into(),
+        load,
+        drained: None,
+    });
+
+    for store in stores.split(',').map(str::trim) {
+        let run = format!("{store}{}", std::process::id());
+        let events = events(&run);
+        let port = free_port();
+        let (load, drained) = match store {
+            "sqlite" => {
+                let home = dir.path().join("sqlite");
+                std::fs::create_dir_all(&home).expect("dir");
+                let example = Example::start(&binary, &home, port, &[]);
+                let load = wrk(port, seconds, &script, &events, &pad);
+                let inbox = runtime
+                    .block_on(SqliteStore::open(home.join("hooklatch.db")))
+                    .expect("sqlite");
+                let drained = runtime.block_on(drained(&inbox));
+                drop(example);
+                (load, drained)
+            }
+            "postgres" => {
+                let server = support::postgres();
+                let database = format!("bench_{}", std::process::id());
+                let url = runtime.block_on(async {
+                    let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
+                    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+                        .execute(&admin)
+                        .await
+                        .expect("create database");
+                    let admin_url = server.url();
+                    let (base, _) = admin_url.rsplit_once('/').expect("a database in the url");
+                    format!("{base}/{database}")
+                });
+                let example =
+                    Example::start(&binary, dir.path(), port, &[("DATABASE_URL", url.clone())]);
+                let load = wrk(port, seconds, &script, &events, &pad);
+                let drained = runtime.block_on(async {
+                    let inbox = PostgresStore::connect(&url).await.expect("postgres");
+                    drained(&inbox).await
+                });
+                drop(example);
+                (load, drained)
+            }
+            "redis" => {
+                let server = support::Redis::start_with(&["--appendfsync", "everysec"]);
+                let example =
+                    Example::start(&binary, dir.path(), port, &[("REDIS_URL", server.url())]);
+                let load = wrk(port, seconds, &script, &events, &pad);
+                let drained = runtime.block_on(async {
+                    let inbox = RedisStore::connect(&server.url()).await.expect("redis");
+                    drained(&inbox).await
+                });
+                drop(example);
+                (load, drained)
+            }
+            other => panic!("RECEIVER_STORES names `{other}`: use sqlite, postgres or redis"),
+        };
+        rows.push(Row {
+            target: match store {
+                "sqlite" => "SQLite".into(),
+                "postgres" => "Postgres".into(),
+                _ => "Redis (AOF everysec)".into(),
+            },
+            load,
+            drained: Some(drained),
+        });
+    }
+
+    let bare = rows[0].load.per_second;
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "\nThe axum_receiver example (release, worker draining) under wrk, {THREADS} threads, \
+         {CONNECTIONS} connections, unique signed 1 KiB events, {seconds} s each (same run):"
+    );
+    let _ = writeln!(
+        table,
+        "| target | req/s | p50 | p99 | ratio to bare axum | non-2xx | inbox after the load |"
+    );
+    let _ = writeln!(table, "|---|---|---|---|---|---|---|");
+    for row in &rows {
+        let drained = match &row.drained {
+            None => "-".to_owned(),
+            Some(Ok(took)) => format!("empty after {:.1} s", took.as_secs_f64()),
+            Some(Err(left)) => format!("{left} still waiting after 10 s"),
+        };
+        let _ = writeln!(
+            table,
+            "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {drained} |",
+            row.target,
+            row.load.per_second,
+            row.load.p50.as_secs_f64() * 1e3,
+            row.load.p99.as_secs_f64() * 1e3,
+            row.load.per_second / bare,
+            row.load.failed,
+        );
+        if row.drained.is_some() && row.load.requests > count as u64 {
+            let _ = writeln!(
+                table,
+                "  ({} sent {} requests for {count} events: some were duplicates)",
+                row.target, row.load.requests
             );
         }
-    });
+    }
+    println!("{table}");
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqliteRow};
 
-use super::sql::write::{Want, Write, Written, run_write};
+use super::sql::write::{Arg, Want, Write, Written, run_write};
 use super::sql::{
     AcceptParts, BuildAccept, Statements, TAKE_ORDER, ready_condition, sql_store_common,
     take_assignments,
@@ -168,6 +168,7 @@ impl SqliteStore {
             writer: GroupCommit::new(Writer {
                 pool: pool.clone(),
                 connection: Arc::default(),
+                tables: Arc::new((statements.claims.clone(), statements.inbox.clone())),
             }),
             pool,
             options: StoreOptions::default(),
@@ -190,7 +191,7 @@ impl SqliteStore {
     async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         let inserted = self
             .write(
-                Write::new(self.statements.accept.clone(), Want::Affected)
+                Write::accept(self.statements.accept.clone())
                     .text(event.namespace)
                     .text(event.id)
                     .int(crate::dedup::millis(self.options.retention()))
@@ -215,6 +216,8 @@ impl SqliteStore {
 pub(crate) struct Writer {
     pool: SqlitePool,
     connection: Arc<tokio::sync::Mutex<Option<SqliteConnection>>>,
+    /// The claims and inbox tables, for accepts run together.
+    tables: Arc<(String, String)>,
 }
 
 impl CommitBatch for Writer {
@@ -231,7 +234,7 @@ impl CommitBatch for Writer {
             Some(connection) => connection,
             empty => empty.insert(self.pool.connect_options().connect().await?),
         };
-        let written = commit_on(connection, batch).await;
+        let written = commit_on(connection, batch, &self.tables).await;
         if let Err(error) = &written
             && !matches!(error, sqlx::Error::Database(_))
         {
@@ -242,18 +245,132 @@ impl CommitBatch for Writer {
     }
 }
 
-/// Runs `batch` in one immediate transaction on `connection`, in order.
+/// Runs `batch` in one immediate transaction on `connection`, in order;
+/// accepts next to each other (with one retention) as one run.
 async fn commit_on(
     connection: &mut SqliteConnection,
     batch: &[Write],
+    tables: &(String, String),
 ) -> Result<Vec<Written<SqliteRow>>, sqlx::Error> {
     let mut transaction = sqlx::Connection::begin_with(connection, "BEGIN IMMEDIATE").await?;
     let mut written = Vec::with_capacity(batch.len());
-    for write in batch {
-        written.push(run_write!(write, &mut *transaction)?);
+    let mut rest = batch;
+    while let Some(first) = rest.first() {
+        let run = rest
+            .iter()
+            .take_while(|write| write.accept && same_retention(write, first))
+            .count();
+        if run > 1 {
+            written.extend(accept_run(&mut transaction, &rest[..run], tables).await?);
+            rest = &rest[run..];
+        } else {
+            written.push(run_write!(first, &mut *transaction)?);
+            rest = &rest[1..];
+        }
     }
     transaction.commit().await?;
     Ok(written)
+}
+
+/// The arguments of an accept (see [`SqliteStore::accept_event`]).
+fn accept_args(write: &Write) -> Option<(&str, &str, i64, &[u8], Option<i64>, Option<&str>)> {
+    match &write.args[..] {
+        [
+            Arg::Text(namespace),
+            Arg::Text(id),
+            Arg::Int(retention),
+            Arg::Bytes(body),
+            Arg::OptInt(signed_at),
+            Arg::OptText(meta),
+        ] => Some((namespace, id, *retention, body, *signed_at, meta.as_deref())),
+        _ => None,
+    }
+}
+
+fn same_retention(write: &Write, first: &Write) -> bool {
+    match (accept_args(write), accept_args(first)) {
+        (Some(a), Some(b)) => a.2 == b.2,
+        _ => false,
+    }
+}
+
+/// Accepts a run of events in two statements, where one each would take
+/// two round trips to SQLite's worker per event: one insert of every
+/// claim that returns those it inserted (or took over from an expired
+/// claim), and one insert of their events. Of one id twice in the run the
+/// first is accepted, as one at a time would.
+async fn accept_run(
+    transaction: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    run: &[Write],
+    (claims, inbox): &(String, String),
+) -> Result<Vec<Written<SqliteRow>>, sqlx::Error> {
+    use sqlx::Row as _;
+    let events: Vec<_> = run.iter().filter_map(accept_args).collect();
+    let now = SQLITE.now;
+    let retention = events.first().map_or(0, |event| event.2);
+    let mut claim = format!("INSERT INTO {claims} (namespace, event_id, claimed_at) VALUES ");
+    for n in 0..events.len() {
+        let sep = if n == 0 { "" } else { ", " };
+        claim.push_str(&format!("{sep}(${}, ${}, {now})", 2 * n + 1, 2 * n + 2));
+    }
+    claim.push_str(&format!(
+        " ON CONFLICT (namespace, event_id) DO UPDATE \
+         SET claimed_at = excluded.claimed_at, lease_token = NULL, lease_until = NULL \
+         WHERE {claims}.lease_token IS NULL AND {claims}.claimed_at < {now} - ${} \
+         RETURNING namespace, event_id",
+        2 * events.len() + 1
+    ));
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(claim));
+    for (namespace, id, ..) in &events {
+        query = query.bind(*namespace).bind(*id);
+    }
+    let claimed = query.bind(retention).fetch_all(&mut **transaction).await?;
+    let mut new: std::collections::HashSet<(String, String)> = claimed
+        .iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect::<Result<_, sqlx::Error>>()?;
+    let accepted: Vec<bool> = events
+        .iter()
+        .map(|(namespace, id, ..)| new.remove(&((*namespace).to_owned(), (*id).to_owned())))
+        .collect();
+    let enqueued: Vec<_> = events
+        .iter()
+        .zip(&accepted)
+        .filter(|(_, accepted)| **accepted)
+        .map(|(event, _)| event)
+        .collect();
+    if !enqueued.is_empty() {
+        let mut insert = format!(
+            "INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, \
+             available_at, meta) VALUES "
+        );
+        for n in 0..enqueued.len() {
+            let sep = if n == 0 { "" } else { ", " };
+            let at = 5 * n;
+            insert.push_str(&format!(
+                "{sep}(${}, ${}, ${}, ${}, {now}, {now}, ${})",
+                at + 1,
+                at + 2,
+                at + 3,
+                at + 4,
+                at + 5
+            ));
+        }
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert));
+        for (namespace, id, _, body, signed_at, meta) in enqueued {
+            query = query
+                .bind(*namespace)
+                .bind(*id)
+                .bind(*body)
+                .bind(*signed_at)
+                .bind(*meta);
+        }
+        query.execute(&mut **transaction).await?;
+    }
+    Ok(accepted
+        .into_iter()
+        .map(|accepted| Written::Affected(u64::from(accepted)))
+        .collect())
 }
 
 #[cfg(test)]

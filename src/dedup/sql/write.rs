@@ -33,6 +33,10 @@ pub(crate) struct Write {
     pub(crate) statement: SqlStr,
     pub(crate) args: Vec<Arg>,
     pub(crate) want: Want,
+    /// An accept (namespace, id, retention, body, signed at, meta), which
+    /// a writer may run together with the accepts next to it.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) accept: bool,
 }
 
 /// What a [`Write`] gave back.
@@ -48,6 +52,17 @@ impl Write {
             statement,
             args: Vec::with_capacity(6),
             want,
+            accept: false,
+        }
+    }
+
+    /// An accept: `statement` claims and enqueues one event, and the
+    /// arguments follow.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn accept(statement: SqlStr) -> Self {
+        Self {
+            accept: true,
+            ..Self::new(statement, Want::Affected)
         }
     }
 
