@@ -272,8 +272,11 @@ async fn commit_on(
     Ok(written)
 }
 
+/// An accept's arguments: namespace, id, retention, body, signed at, meta.
+type AcceptArgs<'a> = (&'a str, &'a str, i64, &'a [u8], Option<i64>, Option<&'a str>);
+
 /// The arguments of an accept (see [`SqliteStore::accept_event`]).
-fn accept_args(write: &Write) -> Option<(&str, &str, i64, &[u8], Option<i64>, Option<&str>)> {
+fn accept_args(write: &Write) -> Option<AcceptArgs<'_>> {
     match &write.args[..] {
         [
             Arg::Text(namespace),
