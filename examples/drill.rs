@@ -10,7 +10,7 @@
 //! events that were in fact accepted: real duplicates. A worker drains the
 //! inbox.
 //!
-//! `--preset` takes the policy of a seed system (see `--help`) instead of
+//! `--preset` takes one of the named policies (see `--help`) instead of
 //! the demo's fast one, and `--time-scale N` runs both ends' clock N times
 //! faster than the wall clock: the schedule and its jitter, the outage, the
 //! disable timer, the breaker's cool-down. Timeouts stay in real time: they
@@ -57,24 +57,24 @@ const DEMO_TIMEOUT: Duration = Duration::from_millis(300);
 /// in real time.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
-/// A policy of a seed system (`src/sender/presets.rs`).
+/// One of the named policies (`src/sender/presets.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Preset {
-    /// Seed 004: 7 attempts (0, 30 s, 2 min, 10 min, 1 h, 6 h, 24 h, each
+    /// 7 attempts (0, 30 s, 2 min, 10 min, 1 h, 6 h, 24 h, each
     /// up to 10% later), disabled after 7 days with a notice, the backlog
     /// delivered after the enable.
     SevenOverADay,
     /// Svix's table with its jitter, disabled after 5 days.
     Svix,
-    /// Seed 000: Svix's table without jitter, 410 retried, one probe after
+    /// Svix's table without jitter, 410 retried, one probe after
     /// 5 failures, disabled after 5 days.
     SvixTableWithoutJitter,
-    /// Seed 001: 1 + 5 attempts over 10.6 h, a 3-probe breaker.
+    /// 1 + 5 attempts over 10.6 h, a 3-probe breaker.
     FiveRetriesOverTenHours,
-    /// Seed 002: 9 attempts over 3 days (±10%), one failure pauses the
+    /// 9 attempts over 3 days (±10%), one failure pauses the
     /// URL, disabled after 3 days.
     NineOverThreeDays,
-    /// Seed 003: 10 attempts doubling from 1 s to a 1 h cap (±25%), a
+    /// 10 attempts doubling from 1 s to a 1 h cap (±25%), a
     /// breaker open 24 h after 20 failures.
     ExponentialToAnHour,
 }
@@ -577,7 +577,7 @@ struct Args {
     /// [default: 0.1, or 0 with a preset, whose timeouts are seconds long].
     #[arg(long, value_parser = parse_share)]
     slow_share: Option<f64>,
-    /// A seed system's policy instead of the demo's (100 ms doubling to
+    /// A named policy instead of the demo's (100 ms doubling to
     /// 1 s, 30 attempts, 300 ms per attempt).
     #[arg(long, value_enum)]
     preset: Option<Preset>,
@@ -866,9 +866,9 @@ mod tests {
         );
     }
 
-    /// Seed 004's first drill, 10 times faster than the README's command.
+    /// The six-hour outage drill, 10 times faster than the README's command.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn seed_004_six_hour_outage_delivers_every_event_and_abandons_none() {
+    async fn seven_over_a_day_six_hour_outage_delivers_every_event_and_abandons_none() {
         let report = app(&Drill {
             preset: Some(Preset::SevenOverADay),
             time_scale: 36_000,
@@ -886,9 +886,10 @@ mod tests {
         assert!(report.drill_time > 7 * HOUR, "{report:?}");
     }
 
-    /// Seed 004's second drill, twice as fast as the README's command.
+    /// The eight-day outage drill, twice as fast as the README's command.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn seed_004_eight_day_outage_disables_keeps_every_event_and_delivers_them_after_enable() {
+    async fn seven_over_a_day_eight_day_outage_disables_keeps_every_event_and_delivers_them_after_enable()
+     {
         let report = app(&Drill {
             preset: Some(Preset::SevenOverADay),
             time_scale: 2 * 86_400,

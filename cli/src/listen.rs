@@ -34,7 +34,7 @@ pub(crate) struct ListenArgs {
     /// Cluster, or `memory`.
     #[arg(long, default_value = "sqlite:hooklatch-listen.db")]
     store: String,
-    /// A Redis Cluster to keep claims in, as comma-separated seed node URLs
+    /// A Redis Cluster to keep claims in, as comma-separated node URLs
     /// (`redis://host:port,...`): the same as `--store redis+cluster://…`.
     #[arg(long, env = "REDIS_CLUSTER_NODES", conflicts_with = "store")]
     redis_cluster_nodes: Option<String>,

@@ -1,7 +1,6 @@
-//! The named [`Policy`] presets: complete configurations for the delivery
-//! systems real providers publish, one per seed document the project grew
-//! from (each doc comment cites its rules). `tests/seeds.rs` drives each
-//! through its seed's cases.
+//! The named [`Policy`] presets: complete configurations of delivery rules
+//! real webhook senders publish, each described by what it does.
+//! `tests/presets.rs` drives each through the cases its rules name.
 
 use std::time::Duration;
 
@@ -20,7 +19,7 @@ impl Policy {
         Self::new(Schedule::svix())
     }
 
-    /// Seed 000, a webhook admin: Svix's table without jitter (8 attempts,
+    /// Svix's table without jitter (8 attempts,
     /// 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h); 10 deliveries at once
     /// per endpoint; after 5 consecutive failures nothing for 30 s, then
     /// one probe; 15 s per attempt, only a 2xx succeeds, **410 is retried
@@ -40,7 +39,7 @@ impl Policy {
             .with_idempotency_window(Some(DAY))
     }
 
-    /// Seed 002: [`Schedule::nine_attempts_over_three_days`] (0, 1 min,
+    /// Nine attempts over three days: [`Schedule::nine_attempts_over_three_days`] (0, 1 min,
     /// 5 min, 30 min, 2 h, 6 h, 12 h, 24 h, 24 h, ±10%); success is a 2xx
     /// within 10 s; at most 4 KB of the answer read; 410 stops the
     /// delivery and disables the endpoint; 429 and 503 wait the longer of
@@ -73,7 +72,7 @@ impl Policy {
             .with_retention(Retention::ended_kept_for(30 * DAY))
     }
 
-    /// Seed 001: [`Schedule::five_retries_over_ten_hours`] (one attempt
+    /// One attempt and five retries over ten hours: [`Schedule::five_retries_over_ten_hours`] (one attempt
     /// and 5 retries over 10.6 h, no jitter); 5 s to connect and 30 s to
     /// read (35 s per attempt); only a 2xx succeeds, 3xx is a failure; a
     /// breaker that lets up to 3 probes through after its cool-down,
@@ -87,7 +86,7 @@ impl Policy {
             .with_retention(Retention::KEEP_ALL.with_dead(Some(30 * DAY)))
     }
 
-    /// Seed 004: [`Schedule::seven_attempts_over_a_day`] (0, 30 s, 2 min,
+    /// Seven attempts over a day: [`Schedule::seven_attempts_over_a_day`] (0, 30 s, 2 min,
     /// 10 min, 1 h, 6 h, 24 h, each up to 10% later, never earlier); 10 s
     /// per attempt; 302 is a failure; a 512-byte excerpt; disabled after 7
     /// days of failure with a notice; the backlog (pending deliveries and
@@ -109,8 +108,8 @@ impl Policy {
             .with_retention(Retention::ended_kept_for(14 * DAY).with_pending(Some(14 * DAY)))
     }
 
-    /// Seed 003: [`Schedule::exponential_to_an_hour`] (1 s doubling to a
-    /// 1 h cap, ±25%; the seed makes `attempts` 10); only network errors,
+    /// Exponential to an hour: [`Schedule::exponential_to_an_hour`] (1 s
+    /// doubling to a 1 h cap, ±25%, `attempts` attempts); only network errors,
     /// 5xx and 429 are retried (3xx and other 4xx, 410 included, end the
     /// delivery); 30 s per attempt; 1,024 bytes of the answer kept; a
     /// breaker that opens for 24 h after 20 consecutive failures; 10

@@ -26,7 +26,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// - `redis://host:port/` or `rediss://host:port/` (TLS, feature
 ///   `redis-tls`): one server;
 /// - `redis+cluster://host1:port1,host2:port2,...` (or `rediss+cluster://`):
-///   a cluster, found from any of the seed nodes listed.
+///   a cluster, found from any of the nodes listed.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), redis::RedisError> {
@@ -91,7 +91,7 @@ fn single_config() -> ConnectionManagerConfig {
         .set_number_of_retries(1)
 }
 
-/// The seed node URLs of a `redis+cluster://` or `rediss+cluster://`
+/// The node URLs of a `redis+cluster://` or `rediss+cluster://`
 /// address, as the cluster client takes them; `None` for any other.
 pub(crate) fn cluster_seeds(address: &str) -> Option<Vec<String>> {
     let (scheme, nodes) = address
@@ -137,7 +137,7 @@ impl RedisConnection {
         }
     }
 
-    /// Connects to the cluster that any of `seeds` (`redis://host:port`
+    /// Connects to the cluster that any of `nodes` (`redis://host:port`
     /// URLs, all with the same credentials) belongs to.
     pub async fn open_cluster<S: AsRef<str>>(seeds: &[S]) -> RedisResult<Self> {
         Self::cluster(ClusterClientBuilder::new(

@@ -237,7 +237,7 @@ async fn send_until_disabled(
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_000_svix_table_without_jitter_retries_410_probes_once_and_notifies_hourly() {
+async fn svix_table_without_jitter_retries_410_probes_once_and_notifies_hourly() {
     let policy = Policy::svix_table_without_jitter();
 
     // Svix's table exactly, whatever the draw: no jitter. 410 is an
@@ -359,7 +359,7 @@ async fn seed_000_svix_table_without_jitter_retries_410_probes_once_and_notifies
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_002_nine_attempts_pause_the_url_and_stop_on_410_or_a_private_address() {
+async fn nine_attempts_pause_the_url_and_stop_on_410_or_a_private_address() {
     let policy = Policy::nine_attempts_over_three_days();
 
     // 9 attempts: 0, 1 min, 5 min, 30 min, 2 h, 6 h, 12 h, 24 h, 24 h,
@@ -555,7 +555,8 @@ async fn dispatcher_for(
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_004_seven_attempts_late_jitter_disable_at_7_days_and_the_backlog_after_enable() {
+async fn seven_over_a_day_seven_attempts_late_jitter_disable_at_7_days_and_the_backlog_after_enable()
+ {
     let policy = Policy::seven_attempts_over_a_day();
 
     // 0, 30 s, 2 min, 10 min, 1 h, 6 h, 24 h, each up to 10% later and
@@ -655,7 +656,7 @@ async fn seed_004_seven_attempts_late_jitter_disable_at_7_days_and_the_backlog_a
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_001_one_attempt_and_five_retries_over_10_6_hours_and_a_three_probe_breaker() {
+async fn five_retries_one_attempt_and_five_retries_over_10_6_hours_and_a_three_probe_breaker() {
     let policy = Policy::five_retries_over_ten_hours();
 
     // 1 + 5 attempts: 1 min, 5 min, 30 min, 2 h, 8 h apart, no jitter:
@@ -733,7 +734,7 @@ async fn seed_001_one_attempt_and_five_retries_over_10_6_hours_and_a_three_probe
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_003_exponential_retries_only_network_errors_5xx_and_429() {
+async fn exponential_to_an_hour_retries_only_network_errors_5xx_and_429() {
     let policy = Policy::exponential_to_an_hour(10);
 
     // 10 attempts, 1 s doubling (to a 1 h cap), ±25%.
@@ -831,7 +832,8 @@ async fn loopback_server(status: u16, len: usize) -> String {
 }
 
 #[tokio::test]
-async fn over_http_each_preset_reads_only_its_excerpt_and_seed_002_stops_at_a_private_address() {
+async fn over_http_each_preset_reads_only_its_excerpt_and_nine_attempts_stops_at_a_private_address()
+{
     use hooklatch::sender::HttpTransport;
     let url = loopback_server(500, 10_000).await;
     let loopback = AddressPolicy::strict().insecure_allow_loopback();
@@ -898,7 +900,7 @@ async fn redelivery_and_test_deliveries_refuse_what_they_cannot_do() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn seed_000_an_idempotency_key_enqueues_once_for_24_hours_and_names_the_first_message() {
+async fn svix_table_an_idempotency_key_enqueues_once_for_24_hours_and_names_the_first_message() {
     let receiver = Scripted::new(|_| Answer::Status(200));
     let (dispatcher, _) = dispatcher(&receiver, Policy::svix_table_without_jitter(), SECOND).await;
     let running = dispatcher.start();
@@ -986,7 +988,7 @@ async fn one_of_each(store: &MemoryDeliveries) {
 }
 
 #[tokio::test]
-async fn every_seed_keeps_each_outcome_for_its_retention_then_purges_it() {
+async fn every_preset_keeps_each_outcome_for_its_retention_then_purges_it() {
     // Days each state is kept: delivered, gone, dead, pending.
     let cases: [(&str, Policy, [Option<u64>; 4]); 5] = [
         ("000", Policy::svix_table_without_jitter(), [None; 4]),
