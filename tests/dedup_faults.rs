@@ -730,42 +730,27 @@ async fn sqlite_refuses_a_pool_that_would_answer_before_the_flush() {
 /// WAL is flushed up to its end the moment the accept returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_accepts_are_flushed_before_the_answer_even_with_synchronous_commit_off() {
-    let server = support::Postgres::start();
-    let admin = sqlx::PgPool::connect(&server.url()).await.unwrap();
-    for statement in [
-        "ALTER SYSTEM SET wal_writer_delay = '10s'",
-        "SELECT pg_reload_conf()",
-    ] {
-        sqlx::query(statement).execute(&admin).await.unwrap();
-    }
+    let (_server, admin, unflushed) = support::postgres_with_lazy_wal_writer().await;
     PostgresStore::new(admin.clone(), "hooklatch")
         .unwrap()
         .migrate()
         .await
         .unwrap();
-    let options: sqlx::postgres::PgConnectOptions = server.url().parse().unwrap();
-    let unflushed = sqlx::postgres::PgPoolOptions::new()
+    let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(2)
-        .connect_with(options.options([("synchronous_commit", "off")]))
+        .connect_with(unflushed)
         .await
         .unwrap();
-    let store = PostgresStore::new(unflushed, "hooklatch").unwrap();
+    let store = PostgresStore::new(pool, "hooklatch").unwrap();
     for n in 0..5 {
         let id = format!("evt_{n}");
         assert_eq!(
             store.accept(&event("ns", &id, SMALL)).await.unwrap(),
             Acceptance::Accepted
         );
-        let (flushed, written): (bool, String) = sqlx::query_as(
-            "SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn(), \
-             pg_current_wal_insert_lsn()::text",
-        )
-        .fetch_one(&admin)
-        .await
-        .unwrap();
         assert!(
-            flushed,
-            "{id} was answered before its WAL (up to {written}) was flushed"
+            support::wal_flushed(&admin).await,
+            "{id} was answered before its WAL was flushed"
         );
     }
 }

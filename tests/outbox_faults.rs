@@ -154,34 +154,19 @@ async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_sync
 {
     use hooklatch::sender::{Attempt, Final, Step};
     use std::time::SystemTime;
-    let server = support::Postgres::start();
-    let admin = sqlx::PgPool::connect(&server.url()).await.unwrap();
-    for statement in [
-        "ALTER SYSTEM SET wal_writer_delay = '10s'",
-        "SELECT pg_reload_conf()",
-    ] {
-        sqlx::query(statement).execute(&admin).await.unwrap();
-    }
+    let (_server, admin, unflushed) = support::postgres_with_lazy_wal_writer().await;
     PostgresDeliveries::new(admin.clone(), "hooklatch")
         .unwrap()
         .migrate()
         .await
         .unwrap();
-    let options: sqlx::postgres::PgConnectOptions = server.url().parse().unwrap();
-    let unflushed = sqlx::postgres::PgPoolOptions::new()
+    let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(2)
-        .connect_with(options.options([("synchronous_commit", "off")]))
+        .connect_with(unflushed)
         .await
         .unwrap();
-    let store = PostgresDeliveries::new(unflushed, "hooklatch").unwrap();
-    let flushed = || async {
-        let (flushed,): (bool,) =
-            sqlx::query_as("SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()")
-                .fetch_one(&admin)
-                .await
-                .unwrap();
-        flushed
-    };
+    let store = PostgresDeliveries::new(pool, "hooklatch").unwrap();
+    let flushed = || support::wal_flushed(&admin);
     for n in 0..3 {
         let id = format!("msg_{n}");
         assert!(
