@@ -113,9 +113,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for Webhook<T> {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         verified(request, payload, |_, event, _| async move {
-            serde_json::from_slice(&event.body)
-                .map(Webhook)
-                .map_err(|error| Rejection::InvalidJson(error.to_string()).into())
+            event.json().map(Webhook).map_err(WebhookError::from)
         })
     }
 }
