@@ -89,6 +89,31 @@ impl VerifiedEvent {
         self.provider.event_type(&self.body)
     }
 
+    /// The body deserialized from JSON into `T`; a body that does not
+    /// parse as `T` is [`Rejection::InvalidJson`] (422). With
+    /// [`event_type`](Self::event_type) this dispatches a provider's
+    /// events to typed payloads, whether the type is in a header (GitHub,
+    /// Shopify) or in the body:
+    ///
+    /// ```
+    /// use hooklatch::receive::{Rejection, VerifiedEvent};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Push { after: String }
+    ///
+    /// fn handle(event: &VerifiedEvent) -> Result<String, Rejection> {
+    ///     Ok(match event.event_type() {
+    ///         Some("push") => event.json::<Push>()?.after,
+    ///         _ => "ignored".to_owned(),
+    ///     })
+    /// }
+    /// # let _ = handle;
+    /// ```
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Rejection> {
+        serde_json::from_slice(&self.body)
+            .map_err(|error| Rejection::InvalidJson(error.to_string()))
+    }
+
     /// The provider's id for this delivery, where it sends one apart from
     /// the signed id: GitHub's `X-GitHub-Delivery`, Shopify's
     /// `X-Shopify-Webhook-Id`.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::dedup::DedupError;
-use crate::verify::VerifyError;
+use crate::verify::{Malformed, VerifyError};
 
 /// Why a receiver refused a request, the same for every framework.
 ///
@@ -136,6 +136,133 @@ impl Rejection {
         }
     }
 
+    /// The reason's kind: a short, stable name, finer than
+    /// [`code`](Self::code) (which stays coarse to bound metric labels),
+    /// such as `timestamp_too_old`, `no_supported_signature` or
+    /// `signature_mismatch`. Safe to send to the client: it says what kind
+    /// of thing is wrong, never a secret, a signature, which secret matched
+    /// or how many there are. An adapter opted in with `with_reason_in_body`
+    /// sends it ([`body_text_with_kind`](Self::body_text_with_kind)).
+    pub fn kind(&self) -> &'static str {
+        self.kind_and_text().0
+    }
+
+    /// The reason's kind in words, for the client: a fixed text for each
+    /// [`kind`](Self::kind), with nothing taken from the request or the
+    /// configuration.
+    pub fn kind_text(&self) -> &'static str {
+        self.kind_and_text().1
+    }
+
+    fn kind_and_text(&self) -> (&'static str, &'static str) {
+        match self {
+            Self::Unverified(error) => match error {
+                VerifyError::MissingHeader { .. } => (
+                    "missing_header",
+                    "a header the signature scheme requires is missing",
+                ),
+                VerifyError::RepeatedHeader { .. } => (
+                    "repeated_header",
+                    "a header that must appear once appears more than once",
+                ),
+                VerifyError::MalformedHeader { reason, .. } => match reason {
+                    Malformed::TimestampInMilliseconds => (
+                        "timestamp_in_milliseconds",
+                        "the timestamp looks like milliseconds; the scheme counts seconds",
+                    ),
+                    Malformed::TimestampNotInteger | Malformed::TimestampOutOfRange => (
+                        "malformed_timestamp",
+                        "the timestamp is not a whole number of seconds",
+                    ),
+                    Malformed::Empty
+                    | Malformed::TooLong { .. }
+                    | Malformed::NotVisibleAscii
+                    | Malformed::TooManySignatures { .. }
+                    | Malformed::MissingVersion
+                    | Malformed::MissingField(_)
+                    | Malformed::RepeatedField(_)
+                    | Malformed::BadEncoding(_) => (
+                        "malformed_header",
+                        "a header of the signature scheme could not be read",
+                    ),
+                },
+                VerifyError::TimestampTooOld { .. } => (
+                    "timestamp_too_old",
+                    "the signed timestamp is older than this receiver accepts",
+                ),
+                VerifyError::TimestampInFuture { .. } => (
+                    "timestamp_in_future",
+                    "the signed timestamp is further ahead than this receiver accepts",
+                ),
+                VerifyError::NoSupportedSignature { .. } => (
+                    "no_supported_signature",
+                    "no signature of a version this receiver checks",
+                ),
+                // A verifier never answers `NoSecretValid` (only a signer
+                // does); were it to, a client is told no more than that
+                // its signature did not match.
+                VerifyError::SignatureMismatch { .. } | VerifyError::NoSecretValid => (
+                    "signature_mismatch",
+                    "no signature matched; sign the raw body exactly as sent, with the endpoint's secret",
+                ),
+                VerifyError::BodyTooLarge { .. } => {
+                    ("body_too_large", "the body is over this receiver's limit")
+                }
+            },
+            Self::BodyTooLarge { .. } => {
+                ("body_too_large", "the body is over this receiver's limit")
+            }
+            Self::BodyUnreadable => ("body_unreadable", "the request body could not be read"),
+            Self::BodyTimeout { .. } => ("body_timeout", "the body did not arrive in time"),
+            Self::MissingEventId => ("missing_event_id", "the request carries no event id"),
+            Self::InvalidEventId(_) => ("invalid_event_id", "the event id cannot be stored"),
+            Self::InProgress { .. } => (
+                "in_progress",
+                "another delivery of this event is being handled",
+            ),
+            Self::StoreUnavailable(_) => {
+                ("store_unavailable", "the receiver's store is unavailable")
+            }
+            Self::HandlerTimedOut { .. } => (
+                "handler_timed_out",
+                "the handler did not finish within its lease",
+            ),
+            Self::InvalidJson(_) => (
+                "invalid_json",
+                "the body is not the JSON the handler expects",
+            ),
+            Self::NotConfigured => ("not_configured", "the receiver is not configured"),
+            Self::UnknownTenant => ("unknown_tenant", "the request names no known receiver"),
+            Self::TenantLookupFailed(_) => (
+                "tenant_lookup_failed",
+                "the receiver could not be looked up",
+            ),
+        }
+    }
+
+    /// The body text with the reason's kind after it, what an adapter
+    /// opted in with `with_reason_in_body` sends:
+    /// `webhook verification failed: timestamp_too_old (the signed
+    /// timestamp is older than this receiver accepts)`. Made of fixed texts
+    /// only, like [`body_text`](Self::body_text).
+    ///
+    /// ```
+    /// use hooklatch::receive::Rejection;
+    /// use hooklatch::verify::VerifyError;
+    ///
+    /// let stale = Rejection::Unverified(VerifyError::TimestampTooOld { age_secs: 600, tolerance_secs: 300 });
+    /// assert_eq!(stale.kind(), "timestamp_too_old");
+    /// assert!(stale.body_text_with_kind().starts_with("webhook verification failed: timestamp_too_old ("));
+    /// ```
+    pub fn body_text_with_kind(&self) -> String {
+        format!(
+            "{}: {} ({})",
+            self.body_text(),
+            self.kind(),
+            self.kind_text()
+        )
+    }
+
     /// The precise reason, for logs.
     pub fn reason(&self) -> String {
         match self {
@@ -189,8 +316,21 @@ impl Rejection {
     /// The response for this rejection, with `Retry-After` where it helps
     /// and the rejection itself in the extensions.
     pub fn into_response<B: From<&'static str>>(self) -> Response<B> {
+        let body = B::from(self.body_text());
+        self.respond(body)
+    }
+
+    /// [`into_response`](Self::into_response) with the reason's kind in
+    /// the body ([`body_text_with_kind`](Self::body_text_with_kind)), for a
+    /// handler that takes an extractor's `Result` and answers it itself.
+    pub fn into_response_with_kind<B: From<String>>(self) -> Response<B> {
+        let body = B::from(self.body_text_with_kind());
+        self.respond(body)
+    }
+
+    fn respond<B>(self, body: B) -> Response<B> {
         tracing::warn!(status = %self.status(), reason = %self.reason(), "webhook rejected");
-        let mut response = Response::new(B::from(self.body_text()));
+        let mut response = Response::new(body);
         *response.status_mut() = self.status();
         response.headers_mut().insert(
             header::CONTENT_TYPE,

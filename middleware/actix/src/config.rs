@@ -111,6 +111,8 @@ pub(crate) struct Settings {
     pub(crate) inbox: Option<(Arc<dyn DynInbox>, String)>,
     pub(crate) lease: Option<(Arc<dyn DynLease>, String, Duration)>,
     pub(crate) respond: Option<crate::error::RespondFn>,
+    /// Whether the plain-text answer names the reason's kind.
+    pub(crate) reason_in_body: bool,
 }
 
 impl std::fmt::Debug for WebhookConfig {
@@ -121,6 +123,7 @@ impl std::fmt::Debug for WebhookConfig {
             .field("tenants", &settings.tenants)
             .field("inbox", &settings.inbox.as_ref().map(|(_, ns)| ns))
             .field("lease", &settings.lease.as_ref().map(|(_, ns, d)| (ns, d)))
+            .field("reason_in_body", &settings.reason_in_body)
             .finish()
     }
 }
@@ -136,6 +139,7 @@ impl WebhookConfig {
                 inbox: None,
                 lease: None,
                 respond: None,
+                reason_in_body: false,
             }),
         }
     }
@@ -170,6 +174,7 @@ impl WebhookConfig {
                 inbox: None,
                 lease: None,
                 respond: None,
+                reason_in_body: false,
             }),
         }
     }
@@ -232,6 +237,39 @@ impl WebhookConfig {
         respond: impl Fn(&Rejection) -> Option<actix_web::HttpResponse> + Send + Sync + 'static,
     ) -> Self {
         self.change(|settings| settings.respond = Some(Arc::new(respond)))
+    }
+
+    /// Whether the plain-text answer to a refused request names the
+    /// reason's kind after the generic text, as a stable short code and a
+    /// fixed sentence ([`Rejection::body_text_with_kind`]):
+    /// `webhook verification failed: timestamp_too_old (the signed
+    /// timestamp is older than this receiver accepts)`. Defaults to
+    /// `false`: the generic text alone.
+    ///
+    /// The kind is what a sender can know or find out anyway (its clock,
+    /// the headers it sent, whether it signed with the right secret), so
+    /// this weakens nothing: the body never holds a secret, a signature,
+    /// which secret matched or how many there are. The precise reason
+    /// still goes only to `tracing`. A
+    /// [`with_rejection_response`](Self::with_rejection_response) hook
+    /// that gives a response answers in its own words instead.
+    ///
+    /// ```
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_actix::WebhookConfig;
+    ///
+    /// let verifier = Verifier::builder(Scheme::stripe())
+    ///     .with_secret("whsec_test_secret")?
+    ///     .build()?;
+    /// // A request signed long ago is answered 400 with
+    /// // "webhook verification failed: timestamp_too_old (...)".
+    /// let config = WebhookConfig::new(verifier).with_reason_in_body(true);
+    /// # let _ = config;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_reason_in_body(self, reason_in_body: bool) -> Self {
+        self.change(|settings| settings.reason_in_body = reason_in_body)
     }
 
     /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the

@@ -17,6 +17,7 @@ pub(crate) type RespondFn = Arc<dyn Fn(&Rejection) -> Option<HttpResponse> + Sen
 pub struct WebhookError {
     kind: Kind,
     respond: Option<RespondFn>,
+    reason_in_body: bool,
 }
 
 #[derive(Debug)]
@@ -30,6 +31,7 @@ impl std::fmt::Debug for WebhookError {
         f.debug_struct("WebhookError")
             .field("kind", &self.kind)
             .field("custom_response", &self.respond.is_some())
+            .field("reason_in_body", &self.reason_in_body)
             .finish()
     }
 }
@@ -52,12 +54,15 @@ impl WebhookError {
         Self {
             kind: Kind::AlreadyHandled,
             respond: None,
+            reason_in_body: false,
         }
     }
 
-    /// Answers with the application's response, where it gives one.
-    pub(crate) fn answered_by(mut self, respond: Option<RespondFn>) -> Self {
+    /// Answers with the application's response, where it gives one, else
+    /// with the plain text, naming the reason's kind if `reason_in_body`.
+    pub(crate) fn answered_by(mut self, respond: Option<RespondFn>, reason_in_body: bool) -> Self {
         self.respond = respond;
+        self.reason_in_body = reason_in_body;
         self
     }
 }
@@ -72,6 +77,7 @@ impl From<Rejection> for WebhookError {
         Self {
             kind: Kind::Rejected(rejection),
             respond: None,
+            reason_in_body: false,
         }
     }
 }
@@ -116,6 +122,9 @@ impl ResponseError for WebhookError {
         response.content_type("text/plain; charset=utf-8");
         if let Some(seconds) = rejection.retry_after_secs() {
             response.insert_header(("retry-after", seconds.to_string()));
+        }
+        if self.reason_in_body {
+            return response.body(rejection.body_text_with_kind());
         }
         response.body(rejection.body_text())
     }

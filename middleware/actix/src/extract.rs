@@ -33,7 +33,10 @@ where
         let config = WebhookConfig::from_request(&request)
             .cloned()
             .ok_or(Rejection::NotConfigured)?;
-        let respond = config.settings().respond.clone();
+        let (respond, reason_in_body) = (
+            config.settings().respond.clone(),
+            config.settings().reason_in_body,
+        );
         let run = async {
             let headers = ActixHeaders(request.headers());
             let settings = config.settings();
@@ -52,7 +55,7 @@ where
         let span = hooklatch::receive::request_span();
         tracing::Instrument::instrument(run, span)
             .await
-            .map_err(|error| error.answered_by(respond))
+            .map_err(|error| error.answered_by(respond, reason_in_body))
     })
 }
 
@@ -113,9 +116,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for Webhook<T> {
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
         verified(request, payload, |_, event, _| async move {
-            serde_json::from_slice(&event.body)
-                .map(Webhook)
-                .map_err(|error| Rejection::InvalidJson(error.to_string()).into())
+            event.json().map(Webhook).map_err(WebhookError::from)
         })
     }
 }

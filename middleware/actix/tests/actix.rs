@@ -434,3 +434,108 @@ async fn rejections_are_answered_by_the_applications_hook_where_it_gives_one() {
     let (status, text) = post(&client, &url, &sign("msg_big", &oversized), oversized).await;
     assert_eq!((status, text.as_str()), (413, "payload too large"));
 }
+
+/// A second secret, so a leak of how many there are or which matched
+/// would have something to leak.
+const OTHER_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+fn header(headers: &HeaderPairs, name: &str) -> Option<String> {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+}
+
+/// The base64 of each signature in a `webhook-signature` value.
+fn signatures(value: Option<String>) -> Vec<String> {
+    value
+        .unwrap_or_default()
+        .split(' ')
+        .filter_map(|s| s.split_once(',').map(|(_, b64)| b64.to_owned()))
+        .collect()
+}
+
+/// Opted in with `with_reason_in_body(true)`, a refused request's 400 says
+/// the reason's kind (a stale timestamp, a bad signature, a missing
+/// header) after the generic text; by default it says the generic text
+/// alone. Neither ever holds a secret, a signature, or how many secrets
+/// there are.
+#[actix_web::test]
+async fn reason_in_body_names_the_kind_only_when_opted_in() {
+    fn routes(config: &mut web::ServiceConfig) {
+        config.route(
+            "/webhooks",
+            web::post().to(|RawWebhook(_): RawWebhook| async { "handled" }),
+        );
+    }
+    let two_secrets = || {
+        Verifier::builder(Scheme::standard_webhooks())
+            .with_secret(SECRET)
+            .unwrap()
+            .with_secret(OTHER_SECRET)
+            .unwrap()
+            .build()
+            .unwrap()
+    };
+    let opted_in = serve(
+        WebhookConfig::new(two_secrets()).with_reason_in_body(true),
+        routes,
+    );
+    let by_default = serve(WebhookConfig::new(two_secrets()), routes);
+    let client = reqwest::Client::new();
+
+    let body = br#"{"invoice":"in_1"}"#.to_vec();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    let unsigned: HeaderPairs = sign("msg_unsigned", &body)
+        .into_iter()
+        .filter(|(name, _)| name != "webhook-signature")
+        .collect();
+    let refused = [
+        (
+            "timestamp_too_old",
+            sign_at(SECRET, "msg_stale", an_hour_ago, &body),
+            body.clone(),
+        ),
+        (
+            "signature_mismatch",
+            sign("msg_tampered", &body),
+            br#"{"invoice":"in_2"}"#.to_vec(),
+        ),
+        ("missing_header", unsigned, body.clone()),
+    ];
+    for (kind, headers, body) in refused {
+        let (status, text) = post(&client, &opted_in, &headers, body.clone()).await;
+        assert_eq!(status, 400, "{kind}");
+        let prefix = format!("webhook verification failed: {kind} (");
+        assert!(text.starts_with(&prefix), "{kind}: {text}");
+        assert!(text.ends_with(')'), "{kind}: {text}");
+        assert_eq!(
+            post(&client, &by_default, &headers, body.clone()).await,
+            (400, "webhook verification failed".into()),
+            "{kind}"
+        );
+
+        let mut never = signatures(header(&headers, "webhook-signature"));
+        for secret in [SECRET, OTHER_SECRET] {
+            never.push(secret.to_owned());
+            never.push(secret.trim_start_matches("whsec_").to_owned());
+            // What this secret would have signed the body with, at the
+            // sent time.
+            if let (Some(id), Some(at)) = (
+                header(&headers, "webhook-id"),
+                header(&headers, "webhook-timestamp"),
+            ) {
+                let at = SystemTime::UNIX_EPOCH + Duration::from_secs(at.parse().unwrap());
+                let expected = sign_at(secret, &id, at, &body);
+                never.extend(signatures(header(&expected, "webhook-signature")));
+            }
+        }
+        for never in never {
+            assert!(!text.contains(&never), "{kind}: {text} holds {never}");
+        }
+        assert!(
+            !text.chars().any(|c| c.is_ascii_digit()),
+            "{kind}: {text} holds a number"
+        );
+    }
+}

@@ -67,9 +67,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Webhook<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Rejection> {
         let RawWebhook(event) = RawWebhook::from_request(request, state).await?;
-        serde_json::from_slice(&event.body)
-            .map(Webhook)
-            .map_err(|error| Rejection::InvalidJson(error.to_string()))
+        event.json().map(Webhook)
     }
 }
 
@@ -147,8 +145,6 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Rejection> {
         let VerifiedBody(event) = VerifiedBody::from_request(request, state).await?;
-        serde_json::from_slice(&event.body)
-            .map(VerifiedJson)
-            .map_err(|error| Rejection::InvalidJson(error.to_string()))
+        event.json().map(VerifiedJson)
     }
 }

@@ -175,8 +175,45 @@ impl<M: Clone> WebhookLayer<M> {
         self,
         respond: impl Fn(&crate::Rejection) -> Option<http::Response<String>> + Send + Sync + 'static,
     ) -> Self {
-        let answers = Answers::with_hook(respond);
-        self.map(|config| Config { answers, ..config })
+        self.map(|config| Config {
+            answers: config.answers.with_hook(respond),
+            ..config
+        })
+    }
+
+    /// Whether the plain-text answer to a refused request names the
+    /// reason's kind after the generic text, as a stable short code and a
+    /// fixed sentence ([`Rejection::body_text_with_kind`](crate::Rejection::body_text_with_kind)):
+    /// `webhook verification failed: timestamp_too_old (the signed
+    /// timestamp is older than this receiver accepts)`. Defaults to
+    /// `false`: the generic text alone.
+    ///
+    /// The kind is what a sender can know or find out anyway (its clock,
+    /// the headers it sent, whether it signed with the right secret), so
+    /// this weakens nothing: the body never holds a secret, a signature,
+    /// which secret matched or how many there are. The precise reason
+    /// still goes only to `tracing` and the response extensions. A
+    /// [`with_rejection_response`](Self::with_rejection_response) hook
+    /// that gives a response answers in its own words instead.
+    ///
+    /// ```
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_tower::WebhookLayer;
+    ///
+    /// let verifier = Verifier::builder(Scheme::stripe())
+    ///     .with_secret("whsec_test_secret")?
+    ///     .build()?;
+    /// // A request signed long ago is answered 400 with
+    /// // "webhook verification failed: timestamp_too_old (...)".
+    /// let layer = WebhookLayer::new(verifier).with_reason_in_body(true);
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_reason_in_body(self, reason_in_body: bool) -> Self {
+        self.map(|config| Config {
+            answers: config.answers.with_reason_in_body(reason_in_body),
+            ..config
+        })
     }
 
     /// Changes the [`Receiver`] with `change` (to keep headers, say):

@@ -15,27 +15,40 @@ type Hook = dyn Fn(&Rejection) -> Option<Response<String>> + Send + Sync;
 #[derive(Clone, Default)]
 pub struct Answers {
     hook: Option<Arc<Hook>>,
+    /// Whether the plain-text answer names the reason's kind.
+    reason_in_body: bool,
 }
 
 impl fmt::Debug for Answers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Answers")
             .field("hook", &self.hook.is_some())
+            .field("reason_in_body", &self.reason_in_body)
             .finish()
     }
 }
 
 impl Answers {
     pub(crate) fn with_hook(
+        self,
         hook: impl Fn(&Rejection) -> Option<Response<String>> + Send + Sync + 'static,
     ) -> Self {
         Self {
             hook: Some(Arc::new(hook)),
+            ..self
+        }
+    }
+
+    pub(crate) fn with_reason_in_body(self, reason_in_body: bool) -> Self {
+        Self {
+            reason_in_body,
+            ..self
         }
     }
 
     /// The answer to `rejection`: the hook's where it gives one, with the
-    /// rejection in the extensions as always, else the core's.
+    /// rejection in the extensions as always, else the core's (naming the
+    /// reason's kind when opted in).
     pub(crate) fn reject<B: From<&'static str> + From<String>>(
         &self,
         rejection: Rejection,
@@ -52,6 +65,9 @@ impl Answers {
             }
             response.extensions_mut().insert(rejection);
             return response;
+        }
+        if self.reason_in_body {
+            return rejection.into_response_with_kind();
         }
         rejection.into_response()
     }

@@ -993,3 +993,121 @@ async fn verified_json_takes_its_receiver_from_the_state() {
         StatusCode::BAD_REQUEST
     );
 }
+
+/// A second secret, so a leak of how many there are or which matched
+/// would have something to leak.
+const OTHER_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+/// Three refused requests, as `(what, headers, body)`: signed an hour
+/// ago, tampered with after signing, and without a signature header.
+fn refused_requests() -> Vec<(&'static str, HeaderPairs, Vec<u8>)> {
+    let body = br#"{"invoice":"in_1"}"#.to_vec();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    let stale = pairs(&sign_with(SECRET, "msg_stale", an_hour_ago, &body));
+    let tampered = pairs(&sign("msg_tampered", &body));
+    let unsigned: HeaderPairs = pairs(&sign("msg_unsigned", &body))
+        .into_iter()
+        .filter(|(name, _)| name != "webhook-signature")
+        .collect();
+    vec![
+        ("timestamp_too_old", stale, body.clone()),
+        (
+            "signature_mismatch",
+            tampered,
+            br#"{"invoice":"in_2"}"#.to_vec(),
+        ),
+        ("missing_header", unsigned, body),
+    ]
+}
+
+/// What a refused answer must never hold: either secret (whole or
+/// without its prefix) and the base64 of any signature sent or expected.
+fn secrets_and_signatures(headers: &HeaderPairs, body: &[u8]) -> Vec<String> {
+    let mut never = Vec::new();
+    for secret in [SECRET, OTHER_SECRET] {
+        never.push(secret.to_owned());
+        never.push(secret.trim_start_matches("whsec_").to_owned());
+    }
+    let value = |headers: &HeaderPairs, name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let signatures = |value: String| {
+        value
+            .split(' ')
+            .filter_map(|s| s.split_once(',').map(|(_, b64)| b64.to_owned()))
+            .collect::<Vec<_>>()
+    };
+    never.extend(
+        value(headers, "webhook-signature")
+            .map(signatures)
+            .unwrap_or_default(),
+    );
+    // What each secret would have signed this body with, at the sent time.
+    if let (Some(id), Some(at)) = (
+        value(headers, "webhook-id"),
+        value(headers, "webhook-timestamp"),
+    ) {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(at.parse().unwrap());
+        for secret in [SECRET, OTHER_SECRET] {
+            let expected = pairs(&sign_with(secret, &id, at, body));
+            never.extend(
+                value(&expected, "webhook-signature")
+                    .map(signatures)
+                    .unwrap_or_default(),
+            );
+        }
+    }
+    never
+}
+
+/// Opted in with `with_reason_in_body(true)`, a refused request's 400 says
+/// the reason's kind (a stale timestamp, a bad signature, a missing
+/// header) after the generic text; by default it says the generic text
+/// alone. Neither ever holds a secret, a signature, or how many secrets
+/// there are.
+#[tokio::test]
+async fn reason_in_body_names_the_kind_only_when_opted_in() {
+    let two_secrets = || {
+        Verifier::builder(Scheme::standard_webhooks())
+            .with_secret(SECRET)
+            .unwrap()
+            .with_secret(OTHER_SECRET)
+            .unwrap()
+            .build()
+            .unwrap()
+    };
+    let app = |layer: WebhookLayer| {
+        Router::new()
+            .route("/webhooks", post(|| async { "handled" }))
+            .layer(layer)
+    };
+    let opted_in = serve(app(
+        WebhookLayer::new(two_secrets()).with_reason_in_body(true)
+    ))
+    .await;
+    let by_default = serve(app(WebhookLayer::new(two_secrets()))).await;
+    let client = reqwest::Client::new();
+    for (kind, headers, body) in refused_requests() {
+        let (status, text) = post_signed(&client, &opted_in, &headers, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{kind}");
+        let prefix = format!("webhook verification failed: {kind} (");
+        assert!(text.starts_with(&prefix), "{kind}: {text}");
+        assert!(text.ends_with(')'), "{kind}: {text}");
+        let (status, generic) = post_signed(&client, &by_default, &headers, body.clone()).await;
+        assert_eq!(
+            (status, generic.as_str()),
+            (StatusCode::BAD_REQUEST, "webhook verification failed"),
+            "{kind}"
+        );
+        for never in secrets_and_signatures(&headers, &body) {
+            assert!(!text.contains(&never), "{kind}: {text} holds {never}");
+        }
+        assert!(
+            !text.chars().any(|c| c.is_ascii_digit()),
+            "{kind}: {text} holds a number"
+        );
+    }
+}
