@@ -318,6 +318,7 @@ impl RedisConnection {
     /// one pipeline, so a pipeline re-sent after a failover asks the
     /// promoted replica, and a write it never had shows as a missing key
     /// rather than as confirmed.
+    #[cfg(feature = "sender")]
     pub(crate) async fn wait_for_replicas_of(
         &mut self,
         key: &str,
