@@ -4,7 +4,7 @@
 //! accepted once into an inbox, and a worker that drains the inbox and logs
 //! each event once.
 //!
-//! Settings come from the environment, as `example_support.rs` says:
+//! Settings come from the environment, as `examples/support/mod.rs` says:
 //! `HOOKLATCH_SECRET` (required), `HOOKLATCH_ADDR`, and `DATABASE_URL` or
 //! `REDIS_URL` for a shared store (otherwise the SQLite file `hooklatch.db`).
 //! With `HOOKLATCH_METRICS=1` it also serves Prometheus metrics at
@@ -29,7 +29,6 @@ use hooklatch::verify::Verifier;
 use hooklatch_tower::WebhookLayer;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-#[path = "../../example_support.rs"]
 mod support;
 
 use support::{NAMESPACE, Serve, Served, Settings, worker};
