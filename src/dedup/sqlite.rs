@@ -273,7 +273,14 @@ async fn commit_on(
 }
 
 /// An accept's arguments: namespace, id, retention, body, signed at, meta.
-type AcceptArgs<'a> = (&'a str, &'a str, i64, &'a [u8], Option<i64>, Option<&'a str>);
+type AcceptArgs<'a> = (
+    &'a str,
+    &'a str,
+    i64,
+    &'a [u8],
+    Option<i64>,
+    Option<&'a str>,
+);
 
 /// The arguments of an accept (see [`SqliteStore::accept_event`]).
 fn accept_args(write: &Write) -> Option<AcceptArgs<'_>> {
