@@ -68,6 +68,32 @@ struct Browser {
     _profile: support::TempDir,
 }
 
+/// Ends the session, so that ChromeDriver quits the browser: killing
+/// ChromeDriver alone leaves Chromium running. From a thread of its own,
+/// as a test's runtime cannot be blocked on; also when the test panicked.
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let session = self.session.clone();
+        let ended = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(async {
+                    reqwest::Client::new()
+                        .delete(session)
+                        .timeout(Duration::from_secs(10))
+                        .send()
+                        .await
+                })
+        })
+        .join();
+        if !matches!(ended, Ok(Ok(_))) {
+            eprintln!("the WebDriver session did not end; Chromium may still run");
+        }
+    }
+}
+
 impl Browser {
     async fn start() -> Self {
         let port = support::free_port();

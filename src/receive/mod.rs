@@ -15,6 +15,16 @@
 //! 3. [`accept`] it into an inbox (202 new, 200 duplicate, 503 store down),
 //!    or [`claim`] it (409 while another delivery holds it, 200 when done),
 //!    run the handler, and [`settle`] the lease.
+//!
+//! With the `metrics` feature each request is counted
+//! (`hooklatch_requests_total`) and timed in two histograms,
+//! `hooklatch_verify_duration_seconds` and
+//! `hooklatch_store_duration_seconds`. Give the exporter buckets for them:
+//! `metrics-exporter-prometheus` without buckets writes summaries, whose
+//! quantiles Prometheus cannot add up across instances. hooklatch-tower's
+//! `axum_receiver` example sets them for every name ending in
+//! `_duration_seconds` (`PrometheusBuilder::set_buckets_for_metric` with
+//! `Matcher::Suffix`), from 50 µs to 10 s.
 
 mod body;
 mod event;

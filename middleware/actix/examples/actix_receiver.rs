@@ -4,7 +4,7 @@
 //! each event accepted once into an inbox, and a worker that drains the
 //! inbox and logs each event once.
 //!
-//! Settings come from the environment, as `example_support.rs` says:
+//! Settings come from the environment, as `examples/support/mod.rs` says:
 //! `HOOKLATCH_SECRET` (required), `HOOKLATCH_ADDR`, and `DATABASE_URL` or
 //! `REDIS_URL` for a shared store (otherwise the SQLite file `hooklatch.db`).
 
@@ -12,7 +12,6 @@ use actix_web::{App, HttpServer, web};
 use hooklatch::dedup::Inbox;
 use hooklatch_actix::{InboxWebhook, WebhookConfig};
 
-#[path = "../../example_support.rs"]
 mod support;
 
 use support::{NAMESPACE, Serve, Served, Settings, worker};

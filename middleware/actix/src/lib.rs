@@ -53,5 +53,9 @@ pub use config::WebhookConfig;
 pub use error::WebhookError;
 pub use extract::{InboxWebhook, LeasedWebhook, RawWebhook, Webhook};
 pub use headers::ActixHeaders;
-/// The core crate, so that one dependency line is enough.
+/// The core crate, with what this crate's features turn on in it (the
+/// SQLite store by default; `postgres`, `redis`, `sender-http`, ... pass
+/// through): `hooklatch_actix::hooklatch::dedup::SqliteStore`. To write
+/// `hooklatch::...`, add `hooklatch` as well (`cargo add hooklatch`); cargo
+/// builds one copy with the features of both lines.
 pub use hooklatch;

@@ -4,7 +4,7 @@
 //! accepted once into an inbox, and a worker that drains the inbox and logs
 //! each event once.
 //!
-//! Settings come from the environment, as `example_support.rs` says:
+//! Settings come from the environment, as `examples/support/mod.rs` says:
 //! `HOOKLATCH_SECRET` (required), `HOOKLATCH_ADDR`, and `DATABASE_URL` or
 //! `REDIS_URL` for a shared store (otherwise the SQLite file `hooklatch.db`).
 //! With `HOOKLATCH_METRICS=1` it also serves Prometheus metrics at
@@ -27,9 +27,8 @@ use hooklatch::dedup::Inbox;
 use hooklatch::receive::report_inbox_depth;
 use hooklatch::verify::Verifier;
 use hooklatch_tower::WebhookLayer;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-#[path = "../../example_support.rs"]
 mod support;
 
 use support::{NAMESPACE, Serve, Served, Settings, worker};
@@ -50,12 +49,27 @@ fn metrics_app(metrics: PrometheusHandle) -> Router {
     Router::new().route("/metrics", get(move || async move { metrics.render() }))
 }
 
-/// Installs the Prometheus recorder, once per process.
+/// The buckets of every `*_duration_seconds` histogram: from 50 µs (a
+/// verification) to 10 s (a store that is struggling).
+const DURATION_BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+];
+
+/// Installs the Prometheus recorder, once per process. The durations are
+/// histograms with buckets (`_bucket` lines), which Prometheus can add up
+/// across instances; without buckets the exporter writes summaries, whose
+/// quantiles cannot be.
 fn prometheus() -> PrometheusHandle {
     static HANDLE: std::sync::OnceLock<PrometheusHandle> = std::sync::OnceLock::new();
     HANDLE
         .get_or_init(|| {
             PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Suffix("_duration_seconds".into()),
+                    DURATION_BUCKETS,
+                )
+                .expect("the buckets are not empty")
                 .install_recorder()
                 .expect("no other recorder is installed")
         })
@@ -117,7 +131,7 @@ mod tests {
     }
 
     /// New, repeated and forged webhooks, then a scrape of `/metrics`: the
-    /// counts are exactly what was sent.
+    /// counts are exactly what was sent, and the durations are histograms.
     #[tokio::test]
     async fn metrics_count_what_was_sent() {
         let metrics = prometheus();
@@ -162,7 +176,23 @@ mod tests {
         assert_eq!(count("accepted", "", "metrics-test"), 2, "{text}");
         assert_eq!(count("duplicate", "", "metrics-test"), 2);
         assert_eq!(count("rejected", "signature", ""), 1);
-        assert!(text.contains("hooklatch_verify_duration_seconds"));
+        // Both durations are histograms with buckets, not summaries.
+        for histogram in [
+            "hooklatch_verify_duration_seconds",
+            "hooklatch_store_duration_seconds",
+        ] {
+            assert!(
+                text.lines()
+                    .any(|line| line.starts_with(&format!("{histogram}_bucket{{"))),
+                "{histogram}_bucket lines in {text}"
+            );
+            assert!(
+                !text
+                    .lines()
+                    .any(|line| line.starts_with(histogram) && line.contains("quantile=")),
+                "{histogram} is not a summary: {text}"
+            );
+        }
         for (state, count) in [("waiting", 2), ("taken", 0), ("dead", 0)] {
             let line = format!(
                 r#"hooklatch_inbox_events{{namespace="metrics-test",state="{state}"}} {count}"#

@@ -30,7 +30,6 @@ use hooklatch::receive::{Receiver, StaticTenants, Tenant, TenantKey, Tenants};
 use hooklatch::verify::{Scheme, Validity, Verifier};
 use hooklatch_tower::WebhookLayer;
 
-#[path = "../../example_support.rs"]
 mod support;
 
 use support::{Serve, Served};

@@ -66,7 +66,11 @@ mod service;
 #[cfg(feature = "axum")]
 pub use extract::{RawWebhook, VerifiedBody, VerifiedJson, Webhook};
 pub use future::ResponseFuture;
-/// The core crate, so that one dependency line is enough.
+/// The core crate, with what this crate's features turn on in it (the
+/// SQLite store by default; `postgres`, `redis`, `sender-http`, ... pass
+/// through): `hooklatch_tower::hooklatch::dedup::SqliteStore`. To write
+/// `hooklatch::...`, add `hooklatch` as well (`cargo add hooklatch`); cargo
+/// builds one copy with the features of both lines.
 pub use hooklatch;
 pub use hooklatch::receive::{DEFAULT_BODY_TIMEOUT, Rejection, VerifiedEvent};
 pub use hooklatch::verify::EventKey;

@@ -1,7 +1,7 @@
-//! What the axum and actix receiver examples share: their settings from
-//! the environment, the store those settings pick, the worker that drains
-//! the inbox, and the check their tests make. Each example includes this
-//! file with `#[path]`; only the web framework differs between them.
+//! What the axum examples share: their settings from the environment, the
+//! store those settings pick, the worker that drains the inbox, and the
+//! check their tests make. hooklatch-actix's example has its own copy (each
+//! package ships its examples whole); only the web framework differs.
 
 // Each example uses its own part.
 #![allow(dead_code)]
