@@ -82,6 +82,15 @@ pub(crate) const SQLITE: Dialect = Dialect {
     lateral: false,
 };
 
+/// Postgres' `flushed` condition (see [`Dialect::flushed`]): a role,
+/// database or pool with `synchronous_commit = off` would answer before the
+/// flush, so it is turned back on for this transaction only. Stricter
+/// settings (`remote_write`, `remote_apply`) and `local` are kept. Outside
+/// the dialect too, for statements built whichever databases are compiled.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) const POSTGRES_FLUSHED: &str = "(SELECT CASE current_setting('synchronous_commit') \
+     WHEN 'off' THEN set_config('synchronous_commit', 'on', true) ELSE 'on' END) = 'on'";
+
 #[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: Dialect = Dialect {
     int: "BIGINT",
@@ -106,11 +115,7 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     // standby). An uncorrelated subquery is run once; the setting is the
     // transaction's, so it ends with the statement.
     unflushed: " AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
-    // A role, database or pool with `synchronous_commit = off` would answer
-    // before the flush: turned back on for this transaction only. Stricter
-    // settings (`remote_write`, `remote_apply`) and `local` are kept.
-    flushed: "(SELECT CASE current_setting('synchronous_commit') \
-              WHEN 'off' THEN set_config('synchronous_commit', 'on', true) ELSE 'on' END) = 'on'",
+    flushed: POSTGRES_FLUSHED,
     // Vacuum after 1% of the rows changed, at full speed: acked rows are
     // deleted at the rate events arrive.
     busy_table: Some(

@@ -4,7 +4,7 @@
 use sqlx::SqlStr;
 
 use crate::sender::outbox::sql::tables;
-use crate::store::sql::{POSTGRES, statement};
+use crate::store::sql::{POSTGRES_FLUSHED, statement};
 #[cfg(feature = "postgres")]
 use {
     super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar},
@@ -28,7 +28,7 @@ pub(super) fn enqueue_many(prefix: &str) -> SqlStr {
          SELECT endpoint, event_id, body, due_at, created_at FROM first ORDER BY endpoint, event_id \
          ON CONFLICT (endpoint, event_id) DO NOTHING RETURNING endpoint, event_id) \
          SELECT n FROM first JOIN added USING (endpoint, event_id) WHERE {flushed}",
-        flushed = POSTGRES.flushed
+        flushed = POSTGRES_FLUSHED
     ))
 }
 
@@ -70,7 +70,7 @@ pub(super) fn finish_one(prefix: &str) -> SqlStr {
          {merge}) \
          SELECT e.failing_since, e.disabled, e.disabled_after_ms \
          FROM done LEFT JOIN {endpoints} e USING (endpoint) WHERE {flushed}",
-        flushed = POSTGRES.flushed
+        flushed = POSTGRES_FLUSHED
     ))
 }
 
@@ -120,7 +120,7 @@ pub(super) fn finish_many(prefix: &str) -> SqlStr {
          ORDER BY net.endpoint {merge}) \
          SELECT done.n, e.failing_since, e.disabled, e.disabled_after_ms \
          FROM done LEFT JOIN {endpoints} e USING (endpoint) WHERE {flushed}",
-        flushed = POSTGRES.flushed
+        flushed = POSTGRES_FLUSHED
     ))
 }
 
