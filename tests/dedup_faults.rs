@@ -2,6 +2,8 @@
 //! atomic step, a server stopped mid-run, a rolled-back caller transaction,
 //! and migrations racing each other.
 
+#[path = "support/flush.rs"]
+mod flush;
 mod support;
 
 use std::collections::{HashMap, HashSet};
@@ -730,7 +732,7 @@ async fn sqlite_refuses_a_pool_that_would_answer_before_the_flush() {
 /// WAL is flushed up to its end the moment the accept returns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_accepts_are_flushed_before_the_answer_even_with_synchronous_commit_off() {
-    let (_server, admin, unflushed) = support::postgres_with_lazy_wal_writer().await;
+    let (_server, admin, unflushed) = flush::postgres_with_lazy_wal_writer().await;
     PostgresStore::new(admin.clone(), "hooklatch")
         .unwrap()
         .migrate()
@@ -749,7 +751,7 @@ async fn postgres_accepts_are_flushed_before_the_answer_even_with_synchronous_co
             Acceptance::Accepted
         );
         assert!(
-            support::wal_flushed(&admin).await,
+            flush::wal_flushed(&admin).await,
             "{id} was answered before its WAL was flushed"
         );
     }

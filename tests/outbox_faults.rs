@@ -1,6 +1,8 @@
 //! Outbox faults: the outbox's Postgres or Redis goes away while
 //! deliveries run, and no delivery is lost.
 
+#[path = "support/flush.rs"]
+mod flush;
 #[path = "support/receiver.rs"]
 mod receiver;
 mod support;
@@ -154,7 +156,7 @@ async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_sync
 {
     use hooklatch::sender::{Attempt, Final, Step};
     use std::time::SystemTime;
-    let (_server, admin, unflushed) = support::postgres_with_lazy_wal_writer().await;
+    let (_server, admin, unflushed) = flush::postgres_with_lazy_wal_writer().await;
     PostgresDeliveries::new(admin.clone(), "hooklatch")
         .unwrap()
         .migrate()
@@ -166,7 +168,7 @@ async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_sync
         .await
         .unwrap();
     let store = PostgresDeliveries::new(pool, "hooklatch").unwrap();
-    let flushed = || support::wal_flushed(&admin);
+    let flushed = || flush::wal_flushed(&admin);
     for n in 0..3 {
         let id = format!("msg_{n}");
         assert!(
