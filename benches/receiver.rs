@@ -38,10 +38,11 @@ const CONNECTIONS: usize = 32;
 /// The example's inbox namespace.
 const NAMESPACE: &str = "example";
 
-/// Builds each request once, at start, from a pre-signed line (`id
-/// timestamp signature`): the body is rebuilt here exactly as it was
-/// signed. Each wrk thread sends its own share of the lines, so no event
-/// is sent twice, and sending one costs wrk no more than a fixed request.
+/// Sends the requests written by [`write_requests`]: each wrk thread reads
+/// its own file, one fixed-size request after another, so no event is sent
+/// twice and no thread spends the run building requests (wrk starts its
+/// first thread's load while it runs the next thread's `init`, so an `init`
+/// that formats every request would share the cores with the load).
 const SCRIPT: &str = r#"
 local counter = 0
 function setup(thread)
@@ -49,28 +50,16 @@ function setup(thread)
   counter = counter + 1
 end
 function init(args)
-  local path, threads, pad = args[1], tonumber(args[2]), args[3]
-  requests = {}
-  local n = 0
-  for line in io.lines(path) do
-    if n % threads == index then
-      local id, stamp, signature = line:match("^(%S+) (%S+) (.+)$")
-      local body = '{"id":"' .. id .. '","type":"bench","pad":"' .. pad .. '"}'
-      requests[#requests + 1] = wrk.format("POST", "/webhooks", {
-        ["content-type"] = "application/json",
-        ["webhook-id"] = id,
-        ["webhook-timestamp"] = stamp,
-        ["webhook-signature"] = signature,
-      }, body)
-    end
-    n = n + 1
-  end
-  next_request = 1
+  file = assert(io.open(args[1] .. "." .. index, "rb"))
+  size = tonumber(args[2])
 end
 function request()
-  local i = next_request
-  next_request = i % #requests + 1
-  return requests[i]
+  local request = file:read(size)
+  if request == nil then
+    file:seek("set", 0)
+    request = file:read(size)
+  end
+  return request
 end
 "#;
 
@@ -79,24 +68,55 @@ fn body(id: &str, pad: &str) -> String {
     format!(r#"{{"id":"{id}","type":"bench","pad":"{pad}"}}"#)
 }
 
-/// Writes `count` signed events named `{run}_{n}` to `path`.
-fn sign_events(path: &Path, run: &str, count: usize, pad: &str) {
+/// Where [`write_requests`] put its requests: `{stem}.{thread}`, each
+/// request `size` bytes.
+struct Requests {
+    stem: PathBuf,
+    size: usize,
+}
+
+/// Writes `count` signed requests for events named `{run}_{n}` (`n` padded,
+/// so that every request has the same length), request `n` into the file of
+/// wrk thread `n % THREADS`.
+fn write_requests(dir: &Path, run: &str, count: usize, pad: &str) -> Requests {
     let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).expect("signer");
     let now = SystemTime::now();
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("events file"));
+    let stem = dir.join(format!("{run}.requests"));
+    let mut files: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let path = format!("{}.{thread}", stem.display());
+            std::io::BufWriter::new(std::fs::File::create(path).expect("requests file"))
+        })
+        .collect();
+    let mut size = None;
     for n in 0..count {
-        let id = format!("{run}_{n}");
-        let headers = signer
-            .sign(&id, now, body(&id, pad).as_bytes())
-            .expect("sign");
+        let id = format!("{run}_{n:09}");
+        let body = body(&id, pad);
+        let headers = signer.sign(&id, now, body.as_bytes()).expect("sign");
         let field = |name: &str| headers.get(name).expect("a signed header").to_owned();
-        writeln!(
-            out,
-            "{id} {} {}",
+        let request = format!(
+            "POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+             webhook-id: {id}\r\nwebhook-timestamp: {}\r\nwebhook-signature: {}\r\n\
+             content-length: {}\r\n\r\n{body}",
             field("webhook-timestamp"),
-            field("webhook-signature")
-        )
-        .expect("write");
+            field("webhook-signature"),
+            body.len(),
+        );
+        assert_eq!(
+            *size.get_or_insert(request.len()),
+            request.len(),
+            "requests of one size"
+        );
+        files[n % THREADS]
+            .write_all(request.as_bytes())
+            .expect("write");
+    }
+    for mut file in files {
+        file.flush().expect("flush");
+    }
+    Requests {
+        stem,
+        size: size.expect("at least one request"),
     }
 }
 
@@ -123,17 +143,16 @@ fn duration(text: &str) -> Duration {
     Duration::from_secs_f64(seconds)
 }
 
-/// Runs wrk against `port` for `seconds` with the events in `events`.
-fn wrk(port: u16, seconds: u64, script: &Path, events: &Path, pad: &str) -> Load {
+/// Runs wrk against `port` for `seconds` with `requests`.
+fn wrk(port: u16, seconds: u64, script: &Path, requests: &Requests) -> Load {
     let output = Command::new("wrk")
         .args(["-t", &THREADS.to_string(), "-c", &CONNECTIONS.to_string()])
         .args(["-d", &format!("{seconds}s"), "--latency", "-s"])
         .arg(script)
         .arg(format!("http://127.0.0.1:{port}/webhooks"))
         .arg("--")
-        .arg(events)
-        .arg(THREADS.to_string())
-        .arg(pad)
+        .arg(&requests.stem)
+        .arg(requests.size.to_string())
         .output()
         .expect("wrk runs: apt-get install wrk");
     let text = String::from_utf8_lossy(&output.stdout);
@@ -274,16 +293,12 @@ fn main() {
 
     // Enough events that no run sends one twice.
     let count = usize::try_from(seconds).unwrap_or(10) * 60_000;
-    let events = |run: &str| {
-        let path = dir.path().join(format!("{run}.events"));
-        sign_events(&path, run, count, &pad);
-        path
-    };
+    let events = |run: &str| write_requests(dir.path(), run, count, &pad);
 
     let port = free_port();
     let server = runtime.block_on(bare(port));
     wait_for_port(port);
-    let load = wrk(port, seconds, &script, &events("bare"), &pad);
+    let load = wrk(port, seconds, &script, &events("bare"));
     server.abort();
     rows.push(Row {
         target: "bare axum (202)".into(),
@@ -304,7 +319,7 @@ fn main() {
                 let home = dir.path().join("sqlite");
                 std::fs::create_dir_all(&home).expect("dir");
                 let example = Example::start(&binary, &home, port, &[]);
-                let load = wrk(port, seconds, &script, &events, &pad);
+                let load = wrk(port, seconds, &script, &events);
                 let inbox = runtime
                     .block_on(SqliteStore::open(home.join("hooklatch.db")))
                     .expect("sqlite");
@@ -327,7 +342,7 @@ fn main() {
                 });
                 let example =
                     Example::start(&binary, dir.path(), port, &[("DATABASE_URL", url.clone())]);
-                let load = wrk(port, seconds, &script, &events, &pad);
+                let load = wrk(port, seconds, &script, &events);
                 let drained = runtime.block_on(async {
                     let inbox = PostgresStore::connect(&url).await.expect("postgres");
                     drained(&inbox).await
@@ -339,7 +354,7 @@ fn main() {
                 let server = support::Redis::start_with(&["--appendfsync", "everysec"]);
                 let example =
                     Example::start(&binary, dir.path(), port, &[("REDIS_URL", server.url())]);
-                let load = wrk(port, seconds, &script, &events, &pad);
+                let load = wrk(port, seconds, &script, &events);
                 let drained = runtime.block_on(async {
                     let inbox = RedisStore::connect(&server.url()).await.expect("redis");
                     drained(&inbox).await

@@ -128,18 +128,26 @@ pub(crate) async fn with_store_from_env(server: impl Serve) -> Served {
     }
 }
 
+/// How many events the worker takes at once.
+const BATCH: usize = 256;
+
+/// How long the worker waits after a batch shorter than [`BATCH`].
+const FILL_PAUSE: Duration = Duration::from_millis(5);
+
 /// Drains the inbox: each event is logged once, acked, and its id sent to
 /// `handled`. It takes up to 256 events at a time and acks each batch in
 /// one step (`ack_many`: one commit, not one per event), so it keeps up
-/// with a burst.
+/// with a burst; after a short batch it waits 5 ms, so that takes stay
+/// few and full under a steady load.
 pub(crate) async fn worker<S: Inbox>(
     store: S,
     handled: tokio::sync::mpsc::UnboundedSender<String>,
 ) {
     loop {
-        match store.take(NAMESPACE, "example-worker", 256).await {
+        match store.take(NAMESPACE, "example-worker", BATCH).await {
             Ok(batch) if batch.is_empty() => tokio::time::sleep(Duration::from_millis(20)).await,
             Ok(batch) => {
+                let full = batch.len() == BATCH;
                 {
                     use std::io::Write as _;
                     let mut out = std::io::stdout().lock();
@@ -164,6 +172,12 @@ pub(crate) async fn worker<S: Inbox>(
                         }
                     }
                     Err(error) => eprintln!("ack failed, the events will come back: {error}"),
+                }
+                if !full {
+                    // A short batch means the inbox is nearly empty: wait a
+                    // moment so that the next take is fuller. Each take costs
+                    // the store a round on every shard whatever it returns.
+                    tokio::time::sleep(FILL_PAUSE).await;
                 }
             }
             Err(error) => {
