@@ -2,6 +2,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod dedup;
+#[cfg(all(feature = "metrics", any(feature = "http", feature = "sender")))]
+mod gauges;
 #[cfg(feature = "http")]
 pub mod receive;
 #[cfg(feature = "sender")]

@@ -143,20 +143,15 @@ pub async fn report_inbox_depth<S: crate::dedup::Inbox, N: AsRef<str>>(
         let namespace = namespace.as_ref();
         let stats = store.stats(namespace).await?;
         #[cfg(feature = "metrics")]
-        for (state, count) in [
-            ("waiting", stats.waiting),
-            ("taken", stats.taken),
-            ("dead", stats.dead),
-        ] {
-            #[allow(clippy::cast_precision_loss)] // Counts stay far below 2^52.
-            let count = count as f64;
-            metrics::gauge!(
-                "hooklatch_inbox_events",
-                "namespace" => namespace.to_owned(),
-                "state" => state,
-            )
-            .set(count);
-        }
+        crate::gauges::set_depths(
+            "hooklatch_inbox_events",
+            ("namespace", namespace),
+            [
+                ("waiting", stats.waiting),
+                ("taken", stats.taken),
+                ("dead", stats.dead),
+            ],
+        );
         #[cfg(not(feature = "metrics"))]
         let _ = stats;
     }

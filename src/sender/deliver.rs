@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::attempt::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, first_wait, plan};
 use super::endpoint::{Endpoint, Pass};
-use super::policy::Policy;
+use super::rules::Policy;
+use super::rules::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, first_wait, plan};
 use super::transport::{Transport, TransportError};
 
 /// How an attempt went: its record and what its answer means.

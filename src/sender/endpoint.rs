@@ -4,7 +4,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::breaker::{Breaker, BreakerState};
+use super::rules::{Breaker, BreakerState};
 use crate::verify::Signer;
 
 /// Where a delivery goes: a URL, the signer for its secrets, and its

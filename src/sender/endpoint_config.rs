@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::policy::Policy;
+use super::rules::Policy;
 use crate::verify::{ConfigError, Scheme, Signer, Validity};
 
 /// Why an [`EndpointConfig`] cannot be built or read back.

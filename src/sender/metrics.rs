@@ -15,9 +15,9 @@
 
 use std::time::Duration;
 
-use super::attempt::Outcome;
-use super::breaker::BreakerState;
 use super::outbox::{DeliveryCounts, DisableReason};
+use super::rules::BreakerState;
+use super::rules::Outcome;
 
 /// The `outcome` label of an attempt.
 pub(crate) fn outcome_label(outcome: Outcome) -> &'static str {
@@ -119,20 +119,15 @@ pub(crate) fn breaker(endpoint: &str, state: BreakerState) {
 /// Sets an endpoint's outbox depth: pending, due now and dead deliveries.
 pub(crate) fn depth(endpoint: &str, counts: DeliveryCounts) {
     #[cfg(feature = "metrics")]
-    for (state, count) in [
-        ("pending", counts.pending),
-        ("due", counts.due),
-        ("dead", counts.dead),
-    ] {
-        #[allow(clippy::cast_precision_loss)] // Counts stay far below 2^52.
-        let count = count as f64;
-        metrics::gauge!(
-            "hooklatch_outbox_deliveries",
-            "endpoint" => endpoint.to_owned(),
-            "state" => state,
-        )
-        .set(count);
-    }
+    crate::gauges::set_depths(
+        "hooklatch_outbox_deliveries",
+        ("endpoint", endpoint),
+        [
+            ("pending", counts.pending),
+            ("due", counts.due),
+            ("dead", counts.dead),
+        ],
+    );
     #[cfg(not(feature = "metrics"))]
     let _ = (endpoint, counts);
 }

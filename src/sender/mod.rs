@@ -1,52 +1,43 @@
-//! The sending side's rules, as pure functions and state machines, free of
-//! I/O and clocks: retry [`Schedule`]s with jitter and the presets real
-//! providers publish, what an attempt's answer means ([`classify`]), how
-//! long a `Retry-After` asks to wait, the per-endpoint [`Breaker`], and
-//! which addresses a webhook may never be delivered to.
+//! The sending side, in three layers, each folder importing only the ones
+//! below it:
 //!
-//! [`deliver`] runs one delivery over any HTTP [`Transport`]: each attempt
-//! signed anew with [`Signer`](crate::verify::Signer) (same id, fresh
-//! timestamp), waits from the schedule, `Retry-After` and the breaker, and a
-//! record of every attempt. A [`Dispatcher`] runs deliveries in the
-//! background from a [`DeliveryStore`] (SQLite, Postgres or Redis, so a
-//! restart loses nothing), with a concurrency limit per endpoint (in each
-//! dispatcher) and auto-disable (shared by every dispatcher on the store).
+//! - `rules/` decides, as pure functions and plain data with no I/O and no
+//!   clock but the one it is handed: retry [`Schedule`]s with jitter and
+//!   the presets real providers publish, what an answer means
+//!   ([`classify`], [`Answers`], `Retry-After`), the one next [`Step`]
+//!   after an attempt and its record ([`Attempt`]), the per-endpoint
+//!   [`Breaker`], the owner's [`Notices`], how long each outcome is kept
+//!   ([`Retention`]), all gathered in a [`Policy`];
+//! - `outbox/` stores what the rules decide: a [`DeliveryStore`] in memory,
+//!   SQLite, Postgres or Redis, so that a restart loses nothing;
+//! - `dispatcher/` drives both: a [`Dispatcher`] leases due deliveries from
+//!   the store, attempts each over a [`Transport`] to an [`Endpoint`] past
+//!   its breaker, and records the step the rules plan, with a concurrency
+//!   limit per endpoint (in each dispatcher) and auto-disable (shared by
+//!   every dispatcher on the store).
 //!
-//! One delivery's life, file by file: the [`Policy`] (`policy.rs`) says
-//! when and how long; each attempt goes out over a [`Transport`]
-//! (`transport/`) to an [`Endpoint`] past its breaker (`endpoint.rs`); the
-//! pure rules in `attempt.rs` classify the answer ([`Outcome`]) and plan
-//! the one next [`Step`] (retry at a due time, or [`Final`]); `deliver.rs`
-//! loops over that in one task, while `dispatcher/` leases, attempts and
-//! records each step in an outbox (`outbox/`), where a [`DeliveryState`]
-//! is what a [`Step`] leaves behind.
+//! Beside the dispatcher, [`deliver`] runs one delivery in one task with no
+//! store: each attempt signed anew with [`Signer`](crate::verify::Signer)
+//! (same id, fresh timestamp), waits from the schedule, `Retry-After` and
+//! the breaker, and a record of every attempt. The transport
+//! (`transport/`) and the SSRF guard (`guard/`, which addresses a webhook
+//! may never be delivered to) are the I/O the dispatcher and `deliver` use.
 
-mod answers;
-mod attempt;
-mod breaker;
 mod deliver;
 mod dispatcher;
 mod endpoint;
 mod endpoint_config;
 mod guard;
 mod metrics;
-mod notice;
 pub(crate) mod outbox;
-mod policy;
-mod presets;
-mod retry_after;
-mod schedule;
+pub(crate) mod rules;
 mod transport;
 
-pub use answers::{Answers, Handling};
-pub use attempt::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, classify, next_wait};
-pub use breaker::{Breaker, BreakerState};
 pub use deliver::{DeliveryRecord, deliver, deliver_observed};
 pub use dispatcher::{Disabled, DispatchError, Dispatcher, Running};
 pub use endpoint::Endpoint;
 pub use endpoint_config::{EndpointConfig, EndpointConfigError};
 pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url};
-pub use notice::{Notice, NoticeKind, Notices};
 #[cfg(feature = "postgres")]
 pub use outbox::PostgresDeliveries;
 #[cfg(feature = "redis")]
@@ -58,9 +49,11 @@ pub use outbox::{
     EndpointRegistry, HealthChange, Keeping, Keyed, MemoryDeliveries, OUTBOX_PURGE_BATCH,
     OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey, StoredDelivery, Taken, Wanted,
 };
-pub use policy::{MAX_EXCERPT_LEN, Policy};
-pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
-pub use schedule::{Jitter, Schedule};
+pub use rules::{
+    Answers, Attempt, AttemptError, Breaker, BreakerState, Final, Handling, Jitter,
+    MAX_EXCERPT_LEN, MAX_RETRY_AFTER, Notice, NoticeKind, Notices, Outcome, Policy, Schedule, Step,
+    WaitReason, classify, next_wait, parse_retry_after,
+};
 pub use transport::{
     BoxError, EXCERPT_LEN, Response, Transport, TransportError, TransportFn, transport_fn,
 };

@@ -5,12 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::clock::Clock;
+use super::clock::{Clock, SystemClock};
 use super::error::ConfigError;
 use super::keys::{Algorithm, Key, SecretFormat};
 use super::scheme::Scheme;
 use super::validity::Validity;
-use super::verifier::{Inner, Verifier};
+use super::verifier::{DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, Inner, Verifier};
 
 /// Builds a [`Verifier`]. Start with [`Verifier::builder`].
 #[must_use]
@@ -24,6 +24,23 @@ pub struct VerifierBuilder {
     pub(super) check_timestamp: bool,
     pub(super) max_body_len: usize,
     pub(super) clock: Arc<dyn Clock>,
+}
+
+impl Verifier {
+    /// Starts building a verifier for `scheme`.
+    pub fn builder(scheme: Scheme) -> VerifierBuilder {
+        VerifierBuilder {
+            scheme,
+            keys: Vec::new(),
+            validity: Vec::new(),
+            hint: None,
+            past_tolerance: DEFAULT_TOLERANCE,
+            future_tolerance: DEFAULT_TOLERANCE,
+            check_timestamp: true,
+            max_body_len: DEFAULT_MAX_BODY_LEN,
+            clock: Arc::new(SystemClock),
+        }
+    }
 }
 
 impl fmt::Debug for VerifierBuilder {

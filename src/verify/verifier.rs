@@ -7,8 +7,7 @@ use std::time::{Duration, SystemTime};
 use hmac::Mac as _;
 use subtle::ConstantTimeEq as _;
 
-use super::builder::VerifierBuilder;
-use super::clock::{Clock, SystemClock, unix_seconds};
+use super::clock::{Clock, unix_seconds};
 use super::encoding::MAX_SIGNATURE_BYTES;
 use super::envelope::{self, Envelope};
 use super::error::{Malformed, VerifyError};
@@ -157,21 +156,6 @@ impl<'a> Verified<'a> {
 }
 
 impl Verifier {
-    /// Starts building a verifier for `scheme`.
-    pub fn builder(scheme: Scheme) -> VerifierBuilder {
-        VerifierBuilder {
-            scheme,
-            keys: Vec::new(),
-            validity: Vec::new(),
-            hint: None,
-            past_tolerance: DEFAULT_TOLERANCE,
-            future_tolerance: DEFAULT_TOLERANCE,
-            check_timestamp: true,
-            max_body_len: DEFAULT_MAX_BODY_LEN,
-            clock: Arc::new(SystemClock),
-        }
-    }
-
     /// The scheme this verifier checks.
     pub fn scheme(&self) -> &Scheme {
         &self.inner.scheme

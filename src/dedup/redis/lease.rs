@@ -80,17 +80,8 @@ impl RedisStore {
         lease: &Lease,
         ms: Option<i64>,
     ) -> Result<(), DedupError> {
-        let mut connection = self.connection.clone();
         let mut invocation = script.key(self.shards.claim_key(lease.namespace(), lease.id()));
         invocation.arg(lease.token());
-        if let Some(ms) = ms {
-            invocation.arg(ms);
-        }
-        let held: i64 = invocation.invoke_async(&mut connection).await?;
-        if held == 1 {
-            Ok(())
-        } else {
-            Err(DedupError::LeaseLost)
-        }
+        self.run_fenced(invocation, ms, DedupError::LeaseLost).await
     }
 }

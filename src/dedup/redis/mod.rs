@@ -382,21 +382,30 @@ impl RedisStore {
         ms: Option<i64>,
     ) -> Result<(), DedupError> {
         let ([stream, attempts, ..], entry) = self.taken_from(delivery)?;
-        let mut connection = self.connection.clone();
         let mut invocation = script.key(stream);
         invocation
             .key(attempts)
             .arg(GROUP)
             .arg(entry)
             .arg(&delivery.receipt.token);
+        self.run_fenced(invocation, ms, DedupError::DeliveryLost)
+            .await
+    }
+
+    /// Runs a fenced script (a lease's or a taken entry's), with `ms` as
+    /// its last argument when given: `Ok` when it answers 1, the caller
+    /// still holding what it names, else `lost`.
+    pub(super) async fn run_fenced(
+        &self,
+        mut invocation: redis::ScriptInvocation<'_>,
+        ms: Option<i64>,
+        lost: DedupError,
+    ) -> Result<(), DedupError> {
         if let Some(ms) = ms {
             invocation.arg(ms);
         }
+        let mut connection = self.connection.clone();
         let held: i64 = invocation.invoke_async(&mut connection).await?;
-        if held == 1 {
-            Ok(())
-        } else {
-            Err(DedupError::DeliveryLost)
-        }
+        if held == 1 { Ok(()) } else { Err(lost) }
     }
 }

@@ -6,19 +6,10 @@ use std::sync::{MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use super::Disabled;
-use super::run::{Inner, Route};
-use crate::sender::attempt::Outcome;
+use super::state::{Inner, Route, Seen};
 use crate::sender::outbox::{DeliveryStore, DisableReason, EndpointHealth, HealthChange};
+use crate::sender::rules::Outcome;
 use crate::sender::transport::Transport;
-
-/// A copy of an endpoint's saved health, and how many times an attempt or
-/// an enable has set it: a poll's read that started before such a write
-/// does not overwrite it with an older value.
-#[derive(Default)]
-pub(super) struct Seen {
-    pub(super) health: EndpointHealth,
-    pub(super) writes: u64,
-}
 
 impl Route {
     pub(super) fn seen(&self) -> MutexGuard<'_, Seen> {

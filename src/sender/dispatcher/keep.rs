@@ -2,10 +2,10 @@
 //! send under an idempotency key remembered for the policy's window, and
 //! the purge of each outcome after the policy's retention.
 
-use super::run::Route;
+use super::state::Route;
 use super::{DispatchError, Dispatcher};
-use crate::sender::attempt::{first_wait, later};
 use crate::sender::outbox::{DeliveryStore, Keyed, SendKey};
+use crate::sender::rules::{first_wait, later};
 use crate::sender::transport::Transport;
 
 impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {

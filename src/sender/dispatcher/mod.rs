@@ -9,6 +9,7 @@ mod keep;
 mod registry;
 mod resend;
 mod run;
+mod state;
 mod trouble;
 
 use std::collections::HashMap;
@@ -17,16 +18,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{Notify, watch};
 
-use super::attempt::{first_wait, later};
 use super::endpoint::Endpoint;
-use super::notice::{Notice, NoticeKind};
 use super::outbox::{DeliveryState, DeliveryStore, DisableReason, EndpointHealth, StoredDelivery};
-use super::policy::Policy;
+use super::rules::Policy;
+use super::rules::{Notice, NoticeKind};
+use super::rules::{first_wait, later};
 use super::transport::Transport;
 use crate::dedup::{DedupError, check_key};
 use crate::verify::{Clock, Signer};
 use clock::StoreClock;
-use run::{Inner, Origin, Route};
+use state::{Inner, Origin, Route};
 
 /// Why a dispatcher call failed.
 #[derive(Debug, thiserror::Error)]

@@ -9,14 +9,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Semaphore;
 
 use super::clock::StoreClock;
-use super::health::Seen;
-use super::run::{Inner, Origin, Route};
+use super::state::{Inner, Origin, Route, Seen};
 use super::{DispatchError, Dispatcher};
 use crate::dedup::DedupError;
 use crate::sender::endpoint::Endpoint;
 use crate::sender::endpoint_config::EndpointConfig;
 use crate::sender::outbox::{DeliveryStore, EndpointHealth};
-use crate::sender::policy::Policy;
+use crate::sender::rules::Policy;
 use crate::sender::transport::Transport;
 use crate::verify::{Clock, Signer};
 

@@ -1,7 +1,7 @@
 //! Sending again: a redelivery under a new id, a test delivery, and the
 //! replay of an endpoint's ended deliveries when it is enabled.
 
-use super::run::Route;
+use super::state::Route;
 use super::{DispatchError, Dispatcher};
 use crate::sender::outbox::{DeliveryState, DeliveryStore};
 use crate::sender::transport::Transport;

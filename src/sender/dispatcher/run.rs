@@ -3,65 +3,20 @@
 //! concurrency limit, record the attempt and the step after it.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::task::JoinSet;
 
-use super::clock::StoreClock;
-use super::health::{Seen, health_change};
-use super::trouble::Pause;
-use super::{DisableHook, NoticeHook};
-use crate::sender::attempt::{Outcome, later, plan};
+use super::health::health_change;
+use super::state::{Inner, Route};
 use crate::sender::deliver::attempt_once;
-use crate::sender::endpoint::Endpoint;
 use crate::sender::metrics;
-use crate::sender::notice::Limiter;
 use crate::sender::outbox::{DeliveryStore, DueAcross, EndpointHealth, Taken, Wanted};
-use crate::sender::policy::Policy;
+use crate::sender::rules::{Outcome, later, plan};
 use crate::sender::transport::Transport;
 use crate::verify::Clock as _;
-
-pub(super) struct Inner<S, T> {
-    pub(super) store: S,
-    pub(super) transport: T,
-    pub(super) routes: RwLock<HashMap<String, Arc<Route>>>,
-    pub(super) poll_interval: Duration,
-    pub(super) lease: Duration,
-    pub(super) wake: Notify,
-    pub(super) on_disable: Option<DisableHook>,
-    pub(super) endpoint_refresh: Duration,
-    pub(super) depth_every: Option<Duration>,
-    /// The registry version the routes were last brought in line with.
-    pub(super) registry_version: Mutex<Option<u64>>,
-    pub(super) on_notice: Option<NoticeHook>,
-    /// The clock of every route whose policy has none of its own.
-    pub(super) clock: Arc<StoreClock>,
-}
-
-/// One endpoint under a dispatcher.
-pub(super) struct Route {
-    pub(super) name: String,
-    pub(super) endpoint: Endpoint,
-    pub(super) policy: Policy,
-    pub(super) limit: Arc<Semaphore>,
-    /// The endpoint's health as this dispatcher last saw it in the store.
-    pub(super) health: Mutex<Seen>,
-    /// The pause after a failure, in this dispatcher.
-    pub(super) pause: Mutex<Pause>,
-    /// When this dispatcher last told the owner.
-    pub(super) notices: Mutex<Limiter>,
-    pub(super) origin: Origin,
-}
-
-/// Where a route came from.
-pub(super) enum Origin {
-    /// `add_endpoint`: this process's own.
-    Added,
-    /// The store's registry, with the configuration's JSON as saved.
-    Saved(String),
-}
 
 impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
     pub(super) async fn run(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {

@@ -6,19 +6,11 @@
 use std::sync::{MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use super::run::{Inner, Route};
-use crate::sender::attempt::{Final, Outcome, Step};
-use crate::sender::notice::{Limiter, Notice, NoticeKind};
+use super::state::{Inner, Pause, Route};
 use crate::sender::outbox::{DeliveryStore, EndpointHealth};
+use crate::sender::rules::{Final, Outcome, Step};
+use crate::sender::rules::{Limiter, Notice, NoticeKind};
 use crate::sender::transport::Transport;
-
-/// An endpoint paused after a failure: nothing is taken before `until`,
-/// then one delivery at a time until one succeeds.
-#[derive(Debug, Default)]
-pub(super) struct Pause {
-    until: Option<SystemTime>,
-    probing: bool,
-}
 
 impl Route {
     fn pause(&self) -> MutexGuard<'_, Pause> {

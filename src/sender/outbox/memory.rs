@@ -61,7 +61,7 @@ impl Entry {
     /// Leases the entry until `lease` after `now`.
     fn lease(&mut self, now: SystemTime, lease: Duration) -> Taken {
         let token = new_token();
-        self.lease = Some((token.clone(), crate::sender::attempt::later(now, lease)));
+        self.lease = Some((token.clone(), crate::sender::rules::later(now, lease)));
         Taken {
             endpoint: self.stored.endpoint.clone(),
             id: self.stored.id.clone(),

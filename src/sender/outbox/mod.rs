@@ -18,6 +18,8 @@ mod redis;
 mod registry;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_store;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 pub(crate) mod view;
@@ -25,7 +27,8 @@ pub(crate) mod view;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use super::attempt::{Attempt, Final, Step, WaitReason};
+use super::rules::{Attempt, Step, WaitReason};
+pub use super::rules::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
 use crate::dedup::DedupError;
 
 pub use across::{DueAcross, Wanted};
@@ -48,33 +51,6 @@ pub use view::{DeliveryCounts, OutboxView, RecentAttempt};
 /// assert!(hooklatch::sender::OUTBOX_PURGE_BATCH >= 100);
 /// ```
 pub const OUTBOX_PURGE_BATCH: u64 = 1_000;
-
-/// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DeliveryState {
-    /// Waiting for its next attempt, or in one.
-    Pending,
-    /// A 2xx answer.
-    Delivered,
-    /// The endpoint answered 410 Gone (or another answer its policy
-    /// disables on).
-    Gone,
-    /// Out of attempts, or answered with a give-up status; it can be
-    /// replayed.
-    Dead,
-}
-
-impl DeliveryState {
-    /// The state a delivery that ended in `outcome` is in.
-    pub fn ended(outcome: Final) -> Self {
-        match outcome {
-            Final::Delivered => Self::Delivered,
-            Final::Gone => Self::Gone,
-            Final::Dead => Self::Dead,
-        }
-    }
-}
 
 /// A delivery a dispatcher has leased for one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,64 +105,6 @@ pub struct StoredDelivery {
     pub due_at: Option<SystemTime>,
     /// Every attempt, in order.
     pub attempts: Vec<Attempt>,
-}
-
-/// An endpoint's health, shared through the store by every dispatcher on
-/// it, so that a restart neither forgets how long it has been failing nor
-/// re-enables an endpoint that was disabled, and a disable or an
-/// [enable](super::Dispatcher::enable) by one dispatcher reaches all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EndpointHealth {
-    /// When its first failure since the last success was.
-    pub failing_since: Option<SystemTime>,
-    /// Why it is disabled, if it is.
-    pub disabled: Option<DisableReason>,
-}
-
-impl EndpointHealth {
-    /// This health with `change` merged in: a failure keeps the earlier of
-    /// `failing_since` and its own time, a success clears it, and neither
-    /// touches a disable.
-    pub(crate) fn merged(self, change: HealthChange) -> Self {
-        let failing_since = match change {
-            HealthChange::Succeeded => None,
-            HealthChange::Failed { at } => {
-                Some(self.failing_since.map_or(at, |since| since.min(at)))
-            }
-        };
-        Self {
-            failing_since,
-            ..self
-        }
-    }
-}
-
-/// What an attempt shows of an endpoint's health, merged into its saved
-/// health by [`DeliveryStore::finish`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum HealthChange {
-    /// A 2xx answer: the endpoint is no longer failing.
-    Succeeded,
-    /// A failed attempt sent at `at`.
-    Failed {
-        /// When the attempt was sent.
-        at: SystemTime,
-    },
-}
-/// Why an endpoint was disabled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DisableReason {
-    /// It answered 410 Gone, or another answer its policy disables on
-    /// ([`Handling::Disable`](super::Handling::Disable)).
-    Gone,
-    /// It has not succeeded for this long (the policy's
-    /// [`disable_after`](super::Policy::disable_after)).
-    NoSuccessFor(Duration),
-    /// An operator disabled it ([`Dispatcher::disable`](super::Dispatcher::disable),
-    /// the console, `hooklatch outbox disable`).
-    Manual,
 }
 
 /// Where a [`Dispatcher`](super::Dispatcher) keeps deliveries: [`MemoryDeliveries`] for tests;

@@ -8,6 +8,7 @@ use std::error::Error;
 use std::future::Future;
 use std::time::Duration;
 
+use super::AttemptError;
 use super::guard::Forbidden;
 
 #[cfg(feature = "sender-http")]
@@ -16,8 +17,7 @@ pub use http::{
     TransportConfigError,
 };
 
-/// How much of a response body an attempt record keeps.
-pub const EXCERPT_LEN: usize = 1024;
+pub use super::rules::EXCERPT_LEN;
 
 /// What a receiver answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,5 +164,17 @@ impl TransportError {
             source = cause.source();
         }
         text
+    }
+}
+
+impl AttemptError {
+    /// The transport's error, kept with its text.
+    pub(crate) fn transport(error: TransportError) -> Self {
+        Self::with_cause(error.report(), std::sync::Arc::new(error))
+    }
+
+    /// The transport's error, while the attempt is fresh.
+    pub fn transport_error(&self) -> Option<&TransportError> {
+        self.cause()?.downcast_ref()
     }
 }

@@ -32,7 +32,7 @@ impl Keeping for MemoryDeliveries {
                     enqueued: false,
                 };
             }
-            let expires = crate::sender::attempt::later(now, window);
+            let expires = crate::sender::rules::later(now, window);
             deliveries.send_keys.insert(name, (id.to_owned(), expires));
             Keyed {
                 id: id.to_owned(),

@@ -146,22 +146,19 @@ impl Keeping for RedisDeliveries {
 
     async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, DedupError> {
         check_namespace(endpoint)?;
-        let mut connection = self.connection().await?;
-        let [send_keys, key_expiry] = self.send_keys(endpoint);
-        let mut forgotten = 0;
-        loop {
+        let connection = &self.connection().await?;
+        let [send_keys, key_expiry] = &self.send_keys(endpoint);
+        super::in_batches(|| async move {
             let deleted: u64 = FORGET_SCRIPT
-                .key(&send_keys)
-                .key(&key_expiry)
+                .key(send_keys)
+                .key(key_expiry)
                 .arg(unix_millis(now))
                 .arg(OUTBOX_PURGE_BATCH)
-                .invoke_async(&mut connection)
+                .invoke_async(&mut connection.clone())
                 .await?;
-            forgotten += deleted;
-            if deleted < OUTBOX_PURGE_BATCH {
-                return Ok(forgotten);
-            }
-        }
+            Ok(deleted)
+        })
+        .await
     }
 
     async fn purge_outcomes(

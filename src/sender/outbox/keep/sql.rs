@@ -173,20 +173,16 @@ macro_rules! sql_keeping {
                     endpoint: &str,
                     now: SystemTime,
                 ) -> Result<u64, DedupError> {
-                    let mut forgotten = 0;
-                    loop {
-                        let deleted = sqlx::query(self.keep.forget.clone())
+                    $crate::sender::outbox::keep::in_batches(|| async move {
+                        Ok(sqlx::query(self.keep.forget.clone())
                             .bind(endpoint)
                             .bind(unix_millis(now))
                             .bind(i64::try_from(OUTBOX_PURGE_BATCH).unwrap_or(i64::MAX))
                             .execute(&self.pool)
                             .await?
-                            .rows_affected();
-                        forgotten += deleted;
-                        if deleted < OUTBOX_PURGE_BATCH {
-                            return Ok(forgotten);
-                        }
-                    }
+                            .rows_affected())
+                    })
+                    .await
                 }
 
                 async fn purge_outcomes(

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::answers::{Answers, Handling};
 use super::breaker::Breaker;
 use super::notice::Notices;
-use super::outbox::Retention;
 use super::policy::{DAY, Policy};
+use super::retention::Retention;
 use super::schedule::{Jitter, Schedule};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -27,7 +27,7 @@ impl Policy {
     /// disabled after 5 days without success; the owner told after 1 h of
     /// failure, when a delivery runs out of attempts and on disable, at
     /// most once an hour per endpoint; an `Idempotency-Key` on send
-    /// remembered for 24 h ([`Dispatcher::send_with_key`](super::Dispatcher::send_with_key)).
+    /// remembered for 24 h ([`Dispatcher::send_with_key`](crate::sender::Dispatcher::send_with_key)).
     ///
     /// Signing with both keys for 24 h after a rotation is the signer's
     /// part: [`Signer::with_windows`](crate::verify::Signer::with_windows).
@@ -49,7 +49,7 @@ impl Policy {
     /// attempt; disabled after 3 days without success, test deliveries
     /// (ids starting `test_`) not counted; enabling it again sends the
     /// stopped deliveries once more; the history (delivered, gone and dead
-    /// deliveries) kept 30 days ([`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy)).
+    /// deliveries) kept 30 days ([`Dispatcher::purge_by_policy`](crate::sender::Dispatcher::purge_by_policy)).
     ///
     /// ```
     /// use std::time::Duration;
@@ -77,7 +77,7 @@ impl Policy {
     /// read (35 s per attempt); only a 2xx succeeds, 3xx is a failure; a
     /// breaker that lets up to 3 probes through after its cool-down,
     /// closes after 3 successes and opens again on any failure; dead
-    /// letters kept 30 days, then deleted ([`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy)).
+    /// letters kept 30 days, then deleted ([`Dispatcher::purge_by_policy`](crate::sender::Dispatcher::purge_by_policy)).
     pub fn five_retries_over_ten_hours() -> Self {
         Self::new(Schedule::five_retries_over_ten_hours())
             .with_connect_timeout(Duration::from_secs(5))
@@ -92,7 +92,7 @@ impl Policy {
     /// days of failure with a notice; the backlog (pending deliveries and
     /// those that ran out of attempts) delivered after it is enabled
     /// again; every delivery, the backlog included, kept 14 days
-    /// ([`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy)).
+    /// ([`Dispatcher::purge_by_policy`](crate::sender::Dispatcher::purge_by_policy)).
     ///
     /// Several `v1=` signatures during a 30-day overlap are the signer's
     /// part: [`Signer::with_windows`](crate::verify::Signer::with_windows).
@@ -114,7 +114,7 @@ impl Policy {
     /// delivery); 30 s per attempt; 1,024 bytes of the answer kept; a
     /// breaker that opens for 24 h after 20 consecutive failures; 10
     /// deliveries at once per endpoint; bodies up to 256 KB; every ended
-    /// delivery kept (for a replay) 30 days ([`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy)).
+    /// delivery kept (for a replay) 30 days ([`Dispatcher::purge_by_policy`](crate::sender::Dispatcher::purge_by_policy)).
     pub fn exponential_to_an_hour(attempts: u32) -> Self {
         Self::new(Schedule::exponential_to_an_hour(attempts))
             .with_breaker(

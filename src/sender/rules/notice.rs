@@ -1,10 +1,10 @@
-//! Notices: what a [`Dispatcher`](super::Dispatcher) tells an endpoint's
+//! Notices: what a [`Dispatcher`](crate::sender::Dispatcher) tells an endpoint's
 //! owner ([`Notice`]), when a policy wants them ([`Notices`], plain data),
 //! and the pure limiter that keeps them to one per interval ([`Limiter`]).
 
 use std::time::{Duration, SystemTime};
 
-use super::outbox::DisableReason;
+use super::states::DisableReason;
 
 /// When a policy tells the owner of an endpoint's trouble: after it has
 /// failed for `failing_for` without a success (once per such stretch), when

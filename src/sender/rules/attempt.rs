@@ -5,28 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::answers::{Answers, Handling};
+use super::answers::{Answers, Handling, Outcome};
 use super::policy::Policy;
-use super::transport::TransportError;
-
-/// What to do after an attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// 2xx: delivered; stop.
-    Delivered,
-    /// Stop, and disable the endpoint: 410 Gone by default, any answer
-    /// the policy handles with [`Handling::Disable`].
-    Gone,
-    /// A status the sender was told not to retry: stop, the delivery is dead.
-    GiveUp,
-    /// Retry: on schedule, but not before `not_before` (from `Retry-After`
-    /// on 429 or 503, capped at an hour).
-    Retry {
-        /// The wait the receiver asked for, if any.
-        not_before: Option<Duration>,
-    },
-}
+use super::states::Final;
 
 /// Classifies an attempt under the default [`Answers`] with the statuses
 /// in `give_up_on` ending the delivery. `status` is `None` for a timeout or
@@ -102,22 +83,8 @@ pub struct Attempt {
     pub result: Result<u16, AttemptError>,
     /// How long the attempt took.
     pub duration: Duration,
-    /// The first [`EXCERPT_LEN`](super::EXCERPT_LEN) bytes of the response body.
+    /// The first [`EXCERPT_LEN`](crate::sender::EXCERPT_LEN) bytes of the response body.
     pub excerpt: Vec<u8>,
-}
-
-/// How a delivery ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Final {
-    /// A 2xx answer.
-    Delivered,
-    /// An answer the policy disables the endpoint on (410 Gone by
-    /// default): the endpoint should be disabled.
-    Gone,
-    /// Every attempt failed, or the status was one not to retry: the
-    /// delivery is dead and can be replayed.
-    Dead,
 }
 
 impl Attempt {
@@ -139,30 +106,35 @@ impl Attempt {
 }
 
 /// Why an attempt has no status, as its record keeps it: the text an
-/// outbox stores, and the typed [`TransportError`] while the attempt is
-/// fresh (an attempt read back from an outbox has the text only). Two are
-/// equal when their texts are.
+/// outbox stores, and the typed error while the attempt is fresh
+/// ([`transport_error`](Self::transport_error); an attempt read back from
+/// an outbox has the text only). Two are equal when their texts are.
 #[derive(Debug, Clone)]
 pub struct AttemptError {
     text: String,
-    transport: Option<Arc<TransportError>>,
+    cause: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl AttemptError {
-    /// The transport's error, kept with its text.
-    pub(crate) fn transport(error: TransportError) -> Self {
-        Self {
-            text: error.report(),
-            transport: Some(Arc::new(error)),
-        }
-    }
-
     /// An error known only by its text: read back from an outbox, or one
     /// that happened before anything was sent.
     pub fn new(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
-            transport: None,
+            cause: None,
+        }
+    }
+
+    /// An error with its text and the typed error it came from. The rules
+    /// keep the cause without knowing its type; the transport, which made
+    /// it, reads it back.
+    pub(crate) fn with_cause(
+        text: String,
+        cause: Arc<dyn std::error::Error + Send + Sync>,
+    ) -> Self {
+        Self {
+            text,
+            cause: Some(cause),
         }
     }
 
@@ -171,9 +143,9 @@ impl AttemptError {
         &self.text
     }
 
-    /// The transport's error, while the attempt is fresh.
-    pub fn transport_error(&self) -> Option<&TransportError> {
-        self.transport.as_deref()
+    /// The typed error, while the attempt is fresh.
+    pub(crate) fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.cause.as_deref()
     }
 }
 
@@ -192,9 +164,9 @@ impl PartialEq for AttemptError {
 impl Eq for AttemptError {}
 
 /// What a delivery does after an attempt: the one step a delivery takes,
-/// in [`deliver`](super::deliver) and in a
-/// [`Dispatcher`](super::Dispatcher), and what an outbox records
-/// ([`DeliveryStore::finish`](super::DeliveryStore::finish)).
+/// in [`deliver`](crate::sender::deliver) and in a
+/// [`Dispatcher`](crate::sender::Dispatcher), and what an outbox records
+/// ([`DeliveryStore::finish`](crate::sender::DeliveryStore::finish)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Step {

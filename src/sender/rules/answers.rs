@@ -4,8 +4,26 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::attempt::Outcome;
 use super::retry_after::{MAX_RETRY_AFTER, parse_retry_after};
+
+/// What to do after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// 2xx: delivered; stop.
+    Delivered,
+    /// Stop, and disable the endpoint: 410 Gone by default, any answer
+    /// the policy handles with [`Handling::Disable`].
+    Gone,
+    /// A status the sender was told not to retry: stop, the delivery is dead.
+    GiveUp,
+    /// Retry: on schedule, but not before `not_before` (from `Retry-After`
+    /// on 429 or 503, capped at an hour).
+    Retry {
+        /// The wait the receiver asked for, if any.
+        not_before: Option<Duration>,
+    },
+}
 
 /// What a delivery does after an answer that is not a 2xx.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -7,9 +7,8 @@ use std::time::{Duration, SystemTime};
 use super::answers::{Answers, Handling};
 use super::breaker::Breaker;
 use super::notice::Notices;
-use super::outbox::Retention;
+use super::retention::Retention;
 use super::schedule::Schedule;
-use super::transport::EXCERPT_LEN;
 use crate::verify::Clock;
 
 /// The rules of a delivery: the retry schedule, which statuses end it,
@@ -54,6 +53,9 @@ pub struct Policy {
     #[serde(default)]
     retention: Retention,
 }
+
+/// How much of a response body an attempt record keeps.
+pub const EXCERPT_LEN: usize = 1024;
 
 /// The most of an answer's body a policy keeps: 64 KiB.
 pub const MAX_EXCERPT_LEN: usize = 64 * 1024;
@@ -120,7 +122,7 @@ impl Policy {
         self
     }
 
-    /// When an attempt fails, a [`Dispatcher`](super::Dispatcher) sends
+    /// When an attempt fails, a [`Dispatcher`](crate::sender::Dispatcher) sends
     /// nothing else to the endpoint until that delivery's next attempt is
     /// due; then one delivery (the earliest due) goes out, and its success
     /// resumes the endpoint while its failure pauses it again. The
@@ -132,8 +134,8 @@ impl Policy {
         self
     }
 
-    /// Tells a [`Dispatcher`](super::Dispatcher)'s
-    /// [`on_notice`](super::Dispatcher::on_notice) hook of the endpoint's
+    /// Tells a [`Dispatcher`](crate::sender::Dispatcher)'s
+    /// [`on_notice`](crate::sender::Dispatcher::on_notice) hook of the endpoint's
     /// trouble, at most as often as `notices` allows. Defaults to none.
     #[must_use]
     pub fn with_notices(mut self, notices: Option<Notices>) -> Self {
@@ -142,7 +144,7 @@ impl Policy {
     }
 
     /// Refuses to send a body longer than `bytes`
-    /// ([`DispatchError::TooLarge`](super::DispatchError::TooLarge)).
+    /// ([`DispatchError::TooLarge`](crate::sender::DispatchError::TooLarge)).
     /// Defaults to no limit.
     #[must_use]
     pub fn with_max_body(mut self, bytes: Option<usize>) -> Self {
@@ -154,8 +156,8 @@ impl Policy {
     /// and disables, as it is: for tests and drills that run time faster.
     ///
     /// Without one a policy reads the system clock, and in a
-    /// [`Dispatcher`](super::Dispatcher) the store's clock (its
-    /// [`store_time`](super::DeliveryStore::store_time), read every few
+    /// [`Dispatcher`](crate::sender::Dispatcher) the store's clock (its
+    /// [`store_time`](crate::sender::DeliveryStore::store_time), read every few
     /// seconds), so that dispatchers on hosts whose clocks disagree still
     /// agree on when a lease ends and a delivery is due.
     #[must_use]
@@ -181,14 +183,14 @@ impl Policy {
     }
 
     /// The breaker each endpoint under this policy starts with in a
-    /// [`Dispatcher`](super::Dispatcher).
+    /// [`Dispatcher`](crate::sender::Dispatcher).
     #[must_use]
     pub fn with_breaker(mut self, breaker: Breaker) -> Self {
         self.breaker = breaker;
         self
     }
 
-    /// How many deliveries a [`Dispatcher`](super::Dispatcher) runs at once
+    /// How many deliveries a [`Dispatcher`](crate::sender::Dispatcher) runs at once
     /// per endpoint. Defaults to 10; at least 1.
     ///
     /// The limit is per dispatcher (per process), not per store: each of
@@ -201,7 +203,7 @@ impl Policy {
         self
     }
 
-    /// Disables an endpoint in a [`Dispatcher`](super::Dispatcher) once it
+    /// Disables an endpoint in a [`Dispatcher`](crate::sender::Dispatcher) once it
     /// has failed for this long without a success; `None` never does.
     /// Defaults to 5 days.
     #[must_use]
@@ -210,7 +212,7 @@ impl Policy {
         self
     }
 
-    /// Makes [`Dispatcher::enable`](super::Dispatcher::enable) replay the
+    /// Makes [`Dispatcher::enable`](crate::sender::Dispatcher::enable) replay the
     /// endpoint's dead and gone deliveries too, oldest first, so an owner
     /// who fixed the endpoint gets the backlog its outage used up, not
     /// only the deliveries still pending. Defaults to off.
@@ -221,7 +223,7 @@ impl Policy {
     }
 
     /// Marks deliveries whose id starts with `prefix` as test deliveries
-    /// (sent with [`Dispatcher::send_test`](super::Dispatcher::send_test)):
+    /// (sent with [`Dispatcher::send_test`](crate::sender::Dispatcher::send_test)):
     /// they are retried like any other, but neither their failures nor
     /// their successes count towards disabling the endpoint, a 410 to one
     /// does not disable it, and they raise no notices. The mark is in the
@@ -234,7 +236,7 @@ impl Policy {
     }
 
     /// Remembers the idempotency key of a
-    /// [`Dispatcher::send_with_key`](super::Dispatcher::send_with_key) for
+    /// [`Dispatcher::send_with_key`](crate::sender::Dispatcher::send_with_key) for
     /// `window`: within it, a send with the same key to the endpoint
     /// enqueues nothing and reports the first delivery's id; after it, the
     /// key is free again. `None` refuses keyed sends. Defaults to none.
@@ -245,7 +247,7 @@ impl Policy {
     }
 
     /// How long the endpoint's deliveries are kept in each state, for
-    /// [`Dispatcher::purge_by_policy`](super::Dispatcher::purge_by_policy).
+    /// [`Dispatcher::purge_by_policy`](crate::sender::Dispatcher::purge_by_policy).
     /// Defaults to [`Retention::KEEP_ALL`].
     #[must_use]
     pub fn with_retention(mut self, retention: Retention) -> Self {
