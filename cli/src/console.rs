@@ -1,6 +1,7 @@
 //! `hooklatch console`: the ops console over a store, in the browser.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -24,19 +25,47 @@ pub(crate) struct ConsoleArgs {
     /// deliveries and attempts, with replay, enable and disable.
     #[arg(long)]
     outbox: Option<String>,
-    /// The token operators sign in with, 16 characters or more.
-    #[arg(long, env = "HOOKLATCH_CONSOLE_TOKEN", hide_env_values = true)]
-    token: String,
+    /// A file holding the token operators sign in with (16 characters or
+    /// more; white space around it is ignored). Without it the token is
+    /// read from `HOOKLATCH_CONSOLE_TOKEN`. No flag takes the token itself:
+    /// a command line is visible to every user of the machine (`ps`).
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:8081")]
     addr: SocketAddr,
 }
 
+/// The environment variable that holds the token when no file is named.
+const TOKEN_VARIABLE: &str = "HOOKLATCH_CONSOLE_TOKEN";
+
+impl ConsoleArgs {
+    /// The token: from `--token-file`, else from the environment.
+    fn token(&self) -> Result<String, UsageError> {
+        match &self.token_file {
+            Some(path) => std::fs::read_to_string(path)
+                .map(|text| text.trim().to_owned())
+                .map_err(|error| {
+                    UsageError::from(format!(
+                        "cannot read the token file {}: {error}",
+                        path.display()
+                    ))
+                }),
+            None => std::env::var(TOKEN_VARIABLE).map_err(|_| {
+                UsageError::from(format!(
+                    "no token: set {TOKEN_VARIABLE} or name a file with --token-file"
+                ))
+            }),
+        }
+    }
+}
+
 async fn serve<S: Inbox + Clone + 'static>(
     store: S,
     args: &ConsoleArgs,
+    token: &str,
 ) -> Result<ExitCode, UsageError> {
-    let mut console = Console::new(store, &args.token, &args.namespaces)?;
+    let mut console = Console::new(store, token, &args.namespaces)?;
     if let Some(spec) = &args.outbox {
         console = match AnyOutbox::open(spec).await? {
             Ok(AnyOutbox::Sqlite(outbox)) => console.with_outbox(outbox),
@@ -57,15 +86,16 @@ async fn serve<S: Inbox + Clone + 'static>(
 }
 
 pub(crate) fn console(args: ConsoleArgs) -> Result<ExitCode, UsageError> {
+    let token = args.token()?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let Some(store) = AnyInbox::open_or_say(&args.store).await? else {
             return Ok(ExitCode::FAILURE);
         };
         match store {
-            AnyInbox::Sqlite(store) => serve(store, &args).await,
-            AnyInbox::Postgres(store) => serve(store, &args).await,
-            AnyInbox::Redis(store) => serve(store, &args).await,
+            AnyInbox::Sqlite(store) => serve(store, &args, &token).await,
+            AnyInbox::Postgres(store) => serve(store, &args, &token).await,
+            AnyInbox::Redis(store) => serve(store, &args, &token).await,
         }
     })
 }

@@ -366,3 +366,75 @@ async fn seed_failing_endpoint(store: &PostgresDeliveries, endpoint: &str) {
     ];
     seed::seed_endpoint(store, endpoint, &plan).await;
 }
+
+/// `GET /` on the console at `url` with `token` as a bearer: the status.
+fn status_with_bearer(url: &str, token: &str) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let address = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(address).expect("the console listens");
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or_else(|| panic!("an HTTP answer: {answer}"))
+}
+
+#[test]
+fn console_takes_its_token_from_a_file_or_the_environment_never_a_flag() {
+    let dir = support::TempDir::new("console-token");
+    let store = format!("sqlite:{}", dir.path().join("console.db").display());
+    let console = |extra: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hooklatch"));
+        command
+            .args(["console", "--store", &store, "--addr", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("HOOKLATCH_CONSOLE_TOKEN");
+        command
+    };
+
+    // A token on the command line would show in `ps`: no flag takes it.
+    let flag = console(&["--token", TOKEN]).output().unwrap();
+    assert_eq!(flag.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&flag.stderr).contains("--token"));
+
+    let none = console(&[]).output().unwrap();
+    assert_eq!(none.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&none.stderr);
+    assert!(
+        said.contains("HOOKLATCH_CONSOLE_TOKEN") && said.contains("--token-file"),
+        "says where the token comes from: {said}"
+    );
+
+    let missing = dir.path().join("missing");
+    let unreadable = console(&["--token-file", &missing.display().to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(unreadable.status.code(), Some(2));
+
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let mut child = console(&["--token-file", &file.display().to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let running = Running(child);
+    let url = line.trim().strip_prefix("console on ").expect("it serves");
+    assert_eq!(
+        status_with_bearer(url, TOKEN),
+        200,
+        "the file's token, trimmed"
+    );
+    assert_eq!(status_with_bearer(url, "another-token-0123456789"), 401);
+    drop(running);
+}

@@ -8,21 +8,30 @@
 //!
 //! It is safe to expose to operators:
 //!
-//! - every request needs the bearer token, as an `Authorization: Bearer`
-//!   header or the cookie the login form sets (`HttpOnly`,
-//!   `SameSite=Strict`), compared in constant time; without it the answer
-//!   is 401;
+//! - every request needs the bearer token as an `Authorization: Bearer`
+//!   header, or the session cookie the login form sets: not the token but
+//!   an HMAC of it with an expiry (12 hours), `HttpOnly`, `SameSite=Strict`,
+//!   scoped to the console's path, `Secure` when the request came over
+//!   HTTPS (`X-Forwarded-Proto` or `Forwarded` from a proxy); any cookie
+//!   of the name that is valid is accepted, so a decoy planted by a
+//!   same-site page cannot lock operators out. Compared in constant time;
+//!   without either the answer is 401;
 //! - a change is a POST that carries a CSRF token derived from the bearer
 //!   token, so another site cannot make an operator's browser send one;
-//! - everything shown is HTML-escaped; the page uses no JavaScript and
-//!   loads nothing from elsewhere.
+//! - every answer forbids framing (`Content-Security-Policy:
+//!   frame-ancestors 'none'`, `X-Frame-Options: DENY`), scripts and
+//!   anything loaded from elsewhere (`default-src 'none'`), caching
+//!   (`Cache-Control: no-store`), sniffing (`X-Content-Type-Options:
+//!   nosniff`) and referrers (`Referrer-Policy: no-referrer`);
+//! - everything shown is HTML-escaped; the page uses no JavaScript.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::{Form, OriginalUri, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hmac::{Hmac, KeyInit as _, Mac as _};
@@ -73,6 +82,32 @@ mod outbox;
 mod time;
 
 const COOKIE: &str = "hooklatch_console";
+
+/// How long a login lasts.
+const SESSION: Duration = Duration::from_secs(12 * 3600);
+
+/// The headers on every answer (see the module's documentation). The page
+/// has one inline `<style>` and forms that post to the console itself.
+const SECURITY_HEADERS: [(header::HeaderName, &str); 5] = [
+    (
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
+         frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (header::X_FRAME_OPTIONS, "DENY"),
+    (header::CACHE_CONTROL, "no-store"),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (header::REFERRER_POLICY, "no-referrer"),
+];
+
+/// Adds [`SECURITY_HEADERS`] to `response`.
+async fn protect(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in SECURITY_HEADERS {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
 
 impl<S: Inbox + Clone + 'static> Console<S> {
     /// A console over `store` for `namespaces`, for whoever holds `token`
@@ -136,30 +171,56 @@ impl<S: Inbox + Clone + 'static> Console<S> {
             .route("/login", post(login::<S>))
             .route("/requeue", post(requeue::<S>))
             .with_state(Arc::new(self));
-        match outbox {
+        let console = match outbox {
             Some(outbox) => inbox.nest("/outbox", outbox),
             None => inbox,
-        }
+        };
+        console.layer(axum::middleware::map_response(protect))
     }
 }
 
 impl Guard {
-    /// Whether the request carries the token, in the header or the cookie.
+    /// Whether the request carries the token in the header, or a valid
+    /// session in any cookie of the console's name.
     fn authorized(&self, headers: &HeaderMap) -> bool {
         let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "));
-        let cookie = headers
+        if bearer.is_some_and(|given| self.is_token(given)) {
+            return true;
+        }
+        let now = SystemTime::now();
+        headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|value| value.to_str().ok())
             .flat_map(|value| value.split(';'))
-            .find_map(|pair| pair.trim().strip_prefix(&format!("{COOKIE}=")));
-        [bearer, cookie]
-            .into_iter()
-            .flatten()
-            .any(|given| self.is_token(given))
+            .filter_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+            .any(|session| self.is_session(session, now))
+    }
+
+    /// A session that lasts until `expires` (seconds since the epoch):
+    /// `{expires}.{hex HMAC of it under the token}`. It does not hold the
+    /// token, and cannot be extended without it.
+    fn session(&self, expires: u64) -> String {
+        format!("{expires}.{}", self.mac(&format!("session {expires}")))
+    }
+
+    /// Whether `given` is a session this console issued that has not
+    /// expired at `now`.
+    fn is_session(&self, given: &str, now: SystemTime) -> bool {
+        let Some((expires, _)) = given.split_once('.') else {
+            return false;
+        };
+        let Ok(expires) = expires.parse::<u64>() else {
+            return false;
+        };
+        let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let expected = self.session(expires);
+        expires > now
+            && given.len() == expected.len()
+            && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
     }
 
     fn is_token(&self, given: &str) -> bool {
@@ -175,9 +236,14 @@ impl Guard {
     /// The token a form must carry: an HMAC of a fixed label under the
     /// bearer token, which a page of another site cannot know.
     fn csrf(&self) -> String {
+        self.mac("hooklatch console csrf")
+    }
+
+    /// The hex HMAC-SHA256 of `label` under the bearer token.
+    fn mac(&self, label: &str) -> String {
         let mut mac = Hmac::<Sha256>::new_from_slice(self.token.as_bytes())
             .expect("HMAC takes any key length");
-        mac.update(b"hooklatch console csrf");
+        mac.update(label.as_bytes());
         mac.finalize()
             .into_bytes()
             .iter()
@@ -345,14 +411,51 @@ struct Login {
 async fn login<S: Inbox + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
     uri: OriginalUri,
+    headers: HeaderMap,
     Form(form): Form<Login>,
 ) -> Response {
     let root = root_of(&uri, "/login");
     if !console.guard.is_token(&form.token) {
         return login_page(&escape(&root));
     }
-    let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", form.token);
+    let expires = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .saturating_add(SESSION)
+        .as_secs();
+    let secure = if over_https(&uri, &headers) {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!(
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path={}; Max-Age={}{secure}",
+        console.guard.session(expires),
+        home(&root),
+        SESSION.as_secs(),
+    );
     ([(header::SET_COOKIE, cookie)], Redirect::to(&home(&root))).into_response()
+}
+
+/// Whether the request came over HTTPS: its own scheme, or what a proxy in
+/// front says (`X-Forwarded-Proto: https`, `Forwarded: proto=https`).
+fn over_https(uri: &OriginalUri, headers: &HeaderMap) -> bool {
+    let said = |name: &str, https: fn(&str) -> bool| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .any(https)
+    };
+    uri.scheme_str() == Some("https")
+        || said("x-forwarded-proto", |value| {
+            value.trim().eq_ignore_ascii_case("https")
+        })
+        || said("forwarded", |value| {
+            value
+                .split([';', ','])
+                .any(|pair| pair.trim().eq_ignore_ascii_case("proto=https"))
+        })
 }
 
 #[derive(serde::Deserialize)]

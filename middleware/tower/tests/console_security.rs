@@ -1,0 +1,303 @@
+//! What the console does against a page of another site (or a sibling on
+//! the same site): every answer forbids framing, caching, sniffing and
+//! referrers; the login cookie is a session that expires, not the token;
+//! it is scoped to the console's path and `Secure` over HTTPS; a decoy
+//! cookie of the same name does not lock an operator out.
+#![cfg(feature = "console")]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use hmac::{Hmac, KeyInit as _, Mac as _};
+use hooklatch::dedup::MemoryStore;
+use hooklatch::sender::MemoryDeliveries;
+use hooklatch_tower::console::Console;
+use sha2::Sha256;
+use tower::ServiceExt as _;
+
+#[path = "../../../tests/support/outbox_seed.rs"]
+mod seed;
+
+const TOKEN: &str = "security-console-token-0123456789";
+
+/// The console with an outbox (endpoint `orders`, one dead delivery),
+/// nested under `/ops` as an app mounts it.
+async fn app() -> axum::Router {
+    let outbox = MemoryDeliveries::new();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    seed::seed_endpoint(&outbox, "orders", &[("dead_1", an_hour_ago, Ok(500))]).await;
+    let console = Console::new(MemoryStore::new(), TOKEN, ["stripe"])
+        .unwrap()
+        .with_outbox(outbox);
+    axum::Router::new().nest("/ops", console.router())
+}
+
+/// Sends `method path` with `headers` (and a form body for a POST); the
+/// status, the headers and the body.
+async fn send(
+    app: &axum::Router,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    form: &str,
+) -> (StatusCode, HeaderMap, String) {
+    let mut request = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if method == "POST" {
+        request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::from(form.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8(body.to_vec()).unwrap(),
+    )
+}
+
+/// A request to send: method, path, headers and form.
+type Sent<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], String);
+
+/// The token as a header.
+const BEARER: (&str, &str) = ("authorization", "Bearer security-console-token-0123456789");
+
+/// The CSRF token the console's forms carry.
+fn csrf(page: &str) -> String {
+    let start = page.find("name=csrf value=").expect("a form") + "name=csrf value=".len();
+    page[start..]
+        .chars()
+        .take_while(char::is_ascii_hexdigit)
+        .collect()
+}
+
+/// The `Set-Cookie` of a login with `token`, and any extra headers.
+async fn login(app: &axum::Router, extra: &[(&str, &str)]) -> String {
+    let (status, headers, _) =
+        send(app, "POST", "/ops/login", extra, &format!("token={TOKEN}")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "a good token signs in");
+    headers[header::SET_COOKIE].to_str().unwrap().to_owned()
+}
+
+/// `hooklatch_console=...` out of a `Set-Cookie`.
+fn cookie_pair(set_cookie: &str) -> &str {
+    set_cookie.split(';').next().unwrap()
+}
+
+/// A session cookie as the console makes one, for a given expiry.
+fn session(expires: u64) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(TOKEN.as_bytes()).unwrap();
+    mac.update(format!("session {expires}").as_bytes());
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("hooklatch_console={expires}.{hex}")
+}
+
+fn now_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[tokio::test]
+async fn every_console_answer_forbids_framing_caching_sniffing_and_referrers() {
+    let app = app().await;
+    assert_eq!(BEARER.1, format!("Bearer {TOKEN}"));
+    let (_, _, page) = send(
+        &app,
+        "GET",
+        "/ops/outbox/endpoint?name=orders",
+        &[BEARER],
+        "",
+    )
+    .await;
+    let csrf = csrf(&page);
+    let cookie = cookie_pair(&login(&app, &[]).await).to_owned();
+    let as_cookie = [("cookie", cookie.as_str())];
+    let bearer = [BEARER];
+    let none: [(&str, &str); 0] = [];
+    let with_csrf = format!("csrf={csrf}&name=orders&namespace=stripe&id=dead_1");
+    let requests: Vec<Sent<'_>> = vec![
+        ("GET", "/ops", &none, String::new()),
+        ("GET", "/ops", &bearer, String::new()),
+        ("GET", "/ops", &as_cookie, String::new()),
+        ("POST", "/ops/login", &none, "token=wrong".to_owned()),
+        ("POST", "/ops/login", &none, format!("token={TOKEN}")),
+        ("POST", "/ops/requeue", &none, with_csrf.clone()),
+        (
+            "POST",
+            "/ops/requeue",
+            &bearer,
+            "csrf=00&namespace=stripe".to_owned(),
+        ),
+        ("POST", "/ops/requeue", &bearer, with_csrf.clone()),
+        ("GET", "/ops/outbox", &none, String::new()),
+        ("GET", "/ops/outbox", &bearer, String::new()),
+        (
+            "GET",
+            "/ops/outbox/endpoint?name=orders",
+            &as_cookie,
+            String::new(),
+        ),
+        (
+            "GET",
+            "/ops/outbox/endpoint?name=nobody",
+            &bearer,
+            String::new(),
+        ),
+        ("POST", "/ops/outbox/replay", &bearer, with_csrf.clone()),
+        (
+            "POST",
+            "/ops/outbox/disable",
+            &bearer,
+            "csrf=00&name=orders".to_owned(),
+        ),
+        ("POST", "/ops/outbox/disable", &bearer, with_csrf.clone()),
+        ("POST", "/ops/outbox/enable", &bearer, with_csrf.clone()),
+    ];
+    let mut statuses = std::collections::BTreeSet::new();
+    for (method, path, headers, form) in requests {
+        let (status, answer, _) = send(&app, method, path, headers, &form).await;
+        statuses.insert(status.as_u16());
+        let header = |name: header::HeaderName| {
+            answer
+                .get(&name)
+                .map(|value| value.to_str().unwrap().to_owned())
+                .unwrap_or_else(|| panic!("{method} {path} ({status}) has no {name}"))
+        };
+        let policy = header(header::CONTENT_SECURITY_POLICY);
+        for directive in [
+            "frame-ancestors 'none'",
+            "default-src 'none'",
+            "form-action 'self'",
+        ] {
+            assert!(policy.contains(directive), "{method} {path}: {policy}");
+        }
+        assert!(!policy.contains("script-src"), "no script is ever allowed");
+        assert_eq!(header(header::X_FRAME_OPTIONS), "DENY", "{method} {path}");
+        assert_eq!(header(header::CACHE_CONTROL), "no-store", "{method} {path}");
+        assert_eq!(
+            header(header::X_CONTENT_TYPE_OPTIONS),
+            "nosniff",
+            "{method} {path}"
+        );
+        assert_eq!(
+            header(header::REFERRER_POLICY),
+            "no-referrer",
+            "{method} {path}"
+        );
+    }
+    // Pages, sign-in, redirects after a change, refusals and failures alike.
+    for status in [200, 303, 401, 403] {
+        assert!(
+            statuses.contains(&status),
+            "checked a {status}: {statuses:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_login_cookie_is_a_session_not_the_token_scoped_to_the_console() {
+    let app = app().await;
+    let set_cookie = login(&app, &[]).await;
+    assert!(
+        !set_cookie.contains(TOKEN),
+        "the cookie holds no token: {set_cookie}"
+    );
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/ops", "Max-Age=43200"] {
+        assert!(
+            set_cookie.split("; ").any(|part| part == attribute),
+            "{attribute} in {set_cookie}"
+        );
+    }
+    assert!(!set_cookie.contains("Secure"), "plain HTTP: {set_cookie}");
+
+    let cookie = cookie_pair(&set_cookie);
+    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", cookie)], "").await;
+    assert_eq!(status, StatusCode::OK, "the session signs the operator in");
+
+    // Its expiry cannot be moved without the token.
+    let (expires, mac) = cookie
+        .strip_prefix("hooklatch_console=")
+        .unwrap()
+        .split_once('.')
+        .unwrap();
+    let later: u64 = expires.parse::<u64>().unwrap() + 3600;
+    let moved = format!("hooklatch_console={later}.{mac}");
+    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", &moved)], "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // The token itself as the cookie is no session.
+    let token_cookie = format!("hooklatch_console={TOKEN}");
+    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", &token_cookie)], "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    for proxy in [
+        ("x-forwarded-proto", "https"),
+        ("forwarded", "for=10.0.0.1;proto=https"),
+    ] {
+        let set_cookie = login(&app, &[proxy]).await;
+        assert!(
+            set_cookie.split("; ").any(|part| part == "Secure"),
+            "over HTTPS ({proxy:?}): {set_cookie}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_session_past_its_expiry_is_refused() {
+    let app = app().await;
+    let fresh = session(now_seconds() + 100);
+    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", &fresh)], "").await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a session made as the console makes one"
+    );
+    let expired = session(now_seconds() - 1);
+    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", &expired)], "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_decoy_cookie_of_the_same_name_does_not_lock_an_operator_out() {
+    let app = app().await;
+    let cookie = cookie_pair(&login(&app, &[]).await).to_owned();
+    let one_header = format!("hooklatch_console=decoy; {cookie}");
+    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", &one_header)], "").await;
+    assert_eq!(status, StatusCode::OK, "decoy first in one header");
+    let (status, _, _) = send(
+        &app,
+        "GET",
+        "/ops/outbox",
+        &[("cookie", "hooklatch_console=decoy"), ("cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "decoy in a header of its own");
+    let (status, _, _) = send(
+        &app,
+        "GET",
+        "/ops",
+        &[("cookie", "hooklatch_console=decoy")],
+        "",
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "the decoy alone is nothing"
+    );
+}
