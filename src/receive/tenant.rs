@@ -1,7 +1,7 @@
 //! Many tenants on one receiver: which tenant a request is for, its
 //! secrets and its namespace, looked up through a bounded, expiring cache.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -192,14 +192,167 @@ impl<S: TenantSource> DynSource for S {
     }
 }
 
-/// A cached answer: the tenant, or that there is none, and when it was
-/// looked up.
-type Cached = (Option<Tenant>, Instant);
+/// Names kept in least-recently-used order, each with the time it was
+/// looked up: a full cache drops the name used least recently, in
+/// `O(log n)` under the lock.
+struct Lru<V> {
+    entries: HashMap<String, (V, Instant, u64)>,
+    /// Each name by when it was last used.
+    order: BTreeMap<u64, String>,
+    next: u64,
+    capacity: usize,
+}
+
+impl<V: Clone> Lru<V> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            entries: HashMap::new(),
+            order: BTreeMap::new(),
+            next: 0,
+            capacity,
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The value of `name` and when it was looked up, marked as used. A
+    /// name among the most recently used half stays where it is, so that
+    /// a hot name costs no reordering.
+    fn get(&mut self, name: &str) -> Option<(V, Instant)> {
+        let next = self.next;
+        let half = u64::try_from(self.capacity / 2).unwrap_or(u64::MAX);
+        let (value, at, used) = self.entries.get_mut(name)?;
+        let found = (value.clone(), *at);
+        if next - *used > half {
+            if let Some(name) = self.order.remove(used) {
+                self.order.insert(next, name);
+            }
+            *used = next;
+            self.next += 1;
+        }
+        Some(found)
+    }
+
+    fn insert(&mut self, name: String, value: V) {
+        if self.capacity == 0 {
+            return;
+        }
+        self.remove(&name);
+        while self.entries.len() >= self.capacity {
+            let Some((_, least)) = self.order.pop_first() else {
+                break;
+            };
+            self.entries.remove(&least);
+        }
+        self.order.insert(self.next, name.clone());
+        self.entries
+            .insert(name, (value, Instant::now(), self.next));
+        self.next += 1;
+    }
+
+    fn remove(&mut self, name: &str) -> Option<V> {
+        let (value, _, used) = self.entries.remove(name)?;
+        self.order.remove(&used);
+        Some(value)
+    }
+
+    /// Removes every name `drop` picks.
+    fn remove_where(&mut self, mut drop: impl FnMut(&str, &V) -> bool) {
+        let picked: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(name, (value, _, _))| drop(name, value))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in picked {
+            self.remove(&name);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.order.clear();
+    }
+}
+
+/// At most `per_second` lookups a second, in bursts of as many.
+struct LookupLimit {
+    per_second: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl LookupLimit {
+    fn new(per_second: u32) -> Self {
+        Self {
+            per_second: f64::from(per_second),
+            tokens: f64::from(per_second),
+            at: Instant::now(),
+        }
+    }
+
+    /// Whether one more lookup may go to the source now.
+    fn allow(&mut self) -> bool {
+        let now = Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * self.per_second;
+        self.tokens = (self.tokens + refill).min(self.per_second);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// What [`Tenants`] keeps between requests: known tenants, unknown names
+/// in a smaller cache of their own (so that made-up names only ever evict
+/// made-up names), and the limit on lookups that reach the source.
+struct Cache {
+    known: Lru<Tenant>,
+    unknown: Lru<()>,
+    limit: Option<LookupLimit>,
+}
+
+/// The most unknown names kept; a made-up name a sender keeps using stays
+/// answered from here.
+const UNKNOWN_NAMES: usize = 1_000;
+
+impl Cache {
+    fn new(capacity: usize, lookups_per_second: Option<u32>) -> Self {
+        Self {
+            known: Lru::new(capacity),
+            unknown: Lru::new(capacity.min(UNKNOWN_NAMES)),
+            limit: lookups_per_second.map(LookupLimit::new),
+        }
+    }
+}
+
+/// What the cache says of a name.
+enum Cached {
+    /// A fresh answer: the tenant, or that there is none.
+    Fresh(Option<Tenant>),
+    /// Nothing fresh, and the limit on lookups is reached: the tenant as
+    /// last looked up, if it was known.
+    Limited(Option<Tenant>),
+    /// Ask the source.
+    Ask,
+}
 
 /// How a receiver finds each request's tenant: the [`TenantKey`] names it,
-/// the [`TenantSource`] has it, and a cache (10,000 names for 60 s by
-/// default, unknown names included, so a flood of made-up names does not
-/// reach the source) sits between. Clones share the cache.
+/// the [`TenantSource`] has it, and a cache sits between: 10,000 known
+/// tenants and 1,000 unknown names, each answer for 60 s, by default.
+/// Names not in the cache reach the source at most 100 times a second
+/// ([`with_lookup_limit`](Self::with_lookup_limit)), so a flood of made-up
+/// names neither overloads the source nor evicts a known tenant: past the
+/// limit, a tenant whose answer expired keeps its last answer, and a name
+/// never seen is answered 503 (the sender retries). Clones share the
+/// cache. A source that is not worth caching (`StaticTenants`, in memory)
+/// gets neither the cache nor the limit.
 ///
 /// An unknown tenant is answered 404 and a failed lookup 503; neither
 /// reads the body.
@@ -207,9 +360,10 @@ type Cached = (Option<Tenant>, Instant);
 pub struct Tenants {
     key: TenantKey,
     source: Arc<dyn DynSource>,
-    cache: Arc<Mutex<HashMap<String, Cached>>>,
+    cache: Arc<Mutex<Cache>>,
     capacity: usize,
     ttl: Duration,
+    lookups_per_second: Option<u32>,
 }
 
 impl std::fmt::Debug for Tenants {
@@ -218,44 +372,95 @@ impl std::fmt::Debug for Tenants {
             .field("key", &self.key)
             .field("capacity", &self.capacity)
             .field("ttl", &self.ttl)
+            .field("lookups_per_second", &self.lookups_per_second)
             .finish_non_exhaustive()
     }
 }
+
+/// Lookups a second that may reach a source worth caching, by default.
+const LOOKUPS_PER_SECOND: u32 = 100;
 
 impl Tenants {
     /// Tenants named by `key`, from `source`.
     pub fn new(key: TenantKey, source: impl TenantSource) -> Self {
         let cacheable = source.cacheable();
+        let (capacity, lookups_per_second) = if cacheable {
+            (10_000, Some(LOOKUPS_PER_SECOND))
+        } else {
+            (0, None)
+        };
         Self {
             key,
             source: Arc::new(source),
-            cache: Arc::default(),
-            capacity: if cacheable { 10_000 } else { 0 },
+            cache: Arc::new(Mutex::new(Cache::new(capacity, lookups_per_second))),
+            capacity,
             ttl: Duration::from_secs(60),
+            lookups_per_second,
         }
     }
 
-    /// Keeps up to `capacity` lookups for `ttl` each; a change at the
-    /// source shows within `ttl`, or at once after [`forget`](Self::forget).
-    /// A capacity of 0 turns the cache off.
+    /// Keeps up to `capacity` known tenants (and up to 1,000 unknown names,
+    /// fewer if `capacity` is smaller) for `ttl` each; a change at the
+    /// source shows within `ttl`, or at once after
+    /// [`forget`](Self::forget). A capacity of 0 turns the cache off.
     #[must_use]
     pub fn with_cache(mut self, capacity: usize, ttl: Duration) -> Self {
         self.capacity = capacity;
         self.ttl = ttl;
+        self.cache = Arc::new(Mutex::new(Cache::new(capacity, self.lookups_per_second)));
         self
     }
 
-    /// Drops the cached lookup of `name`, after its secrets changed.
+    /// Lets at most `per_second` lookups a second reach the source (in
+    /// bursts of as many), or any number with `None`.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use hooklatch::receive::{StaticTenants, TenantKey, Tenants};
+    ///
+    /// let tenants = Tenants::new(TenantKey::LastPathSegment, StaticTenants::new(HashMap::new()))
+    ///     .with_lookup_limit(Some(500));
+    /// # let _ = tenants;
+    /// ```
+    #[must_use]
+    pub fn with_lookup_limit(mut self, per_second: Option<u32>) -> Self {
+        self.lookups_per_second = per_second;
+        self.cache = Arc::new(Mutex::new(Cache::new(self.capacity, per_second)));
+        self
+    }
+
+    /// Drops the cached lookups of `name`, after its secrets changed: every
+    /// spelling of it that differs only in ASCII case (a source may ignore
+    /// case), and every other name cached for the same tenant (its
+    /// namespace).
     pub fn forget(&self, name: &str) {
-        self.cached().remove(name);
+        let mut cache = self.cached();
+        let mut namespaces = Vec::new();
+        cache.known.remove_where(|cached, tenant| {
+            let same = cached.eq_ignore_ascii_case(name);
+            if same {
+                namespaces.push(tenant.namespace().to_owned());
+            }
+            same
+        });
+        cache.known.remove_where(|_, tenant| {
+            namespaces
+                .iter()
+                .any(|namespace| namespace == tenant.namespace())
+        });
+        cache
+            .unknown
+            .remove_where(|cached, ()| cached.eq_ignore_ascii_case(name));
     }
 
     /// Drops every cached lookup.
     pub fn forget_all(&self) {
-        self.cached().clear();
+        let mut cache = self.cached();
+        cache.known.clear();
+        cache.unknown.clear();
     }
 
-    fn cached(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
+    fn cached(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -276,31 +481,56 @@ impl Tenants {
         }
     }
 
-    async fn lookup(&self, name: String) -> Result<Tenant, Rejection> {
-        if let Some((found, at)) = self.cached().get(&name).cloned()
+    /// What the cache says of `name`.
+    fn in_cache(&self, name: &str) -> Cached {
+        let mut cache = self.cached();
+        let known = cache.known.get(name);
+        if let Some((tenant, at)) = &known
             && at.elapsed() < self.ttl
         {
-            return found.ok_or(Rejection::UnknownTenant);
+            return Cached::Fresh(Some(tenant.clone()));
+        }
+        if let Some(((), at)) = cache.unknown.get(name)
+            && at.elapsed() < self.ttl
+        {
+            return Cached::Fresh(None);
+        }
+        let allowed = cache.limit.as_mut().is_none_or(LookupLimit::allow);
+        if allowed {
+            Cached::Ask
+        } else {
+            Cached::Limited(known.map(|(tenant, _)| tenant))
+        }
+    }
+
+    async fn lookup(&self, name: String) -> Result<Tenant, Rejection> {
+        match self.in_cache(&name) {
+            Cached::Fresh(found) => return found.ok_or(Rejection::UnknownTenant),
+            Cached::Limited(Some(stale)) => return Ok(stale),
+            Cached::Limited(None) => {
+                return Err(Rejection::TenantLookupFailed(
+                    "too many lookups of tenants not in the cache".to_owned(),
+                ));
+            }
+            Cached::Ask => {}
         }
         let found = self
             .source
             .tenant(&name)
             .await
             .map_err(|error| Rejection::TenantLookupFailed(error.to_string()))?;
-        if self.capacity > 0 {
-            let mut cache = self.cached();
-            if cache.len() >= self.capacity && !cache.contains_key(&name) {
-                // Full: make room by dropping the oldest lookup.
-                let oldest = cache
-                    .iter()
-                    .min_by_key(|(_, (_, at))| *at)
-                    .map(|(name, _)| name.clone());
-                if let Some(oldest) = oldest {
-                    cache.remove(&oldest);
-                }
+        let mut cache = self.cached();
+        match &found {
+            Some(tenant) => {
+                cache.unknown.remove(&name);
+                cache.known.insert(name, tenant.clone());
             }
-            cache.insert(name, (found.clone(), Instant::now()));
+            None => {
+                cache.known.remove(&name);
+                cache.unknown.insert(name, ());
+            }
         }
+        drop(cache);
         found.ok_or(Rejection::UnknownTenant)
     }
 }
@@ -385,8 +615,11 @@ mod tests {
         for name in ["/a", "/b", "/c"] {
             let _ = tenants.resolve(name, &NO_HEADERS).await;
         }
-        assert_eq!(tenants.cached().len(), 2, "bounded");
-        assert!(!tenants.cached().contains_key("a"), "the oldest made room");
+        assert_eq!(tenants.cached().unknown.len(), 2, "bounded");
+        assert!(
+            tenants.cached().unknown.get("a").is_none(),
+            "the least recently used made room"
+        );
         let _ = tenants.resolve("/c", &NO_HEADERS).await;
         assert_eq!(source.lookups.load(Ordering::SeqCst), 3);
         tokio::time::sleep(Duration::from_millis(60)).await;
@@ -395,6 +628,89 @@ mod tests {
             source.lookups.load(Ordering::SeqCst),
             4,
             "expired, looked up again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_made_up_names_never_evicts_a_known_tenant_nor_floods_the_source() {
+        let source = Counting::default();
+        let tenants = Tenants::new(TenantKey::LastPathSegment, source.clone());
+        assert!(tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok());
+        let started = Instant::now();
+        let mut refused = 0;
+        for i in 0..20_000 {
+            let path = format!("/hooks/made-up-{i}");
+            match tenants.resolve(&path, &NO_HEADERS).await {
+                Err(Rejection::UnknownTenant) => {}
+                Err(Rejection::TenantLookupFailed(_)) => refused += 1,
+                other => panic!("a made-up name: {other:?}"),
+            }
+        }
+        let lookups = source.lookups.load(Ordering::SeqCst);
+        let allowed = 1.0 + 100.0 * (1.0 + started.elapsed().as_secs_f64());
+        #[allow(clippy::cast_precision_loss)]
+        let within = (lookups as f64) <= allowed + 1.0;
+        assert!(
+            within,
+            "{lookups} lookups reached the source, at most {allowed} allowed"
+        );
+        assert!(refused > 19_000, "past the limit, answered 503: {refused}");
+        assert!(tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok());
+        assert_eq!(
+            source.lookups.load(Ordering::SeqCst),
+            lookups,
+            "the known tenant is still cached"
+        );
+    }
+
+    #[tokio::test]
+    async fn past_the_lookup_limit_a_known_tenant_keeps_its_last_answer() {
+        let source = Counting::default();
+        let tenants = Tenants::new(TenantKey::LastPathSegment, source.clone())
+            .with_cache(100, Duration::ZERO)
+            .with_lookup_limit(Some(1));
+        assert!(tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok());
+        // The one lookup a second is spent: the expired answer stands in.
+        assert!(tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok());
+        assert_eq!(
+            tenants
+                .resolve("/hooks/nobody", &NO_HEADERS)
+                .await
+                .unwrap_err()
+                .status(),
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            "a name never seen waits for the next lookup"
+        );
+        assert_eq!(source.lookups.load(Ordering::SeqCst), 1);
+    }
+
+    /// A source that ignores case, as a database collation may.
+    #[derive(Clone, Default)]
+    struct CaseBlind(Counting);
+
+    impl TenantSource for CaseBlind {
+        async fn tenant(&self, name: &str) -> Result<Option<Tenant>, TenantError> {
+            TenantSource::tenant(&self.0, &name.to_ascii_lowercase()).await
+        }
+    }
+
+    #[tokio::test]
+    async fn forgetting_a_tenant_forgets_every_spelling_of_it() {
+        let source = CaseBlind::default();
+        let lookups = Arc::clone(&source.0.lookups);
+        let tenants = Tenants::new(TenantKey::LastPathSegment, source);
+        for path in ["/hooks/ACME", "/hooks/acme", "/hooks/Acme"] {
+            assert!(tenants.resolve(path, &NO_HEADERS).await.is_ok());
+        }
+        assert_eq!(lookups.load(Ordering::SeqCst), 3);
+        tenants.forget("acme");
+        for path in ["/hooks/ACME", "/hooks/acme", "/hooks/Acme"] {
+            assert!(tenants.resolve(path, &NO_HEADERS).await.is_ok());
+        }
+        assert_eq!(
+            lookups.load(Ordering::SeqCst),
+            6,
+            "every spelling looked up again"
         );
     }
 

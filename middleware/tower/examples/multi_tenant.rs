@@ -56,8 +56,22 @@ enum SecretEntry {
 /// The tenants a file describes, each verified with its own secrets and
 /// claimed in its own namespace.
 fn parse_tenants(text: &str) -> Result<HashMap<String, Tenant>, String> {
-    let file: HashMap<String, Vec<SecretEntry>> =
-        serde_json::from_str(text).map_err(|error| format!("not a tenants file: {error}"))?;
+    // serde's message quotes the value it could not take, which may be a
+    // secret: say only where and what kind of mistake.
+    let file: HashMap<String, Vec<SecretEntry>> = serde_json::from_str(text).map_err(|error| {
+        let kind = match error.classify() {
+            serde_json::error::Category::Syntax => "not JSON",
+            serde_json::error::Category::Eof => "cut short",
+            serde_json::error::Category::Data | serde_json::error::Category::Io => {
+                "not a map of tenant names to lists of secrets"
+            }
+        };
+        format!(
+            "not a tenants file: {kind} at line {}, column {}",
+            error.line(),
+            error.column()
+        )
+    })?;
     let mut tenants = HashMap::with_capacity(file.len());
     for (name, secrets) in file {
         let mut builder = Verifier::builder(Scheme::standard_webhooks());
@@ -97,8 +111,11 @@ async fn keep_loading(path: PathBuf, tenants: StaticTenants) {
                         tenants.replace(parsed);
                     }
                     Err(error) => eprintln!(
-                        "{}: {error}; keeping the tenants loaded before",
-                        path.display()
+                        "{}: {error}; keeping the {} tenants loaded before with their \
+                         secrets as they were: a secret taken out of the file is still \
+                         accepted until the file loads",
+                        path.display(),
+                        tenants.len(),
                     ),
                 }
                 loaded = Some(text);
@@ -185,6 +202,26 @@ mod tests {
             request = request.header(name, value);
         }
         request.send().await.unwrap().status().as_u16()
+    }
+
+    #[test]
+    fn a_bad_tenants_file_is_reported_by_place_never_by_its_secrets() {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        for (text, kind) in [
+            (
+                format!(r#"{{"acme": "{secret}"}}"#),
+                "not a map of tenant names",
+            ),
+            (format!(r#"{{"acme": ["{secret}""#), "cut short"),
+            (format!(r#"{{"acme": [{secret}]}}"#), "not JSON"),
+        ] {
+            let error = parse_tenants(&text).unwrap_err();
+            assert!(!error.contains("whsec_"), "no secret in: {error}");
+            assert!(
+                error.contains(kind) && error.contains("line 1, column"),
+                "{error}"
+            );
+        }
     }
 
     /// Tenants from a file, over HTTP: each verified with its own secrets
