@@ -582,6 +582,80 @@ async fn tenants_each_verify_with_their_own_secrets_and_namespace<F: Framework, 
     );
 }
 
+/// Sends a signed request for `tenant` over a socket: the head at once,
+/// the body once `release` says; the status.
+async fn post_slowly(
+    base: &str,
+    tenant: &str,
+    headers: &HeaderPairs,
+    body: &[u8],
+    release: tokio::sync::oneshot::Receiver<()>,
+) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = base.strip_prefix("http://").expect("an http URL");
+    let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let mut head = format!(
+        "POST {path}/{tenant} HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    release.await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or_else(|| panic!("an HTTP answer: {answer}"))
+}
+
+/// A request whose headers arrived before its tenant's secret was removed
+/// is checked against the secrets as they are once its body is read: 400,
+/// and nothing is claimed. The same slow request with no change is 202.
+async fn a_secret_removed_while_the_body_arrives_no_longer_verifies_it<F: Framework, B: Store>() {
+    let (store, _guards) = B::open().await;
+    let namespace = support::unique("t");
+    let tenants = StaticTenants::default();
+    tenants.replace(HashMap::from([tenant(
+        "acme",
+        &[(SECRET, Validity::ALWAYS)],
+    )]));
+    let base = F::serve_tenants(
+        store.clone(),
+        &namespace,
+        Tenants::new(TenantKey::LastPathSegment, tenants.clone()),
+    );
+    let body = br#"{"type":"ping"}"#;
+    for (id, swap, expected) in [("msg_kept", false, 202), ("msg_revoked", true, 400)] {
+        let headers = sign_with(SECRET, id, SystemTime::now(), body);
+        let (release, released) = tokio::sync::oneshot::channel();
+        let sent = tokio::spawn({
+            let base = base.clone();
+            async move { post_slowly(&base, "acme", &headers, body, released).await }
+        });
+        // The server has the head, and the tenant, and waits for the body.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if swap {
+            tenants.replace(HashMap::from([tenant("acme", &[(NEXT, Validity::ALWAYS)])]));
+        }
+        release.send(()).unwrap();
+        assert_eq!(sent.await.unwrap(), expected, "{id}");
+    }
+    assert_eq!(
+        support::drain(&store, &format!("{namespace}:acme")).await,
+        vec!["msg_kept".to_owned()],
+        "the revoked secret's event is not claimed"
+    );
+}
+
 macro_rules! contract {
     ($($module:ident => $framework:ident, $store:ident;)*) => {
         $(
@@ -594,6 +668,11 @@ macro_rules! contract {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn tenants_each_verify_with_their_own_secrets_and_namespace() {
                     super::tenants_each_verify_with_their_own_secrets_and_namespace::<super::$framework, super::$store>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn a_secret_removed_while_the_body_arrives_no_longer_verifies_it() {
+                    super::a_secret_removed_while_the_body_arrives_no_longer_verifies_it::<super::$framework, super::$store>().await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use super::{Receiver, Rejection};
+use super::{Receiver, Rejection, VerifiedEvent};
 use crate::dedup::{DedupError, validate_namespace};
 use crate::verify::{HeaderKey, HeaderLookup, Headers};
 
@@ -479,6 +479,37 @@ impl Tenants {
             };
             found.inspect_err(|rejection| super::metrics::rejected(rejection, "", ""))
         }
+    }
+
+    /// Checks `event`, verified with the secrets `before` had when the
+    /// request's headers arrived, against the tenant as it is now that the
+    /// body is read (the body may take up to the body timeout): a tenant
+    /// removed meanwhile is refused (404), and one whose secrets changed
+    /// verifies the event again with them (400 if none signed it). Returns
+    /// the tenant as it is now. A tenant is "now" as the cache sees it:
+    /// with a source worth caching, a change shows after
+    /// [`forget`](Self::forget) or the cache's time to live.
+    ///
+    /// Both adapters call this between reading the body and claiming the
+    /// event.
+    pub async fn recheck(
+        &self,
+        path: &str,
+        headers: &(dyn Headers + Sync),
+        before: &Tenant,
+        event: &VerifiedEvent,
+    ) -> Result<Tenant, Rejection> {
+        let now = self.resolve(path, headers).await?;
+        let verifier = now.receiver().verifier();
+        if verifier.is(before.receiver().verifier()) {
+            return Ok(now);
+        }
+        verifier.verify(headers, &event.body).map_err(|error| {
+            let rejection = Rejection::Unverified(error);
+            super::metrics::rejected(&rejection, verifier.scheme().name(), "");
+            rejection
+        })?;
+        Ok(now)
     }
 
     /// What the cache says of `name`.

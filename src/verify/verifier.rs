@@ -156,6 +156,12 @@ impl<'a> Verified<'a> {
 }
 
 impl Verifier {
+    /// Whether `other` is this verifier or a clone of it (the same secrets,
+    /// built once).
+    pub(crate) fn is(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The scheme this verifier checks.
     pub fn scheme(&self) -> &Scheme {
         &self.inner.scheme

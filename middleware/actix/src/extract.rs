@@ -50,6 +50,16 @@ where
                 (None, None) => return Err(Rejection::NotConfigured.into()),
             };
             let event = receiver.receive(&headers, payload).await?;
+            // The tenant's secrets may have changed while the body
+            // arrived: check them again before claiming the event.
+            let tenant = match (&settings.tenants, tenant) {
+                (Some(tenants), Some(before)) => Some(
+                    tenants
+                        .recheck(request.path(), &headers, &before, &event)
+                        .await?,
+                ),
+                (_, tenant) => tenant,
+            };
             step(config, event, tenant).await
         };
         let span = hooklatch::receive::request_span();

@@ -88,6 +88,20 @@ where
                     Ok(event) => event,
                     Err(rejection) => return Ok(config.answers.reject(rejection)),
                 };
+                // The tenant's secrets may have changed while the body
+                // arrived: check them again before claiming the event.
+                let tenant = match (&config.source, tenant) {
+                    (Source::Tenants(tenants), Some(before)) => {
+                        match tenants
+                            .recheck(parts.uri.path(), &parts.headers, &before, &event)
+                            .await
+                        {
+                            Ok(now) => Some(now),
+                            Err(rejection) => return Ok(config.answers.reject(rejection)),
+                        }
+                    }
+                    (_, tenant) => tenant,
+                };
                 // Each mode puts the event where it goes: into the request for
                 // the inner service, or into the layer's own answer.
                 let request = Request::from_parts(parts, ReqBody::from(event.body.clone()));
