@@ -215,6 +215,34 @@ async fn give_up_statuses_end_the_delivery() {
     assert_eq!(record.attempts.len(), 1);
 }
 
+/// A refusal by the SSRF guard reaches the endpoint's owner (the record,
+/// the console, notices) as "refused" only: which class of address a name
+/// resolved to would tell an outsider what exists inside the network. The
+/// typed error keeps the class for the operator.
+#[tokio::test(start_paused = true)]
+async fn a_refused_attempt_records_refused_never_the_class_of_address() {
+    for class in [Forbidden::Loopback, Forbidden::Private, Forbidden::LinkLocal] {
+        let transport = Scripted::new(vec![Err(TransportError::Refused(class))]);
+        let record = deliver(
+            &transport,
+            &endpoint(),
+            &policy(table(&[0])),
+            "msg_refused",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        let error = record.attempts[0].result.as_ref().unwrap_err();
+        assert!(error.as_str().starts_with("refused"), "{error}");
+        assert!(!error.as_str().contains(&class.to_string()), "{error}");
+        assert!(!error.as_str().contains("address guard"), "{error}");
+        assert!(
+            matches!(error.transport_error(), Some(TransportError::Refused(kept)) if *kept == class),
+            "the typed error keeps the class"
+        );
+    }
+}
+
 /// An attempt's record keeps a transport error as text in the form the
 /// outbox has always stored: the message, then each source's.
 #[test]

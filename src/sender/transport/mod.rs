@@ -119,6 +119,9 @@ where
     }
 }
 
+/// What an attempt's record says of an address the SSRF guard refused.
+pub(crate) const REFUSED: &str = "refused: not an address webhooks may be sent to";
+
 /// The error of the HTTP client under a transport.
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -168,9 +171,21 @@ impl TransportError {
 }
 
 impl AttemptError {
-    /// The transport's error, kept with its text.
+    /// The transport's error, kept with its text. A refusal by the SSRF
+    /// guard is recorded as "refused" only: the record reaches the
+    /// endpoint's owner (the console, notices), and which class of address
+    /// a name resolved to tells an outsider what exists inside the network.
+    /// The class goes to the operator's log, and stays in
+    /// [`transport_error`](Self::transport_error).
     pub(crate) fn transport(error: TransportError) -> Self {
-        Self::with_cause(error.report(), std::sync::Arc::new(error))
+        let text = match &error {
+            TransportError::Refused(class) => {
+                tracing::warn!(%class, "the address guard refused an attempt");
+                REFUSED.to_owned()
+            }
+            _ => error.report(),
+        };
+        Self::with_cause(text, std::sync::Arc::new(error))
     }
 
     /// The transport's error, while the attempt is fresh.
