@@ -221,7 +221,11 @@ async fn give_up_statuses_end_the_delivery() {
 /// typed error keeps the class for the operator.
 #[tokio::test(start_paused = true)]
 async fn a_refused_attempt_records_refused_never_the_class_of_address() {
-    for class in [Forbidden::Loopback, Forbidden::Private, Forbidden::LinkLocal] {
+    for class in [
+        Forbidden::Loopback,
+        Forbidden::Private,
+        Forbidden::LinkLocal,
+    ] {
         let transport = Scripted::new(vec![Err(TransportError::Refused(class))]);
         let record = deliver(
             &transport,
@@ -606,6 +610,33 @@ mod over_http {
                 "{:?}",
                 attempt.result
             );
+        }
+    }
+
+    /// reqwest's errors name the URL, which may carry credentials: an
+    /// attempt's record (shown to the endpoint's owner, kept in the outbox)
+    /// never does.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_attempt_record_never_holds_the_endpoints_url() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://user:PSECRET@127.0.0.1:{port}/services/SSECRET?token=QSECRET");
+        let record = deliver(
+            &loopback(),
+            &endpoint(&url),
+            &quick(&[0.0]),
+            "msg_masked",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        let error = record.attempts[0].result.as_ref().unwrap_err().as_str();
+        assert!(error.contains("connect"), "{error}");
+        for secret in ["PSECRET", "SSECRET", "QSECRET", "/services"] {
+            assert!(!error.contains(secret), "{secret} in {error}");
         }
     }
 

@@ -757,3 +757,69 @@ mod secret_windows {
         ));
     }
 }
+
+/// One Standard Webhooks signature over `evt.<T-10>.<T>.<body>` reads as
+/// id `evt.<T-10>`, timestamp `T`, body `B`, or as id `evt`, timestamp
+/// `T-10`, body `T.B`: two ids, so two claim keys for one signed request.
+/// An id containing the `.` that follows it in the signed content is
+/// refused, so only one split verifies; the signer refuses such an id too.
+#[test]
+fn an_id_containing_the_signed_delimiter_is_refused_so_one_signature_is_one_id() {
+    use base64::Engine as _;
+    use hmac::{Hmac, KeyInit as _, Mac as _};
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(SECRET.strip_prefix("whsec_").unwrap())
+        .unwrap();
+    let now = TIMESTAMP;
+    let earlier = now - 10;
+    let content = format!("evt.{earlier}.{now}.B");
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+    mac.update(content.as_bytes());
+    let signature = format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    );
+    let verifier = Verifier::builder(Scheme::standard_webhooks())
+        .with_secret(SECRET)
+        .unwrap()
+        .build()
+        .unwrap();
+    let at = UNIX_EPOCH + Duration::from_secs(u64::try_from(now).unwrap());
+    let request = |id: &str, timestamp: i64| {
+        [
+            ("webhook-id", id.to_owned()),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature.clone()),
+        ]
+    };
+    let with_dot = request(&format!("evt.{earlier}"), now);
+    assert!(matches!(
+        verifier.verify_at(&with_dot, b"B", at),
+        Err(VerifyError::MalformedHeader {
+            reason: Malformed::IdContainsDelimiter,
+            ..
+        })
+    ));
+    let other_split = request("evt", earlier);
+    let body = format!("{now}.B");
+    let verified = verifier
+        .verify_at(&other_split, body.as_bytes(), at)
+        .expect("the split whose id has no dot");
+    assert_eq!(verified.id(), Some("evt"));
+
+    let signer = Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap();
+    assert!(matches!(
+        signer.sign("evt.1", SystemTime::now(), b"{}"),
+        Err(VerifyError::MalformedHeader {
+            reason: Malformed::IdContainsDelimiter,
+            ..
+        })
+    ));
+    // Schemes that sign no id, or nothing after it, take any id.
+    assert!(
+        Signer::new(Scheme::github(), ["secret"])
+            .unwrap()
+            .sign("evt.1", SystemTime::now(), b"{}")
+            .is_ok()
+    );
+}

@@ -137,7 +137,10 @@ async fn run(store: &impl DeliveryStore, command: OutboxCommand) -> Result<(), D
                     .endpoints
                     .get(&name)
                     .and_then(|json| EndpointConfig::from_json(json).ok())
-                    .map_or_else(|| "-".to_owned(), |config| config.url().to_owned());
+                    .map_or_else(
+                        || "-".to_owned(),
+                        |config| hooklatch::sender::mask_url(config.url()),
+                    );
                 println!(
                     "{name} {} pending={} due={} dead={} gone={} delivered={} url={url}",
                     health_text(store.health(&name).await?),

@@ -174,6 +174,10 @@ impl Rejection {
                         "malformed_timestamp",
                         "the timestamp is not a whole number of seconds",
                     ),
+                    Malformed::IdContainsDelimiter => (
+                        "id_contains_delimiter",
+                        "the id contains the delimiter of the signed content",
+                    ),
                     Malformed::Empty
                     | Malformed::TooLong { .. }
                     | Malformed::NotVisibleAscii

@@ -37,7 +37,7 @@ pub use deliver::{DeliveryRecord, deliver, deliver_observed};
 pub use dispatcher::{Disabled, DispatchError, Dispatcher, Running};
 pub use endpoint::Endpoint;
 pub use endpoint_config::{EndpointConfig, EndpointConfigError};
-pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url};
+pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url, mask_url};
 #[cfg(feature = "postgres")]
 pub use outbox::PostgresDeliveries;
 #[cfg(feature = "redis")]

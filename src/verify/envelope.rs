@@ -55,8 +55,12 @@ impl<'h> Envelope<'h> {
         // What the signature does not cover is never required: an unsigned
         // id or timestamp is read only when present and well formed.
         let id = match &scheme.id_header {
-            Some(name) if scheme.signs_id() => Some(read_id(name, required(headers, name)?)?),
-            Some(name) => optional(headers, name).and_then(|value| read_id(name, value).ok()),
+            Some(name) if scheme.signs_id() => Some(read_id(
+                name,
+                required(headers, name)?,
+                scheme.id_delimiter(),
+            )?),
+            Some(name) => optional(headers, name).and_then(|value| read_id(name, value, None).ok()),
             None => None,
         };
         let signatures = required(headers, &scheme.signature_header)?;
@@ -265,7 +269,11 @@ fn optional<'h>(headers: &'h (impl Headers + ?Sized), name: &HeaderKey) -> Optio
     }
 }
 
-fn read_id<'h>(name: &HeaderKey, value: &'h [u8]) -> Result<&'h str, VerifyError> {
+fn read_id<'h>(
+    name: &HeaderKey,
+    value: &'h [u8],
+    delimiter: Option<&str>,
+) -> Result<&'h str, VerifyError> {
     let malformed = |reason| VerifyError::MalformedHeader {
         name: name.to_cow(),
         reason,
@@ -277,7 +285,11 @@ fn read_id<'h>(name: &HeaderKey, value: &'h [u8]) -> Result<&'h str, VerifyError
         return Err(malformed(Malformed::NotVisibleAscii));
     }
     // Visible ASCII is valid UTF-8.
-    std::str::from_utf8(value).map_err(|_| malformed(Malformed::NotVisibleAscii))
+    let id = std::str::from_utf8(value).map_err(|_| malformed(Malformed::NotVisibleAscii))?;
+    if delimiter.is_some_and(|delimiter| id.contains(delimiter)) {
+        return Err(malformed(Malformed::IdContainsDelimiter));
+    }
+    Ok(id)
 }
 
 fn read_timestamp<'h>(name: &HeaderKey, text: &'h [u8]) -> Result<Timestamp<'h>, VerifyError> {

@@ -145,6 +145,10 @@ pub enum Malformed {
     RepeatedField(&'static str),
     /// No signature of a supported version could be decoded.
     BadEncoding(&'static str),
+    /// The id contains what separates it from the rest of the signed
+    /// content (`.` for Standard Webhooks and Svix), so one signature would
+    /// verify two ids.
+    IdContainsDelimiter,
 }
 
 impl fmt::Display for Malformed {
@@ -167,6 +171,10 @@ impl fmt::Display for Malformed {
             Self::MissingField(field) => write!(f, "no `{field}=` field"),
             Self::RepeatedField(field) => write!(f, "field `{field}=` appears more than once"),
             Self::BadEncoding(encoding) => write!(f, "signature is not valid {encoding}"),
+            Self::IdContainsDelimiter => f.write_str(
+                "id contains the delimiter that follows it in the signed content \
+                 (`.` for Standard Webhooks), so one signature would verify two ids",
+            ),
         }
     }
 }

@@ -401,6 +401,14 @@ impl Scheme {
         self.template.feed(id, timestamp, body, sink);
     }
 
+    /// What separates a signed id from what follows it in the signed
+    /// content (`.` for Standard Webhooks and Svix), which an id may not
+    /// contain: one signature would otherwise verify two splits of it into
+    /// id, timestamp and body, and so two ids.
+    pub(crate) fn id_delimiter(&self) -> Option<&str> {
+        self.template.after_id()
+    }
+
     /// The header the timestamp is read from.
     pub(crate) fn timestamp_header(&self) -> Cow<'static, str> {
         match &self.timestamp {

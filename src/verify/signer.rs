@@ -159,7 +159,11 @@ impl Signer {
         body: &[u8],
     ) -> Result<SignedHeaders, VerifyError> {
         if self.scheme.id_header().is_some() {
-            check_id(self.scheme.id_header().unwrap_or_default(), id)?;
+            check_id(
+                self.scheme.id_header().unwrap_or_default(),
+                id,
+                self.scheme.id_delimiter(),
+            )?;
         }
         let timestamp = unix_seconds(at).to_string();
         let id_bytes = Some(id.as_bytes());
@@ -253,13 +257,15 @@ fn write_headers(
     headers
 }
 
-fn check_id(header: &str, id: &str) -> Result<(), VerifyError> {
+fn check_id(header: &str, id: &str, delimiter: Option<&str>) -> Result<(), VerifyError> {
     let reason = if id.is_empty() {
         Malformed::Empty
     } else if id.len() > MAX_ID_LEN {
         Malformed::TooLong { max: MAX_ID_LEN }
     } else if !id.bytes().all(|b| b.is_ascii_graphic()) {
         Malformed::NotVisibleAscii
+    } else if delimiter.is_some_and(|delimiter| id.contains(delimiter)) {
+        Malformed::IdContainsDelimiter
     } else {
         return Ok(());
     };

@@ -19,6 +19,16 @@ pub(super) enum Segment {
 pub(super) struct Template(Cow<'static, [Segment]>);
 
 impl Template {
+    /// The literal right after `{id}`, if one follows it: an id that
+    /// contains it would split the signed content two ways.
+    pub(super) fn after_id(&self) -> Option<&str> {
+        let at = self.0.iter().position(|segment| *segment == Segment::Id)?;
+        match self.0.get(at + 1) {
+            Some(Segment::Literal(literal)) if !literal.is_empty() => Some(literal),
+            _ => None,
+        }
+    }
+
     /// `{body}`: GitHub, Shopify, and custom schemes by default.
     pub(super) const BODY: Self = Self(Cow::Borrowed(&[Segment::Body]));
 

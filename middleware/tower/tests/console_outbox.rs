@@ -270,3 +270,47 @@ fn utc(seconds: u64) -> String {
         in_day % 60
     )
 }
+
+/// With many endpoints the list comes a page of 100 at a time, in name
+/// order, each page linking to the next: a page costs two store reads per
+/// endpoint on it, not per endpoint in the store.
+#[tokio::test]
+async fn the_endpoint_list_comes_a_page_of_100_at_a_time() {
+    use hooklatch::sender::{EndpointConfig, EndpointRegistry as _};
+    let store = MemoryDeliveries::new();
+    let config = EndpointConfig::new(
+        "https://hooks.example/in",
+        "standard",
+        ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+    )
+    .unwrap();
+    for n in 0..250 {
+        store
+            .save_endpoint(&format!("endpoint-{n:03}"), &config.to_json())
+            .await
+            .unwrap();
+    }
+    let app = app(store);
+    let mut path = "/ops/outbox".to_owned();
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let (status, page) = get(&app, &path, Some(TOKEN)).await;
+        assert_eq!(status, StatusCode::OK);
+        pages += 1;
+        let rows: Vec<String> = page
+            .split("data-endpoint=\"")
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap().to_owned())
+            .collect();
+        assert!(rows.len() <= 100, "{} rows on one page", rows.len());
+        seen.extend(rows);
+        let Some(next) = page.split("id=next href=\"").nth(1) else {
+            break;
+        };
+        path = next.split('"').next().unwrap().replace("&amp;", "&");
+    }
+    assert_eq!(pages, 3);
+    let expected: Vec<String> = (0..250).map(|n| format!("endpoint-{n:03}")).collect();
+    assert_eq!(seen, expected, "every endpoint once, in order");
+}

@@ -301,3 +301,30 @@ async fn a_decoy_cookie_of_the_same_name_does_not_lock_an_operator_out() {
         "the decoy alone is nothing"
     );
 }
+
+#[tokio::test]
+async fn endpoint_urls_are_shown_without_their_credentials() {
+    use hooklatch::sender::{EndpointConfig, EndpointRegistry as _};
+    let outbox = MemoryDeliveries::new();
+    let url =
+        "https://ops:hunter2@hooks.slack.com/services/T0SECRET/B0SECRET/XSECRET?token=QSECRET";
+    let config =
+        EndpointConfig::new(url, "standard", ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
+    outbox
+        .save_endpoint("slack", &config.to_json())
+        .await
+        .unwrap();
+    let console = Console::new(MemoryStore::new(), TOKEN, ["stripe"])
+        .unwrap()
+        .with_outbox(outbox);
+    let app = axum::Router::new().nest("/ops", console.router());
+    let (status, _, page) = send(&app, "GET", "/ops/outbox", &[BEARER], "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("https://***@hooks.slack.com/services/***?***"),
+        "{page}"
+    );
+    for secret in ["hunter2", "T0SECRET", "B0SECRET", "XSECRET", "QSECRET"] {
+        assert!(!page.contains(secret), "{secret} shown");
+    }
+}

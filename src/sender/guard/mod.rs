@@ -244,3 +244,54 @@ pub fn check_url(url: &str, policy: &AddressPolicy) -> Result<Url, Forbidden> {
     }
     Ok(url)
 }
+
+/// `url` as it may be shown or recorded: its scheme, host, port and first
+/// path segment. User-info, the rest of the path, the query and the
+/// fragment, where credentials live (`user:pass@`, capability paths such
+/// as Slack's `/services/T…/B…/…`, `?token=`), each become `***`; a URL
+/// that does not parse becomes `***` whole.
+///
+/// ```
+/// use hooklatch::sender::mask_url;
+///
+/// assert_eq!(
+///     mask_url("https://user:pass@hooks.slack.com/services/T0/B0/XYZ?token=1#top"),
+///     "https://***@hooks.slack.com/services/***?***#***"
+/// );
+/// assert_eq!(mask_url("https://example.com:8443/hooks"), "https://example.com:8443/hooks");
+/// assert_eq!(mask_url("not a URL"), "***");
+/// ```
+pub fn mask_url(url: &str) -> String {
+    use std::fmt::Write as _;
+    let Ok(parsed) = Url::parse(url.trim()) else {
+        return "***".to_owned();
+    };
+    let mut masked = format!("{}://", parsed.scheme());
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        masked.push_str("***@");
+    }
+    masked.push_str(parsed.host_str().unwrap_or_default());
+    if let Some(port) = parsed.port() {
+        let _ = write!(masked, ":{port}");
+    }
+    let path = parsed.path().trim_start_matches('/');
+    match path.split_once('/') {
+        Some((first, rest)) => {
+            let _ = write!(masked, "/{first}");
+            if !rest.is_empty() {
+                masked.push_str("/***");
+            }
+        }
+        None if path.is_empty() => masked.push('/'),
+        None => {
+            let _ = write!(masked, "/{path}");
+        }
+    }
+    if parsed.query().is_some() {
+        masked.push_str("?***");
+    }
+    if parsed.fragment().is_some() {
+        masked.push_str("#***");
+    }
+    masked
+}

@@ -242,8 +242,10 @@ impl Transport for HttpTransport {
 }
 
 /// What kind of failure a reqwest error is; its source chain says why
-/// (a refused address, DNS, TLS).
+/// (a refused address, DNS, TLS), and never names the URL.
 fn classify(error: reqwest::Error) -> TransportError {
+    // The URL may carry credentials; the record and the logs get none.
+    let error = error.without_url();
     if error.is_timeout() {
         TransportError::Timeout {
             after: None,

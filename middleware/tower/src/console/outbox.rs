@@ -93,28 +93,54 @@ fn hours(seconds: u64) -> String {
     }
 }
 
+/// Endpoints on one page of the outbox list: each costs two store reads.
+const PAGE: usize = 100;
+
+/// Which page of the endpoint list: the endpoints named after `after`.
+#[derive(serde::Deserialize)]
+struct Page {
+    after: Option<String>,
+}
+
 async fn endpoints<D: DeliveryStore + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
     uri: OriginalUri,
     headers: HeaderMap,
+    Query(Page { after }): Query<Page>,
 ) -> Response {
     let root = root_of(&uri, "/outbox");
     if !outbox.guard.authorized(&headers) {
         return unauthorized(&root);
     }
     let store = &outbox.store;
-    let (names, saved) = match (store.endpoint_names().await, store.saved_endpoints().await) {
+    let (mut names, saved) = match (store.endpoint_names().await, store.saved_endpoints().await) {
         (Ok(names), Ok(saved)) => (names, saved),
         (Err(error), _) | (_, Err(error)) => return unavailable(&error),
     };
+    names.sort();
+    let total = names.len();
+    let skipped = after.as_ref().map_or(0, |after| {
+        names.partition_point(|name| name.as_str() <= after.as_str())
+    });
+    let page = &names[skipped..total.min(skipped + PAGE)];
     let now = SystemTime::now();
     let mut body = format!(
-        "<p><a href=\"{}\">← inbox</a></p><h1>Outbox</h1><table><tr><th>endpoint</th>\
-         <th>URL</th><th>health</th><th>pending</th><th>due</th><th>dead</th><th>delivered</th>\
-         </tr>",
+        "<p><a href=\"{}\">← inbox</a></p><h1>Outbox</h1>",
         escape(&home(&root))
     );
-    for name in &names {
+    if total > 0 {
+        let _ = write!(
+            body,
+            "<p>Endpoints {} to {} of {total}</p>",
+            skipped + 1.min(page.len()),
+            skipped + page.len()
+        );
+    }
+    body.push_str(
+        "<table><tr><th>endpoint</th><th>URL</th><th>health</th><th>pending</th><th>due</th>\
+         <th>dead</th><th>delivered</th></tr>",
+    );
+    for name in page {
         let (health, counts) = match (store.health(name).await, store.counts(name, now).await) {
             (Ok(health), Ok(counts)) => (health, counts),
             (Err(error), _) | (_, Err(error)) => return unavailable(&error),
@@ -123,7 +149,10 @@ async fn endpoints<D: DeliveryStore + Clone>(
             .endpoints
             .get(name)
             .and_then(|json| EndpointConfig::from_json(json).ok())
-            .map_or_else(|| "-".to_owned(), |config| escape(config.url()));
+            .map_or_else(
+                || "-".to_owned(),
+                |config| escape(&hooklatch::sender::mask_url(config.url())),
+            );
         let _ = write!(
             body,
             "<tr data-endpoint=\"{n}\"><td><a href=\"{r}/outbox/endpoint?name={q}\">{n}</a></td>\
@@ -142,6 +171,14 @@ async fn endpoints<D: DeliveryStore + Clone>(
     body.push_str("</table>");
     if names.is_empty() {
         body.push_str("<p>No endpoints yet.</p>");
+    }
+    if let Some(last) = page.last().filter(|_| skipped + page.len() < total) {
+        let _ = write!(
+            body,
+            "<p><a id=next href=\"{}/outbox?after={}\">Next {PAGE} →</a></p>",
+            escape(&root),
+            escape(&url_encoded(last)),
+        );
     }
     Html(shell("hooklatch outbox", &body)).into_response()
 }
