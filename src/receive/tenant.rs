@@ -415,10 +415,9 @@ impl Tenants {
     /// bursts of as many), or any number with `None`.
     ///
     /// ```
-    /// use std::collections::HashMap;
     /// use hooklatch::receive::{StaticTenants, TenantKey, Tenants};
     ///
-    /// let tenants = Tenants::new(TenantKey::LastPathSegment, StaticTenants::new(HashMap::new()))
+    /// let tenants = Tenants::new(TenantKey::LastPathSegment, StaticTenants::default())
     ///     .with_lookup_limit(Some(500));
     /// # let _ = tenants;
     /// ```

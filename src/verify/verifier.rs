@@ -158,6 +158,7 @@ impl<'a> Verified<'a> {
 impl Verifier {
     /// Whether `other` is this verifier or a clone of it (the same secrets,
     /// built once).
+    #[cfg(feature = "http")]
     pub(crate) fn is(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
