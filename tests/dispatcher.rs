@@ -706,3 +706,39 @@ async fn an_unanswered_endpoint_keeps_the_health_last_seen() {
         Some(DisableReason::Manual)
     );
 }
+
+/// An id the endpoint's scheme cannot sign (a Standard Webhooks id with a
+/// `.`) is refused when sent, not stored to die at its first attempt.
+#[tokio::test]
+async fn an_id_the_endpoint_cannot_sign_is_refused_when_sent() {
+    let receiver = Receiver::answering(200);
+    let store = MemoryDeliveries::new();
+    let dispatcher = Dispatcher::new(store.clone(), receiver.clone());
+    dispatcher
+        .add_endpoint(
+            ENDPOINT,
+            "https://receiver.example/hooks",
+            Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+            every(Duration::from_millis(10), 3),
+        )
+        .await
+        .unwrap();
+    let refused = dispatcher.send(ENDPOINT, "order.created.42", b"{}").await;
+    assert!(
+        matches!(refused, Err(DispatchError::UnsignableId { .. })),
+        "{refused:?}"
+    );
+    assert!(
+        store
+            .delivery(ENDPOINT, "order.created.42")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        dispatcher
+            .send(ENDPOINT, "order_created_42", b"{}")
+            .await
+            .unwrap()
+    );
+}

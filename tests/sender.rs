@@ -613,6 +613,29 @@ mod over_http {
         }
     }
 
+    /// A name that resolves to an internal address is recorded as refused,
+    /// never with the class of address it resolved to.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_name_refused_by_the_resolver_records_refused_never_the_class() {
+        let server = receiver(vec![]).await;
+        let by_name = server.url.replace("127.0.0.1", "localhost");
+        let strict = HttpTransport::new(AddressPolicy::strict()).unwrap();
+        let record = deliver(
+            &strict,
+            &endpoint(&by_name),
+            &quick(&[0.0]),
+            "msg_by_name",
+            b"{}",
+            || 0.5,
+        )
+        .await;
+        let error = record.attempts[0].result.as_ref().unwrap_err();
+        assert!(error.as_str().starts_with("refused"), "{error}");
+        for clue in ["loopback", "localhost", "forbidden"] {
+            assert!(!error.as_str().contains(clue), "{clue} in {error}");
+        }
+    }
+
     /// reqwest's errors name the URL, which may carry credentials: an
     /// attempt's record (shown to the endpoint's owner, kept in the outbox)
     /// never does.
@@ -650,11 +673,14 @@ mod over_http {
             "{refused:?}"
         );
         assert!(refused.report().contains("loopback"), "{refused}");
-        // A hostname that resolves to loopback is refused by the resolver.
+        // A hostname that resolves to loopback is refused by the resolver,
+        // and reported as a refusal, like the literal.
         let by_name = server.url.replace("127.0.0.1", "localhost");
         let refused = strict.post(&by_name, &[], b"{}").await.unwrap_err();
-        assert!(matches!(refused, TransportError::Connect(_)), "{refused:?}");
-        assert!(refused.report().contains("forbidden"), "{refused}");
+        assert!(
+            matches!(refused, TransportError::Refused(Forbidden::Loopback)),
+            "{refused:?}"
+        );
         assert!(
             server.seen.lock().unwrap().is_empty(),
             "nothing reached the receiver"

@@ -815,6 +815,35 @@ fn an_id_containing_the_signed_delimiter_is_refused_so_one_signature_is_one_id()
             ..
         })
     ));
+    // A custom template: the id may hold no character of the literals on
+    // either side of it (`{body}.{id}` or `{id}::{body}` split two ways too).
+    for (template, refused, taken) in [
+        ("{timestamp}.{body}.{id}", "x.y", "x_y"),
+        ("{id}::{body}", "a:", "a-b"),
+    ] {
+        let mut scheme = Scheme::custom("acme", "X-Acme-Signature")
+            .unwrap()
+            .with_id_header("X-Acme-Id")
+            .unwrap();
+        if template.contains("{timestamp}") {
+            scheme = scheme.with_timestamp_header("X-Acme-Time").unwrap();
+        }
+        let signer = Signer::new(scheme.with_template(template).unwrap(), ["k3y"]).unwrap();
+        assert!(
+            matches!(
+                signer.sign(refused, SystemTime::now(), b"B"),
+                Err(VerifyError::MalformedHeader {
+                    reason: Malformed::IdContainsDelimiter,
+                    ..
+                })
+            ),
+            "{template}: {refused}"
+        );
+        assert!(
+            signer.sign(taken, SystemTime::now(), b"B").is_ok(),
+            "{template}: {taken}"
+        );
+    }
     // Schemes that sign no id, or nothing after it, take any id.
     assert!(
         Signer::new(Scheme::github(), ["secret"])

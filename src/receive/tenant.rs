@@ -276,6 +276,21 @@ impl<V: Clone> Lru<V> {
         self.entries.clear();
         self.order.clear();
     }
+
+    /// How many names `pick` picks, and the least recently used of them.
+    fn count_and_least_used(&self, mut pick: impl FnMut(&V) -> bool) -> (usize, Option<String>) {
+        let mut count = 0;
+        let mut least: Option<(u64, &String)> = None;
+        for (name, (value, _, used)) in &self.entries {
+            if pick(value) {
+                count += 1;
+                if least.is_none_or(|(least_used, _)| *used < least_used) {
+                    least = Some((*used, name));
+                }
+            }
+        }
+        (count, least.map(|(_, name)| name.clone()))
+    }
 }
 
 /// At most `per_second` lookups a second, in bursts of as many.
@@ -316,19 +331,47 @@ struct Cache {
     known: Lru<Tenant>,
     unknown: Lru<()>,
     limit: Option<LookupLimit>,
+    /// Counts forgets: a lookup that was asked before one is not kept.
+    generation: u64,
 }
 
 /// The most unknown names kept; a made-up name a sender keeps using stays
 /// answered from here.
 const UNKNOWN_NAMES: usize = 1_000;
 
+/// The most names one tenant is cached under: a source that ignores case
+/// finds a tenant under every spelling of its name, and spellings made up
+/// by the thousand must not push other tenants out.
+const NAMES_PER_TENANT: usize = 8;
+
 impl Cache {
+    /// With nothing cached every request would need a lookup: the limit
+    /// applies only with the cache on.
     fn new(capacity: usize, lookups_per_second: Option<u32>) -> Self {
         Self {
             known: Lru::new(capacity),
             unknown: Lru::new(capacity.min(UNKNOWN_NAMES)),
-            limit: lookups_per_second.map(LookupLimit::new),
+            limit: lookups_per_second
+                .filter(|_| capacity > 0)
+                .map(|per_second| LookupLimit::new(per_second.max(1))),
+            generation: 0,
         }
+    }
+
+    /// Keeps `tenant` under `name`, within [`NAMES_PER_TENANT`] names for
+    /// its namespace.
+    fn keep_known(&mut self, name: String, tenant: Tenant) {
+        self.unknown.remove(&name);
+        self.known.remove(&name);
+        let (names, least) = self
+            .known
+            .count_and_least_used(|cached| cached.namespace() == tenant.namespace());
+        if names >= NAMES_PER_TENANT
+            && let Some(least) = least
+        {
+            self.known.remove(&least);
+        }
+        self.known.insert(name, tenant);
     }
 }
 
@@ -339,13 +382,15 @@ enum Cached {
     /// Nothing fresh, and the limit on lookups is reached: the tenant as
     /// last looked up, if it was known.
     Limited(Option<Tenant>),
-    /// Ask the source.
-    Ask,
+    /// Ask the source; keep its answer unless the cache's generation has
+    /// moved on (a forget came meanwhile).
+    Ask(u64),
 }
 
 /// How a receiver finds each request's tenant: the [`TenantKey`] names it,
 /// the [`TenantSource`] has it, and a cache sits between: 10,000 known
-/// tenants and 1,000 unknown names, each answer for 60 s, by default.
+/// names (at most 8 for one tenant) and 1,000 unknown ones, each answer
+/// for 60 s, by default.
 /// Names not in the cache reach the source at most 100 times a second
 /// ([`with_lookup_limit`](Self::with_lookup_limit)), so a flood of made-up
 /// names neither overloads the source nor evicts a known tenant: past the
@@ -411,13 +456,17 @@ impl Tenants {
         self
     }
 
-    /// Lets at most `per_second` lookups a second reach the source (in
-    /// bursts of as many), or any number with `None`.
+    /// Lets at most `per_second` lookups a second (at least one) reach the
+    /// source, in bursts of as many, or any number with `None`. The limit
+    /// applies only with the cache on: with nothing cached, every request
+    /// would need a lookup.
     ///
     /// ```
+    /// use std::time::Duration;
     /// use hooklatch::receive::{StaticTenants, TenantKey, Tenants};
     ///
     /// let tenants = Tenants::new(TenantKey::LastPathSegment, StaticTenants::default())
+    ///     .with_cache(10_000, Duration::from_secs(60))
     ///     .with_lookup_limit(Some(500));
     /// # let _ = tenants;
     /// ```
@@ -431,9 +480,11 @@ impl Tenants {
     /// Drops the cached lookups of `name`, after its secrets changed: every
     /// spelling of it that differs only in ASCII case (a source may ignore
     /// case), and every other name cached for the same tenant (its
-    /// namespace).
+    /// namespace) when one of those spellings is cached. A lookup already
+    /// under way when this is called is not kept.
     pub fn forget(&self, name: &str) {
         let mut cache = self.cached();
+        cache.generation += 1;
         let mut namespaces = Vec::new();
         cache.known.remove_where(|cached, tenant| {
             let same = cached.eq_ignore_ascii_case(name);
@@ -455,6 +506,7 @@ impl Tenants {
     /// Drops every cached lookup.
     pub fn forget_all(&self) {
         let mut cache = self.cached();
+        cache.generation += 1;
         cache.known.clear();
         cache.unknown.clear();
     }
@@ -527,14 +579,14 @@ impl Tenants {
         }
         let allowed = cache.limit.as_mut().is_none_or(LookupLimit::allow);
         if allowed {
-            Cached::Ask
+            Cached::Ask(cache.generation)
         } else {
             Cached::Limited(known.map(|(tenant, _)| tenant))
         }
     }
 
     async fn lookup(&self, name: String) -> Result<Tenant, Rejection> {
-        match self.in_cache(&name) {
+        let generation = match self.in_cache(&name) {
             Cached::Fresh(found) => return found.ok_or(Rejection::UnknownTenant),
             Cached::Limited(Some(stale)) => return Ok(stale),
             Cached::Limited(None) => {
@@ -542,22 +594,22 @@ impl Tenants {
                     "too many lookups of tenants not in the cache".to_owned(),
                 ));
             }
-            Cached::Ask => {}
-        }
+            Cached::Ask(generation) => generation,
+        };
         let found = self
             .source
             .tenant(&name)
             .await
             .map_err(|error| Rejection::TenantLookupFailed(error.to_string()))?;
         let mut cache = self.cached();
-        match &found {
-            Some(tenant) => {
-                cache.unknown.remove(&name);
-                cache.known.insert(name, tenant.clone());
-            }
-            None => {
-                cache.known.remove(&name);
-                cache.unknown.insert(name, ());
+        // An answer read before a forget may hold what was forgotten.
+        if cache.generation == generation {
+            match &found {
+                Some(tenant) => cache.keep_known(name, tenant.clone()),
+                None => {
+                    cache.known.remove(&name);
+                    cache.unknown.insert(name, ());
+                }
             }
         }
         drop(cache);
@@ -584,13 +636,13 @@ mod tests {
             self.lookups.fetch_add(1, Ordering::SeqCst);
             match name {
                 "broken" => Err(TenantError::new("the tenant database is down")),
-                "acme" => {
+                "acme" | "globex" => {
                     let verifier = Verifier::builder(Scheme::standard_webhooks())
                         .with_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
                         .unwrap()
                         .build()
                         .unwrap();
-                    Ok(Some(Tenant::new(Receiver::new(verifier), "acme").unwrap()))
+                    Ok(Some(Tenant::new(Receiver::new(verifier), name).unwrap()))
                 }
                 _ => Ok(None),
             }
@@ -741,6 +793,85 @@ mod tests {
             lookups.load(Ordering::SeqCst),
             6,
             "every spelling looked up again"
+        );
+    }
+
+    #[tokio::test]
+    async fn spellings_of_one_tenant_never_push_other_tenants_out() {
+        let source = CaseBlind::default();
+        let lookups = Arc::clone(&source.0.lookups);
+        let tenants = Tenants::new(TenantKey::LastPathSegment, source)
+            .with_cache(10, Duration::from_secs(60))
+            .with_lookup_limit(None);
+        assert!(tenants.resolve("/hooks/globex", &NO_HEADERS).await.is_ok());
+        for n in 0..64u32 {
+            let spelling: String = "acme"
+                .chars()
+                .enumerate()
+                .map(|(i, c)| {
+                    if n >> i & 1 == 1 {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            let path = format!(
+                "/hooks/{spelling}{}",
+                "e".repeat(usize::try_from(n / 16).unwrap())
+            );
+            let _ = tenants.resolve(&path, &NO_HEADERS).await;
+        }
+        let before = lookups.load(Ordering::SeqCst);
+        assert!(tenants.resolve("/hooks/globex", &NO_HEADERS).await.is_ok());
+        assert_eq!(
+            lookups.load(Ordering::SeqCst),
+            before,
+            "globex is still cached"
+        );
+        assert!(tenants.cached().known.len() <= NAMES_PER_TENANT + 1);
+    }
+
+    #[tokio::test]
+    async fn with_the_cache_off_no_lookup_is_limited() {
+        let source = Counting::default();
+        let tenants = Tenants::new(TenantKey::LastPathSegment, source.clone())
+            .with_cache(0, Duration::from_secs(60))
+            .with_lookup_limit(Some(1));
+        for _ in 0..300 {
+            assert!(tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok());
+        }
+        assert_eq!(source.lookups.load(Ordering::SeqCst), 300);
+    }
+
+    /// A source that takes 100 ms to answer.
+    #[derive(Clone, Default)]
+    struct Slow(Counting);
+
+    impl TenantSource for Slow {
+        async fn tenant(&self, name: &str) -> Result<Option<Tenant>, TenantError> {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            TenantSource::tenant(&self.0, name).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lookup_under_way_when_the_tenant_is_forgotten_is_not_kept() {
+        let source = Slow::default();
+        let lookups = Arc::clone(&source.0.lookups);
+        let tenants = Tenants::new(TenantKey::LastPathSegment, source);
+        let under_way = {
+            let tenants = tenants.clone();
+            tokio::spawn(async move { tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok() })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tenants.forget("acme");
+        assert!(under_way.await.unwrap());
+        assert!(tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok());
+        assert_eq!(
+            lookups.load(Ordering::SeqCst),
+            2,
+            "looked up again after the forget"
         );
     }
 

@@ -55,11 +55,9 @@ impl<'h> Envelope<'h> {
         // What the signature does not cover is never required: an unsigned
         // id or timestamp is read only when present and well formed.
         let id = match &scheme.id_header {
-            Some(name) if scheme.signs_id() => Some(read_id(
-                name,
-                required(headers, name)?,
-                scheme.id_delimiter(),
-            )?),
+            Some(name) if scheme.signs_id() => {
+                Some(read_id(name, required(headers, name)?, Some(scheme))?)
+            }
             Some(name) => optional(headers, name).and_then(|value| read_id(name, value, None).ok()),
             None => None,
         };
@@ -272,7 +270,7 @@ fn optional<'h>(headers: &'h (impl Headers + ?Sized), name: &HeaderKey) -> Optio
 fn read_id<'h>(
     name: &HeaderKey,
     value: &'h [u8],
-    delimiter: Option<&str>,
+    signed_by: Option<&Scheme>,
 ) -> Result<&'h str, VerifyError> {
     let malformed = |reason| VerifyError::MalformedHeader {
         name: name.to_cow(),
@@ -286,7 +284,7 @@ fn read_id<'h>(
     }
     // Visible ASCII is valid UTF-8.
     let id = std::str::from_utf8(value).map_err(|_| malformed(Malformed::NotVisibleAscii))?;
-    if delimiter.is_some_and(|delimiter| id.contains(delimiter)) {
+    if signed_by.is_some_and(|scheme| id.chars().any(|c| scheme.id_excludes(c))) {
         return Err(malformed(Malformed::IdContainsDelimiter));
     }
     Ok(id)

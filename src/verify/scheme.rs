@@ -401,12 +401,12 @@ impl Scheme {
         self.template.feed(id, timestamp, body, sink);
     }
 
-    /// What separates a signed id from what follows it in the signed
-    /// content (`.` for Standard Webhooks and Svix), which an id may not
-    /// contain: one signature would otherwise verify two splits of it into
-    /// id, timestamp and body, and so two ids.
-    pub(crate) fn id_delimiter(&self) -> Option<&str> {
-        self.template.after_id()
+    /// Whether a signed id may not contain `c`: a character of what
+    /// separates the id from its neighbours in the signed content (`.` for
+    /// Standard Webhooks and Svix). One signature would otherwise verify
+    /// two splits into id, timestamp and body, and so two ids.
+    pub(crate) fn id_excludes(&self, c: char) -> bool {
+        self.template.borders_id(c)
     }
 
     /// The header the timestamp is read from.

@@ -149,9 +149,20 @@ impl Signer {
         &self.scheme
     }
 
+    /// Whether `id` can be signed: what [`sign`](Self::sign) checks of it
+    /// first, so that a sender refuses an id before storing it.
+    #[cfg(feature = "sender")]
+    pub(crate) fn check_id(&self, id: &str) -> Result<(), VerifyError> {
+        match self.scheme.id_header() {
+            Some(header) => check_id(header, id, &self.scheme),
+            None => Ok(()),
+        }
+    }
+
     /// Signs `body` as event `id` at time `at` and returns the headers to
-    /// send. `id` must be 1 to 256 visible ASCII characters; schemes
-    /// without an id header ignore it.
+    /// send. `id` must be 1 to 256 visible ASCII characters, without the
+    /// characters that separate a signed id in the scheme's content (`.`
+    /// for Standard Webhooks); schemes without an id header ignore it.
     pub fn sign(
         &self,
         id: &str,
@@ -162,7 +173,7 @@ impl Signer {
             check_id(
                 self.scheme.id_header().unwrap_or_default(),
                 id,
-                self.scheme.id_delimiter(),
+                &self.scheme,
             )?;
         }
         let timestamp = unix_seconds(at).to_string();
@@ -257,14 +268,14 @@ fn write_headers(
     headers
 }
 
-fn check_id(header: &str, id: &str, delimiter: Option<&str>) -> Result<(), VerifyError> {
+fn check_id(header: &str, id: &str, scheme: &Scheme) -> Result<(), VerifyError> {
     let reason = if id.is_empty() {
         Malformed::Empty
     } else if id.len() > MAX_ID_LEN {
         Malformed::TooLong { max: MAX_ID_LEN }
     } else if !id.bytes().all(|b| b.is_ascii_graphic()) {
         Malformed::NotVisibleAscii
-    } else if delimiter.is_some_and(|delimiter| id.contains(delimiter)) {
+    } else if scheme.signs_id() && id.chars().any(|c| scheme.id_excludes(c)) {
         Malformed::IdContainsDelimiter
     } else {
         return Ok(());

@@ -19,14 +19,18 @@ pub(super) enum Segment {
 pub(super) struct Template(Cow<'static, [Segment]>);
 
 impl Template {
-    /// The literal right after `{id}`, if one follows it: an id that
-    /// contains it would split the signed content two ways.
-    pub(super) fn after_id(&self) -> Option<&str> {
-        let at = self.0.iter().position(|segment| *segment == Segment::Id)?;
-        match self.0.get(at + 1) {
-            Some(Segment::Literal(literal)) if !literal.is_empty() => Some(literal),
-            _ => None,
-        }
+    /// Whether `c` is a character of a literal right before or after an
+    /// `{id}`: an id that holds one could split the signed content two
+    /// ways (`{id}.{timestamp}` reads `a.1.2` as id `a.1` or id `a`).
+    pub(super) fn borders_id(&self, c: char) -> bool {
+        self.0.iter().enumerate().any(|(at, segment)| {
+            *segment == Segment::Id
+                && [at.checked_sub(1), Some(at + 1)]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|next| self.0.get(next))
+                    .any(|next| matches!(next, Segment::Literal(literal) if literal.contains(c)))
+        })
     }
 
     /// `{body}`: GitHub, Shopify, and custom schemes by default.

@@ -52,6 +52,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
             .policy
             .idempotency_window()
             .ok_or_else(|| DispatchError::NoIdempotencyWindow(endpoint.to_owned()))?;
+        self.check_id(&route, id)?;
         self.check_body(&route, body)?;
         let now = route.policy.now();
         let due = later(now, first_wait(&route.policy, fastrand::f64()));
@@ -62,6 +63,18 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
             .await?;
         self.inner.wake.notify_one();
         Ok(keyed)
+    }
+
+    /// Refuses an id the endpoint's signer could never sign.
+    pub(super) fn check_id(&self, route: &Route, id: &str) -> Result<(), DispatchError> {
+        route
+            .endpoint
+            .signer()
+            .check_id(id)
+            .map_err(|reason| DispatchError::UnsignableId {
+                endpoint: route.name.clone(),
+                reason,
+            })
     }
 
     /// Refuses a body over the policy's [`max_body`](crate::sender::Policy::max_body).

@@ -73,6 +73,16 @@ pub enum DispatchError {
     /// The store failed, or the endpoint name or id cannot be stored.
     #[error(transparent)]
     Store(#[from] DedupError),
+    /// The id cannot be signed in the endpoint's scheme (a Standard
+    /// Webhooks id with a `.`, say): refused before it is stored, where it
+    /// could only die at its first attempt.
+    #[error("the id cannot be signed for endpoint `{endpoint}`: {reason}")]
+    UnsignableId {
+        /// The endpoint.
+        endpoint: String,
+        /// What the signer says of the id.
+        reason: crate::verify::VerifyError,
+    },
     /// An endpoint's configuration cannot be used (its scheme, a secret,
     /// or its stored form).
     #[error(transparent)]
@@ -404,6 +414,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
         let route = self.find_route(endpoint).await?;
         check_key(endpoint, id)?;
+        self.check_id(&route, id)?;
         self.check_body(&route, body)?;
         let due = later(
             route.policy.now(),

@@ -246,10 +246,14 @@ pub fn check_url(url: &str, policy: &AddressPolicy) -> Result<Url, Forbidden> {
 }
 
 /// `url` as it may be shown or recorded: its scheme, host, port and first
-/// path segment. User-info, the rest of the path, the query and the
-/// fragment, where credentials live (`user:pass@`, capability paths such
-/// as Slack's `/services/T…/B…/…`, `?token=`), each become `***`; a URL
-/// that does not parse becomes `***` whole.
+/// path segment when that is a short plain word (`hooks`, `services`).
+/// User-info, the rest of the path, a first segment that may be a
+/// credential (longer than 24 characters, or with anything but letters,
+/// digits, `-`, `_` and `.`: Telegram's `bot<token>`, a UUID), the query
+/// and the fragment, where credentials live (`user:pass@`, capability
+/// paths such as Slack's `/services/T…/B…/…`, `?token=`), each become
+/// `***`; a URL that does not parse becomes `***` whole. A host name that
+/// is itself a secret stays visible.
 ///
 /// ```
 /// use hooklatch::sender::mask_url;
@@ -259,6 +263,10 @@ pub fn check_url(url: &str, policy: &AddressPolicy) -> Result<Url, Forbidden> {
 ///     "https://***@hooks.slack.com/services/***?***#***"
 /// );
 /// assert_eq!(mask_url("https://example.com:8443/hooks"), "https://example.com:8443/hooks");
+/// assert_eq!(
+///     mask_url("https://api.telegram.org/bot123:AAF-secret/sendMessage"),
+///     "https://api.telegram.org/***/***"
+/// );
 /// assert_eq!(mask_url("not a URL"), "***");
 /// ```
 pub fn mask_url(url: &str) -> String {
@@ -274,17 +282,21 @@ pub fn mask_url(url: &str) -> String {
     if let Some(port) = parsed.port() {
         let _ = write!(masked, ":{port}");
     }
+    let plain = |segment: &str| {
+        segment.len() <= 24
+            && segment
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
     let path = parsed.path().trim_start_matches('/');
-    match path.split_once('/') {
-        Some((first, rest)) => {
-            let _ = write!(masked, "/{first}");
-            if !rest.is_empty() {
-                masked.push_str("/***");
-            }
-        }
-        None if path.is_empty() => masked.push('/'),
-        None => {
-            let _ = write!(masked, "/{path}");
+    let (first, rest) = path.split_once('/').unwrap_or((path, ""));
+    if first.is_empty() && rest.is_empty() {
+        masked.push('/');
+    } else {
+        masked.push('/');
+        masked.push_str(if plain(first) { first } else { "***" });
+        if !rest.is_empty() {
+            masked.push_str("/***");
         }
     }
     if parsed.query().is_some() {

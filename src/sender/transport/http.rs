@@ -246,6 +246,15 @@ impl Transport for HttpTransport {
 fn classify(error: reqwest::Error) -> TransportError {
     // The URL may carry credentials; the record and the logs get none.
     let error = error.without_url();
+    // A name the guarded resolver refused is a refusal, like a literal
+    // address: its class must not reach the record as a connect error.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(cause) = source {
+        if let Some(forbidden) = cause.downcast_ref::<ForbiddenHost>() {
+            return TransportError::Refused(forbidden.first);
+        }
+        source = cause.source();
+    }
     if error.is_timeout() {
         TransportError::Timeout {
             after: None,
