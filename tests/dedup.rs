@@ -640,6 +640,21 @@ async fn claims_expire_after_the_retention<B: Backend>() {
     assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
 }
 
+/// Schemes that sign no timestamp (GitHub, Shopify) are duplicates only
+/// while the claim is kept: a retention of a century keeps them as good
+/// as forever, on every store.
+async fn a_retention_of_a_century_keeps_claims<B: Backend>() {
+    let century = Duration::from_secs(100 * 365 * 24 * 3600);
+    let f = B::fixture(StoreOptions::default().with_retention(century)).await;
+    let e = event(&f.namespace, "kept");
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Duplicate);
+    let taken = f.store.take(&f.namespace, "w", 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    f.store.ack(&taken[0]).await.unwrap();
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Duplicate);
+}
+
 /// A client clock `offset` away from the real one.
 fn skewed(offset: Duration, ahead: bool) -> StoreOptions {
     StoreOptions::default()
@@ -929,6 +944,7 @@ macro_rules! for_every_store {
         $(
             acceptance_suite!($module, $backend:
                 accepts_once_then_reports_duplicate,
+                a_retention_of_a_century_keeps_claims,
                 rejects_invalid_keys,
                 takes_in_order_and_ack_removes,
                 nack_redelivers_after_the_delay,
