@@ -87,6 +87,91 @@ async fn counts_names_and_recent_attempts(backend: impl Backend) {
     assert_eq!(store.recent_attempts("orders", 0).await.unwrap(), []);
 }
 
+/// A page of endpoints holds, in name order and each once across the
+/// pages, what each endpoint's own reads say: its health, its counts and
+/// its saved configuration. Endpoints spread over the stores' shards, with
+/// deliveries in every state, failing, disabled, or only configured.
+async fn endpoint_pages(backend: impl Backend) {
+    let store = backend.open().await;
+    let now = SystemTime::now();
+    let mut names = Vec::new();
+    for n in 0..23 {
+        let name = format!("endpoint-{n:02}");
+        let plan: Vec<(String, Result<u16, &str>)> = (0..n % 4)
+            .map(|i| {
+                (
+                    format!("{name}-{i}"),
+                    [Ok(200), Ok(500), Ok(410)][(n + i) % 3],
+                )
+            })
+            .collect();
+        let plan: Vec<(&str, SystemTime, Result<u16, &str>)> = plan
+            .iter()
+            .map(|(id, answer)| (id.as_str(), now - HOUR, *answer))
+            .collect();
+        seed::seed_endpoint(&store, &name, &plan).await;
+        if n % 5 == 0 {
+            let later = now + Duration::from_secs(60 * n as u64);
+            assert!(store.enqueue(&name, "waiting", b"{}", later).await.unwrap());
+            assert!(store.enqueue(&name, "due", b"{}", now).await.unwrap());
+        }
+        if n % 7 == 0 {
+            store
+                .disable(&name, DisableReason::Manual, now)
+                .await
+                .unwrap();
+        }
+        names.push(name);
+    }
+    // Disabled by hand before it ever had a delivery or a configuration,
+    // and one with deliveries only.
+    store
+        .disable("a-idle", DisableReason::Manual, now)
+        .await
+        .unwrap();
+    assert!(store.enqueue("z-unsaved", "one", b"{}", now).await.unwrap());
+    names.insert(0, "a-idle".to_owned());
+    names.push("z-unsaved".to_owned());
+
+    let saved = store.saved_endpoints().await.unwrap().endpoints;
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.endpoint_page(after.as_deref(), 4, now).await.unwrap();
+        assert!(page.len() <= 4, "{} on a page of 4", page.len());
+        for summary in &page {
+            let name = summary.name.as_str();
+            assert_eq!(summary.health, store.health(name).await.unwrap(), "{name}");
+            assert_eq!(
+                summary.counts,
+                store.counts(name, now).await.unwrap(),
+                "{name}"
+            );
+            assert_eq!(summary.saved.as_ref(), saved.get(name), "{name}");
+            seen.push(summary.name.clone());
+        }
+        match page.last() {
+            Some(last) if page.len() == 4 => after = Some(last.name.clone()),
+            _ => break,
+        }
+    }
+    assert_eq!(seen, names, "every endpoint once, in name order");
+    let failing = store
+        .endpoint_page(Some("endpoint-00"), 1, now)
+        .await
+        .unwrap();
+    assert!(failing[0].health.failing_since.is_some(), "{failing:?}");
+    assert_eq!(
+        store
+            .endpoint_page(Some("z-unsaved"), 4, now)
+            .await
+            .unwrap(),
+        [],
+        "nothing after the last"
+    );
+    assert_eq!(store.endpoint_page(None, 0, now).await.unwrap(), []);
+}
+
 /// Dead and gone deliveries whose last attempt falls in the range are
 /// replayed, those outside it and delivered ones are not, and the limit
 /// holds.
@@ -191,6 +276,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn an_operators_enable_replays_dead_deliveries_only_when_the_saved_policy_says_so() {
                 enable_as_saved_follows_the_saved_policy($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_page_of_endpoints_holds_each_ones_health_counts_and_configuration_in_name_order() {
+                endpoint_pages($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,30 +126,41 @@ fn health_text(health: EndpointHealth) -> String {
     }
 }
 
+/// Endpoints read at a time by `outbox endpoints`.
+const PAGE: usize = 500;
+
 async fn run(store: &impl DeliveryStore, command: OutboxCommand) -> Result<(), DedupError> {
     let now = SystemTime::now();
     match command {
         OutboxCommand::Endpoints => {
-            let saved = store.saved_endpoints().await?;
-            for name in store.endpoint_names().await? {
-                let counts = store.counts(&name, now).await?;
-                let url = saved
-                    .endpoints
-                    .get(&name)
-                    .and_then(|json| EndpointConfig::from_json(json).ok())
-                    .map_or_else(
-                        || "-".to_owned(),
-                        |config| hooklatch::sender::mask_url(config.url()),
+            let mut after: Option<String> = None;
+            loop {
+                let page = store.endpoint_page(after.as_deref(), PAGE, now).await?;
+                for endpoint in &page {
+                    let url = endpoint
+                        .saved
+                        .as_deref()
+                        .and_then(|json| EndpointConfig::from_json(json).ok())
+                        .map_or_else(
+                            || "-".to_owned(),
+                            |config| hooklatch::sender::mask_url(config.url()),
+                        );
+                    let counts = endpoint.counts;
+                    println!(
+                        "{} {} pending={} due={} dead={} gone={} delivered={} url={url}",
+                        endpoint.name,
+                        health_text(endpoint.health),
+                        counts.pending,
+                        counts.due,
+                        counts.dead,
+                        counts.gone,
+                        counts.delivered,
                     );
-                println!(
-                    "{name} {} pending={} due={} dead={} gone={} delivered={} url={url}",
-                    health_text(store.health(&name).await?),
-                    counts.pending,
-                    counts.due,
-                    counts.dead,
-                    counts.gone,
-                    counts.delivered,
-                );
+                }
+                match page.last() {
+                    Some(last) if page.len() == PAGE => after = Some(last.name.clone()),
+                    _ => break,
+                }
             }
         }
         OutboxCommand::Dead { endpoint, limit } => {

@@ -46,8 +46,9 @@ pub use outbox::RedisDeliveries;
 pub use outbox::SqliteDeliveries;
 pub use outbox::{
     DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
-    EndpointRegistry, HealthChange, Keeping, Keyed, MemoryDeliveries, OUTBOX_PURGE_BATCH,
-    OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey, StoredDelivery, Taken, Wanted,
+    EndpointRegistry, EndpointSummary, HealthChange, Keeping, Keyed, MemoryDeliveries,
+    OUTBOX_PURGE_BATCH, OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey,
+    StoredDelivery, Taken, Wanted,
 };
 pub use rules::{
     Answers, Attempt, AttemptError, Breaker, BreakerState, Final, Handling, Jitter,

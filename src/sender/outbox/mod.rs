@@ -41,7 +41,7 @@ pub use redis::RedisDeliveries;
 pub use registry::{EndpointRegistry, SavedEndpoints};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteDeliveries;
-pub use view::{DeliveryCounts, OutboxView, RecentAttempt};
+pub use view::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt};
 
 /// How many finished deliveries a SQL or Redis outbox purges in one
 /// transaction or script, at most, so a large purge never holds locks (or
@@ -384,6 +384,64 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
                 .take_due(endpoint, SystemTime::now(), 0, Duration::ZERO)
                 .await?;
             Ok(due.health)
+        }
+    }
+
+    /// Up to `limit` endpoints, in name order after `after` (from the
+    /// first when `None`), each with its health, its counts (`due` as of
+    /// `now`) and its saved configuration: one page of an operator's
+    /// list, such as the console's.
+    ///
+    /// The SQL stores read a page in one statement and Redis in one
+    /// pipeline per shard the page touches, however many endpoints it
+    /// holds; the default, which the memory store keeps, reads every name,
+    /// then each endpoint of the page on its own.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+    /// use std::time::SystemTime;
+    /// use hooklatch::sender::{DeliveryStore, MemoryDeliveries};
+    ///
+    /// let store = MemoryDeliveries::new();
+    /// let mut after: Option<String> = None;
+    /// loop {
+    ///     let page = store.endpoint_page(after.as_deref(), 100, SystemTime::now()).await?;
+    ///     for endpoint in &page {
+    ///         println!("{} dead={}", endpoint.name, endpoint.counts.dead);
+    ///     }
+    ///     match page.last() {
+    ///         Some(last) if page.len() == 100 => after = Some(last.name.clone()),
+    ///         _ => break,
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn endpoint_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Vec<EndpointSummary>, DedupError>> + Send {
+        async move {
+            let mut names = self.endpoint_names().await?;
+            names.sort();
+            names.dedup();
+            let skipped = after.map_or(0, |after| {
+                names.partition_point(|name| name.as_str() <= after)
+            });
+            let mut saved = self.saved_endpoints().await?.endpoints;
+            let mut page = Vec::new();
+            for name in names.into_iter().skip(skipped).take(limit) {
+                page.push(EndpointSummary {
+                    health: self.health(&name).await?,
+                    counts: self.counts(&name, now).await?,
+                    saved: saved.remove(&name),
+                    name,
+                });
+            }
+            Ok(page)
         }
     }
 

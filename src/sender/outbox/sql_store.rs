@@ -26,6 +26,7 @@ macro_rules! sql_delivery_store {
 
             impl DeliveryStore for $store {
                 $crate::sender::outbox::across::sql_take_due_across!($dialect);
+                $crate::sender::outbox::view::sql::sql_endpoint_page!();
 
                 async fn store_time(&self) -> Result<SystemTime, DedupError> {
                     let now: i64 = sqlx::query_scalar(self.statements.now.clone())

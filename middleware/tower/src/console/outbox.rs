@@ -112,72 +112,68 @@ async fn endpoints<D: DeliveryStore + Clone>(
     if !outbox.guard.authorized(&headers) {
         return unauthorized(&root);
     }
-    let store = &outbox.store;
-    let (mut names, saved) = match (store.endpoint_names().await, store.saved_endpoints().await) {
-        (Ok(names), Ok(saved)) => (names, saved),
-        (Err(error), _) | (_, Err(error)) => return unavailable(&error),
+    // One more than a page tells whether a next page exists.
+    let read = outbox
+        .store
+        .endpoint_page(after.as_deref(), PAGE + 1, SystemTime::now())
+        .await;
+    let mut page = match read {
+        Ok(page) => page,
+        Err(error) => return unavailable(&error),
     };
-    names.sort();
-    let total = names.len();
-    let skipped = after.as_ref().map_or(0, |after| {
-        names.partition_point(|name| name.as_str() <= after.as_str())
-    });
-    let page = &names[skipped..total.min(skipped + PAGE)];
-    let now = SystemTime::now();
+    let more = page.len() > PAGE;
+    page.truncate(PAGE);
     let mut body = format!(
         "<p><a href=\"{}\">← inbox</a></p><h1>Outbox</h1>",
         escape(&home(&root))
     );
-    if total > 0 {
+    if let (Some(first), Some(last)) = (page.first(), page.last()) {
         let _ = write!(
             body,
-            "<p>Endpoints {} to {} of {total}</p>",
-            skipped + 1.min(page.len()),
-            skipped + page.len()
+            "<p>Endpoints {} to {}</p>",
+            escape(&first.name),
+            escape(&last.name)
         );
     }
     body.push_str(
         "<table><tr><th>endpoint</th><th>URL</th><th>health</th><th>pending</th><th>due</th>\
          <th>dead</th><th>delivered</th></tr>",
     );
-    for name in page {
-        let (health, counts) = match (store.health(name).await, store.counts(name, now).await) {
-            (Ok(health), Ok(counts)) => (health, counts),
-            (Err(error), _) | (_, Err(error)) => return unavailable(&error),
-        };
-        let url = saved
-            .endpoints
-            .get(name)
+    for endpoint in &page {
+        let url = endpoint
+            .saved
+            .as_deref()
             .and_then(|json| EndpointConfig::from_json(json).ok())
             .map_or_else(
                 || "-".to_owned(),
                 |config| escape(&hooklatch::sender::mask_url(config.url())),
             );
+        let counts = endpoint.counts;
         let _ = write!(
             body,
             "<tr data-endpoint=\"{n}\"><td><a href=\"{r}/outbox/endpoint?name={q}\">{n}</a></td>\
              <td><code>{url}</code></td><td class=counts>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td></tr>",
-            health_text(&health),
+            health_text(&endpoint.health),
             counts.pending,
             counts.due,
             counts.dead,
             counts.delivered,
-            n = escape(name),
+            n = escape(&endpoint.name),
             r = escape(&root),
-            q = escape(&url_encoded(name)),
+            q = escape(&url_encoded(&endpoint.name)),
         );
     }
     body.push_str("</table>");
-    if names.is_empty() {
+    if page.is_empty() && after.is_none() {
         body.push_str("<p>No endpoints yet.</p>");
     }
-    if let Some(last) = page.last().filter(|_| skipped + page.len() < total) {
+    if let Some(last) = page.last().filter(|_| more) {
         let _ = write!(
             body,
             "<p><a id=next href=\"{}/outbox?after={}\">Next {PAGE} →</a></p>",
             escape(&root),
-            escape(&url_encoded(last)),
+            escape(&url_encoded(&last.name)),
         );
     }
     Html(shell("hooklatch outbox", &body)).into_response()

@@ -214,7 +214,7 @@ impl RedisDeliveries {
     }
 
     /// The hash holding the endpoint's health.
-    fn health_key(&self, endpoint: &str) -> String {
+    pub(in crate::sender::outbox) fn health_key(&self, endpoint: &str) -> String {
         self.key(endpoint, "health")
     }
 
@@ -238,9 +238,22 @@ impl RedisDeliveries {
         self.members_of_every_shard("endpoints").await
     }
 
-    /// Every disabled endpoint, shard by shard, those with no delivery too.
-    pub(super) async fn disabled_endpoints(&self) -> Result<Vec<String>, DedupError> {
-        self.members_of_every_shard("off").await
+    /// Every endpoint with a delivery or disabled (those with no delivery
+    /// too), one pipeline per shard.
+    pub(in crate::sender::outbox) async fn endpoints_used_or_disabled(
+        &self,
+    ) -> Result<Vec<String>, DedupError> {
+        let mut connection = self.connection().await?;
+        let mut members = Vec::new();
+        for shard in 0..SHARDS {
+            let (used, disabled): (Vec<String>, Vec<String>) = redis::pipe()
+                .smembers(self.shard_key(shard, "endpoints"))
+                .smembers(self.shard_key(shard, "off"))
+                .query_async(&mut connection)
+                .await?;
+            members.extend(used.into_iter().chain(disabled));
+        }
+        Ok(members)
     }
 
     async fn members_of_every_shard(&self, set: &str) -> Result<Vec<String>, DedupError> {
@@ -269,6 +282,15 @@ fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
 }
 
 impl DeliveryStore for RedisDeliveries {
+    async fn endpoint_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        now: SystemTime,
+    ) -> Result<Vec<crate::sender::EndpointSummary>, DedupError> {
+        self.read_endpoint_page(after, limit, now).await
+    }
+
     /// `TIME`, on a cluster from the master of shard 0's slot: the
     /// command goes in one pipeline after one on a key of that shard, so
     /// every dispatcher on the outbox reads the same server's clock.

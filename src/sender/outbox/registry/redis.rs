@@ -61,6 +61,32 @@ impl RedisDeliveries {
     }
 }
 
+impl RedisDeliveries {
+    /// The names of every saved endpoint, without their configurations.
+    pub(in crate::sender::outbox) async fn saved_names(&self) -> Result<Vec<String>, DedupError> {
+        let mut connection = self.connection.clone();
+        let [configs, _] = self.registry_keys();
+        Ok(redis::AsyncCommands::hkeys(&mut connection, configs).await?)
+    }
+
+    /// The saved configuration of each of `names`, in order.
+    pub(in crate::sender::outbox) async fn saved_configs(
+        &self,
+        names: &[&str],
+    ) -> Result<Vec<Option<String>>, DedupError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut connection = self.connection.clone();
+        let [configs, _] = self.registry_keys();
+        Ok(redis::cmd("HMGET")
+            .arg(configs)
+            .arg(names)
+            .query_async(&mut connection)
+            .await?)
+    }
+}
+
 impl EndpointRegistry for RedisDeliveries {
     async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
         validate_namespace(name)?;

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::time::SystemTime;
 
 use crate::dedup::DedupError;
-use crate::sender::Attempt;
+use crate::sender::{Attempt, EndpointHealth};
 
 /// How many of an endpoint's deliveries are in each state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,6 +26,25 @@ pub struct DeliveryCounts {
     pub gone: u64,
     /// Out of attempts; they can be replayed.
     pub dead: u64,
+}
+
+/// One endpoint as an operator's list shows it: its health, its
+/// deliveries' counts and its saved configuration. A page of them is what
+/// [`DeliveryStore::endpoint_page`](super::DeliveryStore::endpoint_page)
+/// reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSummary {
+    /// The endpoint's name.
+    pub name: String,
+    /// Its health as saved; the default if never saved.
+    pub health: EndpointHealth,
+    /// How many of its deliveries are in each state.
+    pub counts: DeliveryCounts,
+    /// Its saved configuration's JSON
+    /// ([`EndpointConfig::from_json`](crate::sender::EndpointConfig::from_json)
+    /// reads it), if it is saved in the store's
+    /// [`EndpointRegistry`](super::EndpointRegistry).
+    pub saved: Option<String>,
 }
 
 /// One recorded attempt and the delivery it was for.

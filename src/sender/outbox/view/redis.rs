@@ -1,12 +1,12 @@
 //! [`OutboxView`] for [`RedisDeliveries`]: counts from the state sets'
 //! sizes, the latest attempts from the newest deliveries of each state.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::SystemTime;
 
-use super::{DeliveryCounts, OutboxView, RecentAttempt, newest};
+use super::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt, newest};
 use crate::dedup::DedupError;
-use crate::sender::outbox::registry::EndpointRegistry as _;
+use crate::sender::outbox::codes::{HealthFields, health_from_fields};
 use crate::sender::{DeliveryState, DeliveryStore as _, RedisDeliveries};
 use crate::store::unix_millis;
 
@@ -17,17 +17,102 @@ const STATES: [DeliveryState; 4] = [
     DeliveryState::Dead,
 ];
 
+/// The health hash's fields, in the order [`HealthFields`] holds them.
+const HEALTH_FIELDS: [&str; 3] = ["failing_since", "disabled", "disabled_after_ms"];
+
+impl RedisDeliveries {
+    /// Every endpoint's name, in order.
+    async fn all_names(&self) -> Result<BTreeSet<String>, DedupError> {
+        let used_or_disabled = self.endpoints_used_or_disabled().await?;
+        let saved = self.saved_names().await?;
+        Ok(used_or_disabled.into_iter().chain(saved).collect())
+    }
+
+    /// [`DeliveryStore::endpoint_page`](crate::sender::DeliveryStore::endpoint_page):
+    /// the names as [`endpoint_names`](OutboxView::endpoint_names) reads
+    /// them, then one pipeline per shard the page touches (its endpoints'
+    /// keys share the shard's slot) for their counts and health, and one
+    /// read of the page's saved configurations.
+    pub(crate) async fn read_endpoint_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        now: SystemTime,
+    ) -> Result<Vec<EndpointSummary>, DedupError> {
+        let names = self.all_names().await?;
+        let page: Vec<String> = names
+            .into_iter()
+            .filter(|name| after.is_none_or(|after| name.as_str() > after))
+            .take(limit)
+            .collect();
+        let mut by_shard: BTreeMap<u16, Vec<&String>> = BTreeMap::new();
+        for name in &page {
+            by_shard.entry(Self::shard(name)).or_default().push(name);
+        }
+        let mut connection = self.connection().await?;
+        let mut read = HashMap::new();
+        for names in by_shard.into_values() {
+            let mut pipe = redis::pipe();
+            for name in &names {
+                for state in STATES {
+                    pipe.zcard(self.state_key(name, state));
+                }
+                pipe.zcount(self.key(name, "due"), "-inf", unix_millis(now));
+                pipe.cmd("HMGET")
+                    .arg(self.health_key(name))
+                    .arg(&HEALTH_FIELDS[..]);
+            }
+            let replies: Vec<(u64, u64, u64, u64, u64, HealthFields)> = {
+                let flat: Vec<redis::Value> = pipe.query_async(&mut connection).await?;
+                flat.chunks(6)
+                    .map(|reply| {
+                        let number = |value: &redis::Value| redis::from_redis_value_ref(value);
+                        Ok((
+                            number(&reply[0])?,
+                            number(&reply[1])?,
+                            number(&reply[2])?,
+                            number(&reply[3])?,
+                            number(&reply[4])?,
+                            redis::from_redis_value_ref(&reply[5])?,
+                        ))
+                    })
+                    .collect::<Result<_, redis::ParsingError>>()
+                    .map_err(redis::RedisError::from)?
+            };
+            for (name, (pending, delivered, gone, dead, due, health)) in
+                names.into_iter().zip(replies)
+            {
+                let counts = DeliveryCounts {
+                    pending,
+                    due,
+                    delivered,
+                    gone,
+                    dead,
+                };
+                read.insert(name.clone(), (counts, health_from_fields(health)));
+            }
+        }
+        let names: Vec<&str> = page.iter().map(String::as_str).collect();
+        let saved = self.saved_configs(&names).await?;
+        Ok(page
+            .into_iter()
+            .zip(saved)
+            .map(|(name, saved)| {
+                let (counts, health) = read.remove(&name).unwrap_or_default();
+                EndpointSummary {
+                    saved,
+                    counts,
+                    health,
+                    name,
+                }
+            })
+            .collect())
+    }
+}
+
 impl OutboxView for RedisDeliveries {
     async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
-        let with_deliveries = self.endpoints_with_deliveries().await?;
-        let disabled = self.disabled_endpoints().await?;
-        let saved = self.saved_endpoints().await?;
-        let names: BTreeSet<String> = with_deliveries
-            .into_iter()
-            .chain(disabled)
-            .chain(saved.endpoints.into_keys())
-            .collect();
-        Ok(names.into_iter().collect())
+        Ok(self.all_names().await?.into_iter().collect())
     }
 
     async fn counts(&self, endpoint: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {

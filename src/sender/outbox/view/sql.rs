@@ -25,12 +25,18 @@ pub(crate) struct ViewStatements {
     pub(crate) counts: SqlStr,
     /// $1 endpoint, $2 limit: the id, then an attempt's row.
     pub(crate) recent: SqlStr,
+    /// $1 the name the page starts after (NULL: from the first), $2 the
+    /// page's length, $3 now: for each endpoint its name, health fields,
+    /// saved configuration, and pending, due, delivered, gone and dead
+    /// counts.
+    pub(crate) page: SqlStr,
 }
 
 impl ViewStatements {
     pub(crate) fn new(prefix: &str) -> Self {
         let (deliveries, attempts, health) = tables(prefix);
         let configs = format!("{prefix}_endpoint_configs");
+        let past = "endpoint >= COALESCE($1, '') AND ($1 IS NULL OR endpoint > $1)";
         Self {
             names: statement(format!(
                 "SELECT endpoint FROM {deliveries} UNION SELECT endpoint FROM {health} \
@@ -45,6 +51,38 @@ impl ViewStatements {
                 "SELECT event_id, number, sent_at, waited_ms, reason, held_ms, status, error, \
                  duration_us, excerpt FROM {attempts} WHERE endpoint = $1 \
                  ORDER BY sent_at DESC, number DESC LIMIT $2"
+            )),
+            // Each table gives its first names past $1 in index order (the
+            // page's names are among them), and the counts are grouped over
+            // the page's endpoints only: a page costs its endpoints'
+            // deliveries, not the outbox's. `>= COALESCE($1, '')` is the
+            // bound an index can use in a generic plan; the OR is exact.
+            page: statement(format!(
+                "WITH page AS (\
+                   SELECT endpoint FROM (SELECT DISTINCT endpoint FROM {deliveries} \
+                     WHERE {past} ORDER BY endpoint LIMIT $2) AS used \
+                   UNION SELECT endpoint FROM (SELECT endpoint FROM {health} \
+                     WHERE {past} ORDER BY endpoint LIMIT $2) AS healthy \
+                   UNION SELECT endpoint FROM (SELECT endpoint FROM {configs} \
+                     WHERE {past} ORDER BY endpoint LIMIT $2) AS saved \
+                   ORDER BY endpoint LIMIT $2), \
+                 counted AS (\
+                   SELECT endpoint, \
+                   SUM(CASE WHEN state = 0 THEN 1 ELSE 0 END) AS pending, \
+                   SUM(CASE WHEN state = 0 AND due_at <= $3 \
+                     AND (lease_until IS NULL OR lease_until <= $3) THEN 1 ELSE 0 END) AS due, \
+                   SUM(CASE WHEN state = 1 THEN 1 ELSE 0 END) AS delivered, \
+                   SUM(CASE WHEN state = 2 THEN 1 ELSE 0 END) AS gone, \
+                   SUM(CASE WHEN state = 3 THEN 1 ELSE 0 END) AS dead \
+                   FROM {deliveries} WHERE endpoint IN (SELECT endpoint FROM page) \
+                   GROUP BY endpoint) \
+                 SELECT page.endpoint, h.failing_since, h.disabled, h.disabled_after_ms, \
+                 c.config, COALESCE(d.pending, 0), COALESCE(d.due, 0), \
+                 COALESCE(d.delivered, 0), COALESCE(d.gone, 0), COALESCE(d.dead, 0) \
+                 FROM page LEFT JOIN {health} h ON h.endpoint = page.endpoint \
+                 LEFT JOIN {configs} c ON c.endpoint = page.endpoint \
+                 LEFT JOIN counted d ON d.endpoint = page.endpoint \
+                 ORDER BY page.endpoint"
             )),
         }
     }
@@ -128,3 +166,70 @@ macro_rules! sql_outbox_view {
 }
 
 pub(crate) use sql_outbox_view;
+
+/// [`DeliveryStore::endpoint_page`](crate::sender::DeliveryStore::endpoint_page)
+/// in one statement, for a SQL store with `pool` and `view` fields.
+macro_rules! sql_endpoint_page {
+    () => {
+        async fn endpoint_page(
+            &self,
+            after: Option<&str>,
+            limit: usize,
+            now: std::time::SystemTime,
+        ) -> Result<Vec<$crate::sender::EndpointSummary>, $crate::dedup::DedupError> {
+            type Row = (
+                String,
+                Option<i64>,
+                Option<i64>,
+                Option<i64>,
+                Option<String>,
+                i64,
+                i64,
+                i64,
+                i64,
+                i64,
+            );
+            let rows: Vec<Row> = sqlx::query_as(self.view.page.clone())
+                .bind(after)
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .bind($crate::store::unix_millis(now))
+                .fetch_all(&self.pool)
+                .await?;
+            let count = |n: i64| u64::try_from(n).unwrap_or(0);
+            Ok(rows
+                .into_iter()
+                .map(
+                    |(
+                        name,
+                        failing,
+                        disabled,
+                        after,
+                        saved,
+                        pending,
+                        due,
+                        delivered,
+                        gone,
+                        dead,
+                    )| {
+                        $crate::sender::EndpointSummary {
+                            name,
+                            health: $crate::sender::outbox::codes::health_from_fields((
+                                failing, disabled, after,
+                            )),
+                            counts: $crate::sender::DeliveryCounts {
+                                pending: count(pending),
+                                due: count(due),
+                                delivered: count(delivered),
+                                gone: count(gone),
+                                dead: count(dead),
+                            },
+                            saved,
+                        }
+                    },
+                )
+                .collect())
+        }
+    };
+}
+
+pub(crate) use sql_endpoint_page;
