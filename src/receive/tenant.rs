@@ -199,15 +199,37 @@ struct Lru<V> {
     entries: HashMap<String, (V, Instant, u64)>,
     /// Each name by when it was last used.
     order: BTreeMap<u64, String>,
+    /// The names kept for each group ([`Grouped`]), so that counting a
+    /// tenant's names costs its names, not the cache.
+    groups: HashMap<String, Vec<String>>,
     next: u64,
     capacity: usize,
 }
 
-impl<V: Clone> Lru<V> {
+/// What a cached value belongs to: the names one tenant is cached under
+/// form its group.
+trait Grouped {
+    fn group(&self) -> Option<&str>;
+}
+
+impl Grouped for Tenant {
+    fn group(&self) -> Option<&str> {
+        Some(self.namespace())
+    }
+}
+
+impl Grouped for () {
+    fn group(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl<V: Clone + Grouped> Lru<V> {
     fn new(capacity: usize) -> Self {
         Self {
             entries: HashMap::new(),
             order: BTreeMap::new(),
+            groups: HashMap::new(),
             next: 0,
             capacity,
         }
@@ -242,10 +264,14 @@ impl<V: Clone> Lru<V> {
         }
         self.remove(&name);
         while self.entries.len() >= self.capacity {
-            let Some((_, least)) = self.order.pop_first() else {
+            let Some(least) = self.order.first_key_value().map(|(_, name)| name.clone()) else {
                 break;
             };
-            self.entries.remove(&least);
+            self.remove(&least);
+        }
+        if let Some(group) = value.group() {
+            let names = self.groups.entry(group.to_owned()).or_default();
+            names.push(name.clone());
         }
         self.order.insert(self.next, name.clone());
         self.entries
@@ -256,6 +282,14 @@ impl<V: Clone> Lru<V> {
     fn remove(&mut self, name: &str) -> Option<V> {
         let (value, _, used) = self.entries.remove(name)?;
         self.order.remove(&used);
+        if let Some(group) = value.group()
+            && let Some(names) = self.groups.get_mut(group)
+        {
+            names.retain(|kept| kept != name);
+            if names.is_empty() {
+                self.groups.remove(group);
+            }
+        }
         Some(value)
     }
 
@@ -275,21 +309,18 @@ impl<V: Clone> Lru<V> {
     fn clear(&mut self) {
         self.entries.clear();
         self.order.clear();
+        self.groups.clear();
     }
 
-    /// How many names `pick` picks, and the least recently used of them.
-    fn count_and_least_used(&self, mut pick: impl FnMut(&V) -> bool) -> (usize, Option<String>) {
-        let mut count = 0;
-        let mut least: Option<(u64, &String)> = None;
-        for (name, (value, _, used)) in &self.entries {
-            if pick(value) {
-                count += 1;
-                if least.is_none_or(|(least_used, _)| *used < least_used) {
-                    least = Some((*used, name));
-                }
-            }
-        }
-        (count, least.map(|(_, name)| name.clone()))
+    /// How many names `group` has, and the least recently used of them.
+    fn count_and_least_used(&self, group: &str) -> (usize, Option<String>) {
+        let names = self.groups.get(group).map_or(&[][..], Vec::as_slice);
+        let least = names
+            .iter()
+            .filter_map(|name| Some((self.entries.get(name)?.2, name)))
+            .min()
+            .map(|(_, name)| name.clone());
+        (names.len(), least)
     }
 }
 
@@ -363,9 +394,7 @@ impl Cache {
     fn keep_known(&mut self, name: String, tenant: Tenant) {
         self.unknown.remove(&name);
         self.known.remove(&name);
-        let (names, least) = self
-            .known
-            .count_and_least_used(|cached| cached.namespace() == tenant.namespace());
+        let (names, least) = self.known.count_and_least_used(tenant.namespace());
         if names >= NAMES_PER_TENANT
             && let Some(least) = least
         {
@@ -650,6 +679,60 @@ mod tests {
     }
 
     const NO_HEADERS: [(&str, &str); 0] = [];
+
+    #[derive(Clone)]
+    struct InGroup(String);
+
+    impl Grouped for InGroup {
+        fn group(&self) -> Option<&str> {
+            Some(&self.0)
+        }
+    }
+
+    /// The per-tenant index the cache counts names by stays exactly the
+    /// cache's names by tenant through inserts, evictions, removals and
+    /// clears, and its least used name is the one the order says.
+    #[test]
+    fn the_group_index_follows_every_insert_eviction_and_removal() {
+        let mut lru = Lru::new(50);
+        let mut state = 7_u64;
+        for step in 0..20_000 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let name = format!("name-{}", (state >> 33) % 120);
+            let group = format!("tenant-{}", (state >> 20) % 9);
+            match (state >> 50) % 10 {
+                0..=5 => lru.insert(name, InGroup(group)),
+                6..=7 => drop(lru.remove(&name)),
+                8 if step % 500 == 0 => lru.clear(),
+                _ => drop(lru.get(&name)),
+            }
+            let mut expected: HashMap<String, Vec<String>> = HashMap::new();
+            for (name, (value, _, _)) in &lru.entries {
+                expected
+                    .entry(value.0.clone())
+                    .or_default()
+                    .push(name.clone());
+            }
+            let mut indexed = lru.groups.clone();
+            for names in expected.values_mut().chain(indexed.values_mut()) {
+                names.sort();
+            }
+            assert_eq!(indexed, expected, "step {step}");
+            for (group, names) in &expected {
+                let least = lru
+                    .order
+                    .values()
+                    .find(|name| lru.entries[*name].0.0 == *group);
+                assert_eq!(
+                    lru.count_and_least_used(group),
+                    (names.len(), least.cloned())
+                );
+            }
+        }
+        assert!(lru.entries.len() <= 50);
+    }
 
     #[tokio::test]
     async fn lookups_are_cached_known_or_not_and_failures_are_503() {

@@ -16,6 +16,8 @@ use tower::ServiceExt as _;
 
 #[path = "../../../tests/support/outbox_seed.rs"]
 mod seed;
+mod support;
+use support::csrf;
 
 const TOKEN: &str = "outbox-console-token-0123456789";
 
@@ -72,15 +74,6 @@ async fn post(app: &axum::Router, path: &str, form: &str) -> StatusCode {
         assert_eq!(back, "/ops/outbox/endpoint?name=orders", "back to the page");
     }
     response.status()
-}
-
-/// The CSRF token the endpoint page's forms carry.
-fn csrf(page: &str) -> String {
-    let start = page.find("name=csrf value=").expect("a form") + "name=csrf value=".len();
-    page[start..]
-        .chars()
-        .take_while(char::is_ascii_hexdigit)
-        .collect()
 }
 
 #[tokio::test]

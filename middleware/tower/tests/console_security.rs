@@ -7,60 +7,82 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use hmac::{Hmac, KeyInit as _, Mac as _};
 use hooklatch::dedup::MemoryStore;
 use hooklatch::sender::MemoryDeliveries;
 use hooklatch_tower::console::Console;
 use sha2::Sha256;
-use tower::ServiceExt as _;
 
 #[path = "../../../tests/support/outbox_seed.rs"]
 mod seed;
+mod support;
+use support::csrf;
 
 const TOKEN: &str = "security-console-token-0123456789";
 
 /// The console with an outbox (endpoint `orders`, one dead delivery),
-/// nested under `/ops` as an app mounts it.
-async fn app() -> axum::Router {
+/// nested under `/ops` as an app mounts it, served on a loopback socket:
+/// the headers checked are those a browser gets, after hyper wrote them.
+async fn app() -> Served {
     let outbox = MemoryDeliveries::new();
     let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
     seed::seed_endpoint(&outbox, "orders", &[("dead_1", an_hour_ago, Ok(500))]).await;
     let console = Console::new(MemoryStore::new(), TOKEN, ["stripe"])
         .unwrap()
         .with_outbox(outbox);
-    axum::Router::new().nest("/ops", console.router())
+    serve(console).await
+}
+
+/// Serves `console` under `/ops` on a loopback socket.
+async fn serve(console: Console<MemoryStore>) -> Served {
+    let app = axum::Router::new().nest("/ops", console.router());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    Served { base, client }
+}
+
+/// The console's address, and a client that follows no redirect.
+struct Served {
+    base: String,
+    client: reqwest::Client,
 }
 
 /// Sends `method path` with `headers` (and a form body for a POST); the
 /// status, the headers and the body.
 async fn send(
-    app: &axum::Router,
+    app: &Served,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     form: &str,
 ) -> (StatusCode, HeaderMap, String) {
-    let mut request = Request::builder().method(method).uri(path);
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let post = method == reqwest::Method::POST;
+    let mut request = app.client.request(method, format!("{}{path}", app.base));
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    if method == "POST" {
-        request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if post {
+        request = request
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(form.to_owned());
     }
-    let response = app
-        .clone()
-        .oneshot(request.body(Body::from(form.to_owned())).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = response.into_parts();
-    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
-    (
-        parts.status,
-        parts.headers,
-        String::from_utf8(body.to_vec()).unwrap(),
-    )
+    let response = request.send().await.unwrap();
+    let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
+    let mut headers = HeaderMap::new();
+    for (name, value) in response.headers() {
+        headers.append(
+            name.as_str().parse::<header::HeaderName>().unwrap(),
+            value.as_bytes().try_into().unwrap(),
+        );
+    }
+    (status, headers, response.text().await.unwrap())
 }
 
 /// A request to send: method, path, headers and form.
@@ -69,17 +91,8 @@ type Sent<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], String);
 /// The token as a header.
 const BEARER: (&str, &str) = ("authorization", "Bearer security-console-token-0123456789");
 
-/// The CSRF token the console's forms carry.
-fn csrf(page: &str) -> String {
-    let start = page.find("name=csrf value=").expect("a form") + "name=csrf value=".len();
-    page[start..]
-        .chars()
-        .take_while(char::is_ascii_hexdigit)
-        .collect()
-}
-
 /// The `Set-Cookie` of a login with `token`, and any extra headers.
-async fn login(app: &axum::Router, extra: &[(&str, &str)]) -> String {
+async fn login(app: &Served, extra: &[(&str, &str)]) -> String {
     let (status, headers, _) =
         send(app, "POST", "/ops/login", extra, &format!("token={TOKEN}")).await;
     assert_eq!(status, StatusCode::SEE_OTHER, "a good token signs in");
@@ -317,7 +330,7 @@ async fn endpoint_urls_are_shown_without_their_credentials() {
     let console = Console::new(MemoryStore::new(), TOKEN, ["stripe"])
         .unwrap()
         .with_outbox(outbox);
-    let app = axum::Router::new().nest("/ops", console.router());
+    let app = serve(console).await;
     let (status, _, page) = send(&app, "GET", "/ops/outbox", &[BEARER], "").await;
     assert_eq!(status, StatusCode::OK);
     assert!(
