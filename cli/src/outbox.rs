@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use clap::{Args, Subcommand};
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointConfig, EndpointHealth,
-    PostgresDeliveries, RedisDeliveries, SqliteDeliveries,
+    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, PostgresDeliveries,
+    RedisDeliveries, SqliteDeliveries,
 };
 
 use crate::{UsageError, rfc3339};
@@ -137,14 +137,7 @@ async fn run(store: &impl DeliveryStore, command: OutboxCommand) -> Result<(), D
             loop {
                 let page = store.endpoint_page(after.as_deref(), PAGE, now).await?;
                 for endpoint in &page {
-                    let url = endpoint
-                        .saved
-                        .as_deref()
-                        .and_then(|json| EndpointConfig::from_json(json).ok())
-                        .map_or_else(
-                            || "-".to_owned(),
-                            |config| hooklatch::sender::mask_url(config.url()),
-                        );
+                    let url = endpoint.masked_url().unwrap_or_else(|| "-".to_owned());
                     let counts = endpoint.counts;
                     println!(
                         "{} {} pending={} due={} dead={} gone={} delivered={} url={url}",

@@ -13,7 +13,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hooklatch::dedup::validate_namespace;
 use hooklatch::sender::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointConfig, EndpointHealth, RecentAttempt,
+    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, RecentAttempt,
 };
 
 use super::time::{parse_utc, utc_text};
@@ -141,13 +141,8 @@ async fn endpoints<D: DeliveryStore + Clone>(
     );
     for endpoint in &page {
         let url = endpoint
-            .saved
-            .as_deref()
-            .and_then(|json| EndpointConfig::from_json(json).ok())
-            .map_or_else(
-                || "-".to_owned(),
-                |config| escape(&hooklatch::sender::mask_url(config.url())),
-            );
+            .masked_url()
+            .map_or_else(|| "-".to_owned(), |url| escape(&url));
         let counts = endpoint.counts;
         let _ = write!(
             body,

@@ -47,6 +47,16 @@ pub struct EndpointSummary {
     pub saved: Option<String>,
 }
 
+impl EndpointSummary {
+    /// The saved configuration's URL with its credentials masked
+    /// ([`mask_url`](crate::sender::mask_url)), as a list may show it;
+    /// `None` when no readable configuration is saved.
+    pub fn masked_url(&self) -> Option<String> {
+        let config = crate::sender::EndpointConfig::from_json(self.saved.as_deref()?).ok()?;
+        Some(crate::sender::mask_url(config.url()))
+    }
+}
+
 /// One recorded attempt and the delivery it was for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecentAttempt {
