@@ -170,7 +170,9 @@ impl Rejection {
                         "timestamp_in_milliseconds",
                         "the timestamp looks like milliseconds; the scheme counts seconds",
                     ),
-                    Malformed::TimestampNotInteger | Malformed::TimestampOutOfRange => (
+                    Malformed::TimestampNotInteger
+                    | Malformed::TimestampNotRfc3339
+                    | Malformed::TimestampOutOfRange => (
                         "malformed_timestamp",
                         "the timestamp is not a whole number of seconds",
                     ),

@@ -2,10 +2,11 @@
 //! each read once. Every error about a header's presence or shape is made
 //! here; the [`Verifier`](super::Verifier) only does the cryptography.
 
+use super::clock::parse_rfc3339;
 use super::error::{Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::keys::Algorithm;
-use super::scheme::{Format, Scheme, TimestampSource};
+use super::scheme::{Format, Scheme, TimestampFormat, TimestampSource};
 
 /// The most signatures one header may carry. Rotation needs two or three;
 /// the cap bounds the work an attacker can ask for.
@@ -65,14 +66,14 @@ impl<'h> Envelope<'h> {
         let timestamp = match &scheme.timestamp {
             TimestampSource::None => None,
             TimestampSource::Header(name) if scheme.has_timestamp() => {
-                Some(read_timestamp(name, required(headers, name)?)?)
+                Some(read_timestamp(scheme, name, required(headers, name)?)?)
             }
             TimestampSource::Header(name) => {
-                optional(headers, name).and_then(|text| read_timestamp(name, text).ok())
+                optional(headers, name).and_then(|text| read_timestamp(scheme, name, text).ok())
             }
             TimestampSource::Field => {
                 let text = timestamp_field(scheme, signatures)?;
-                Some(read_timestamp(&scheme.signature_header, text)?)
+                Some(read_timestamp(scheme, &scheme.signature_header, text)?)
             }
         };
         let mut envelope = Self {
@@ -84,12 +85,17 @@ impl<'h> Envelope<'h> {
             }; MAX_SIGNATURES],
             len: 0,
         };
-        let signatures = match &scheme.format {
-            Format::Single { prefix } => match signatures.strip_prefix(prefix.as_bytes()) {
+        let prefix = match &scheme.format {
+            Format::Single { prefix } => Some(prefix.as_bytes()),
+            Format::Listed { prefix } => Some(prefix.as_bytes()),
+            Format::Versioned | Format::Fields(_) => None,
+        };
+        let signatures = match prefix {
+            Some(prefix) => match signatures.strip_prefix(prefix) {
                 Some(rest) => rest,
                 None => return Err(no_supported_signature(scheme, 1, &accepts)),
             },
-            Format::Versioned | Format::Fields => signatures,
+            None => signatures,
         };
         let mut total = 0;
         for entry in entries(&scheme.format, signatures) {
@@ -156,9 +162,11 @@ fn no_supported_signature(
     ) {
         (Format::Versioned, true, true) => "v1` or `v1a".into(),
         (Format::Versioned, false, true) => "v1a".into(),
-        (Format::Versioned | Format::Fields, _, _) => "v1".into(),
+        (Format::Versioned, _, _) => "v1".into(),
+        (Format::Fields(fields), _, _) => fields.signature.into(),
         (Format::Single { prefix }, _, _) if prefix.is_empty() => scheme.encoding.name().into(),
         (Format::Single { prefix }, _, _) => format!("{prefix}...").into(),
+        (Format::Listed { prefix }, _, _) => format!("{prefix}...").into(),
     };
     VerifyError::NoSupportedSignature {
         name: scheme.signature_header.to_cow(),
@@ -172,7 +180,8 @@ fn no_supported_signature(
 fn entries<'h>(format: &Format, signatures: &'h [u8]) -> impl Iterator<Item = &'h [u8]> {
     let separator = match format {
         Format::Versioned => Some(b' '),
-        Format::Fields => Some(b','),
+        Format::Fields(fields) => Some(fields.separator),
+        Format::Listed { .. } => Some(b','),
         Format::Single { .. } => None,
     };
     signatures
@@ -194,33 +203,47 @@ enum Entry<'h> {
 fn classify<'h>(format: &Format, entry: &'h [u8]) -> Result<Entry<'h>, Malformed> {
     let pair = match format {
         Format::Versioned => b',',
-        Format::Fields => b'=',
-        Format::Single { .. } => return Ok(Entry::Signature(Some(Algorithm::HmacSha256), entry)),
+        Format::Fields(_) => b'=',
+        Format::Single { .. } | Format::Listed { .. } => {
+            return Ok(Entry::Signature(Some(Algorithm::HmacSha256), entry));
+        }
     };
     let at = entry
         .iter()
         .position(|byte| *byte == pair)
         .ok_or(Malformed::MissingVersion)?;
     let (label, text) = (&entry[..at], &entry[at + 1..]);
-    Ok(match (format, label) {
-        (Format::Fields, b"t") => Entry::Other,
-        (_, b"v1") => Entry::Signature(Some(Algorithm::HmacSha256), text),
-        (Format::Versioned, b"v1a") => Entry::Signature(Some(Algorithm::Ed25519), text),
+    Ok(match format {
+        Format::Fields(fields) if label == fields.timestamp.as_bytes() => Entry::Other,
+        Format::Fields(fields) if label == fields.signature.as_bytes() => {
+            Entry::Signature(Some(Algorithm::HmacSha256), text)
+        }
+        Format::Versioned if label == b"v1" => Entry::Signature(Some(Algorithm::HmacSha256), text),
+        Format::Versioned if label == b"v1a" => Entry::Signature(Some(Algorithm::Ed25519), text),
         _ => Entry::Signature(None, text),
     })
 }
 
-/// The text of the one `t=` field of a Stripe-style header.
+/// The text of the one timestamp field of a Stripe-style header.
 fn timestamp_field<'h>(scheme: &Scheme, value: &'h [u8]) -> Result<&'h [u8], VerifyError> {
+    let Format::Fields(fields) = scheme.format else {
+        return Err(malformed(scheme, Malformed::MissingField("t")));
+    };
     let mut found = None;
-    for field in value.split(|byte| *byte == b',') {
-        if let Some(text) = field.trim_ascii().strip_prefix(b"t=")
+    for field in value.split(|byte| *byte == fields.separator) {
+        if let Some(text) = field
+            .trim_ascii()
+            .strip_prefix(fields.timestamp.as_bytes())
+            .and_then(|rest| rest.strip_prefix(b"="))
             && found.replace(text).is_some()
         {
-            return Err(malformed(scheme, Malformed::RepeatedField("t")));
+            return Err(malformed(
+                scheme,
+                Malformed::RepeatedField(fields.timestamp),
+            ));
         }
     }
-    found.ok_or_else(|| malformed(scheme, Malformed::MissingField("t")))
+    found.ok_or_else(|| malformed(scheme, Malformed::MissingField(fields.timestamp)))
 }
 
 fn required<'h>(
@@ -290,7 +313,24 @@ fn read_id<'h>(
     Ok(id)
 }
 
-fn read_timestamp<'h>(name: &HeaderKey, text: &'h [u8]) -> Result<Timestamp<'h>, VerifyError> {
+fn read_timestamp<'h>(
+    scheme: &Scheme,
+    name: &HeaderKey,
+    text: &'h [u8],
+) -> Result<Timestamp<'h>, VerifyError> {
+    match scheme.timestamp_format {
+        TimestampFormat::UnixSeconds => read_unix_seconds(name, text),
+        TimestampFormat::Rfc3339 => match parse_rfc3339(text) {
+            Some(seconds) => Ok(Timestamp { seconds, text }),
+            None => Err(VerifyError::MalformedHeader {
+                name: name.to_cow(),
+                reason: Malformed::TimestampNotRfc3339,
+            }),
+        },
+    }
+}
+
+fn read_unix_seconds<'h>(name: &HeaderKey, text: &'h [u8]) -> Result<Timestamp<'h>, VerifyError> {
     let malformed = |reason| VerifyError::MalformedHeader {
         name: name.to_cow(),
         reason,
@@ -323,7 +363,7 @@ mod tests {
     use super::*;
 
     fn ts(text: &str) -> Result<i64, VerifyError> {
-        read_timestamp(&HeaderKey::from_static("t"), text.as_bytes()).map(|t| t.seconds)
+        read_unix_seconds(&HeaderKey::from_static("t"), text.as_bytes()).map(|t| t.seconds)
     }
 
     #[test]

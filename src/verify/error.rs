@@ -126,6 +126,9 @@ pub enum Malformed {
     /// The timestamp is not a plain decimal integer (no sign but `-`, no
     /// spaces, no fraction).
     TimestampNotInteger,
+    /// The timestamp is not a strict RFC 3339 date-time (such as
+    /// `2019-11-16T10:11:12.634234626Z`), which the scheme writes.
+    TimestampNotRfc3339,
     /// The timestamp does not fit a signed 64-bit number of seconds.
     TimestampOutOfRange,
     /// The timestamp is about now if read as milliseconds; the scheme
@@ -160,6 +163,9 @@ impl fmt::Display for Malformed {
             Self::TimestampNotInteger => {
                 f.write_str("timestamp is not an integer number of seconds")
             }
+            Self::TimestampNotRfc3339 => f.write_str(
+                "timestamp is not an RFC 3339 date-time like 2019-11-16T10:11:12.634234626Z",
+            ),
             Self::TimestampOutOfRange => f.write_str("timestamp is out of range"),
             Self::TimestampInMilliseconds => f.write_str(
                 "timestamp looks like milliseconds since the epoch; the scheme expects seconds",

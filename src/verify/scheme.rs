@@ -40,6 +40,7 @@ pub struct Scheme {
     pub(super) encoding: Encoding,
     pub(super) id_header: Option<HeaderKey>,
     pub(super) timestamp: TimestampSource,
+    pub(super) timestamp_format: TimestampFormat,
     pub(super) template: Template,
     /// The id header may be read though the template does not sign it:
     /// then it is metadata, never required (GitHub, Shopify, or opted in).
@@ -58,11 +59,50 @@ pub(super) enum Format {
     /// Space-separated `version,signature` entries: `v1` is HMAC-SHA256,
     /// `v1a` ed25519 (Standard Webhooks, Svix).
     Versioned,
-    /// Comma-separated `key=value` fields; `t` is the timestamp, `v1` an
-    /// HMAC-SHA256 signature (Stripe).
-    Fields,
+    /// `key=value` fields: one holds the timestamp, those of the
+    /// signature's key an HMAC-SHA256 signature each (Stripe, Paddle).
+    Fields(Fields),
     /// One signature after a fixed prefix (GitHub's `sha256=`, Slack's `v0=`).
     Single { prefix: Cow<'static, str> },
+    /// Comma-separated signatures after one fixed prefix (Outpost's
+    /// `v0=<hex>,<hex>` while a secret rotates).
+    Listed { prefix: &'static str },
+}
+
+/// How a timestamp header writes the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TimestampFormat {
+    /// Whole seconds since the Unix epoch, in decimal.
+    UnixSeconds,
+    /// An RFC 3339 date-time (Twitch's, with up to nine fraction digits).
+    Rfc3339,
+}
+
+/// The names and separator of a [`Format::Fields`] header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fields {
+    /// Between fields.
+    pub(super) separator: u8,
+    /// The timestamp's key.
+    pub(super) timestamp: &'static str,
+    /// The key of each HMAC-SHA256 signature.
+    pub(super) signature: &'static str,
+}
+
+impl Fields {
+    /// `t=<ts>,v1=<sig>[,v1=<sig>..]`.
+    pub(super) const STRIPE: Self = Self {
+        separator: b',',
+        timestamp: "t",
+        signature: "v1",
+    };
+
+    /// `ts=<ts>;h1=<sig>[;h1=<sig>..]`.
+    pub(super) const PADDLE: Self = Self {
+        separator: b';',
+        timestamp: "ts",
+        signature: "h1",
+    };
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +110,7 @@ pub(super) enum Format {
 pub(super) enum TimestampSource {
     None,
     Header(HeaderKey),
-    /// The `t=` field of a [`Format::Fields`] signature header.
+    /// The timestamp field of a [`Format::Fields`] signature header.
     Field,
 }
 
@@ -83,6 +123,7 @@ impl Scheme {
             encoding: Encoding::Base64,
             id_header: Some(HeaderKey::from_static(id)),
             timestamp: TimestampSource::Header(HeaderKey::from_static(timestamp)),
+            timestamp_format: TimestampFormat::UnixSeconds,
             template: Template::ID_DOT_TIMESTAMP_DOT_BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
@@ -118,10 +159,11 @@ impl Scheme {
         Self {
             name: Cow::Borrowed("stripe"),
             signature_header: HeaderKey::from_static("stripe-signature"),
-            format: Format::Fields,
+            format: Format::Fields(Fields::STRIPE),
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::Field,
+            timestamp_format: TimestampFormat::UnixSeconds,
             template: Template::TIMESTAMP_DOT_BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
@@ -144,7 +186,7 @@ impl Scheme {
             "x-hub-signature-256",
             "sha256=",
             Encoding::Hex,
-            "x-github-delivery",
+            Some("x-github-delivery"),
         )
     }
 
@@ -158,7 +200,7 @@ impl Scheme {
             "x-shopify-hmac-sha256",
             "",
             Encoding::Base64,
-            "x-shopify-webhook-id",
+            Some("x-shopify-webhook-id"),
         )
     }
 
@@ -169,7 +211,7 @@ impl Scheme {
         signature_header: &'static str,
         prefix: &'static str,
         encoding: Encoding,
-        id_header: &'static str,
+        id_header: Option<&'static str>,
     ) -> Self {
         Self {
             name: Cow::Borrowed(name),
@@ -178,8 +220,9 @@ impl Scheme {
                 prefix: Cow::Borrowed(prefix),
             },
             encoding,
-            id_header: Some(HeaderKey::from_static(id_header)),
+            id_header: id_header.map(HeaderKey::from_static),
             timestamp: TimestampSource::None,
+            timestamp_format: TimestampFormat::UnixSeconds,
             template: Template::BODY,
             unsigned_id: true,
             unsigned_timestamp: false,
@@ -203,6 +246,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::Header(HeaderKey::from_static("x-slack-request-timestamp")),
+            timestamp_format: TimestampFormat::UnixSeconds,
             template: Template::SLACK,
             unsigned_id: false,
             unsigned_timestamp: false,
@@ -210,6 +254,154 @@ impl Scheme {
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
+        }
+    }
+
+    /// Meta (Facebook, Instagram, WhatsApp, Messenger):
+    /// `X-Hub-Signature-256: sha256=<hex>` over the body alone, keyed with
+    /// the app secret. Meta signs no id and no timestamp: events are
+    /// claimed by a digest of the signed body, and a replay is a duplicate
+    /// only while its claim is kept.
+    pub fn meta() -> Self {
+        Self::body_only(
+            "meta",
+            "x-hub-signature-256",
+            "sha256=",
+            Encoding::Hex,
+            None,
+        )
+    }
+
+    /// Twitch EventSub: `Twitch-Eventsub-Message-Signature: sha256=<hex>`
+    /// over the message id, the timestamp and the body with nothing
+    /// between; the id in `Twitch-Eventsub-Message-Id`, the timestamp (RFC
+    /// 3339, such as `2019-11-16T10:11:12.634234626Z`) in
+    /// `Twitch-Eventsub-Message-Timestamp`, both signed. The timestamp is
+    /// read strictly, which keeps the signed bytes to one split into id,
+    /// timestamp and body.
+    pub fn twitch() -> Self {
+        Self {
+            name: Cow::Borrowed("twitch"),
+            signature_header: HeaderKey::from_static("twitch-eventsub-message-signature"),
+            format: Format::Single {
+                prefix: Cow::Borrowed("sha256="),
+            },
+            encoding: Encoding::Hex,
+            id_header: Some(HeaderKey::from_static("twitch-eventsub-message-id")),
+            timestamp: TimestampSource::Header(HeaderKey::from_static(
+                "twitch-eventsub-message-timestamp",
+            )),
+            timestamp_format: TimestampFormat::Rfc3339,
+            template: Template::ID_TIMESTAMP_BODY,
+            unsigned_id: false,
+            unsigned_timestamp: false,
+            body_id_field: None,
+            secret_format: SecretFormat::Raw {
+                expected_prefix: None,
+            },
+        }
+    }
+
+    /// Zoom: `x-zm-signature: v0=<hex>` over `v0:{timestamp}:{body}`, the
+    /// timestamp (seconds) in `x-zm-request-timestamp`, keyed with the
+    /// app's secret token. Zoom sends no id header: events are claimed by
+    /// a digest of the signed content.
+    pub fn zoom() -> Self {
+        Self {
+            name: Cow::Borrowed("zoom"),
+            signature_header: HeaderKey::from_static("x-zm-signature"),
+            timestamp: TimestampSource::Header(HeaderKey::from_static("x-zm-request-timestamp")),
+            ..Self::slack()
+        }
+    }
+
+    /// Paddle Billing: `Paddle-Signature: ts=<ts>;h1=<hex>[;h1=<hex>..]`
+    /// over `{ts}:{body}`, keyed with the whole secret
+    /// (`pdl_ntfset_...`). Every `h1` is tried, so a header carrying
+    /// several while a secret rotates verifies with either. Events are
+    /// claimed by the body's `event_id`, which the signature covers.
+    pub fn paddle() -> Self {
+        Self {
+            name: Cow::Borrowed("paddle"),
+            signature_header: HeaderKey::from_static("paddle-signature"),
+            format: Format::Fields(Fields::PADDLE),
+            template: Template::TIMESTAMP_COLON_BODY,
+            body_id_field: Some(Cow::Borrowed("event_id")),
+            secret_format: SecretFormat::Raw {
+                expected_prefix: None,
+            },
+            ..Self::stripe()
+        }
+    }
+
+    /// Square: `x-square-hmacsha256-signature: <base64>` over the
+    /// notification URL followed by the body, keyed with the subscription's
+    /// signature key. `notification_url` is the URL as configured in
+    /// Square, exactly: behind a proxy it is not the URL the request
+    /// reached. Square signs no timestamp; events are claimed by the body's
+    /// `event_id`, and a replay is a duplicate only while its claim is
+    /// kept.
+    ///
+    /// ```
+    /// use hooklatch::verify::Scheme;
+    ///
+    /// let square = Scheme::square("https://example.com/hooks/square")?;
+    /// assert_eq!(square.name(), "square");
+    /// # Ok::<(), hooklatch::verify::ConfigError>(())
+    /// ```
+    pub fn square(notification_url: &str) -> Result<Self, ConfigError> {
+        if notification_url.is_empty() || notification_url.contains(['{', '}']) {
+            return Err(ConfigError::InvalidTemplate(
+                "the notification URL must be non-empty and hold no `{` or `}`",
+            ));
+        }
+        Ok(Self {
+            name: Cow::Borrowed("square"),
+            template: Template::parse(&format!("{notification_url}{{body}}"))?,
+            body_id_field: Some(Cow::Borrowed("event_id")),
+            ..Self::body_only(
+                "square",
+                "x-square-hmacsha256-signature",
+                "",
+                Encoding::Base64,
+                None,
+            )
+        })
+    }
+
+    /// Convoy's advanced signatures: `X-Convoy-Signature:
+    /// t=<ts>,v1=<hex>[,v1=<hex>..]` over `{t},{body}` (HMAC-SHA256, hex:
+    /// a project's default). Every `v1` is tried while a secret rotates;
+    /// `v2` and later (other hashes) are passed over. Convoy signs no id:
+    /// events are claimed by a digest of the signed content.
+    pub fn convoy() -> Self {
+        Self {
+            name: Cow::Borrowed("convoy"),
+            signature_header: HeaderKey::from_static("x-convoy-signature"),
+            template: Template::TIMESTAMP_COMMA_BODY,
+            body_id_field: None,
+            secret_format: SecretFormat::Raw {
+                expected_prefix: None,
+            },
+            ..Self::stripe()
+        }
+    }
+
+    /// Outpost's default: `x-outpost-signature: v0=<hex>[,<hex>]` over the
+    /// body alone, keyed with the whole secret (`whsec_` included, not
+    /// decoded); the current secret's signature first, then the previous
+    /// one's while it rotates. `x-outpost-event-id` is read as metadata
+    /// (it is not signed): events are claimed by a digest of the body.
+    pub fn outpost() -> Self {
+        Self {
+            format: Format::Listed { prefix: "v0=" },
+            ..Self::body_only(
+                "outpost",
+                "x-outpost-signature",
+                "v0=",
+                Encoding::Hex,
+                Some("x-outpost-event-id"),
+            )
         }
     }
 
@@ -228,6 +420,7 @@ impl Scheme {
             encoding: Encoding::Hex,
             id_header: None,
             timestamp: TimestampSource::None,
+            timestamp_format: TimestampFormat::UnixSeconds,
             template: Template::BODY,
             unsigned_id: false,
             unsigned_timestamp: false,
@@ -239,7 +432,9 @@ impl Scheme {
     }
 
     /// Looks a provider's scheme up by its short name: `standard`, `svix`,
-    /// `stripe`, `github`, `shopify` or `slack`.
+    /// `stripe`, `github`, `shopify`, `slack`, `meta`, `twitch`, `zoom`,
+    /// `paddle`, `convoy` or `outpost` ([`NAMES`](Self::NAMES)). Square's
+    /// needs its notification URL: [`Scheme::square`].
     pub fn by_name(name: &str) -> Option<Self> {
         Some(match name {
             "standard" => Self::standard_webhooks(),
@@ -248,9 +443,21 @@ impl Scheme {
             "github" => Self::github(),
             "shopify" => Self::shopify(),
             "slack" => Self::slack(),
+            "meta" => Self::meta(),
+            "twitch" => Self::twitch(),
+            "zoom" => Self::zoom(),
+            "paddle" => Self::paddle(),
+            "convoy" => Self::convoy(),
+            "outpost" => Self::outpost(),
             _ => return None,
         })
     }
+
+    /// Every name [`by_name`](Self::by_name) knows.
+    pub const NAMES: [&'static str; 12] = [
+        "standard", "svix", "stripe", "github", "shopify", "slack", "meta", "twitch", "zoom",
+        "paddle", "convoy", "outpost",
+    ];
 
     /// Sets the text before a single signature, such as `sha256=`.
     /// Versioned (Standard Webhooks) and field (Stripe) formats become a

@@ -7,12 +7,12 @@ use std::time::SystemTime;
 
 use hmac::Mac as _;
 
-use super::clock::unix_seconds;
+use super::clock::{rfc3339_nanos, unix_seconds};
 use super::envelope::{MAX_ID_LEN, MAX_SIGNATURES};
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::keys::{Algorithm, Key};
-use super::scheme::{Format, Scheme, TimestampSource};
+use super::scheme::{Format, Scheme, TimestampFormat, TimestampSource};
 use super::validity::Validity;
 
 /// Signs webhooks for one scheme with one or more secrets.
@@ -176,7 +176,10 @@ impl Signer {
                 &self.scheme,
             )?;
         }
-        let timestamp = unix_seconds(at).to_string();
+        let timestamp = match self.scheme.timestamp_format {
+            TimestampFormat::UnixSeconds => unix_seconds(at).to_string(),
+            TimestampFormat::Rfc3339 => rfc3339_nanos(at),
+        };
         let id_bytes = Some(id.as_bytes());
         let timestamp_bytes = Some(timestamp.as_bytes());
         let how_many = if self.scheme.carries_several() {
@@ -251,14 +254,22 @@ fn write_headers(
             })
             .collect::<Vec<_>>()
             .join(" "),
-        Format::Fields => std::iter::once(format!("t={timestamp}"))
+        Format::Fields(fields) => std::iter::once(format!("{}={timestamp}", fields.timestamp))
             .chain(
                 signatures
                     .iter()
-                    .map(|(_, bytes)| format!("v1={}", encoding.encode(bytes))),
+                    .map(|(_, bytes)| format!("{}={}", fields.signature, encoding.encode(bytes))),
             )
             .collect::<Vec<_>>()
-            .join(","),
+            .join(if fields.separator == b';' { ";" } else { "," }),
+        Format::Listed { prefix } => format!(
+            "{prefix}{}",
+            signatures
+                .iter()
+                .map(|(_, bytes)| encoding.encode(bytes))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         Format::Single { prefix } => signatures
             .first()
             .map(|(_, bytes)| format!("{prefix}{}", encoding.encode(bytes)))

@@ -52,7 +52,28 @@ impl Template {
         Segment::Body,
     ]));
 
-    /// `v0:{timestamp}:{body}`: Slack.
+    /// `{timestamp}:{body}`: Paddle.
+    pub(super) const TIMESTAMP_COLON_BODY: Self = Self(Cow::Borrowed(&[
+        Segment::Timestamp,
+        Segment::Literal(Cow::Borrowed(":")),
+        Segment::Body,
+    ]));
+
+    /// `{timestamp},{body}`: Convoy.
+    pub(super) const TIMESTAMP_COMMA_BODY: Self = Self(Cow::Borrowed(&[
+        Segment::Timestamp,
+        Segment::Literal(Cow::Borrowed(",")),
+        Segment::Body,
+    ]));
+
+    /// `{id}{timestamp}{body}`: Twitch.
+    pub(super) const ID_TIMESTAMP_BODY: Self = Self(Cow::Borrowed(&[
+        Segment::Id,
+        Segment::Timestamp,
+        Segment::Body,
+    ]));
+
+    /// `v0:{timestamp}:{body}`: Slack and Zoom.
     pub(super) const SLACK: Self = Self(Cow::Borrowed(&[
         Segment::Literal(Cow::Borrowed("v0:")),
         Segment::Timestamp,
@@ -148,6 +169,9 @@ mod tests {
             ),
             ("{timestamp}.{body}", Template::TIMESTAMP_DOT_BODY),
             ("v0:{timestamp}:{body}", Template::SLACK),
+            ("{timestamp}:{body}", Template::TIMESTAMP_COLON_BODY),
+            ("{timestamp},{body}", Template::TIMESTAMP_COMMA_BODY),
+            ("{id}{timestamp}{body}", Template::ID_TIMESTAMP_BODY),
         ] {
             let parsed = Template::parse(text).unwrap();
             assert_eq!(parsed, constant, "{text}");
