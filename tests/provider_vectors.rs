@@ -157,6 +157,11 @@ fn twitch_vectors_verify_sign_and_detect_any_change_in_id_timestamp_or_body() {
         let event = verifier.verify_at(&pairs, body, now).unwrap();
         assert_eq!(event.id(), Some(text(vector, "id")));
         assert!(event.id_is_signed());
+        assert_eq!(
+            EventKey::default().key(&verifier, &event).unwrap(),
+            text(vector, "id"),
+            "claimed by the signed message id"
+        );
         assert_eq!(event.timestamp(), vector["unix"].as_i64());
         // Signing at the vector's time writes its timestamp and signature.
         let nanos = text(vector, "timestamp")
@@ -233,6 +238,13 @@ fn zoom_verifies_slacks_published_vector_under_zooms_headers() {
         body,
         now,
         &[("x-zm-request-timestamp", -1), ("x-zm-signature", -1)],
+    );
+    let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let event = verifier.verify_at(&pairs, body, now).unwrap();
+    let key = EventKey::default().key(&verifier, &event).unwrap();
+    assert!(
+        key.starts_with("sha256:"),
+        "claimed by the signed content: {key}"
     );
     let signer = Signer::new(Scheme::zoom(), [text(vector, "secret")]).unwrap();
     let signed = signer.sign("ignored", now, body).unwrap();
@@ -395,9 +407,14 @@ fn convoy_vectors_end_as_convoys_own_sdks_say() {
         let verifier = verifier(Scheme::convoy(), &[secret]);
         let headers = [("X-Convoy-Signature", text(rotation, "header").to_owned())];
         let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        verifier
+        let event = verifier
             .verify_at(&pairs, body, now)
             .expect("each rotated secret verifies");
+        let key = EventKey::default().key(&verifier, &event).unwrap();
+        assert!(
+            key.starts_with("sha256:"),
+            "claimed by the signed content: {key}"
+        );
     }
 }
 
@@ -427,6 +444,23 @@ fn outpost_vectors_verify_with_current_or_previous_secret() {
     assert_eq!(
         signed.get("x-outpost-signature"),
         Some(text(rotating, "header"))
+    );
+    // Claimed by the signed body, whatever unsigned event id comes with it.
+    let keys: Vec<String> = ["evt_1", "evt_replayed_under_a_fresh_id"]
+        .into_iter()
+        .map(|id| {
+            let verifier = verifier(Scheme::outpost(), &[secrets[0]]);
+            let headers = [
+                ("x-outpost-signature", text(rotating, "header")),
+                ("x-outpost-event-id", id),
+            ];
+            let event = verifier.verify(&headers, body).unwrap();
+            EventKey::default().key(&verifier, &event).unwrap()
+        })
+        .collect();
+    assert!(
+        keys[0].starts_with("sha256:") && keys[0] == keys[1],
+        "{keys:?}"
     );
     for secret in &secrets {
         let verifier = verifier(Scheme::outpost(), &[secret]);

@@ -17,8 +17,9 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode, percent_encod
 use serde_json::ser::{CompactFormatter, Formatter, PrettyFormatter};
 use zeroize::Zeroizing;
 
-/// The built-in schemes `--scheme` names, tried in this order.
-const SCHEMES: [&str; 6] = ["standard", "svix", "stripe", "github", "shopify", "slack"];
+/// The built-in schemes `--scheme` names, tried in this order (Square's
+/// needs its URL, so it is not among them).
+const SCHEMES: [&str; 12] = Scheme::NAMES;
 
 /// `application/x-www-form-urlencoded` leaves these bytes as they are
 /// (and writes a space as `+`, which `%20` is turned into).
@@ -237,15 +238,23 @@ impl Search<'_, '_> {
         let request = self.request;
         self.tried.push("the other schemes");
         let current = request.scheme.name();
-        for name in SCHEMES.into_iter().filter(|name| *name != current) {
-            let scheme = Scheme::by_name(name).expect("SCHEMES are the library's names");
-            let verifier = request.verifier(&scheme, given);
-            if verifier.is_some_and(|v| accepts(&v, request.headers, request.body)) {
-                self.findings.push(format!(
-                    "--scheme {name} instead of --scheme {current} (the request is signed the \
-                     {name} way)"
-                ));
-            }
+        // GitHub and Meta sign alike: one line names every scheme that
+        // would match.
+        let matching: Vec<&str> = SCHEMES
+            .into_iter()
+            .filter(|name| *name != current)
+            .filter(|name| {
+                let scheme = Scheme::by_name(name).expect("SCHEMES are the library's names");
+                let verifier = request.verifier(&scheme, given);
+                verifier.is_some_and(|v| accepts(&v, request.headers, request.body))
+            })
+            .collect();
+        if let Some(first) = matching.first() {
+            self.findings.push(format!(
+                "--scheme {} instead of --scheme {current} (the request is signed the {first} \
+                 way)",
+                matching.join(" or --scheme ")
+            ));
         }
     }
 }
@@ -450,8 +459,11 @@ fn timestamp_at<'a>(scheme: &'a Scheme, custom: Option<&'a str>) -> Option<Stamp
         "standard" => ("webhook-timestamp", false),
         "svix" => ("svix-timestamp", false),
         "slack" => ("x-slack-request-timestamp", false),
-        "stripe" => (scheme.signature_header(), true),
-        "github" | "shopify" => return None,
+        "zoom" => ("x-zm-request-timestamp", false),
+        "stripe" | "convoy" => (scheme.signature_header(), true),
+        // Paddle's `ts=` sits among `;` fields and Twitch writes a date:
+        // neither is a count of seconds to read as milliseconds.
+        "github" | "shopify" | "meta" | "square" | "outpost" | "paddle" | "twitch" => return None,
         _ => (custom?, false),
     };
     Some(Stamp { header, field })

@@ -126,6 +126,10 @@ struct SchemeArgs {
     /// custom: the signed content, from `{id}`, `{timestamp}`, `{body}` and text.
     #[arg(long)]
     template: Option<String>,
+    /// square: the URL the provider signed, exactly as configured in Square
+    /// (behind a proxy, not the one the request reached).
+    #[arg(long, required_if_eq("scheme", "square"))]
+    signed_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -136,6 +140,13 @@ enum SchemeName {
     Github,
     Shopify,
     Slack,
+    Meta,
+    Twitch,
+    Zoom,
+    Paddle,
+    Square,
+    Convoy,
+    Outpost,
     Custom,
 }
 
@@ -154,6 +165,15 @@ impl SchemeArgs {
             SchemeName::Github => "github",
             SchemeName::Shopify => "shopify",
             SchemeName::Slack => "slack",
+            SchemeName::Meta => "meta",
+            SchemeName::Twitch => "twitch",
+            SchemeName::Zoom => "zoom",
+            SchemeName::Paddle => "paddle",
+            SchemeName::Convoy => "convoy",
+            SchemeName::Outpost => "outpost",
+            SchemeName::Square => {
+                return Scheme::square(self.signed_url.as_deref().unwrap_or_default());
+            }
             SchemeName::Custom => return self.custom(),
         };
         Ok(Scheme::by_name(name).expect("every SchemeName but custom is a provider"))
