@@ -28,6 +28,7 @@
 
 mod body;
 mod event;
+mod handshake;
 mod metrics;
 mod provider;
 mod receiver;
@@ -37,6 +38,7 @@ mod tenant;
 
 pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, content_length, read_limited};
 pub use event::VerifiedEvent;
+pub use handshake::{Handshake, HandshakeAnswer};
 pub use metrics::{report_inbox_depth, request_span};
 pub use receiver::Receiver;
 pub use rejection::Rejection;

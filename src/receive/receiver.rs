@@ -7,6 +7,7 @@ use bytes::Buf;
 use futures_core::Stream;
 
 use super::body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
+use super::handshake::{self, Handshake, HandshakeAnswer};
 use super::{Rejection, VerifiedEvent, metrics};
 use crate::verify::{ConfigError, EventKey, HeaderKey, HeaderLookup, Headers, Verifier};
 
@@ -45,6 +46,7 @@ pub struct Receiver {
     body_limit: usize,
     body_timeout: Duration,
     keep: Vec<HeaderKey>,
+    handshakes: Vec<Handshake>,
 }
 
 impl Receiver {
@@ -58,7 +60,56 @@ impl Receiver {
             key: EventKey::default(),
             verifier,
             keep: Vec::new(),
+            handshakes: Vec::new(),
         }
+    }
+
+    /// Answers the provider's subscription check itself ([`Handshake`]):
+    /// both adapters ask [`answer_before_body`](Self::answer_before_body)
+    /// and [`answer_verified`](Self::answer_verified) and send the answer;
+    /// the handshake is never claimed and never reaches the handler.
+    ///
+    /// ```
+    /// use hooklatch::receive::{Handshake, Receiver};
+    /// use hooklatch::verify::{Scheme, Verifier};
+    ///
+    /// let verifier = Verifier::builder(Scheme::meta()).with_secret("app-secret")?.build()?;
+    /// let receiver = Receiver::new(verifier).with_handshake(Handshake::meta("my-verify-token"));
+    /// let query = "hub.mode=subscribe&hub.verify_token=my-verify-token&hub.challenge=1158201444";
+    /// let answer = receiver.answer_before_body("GET", Some(query)).unwrap();
+    /// assert_eq!((answer.status, answer.body.as_str()), (200, "1158201444"));
+    /// # Ok::<(), hooklatch::verify::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn with_handshake(mut self, handshake: Handshake) -> Self {
+        self.handshakes.push(handshake);
+        self
+    }
+
+    /// The answer to an unsigned handshake (Meta's `GET`), from the
+    /// request's method and URI query, before any body is read: `None`
+    /// when the request is not one, and a handshake with a wrong verify
+    /// token is answered 403.
+    pub fn answer_before_body(&self, method: &str, query: Option<&str>) -> Option<HandshakeAnswer> {
+        let answer = handshake::before_body(&self.handshakes, method, query)?;
+        tracing::info!(
+            provider = answer.provider,
+            status = answer.status,
+            "answered a handshake"
+        );
+        Some(answer)
+    }
+
+    /// The answer to a signed handshake (Slack, Twitch, Zoom) once `event`
+    /// verified: `None` when it is a webhook to claim.
+    pub fn answer_verified<H: Headers + ?Sized>(
+        &self,
+        headers: &H,
+        event: &VerifiedEvent,
+    ) -> Option<HandshakeAnswer> {
+        let answer = handshake::verified(&self.handshakes, &self.verifier, headers, event)?;
+        tracing::info!(provider = answer.provider, "answered a handshake");
+        Some(answer)
     }
 
     /// Keeps the headers called `names` with each event

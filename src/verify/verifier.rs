@@ -242,6 +242,14 @@ impl Verifier {
     }
 }
 
+impl Verifier {
+    /// See [`Inner::mac_hex`].
+    #[cfg(feature = "http")]
+    pub(crate) fn mac_hex(&self, message: &[u8], now: SystemTime) -> Option<String> {
+        self.inner.mac_hex(message, now)
+    }
+}
+
 impl Inner {
     fn check_time(&self, timestamp: i64, now: i64) -> Result<(), VerifyError> {
         if timestamp <= now {
@@ -269,6 +277,33 @@ impl Inner {
             ahead_secs,
             tolerance_secs: self.future_tolerance,
         })
+    }
+
+    /// Hex HMAC-SHA256 of `message` with the first HMAC secret valid at
+    /// `now`: what a provider's handshake asks a receiver to prove it holds
+    /// the secret with (Zoom's `encryptedToken`). `None` without one.
+    #[cfg(feature = "http")]
+    pub(crate) fn mac_hex(&self, message: &[u8], now: SystemTime) -> Option<String> {
+        use std::fmt::Write as _;
+        let now = unix_seconds(now);
+        let keyed = self
+            .keys
+            .iter()
+            .zip(&self.validity)
+            .find_map(|(key, validity)| match key {
+                Key::Hmac(keyed) if validity.contains_unix(now) => Some(keyed),
+                #[cfg(feature = "ed25519")]
+                Key::Ed25519Public(_) | Key::Ed25519Secret(_) => None,
+                Key::Hmac(_) => None,
+            })?;
+        let mut mac = keyed.clone();
+        mac.update(message);
+        let tag = mac.finalize().into_bytes();
+        let mut hex = String::with_capacity(tag.len() * 2);
+        for byte in tag {
+            let _ = write!(hex, "{byte:02x}");
+        }
+        Some(hex)
     }
 
     /// Tries every accepted signature against every key of its algorithm:

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, web};
 use hooklatch::dedup::{Acceptance, DedupError, Inbox, Lease, LeaseStore, validate_namespace};
-use hooklatch::receive::{self, Claimed, Receiver, Rejection, Tenants, VerifiedEvent};
+use hooklatch::receive::{self, Claimed, Handshake, Receiver, Rejection, Tenants, VerifiedEvent};
 use hooklatch::verify::EventKey;
 use hooklatch::verify::Verifier;
 
@@ -270,6 +270,28 @@ impl WebhookConfig {
     #[must_use]
     pub fn with_reason_in_body(self, reason_in_body: bool) -> Self {
         self.change(|settings| settings.reason_in_body = reason_in_body)
+    }
+
+    /// Answers a provider's subscription check itself ([`Handshake`]:
+    /// Slack, Meta, Twitch, Zoom) before any claim: the extractor answers
+    /// it and your handler does not run. Meta's is a `GET`: route `GET` to
+    /// the handler too (`web::route()`, or `#[route(.., method = "GET",
+    /// method = "POST")]`). With tenants, give each tenant's [`Receiver`]
+    /// its handshake.
+    ///
+    /// ```
+    /// use hooklatch::receive::Handshake;
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_actix::WebhookConfig;
+    ///
+    /// let verifier = Verifier::builder(Scheme::meta()).with_secret("app-secret")?.build()?;
+    /// let config = WebhookConfig::new(verifier).with_handshake(Handshake::meta("verify-token"));
+    /// # let _ = config;
+    /// # Ok::<(), hooklatch::verify::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn with_handshake(self, handshake: Handshake) -> Self {
+        self.change_receiver(|receiver| receiver.with_handshake(handshake))
     }
 
     /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the

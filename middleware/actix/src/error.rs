@@ -4,16 +4,18 @@ use std::sync::Arc;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use hooklatch::receive::Rejection;
+use hooklatch::receive::{HandshakeAnswer, Rejection};
 
 /// An application's own answer to a rejection, set with
 /// [`WebhookConfig::with_rejection_response`](crate::WebhookConfig::with_rejection_response).
 pub(crate) type RespondFn = Arc<dyn Fn(&Rejection) -> Option<HttpResponse> + Send + Sync>;
 
 /// Why an extractor stopped a request before the handler ran: a
-/// [`Rejection`] (400, 409, 413, 422, 500 or 503, see its `status`), or an
+/// [`Rejection`] (400, 409, 413, 422, 500 or 503, see its `status`), an
 /// event handled before, which [`LeasedWebhook`](crate::LeasedWebhook)
-/// answers 200 without running the handler.
+/// answers 200 without running the handler, or a provider's handshake,
+/// answered as the core wrote it
+/// ([`WebhookConfig::with_handshake`](crate::WebhookConfig::with_handshake)).
 pub struct WebhookError {
     kind: Kind,
     respond: Option<RespondFn>,
@@ -24,6 +26,7 @@ pub struct WebhookError {
 enum Kind {
     Rejected(Rejection),
     AlreadyHandled,
+    Handshake(HandshakeAnswer),
 }
 
 impl std::fmt::Debug for WebhookError {
@@ -37,11 +40,28 @@ impl std::fmt::Debug for WebhookError {
 }
 
 impl WebhookError {
-    /// The rejection, unless the event was handled before.
+    /// The rejection, unless the event was handled before or the request
+    /// was a handshake.
     pub fn rejection(&self) -> Option<&Rejection> {
         match &self.kind {
             Kind::Rejected(rejection) => Some(rejection),
-            Kind::AlreadyHandled => None,
+            Kind::AlreadyHandled | Kind::Handshake(_) => None,
+        }
+    }
+
+    /// The answer to a provider's handshake, if the request was one.
+    pub fn handshake(&self) -> Option<&HandshakeAnswer> {
+        match &self.kind {
+            Kind::Handshake(answer) => Some(answer),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn handshake_answered(answer: HandshakeAnswer) -> Self {
+        Self {
+            kind: Kind::Handshake(answer),
+            respond: None,
+            reason_in_body: false,
         }
     }
 
@@ -87,6 +107,7 @@ impl std::fmt::Display for WebhookError {
         match &self.kind {
             Kind::Rejected(rejection) => write!(f, "webhook rejected: {rejection}"),
             Kind::AlreadyHandled => f.write_str("webhook already handled"),
+            Kind::Handshake(answer) => write!(f, "answered a {} handshake", answer.provider),
         }
     }
 }
@@ -97,14 +118,27 @@ impl ResponseError for WebhookError {
             Kind::Rejected(rejection) => StatusCode::from_u16(rejection.status().as_u16())
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             Kind::AlreadyHandled => StatusCode::OK,
+            Kind::Handshake(answer) => {
+                StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK)
+            }
         }
     }
 
     fn error_response(&self) -> HttpResponse {
-        let Kind::Rejected(rejection) = &self.kind else {
-            return HttpResponse::Ok()
-                .content_type("text/plain; charset=utf-8")
-                .body("duplicate");
+        let rejection = match &self.kind {
+            Kind::Rejected(rejection) => rejection,
+            Kind::AlreadyHandled => {
+                return HttpResponse::Ok()
+                    .content_type("text/plain; charset=utf-8")
+                    .body("duplicate");
+            }
+            Kind::Handshake(answer) => {
+                return HttpResponse::build(self.status_code())
+                    .content_type(answer.content_type)
+                    .insert_header(("cache-control", "no-store"))
+                    .insert_header(("x-content-type-options", "nosniff"))
+                    .body(answer.body.clone());
+            }
         };
         if let Some(mut response) = self.respond.as_ref().and_then(|respond| respond(rejection)) {
             // A sender told to come back is told when, whatever the body.

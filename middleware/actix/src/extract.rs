@@ -49,6 +49,10 @@ where
                 (None, Some(receiver)) => receiver,
                 (None, None) => return Err(Rejection::NotConfigured.into()),
             };
+            let query = Some(request.query_string()).filter(|query| !query.is_empty());
+            if let Some(answer) = receiver.answer_before_body(request.method().as_str(), query) {
+                return Err(WebhookError::handshake_answered(answer));
+            }
             let event = receiver.receive(&headers, payload).await?;
             // The tenant's secrets may have changed while the body
             // arrived: check them again before claiming the event.
@@ -60,6 +64,17 @@ where
                 ),
                 (_, tenant) => tenant,
             };
+            // A provider's handshake is answered here: never claimed,
+            // never handed to the handler.
+            let now = match &tenant {
+                Some(tenant) => Some(tenant.receiver()),
+                None => settings.receiver.as_ref(),
+            };
+            if let Some(answer) =
+                now.and_then(|receiver| receiver.answer_verified(&headers, &event))
+            {
+                return Err(WebhookError::handshake_answered(answer));
+            }
             step(config, event, tenant).await
         };
         let span = hooklatch::receive::request_span();

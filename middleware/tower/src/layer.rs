@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hooklatch::dedup::{DedupError, Inbox, LeaseStore, validate_namespace};
-use hooklatch::receive::{Receiver, Tenants};
+use hooklatch::receive::{Handshake, Receiver, Tenants};
 use hooklatch::verify::Verifier;
 use tower_layer::Layer;
 
@@ -230,6 +230,36 @@ impl<M: Clone> WebhookLayer<M> {
         };
         Ok(WebhookLayer {
             config: Arc::new(Config { source, ..config }),
+        })
+    }
+
+    /// Answers a provider's subscription check itself ([`Handshake`]:
+    /// Slack, Meta, Twitch, Zoom) before any claim: the handshake never
+    /// reaches your handler or the inbox. Meta's is a `GET`: apply the
+    /// layer with `.layer(..)` on the route (not `.route_layer(..)`), so it
+    /// sees a `GET` on a `post` route. For a layer of tenants, give each
+    /// tenant's [`Receiver`] its handshake.
+    ///
+    /// ```
+    /// use hooklatch::receive::Handshake;
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_tower::WebhookLayer;
+    ///
+    /// use axum::{Router, routing::post};
+    ///
+    /// fn app() -> Result<Router, Box<dyn std::error::Error>> {
+    ///     let verifier = Verifier::builder(Scheme::meta()).with_secret("the app secret")?.build()?;
+    ///     let layer = WebhookLayer::new(verifier).with_handshake(Handshake::meta("my verify token"));
+    ///     Ok(Router::new().route("/hooks/meta", post(|| async { "handled" })).layer(layer))
+    /// }
+    /// # app().unwrap();
+    /// ```
+    pub fn with_handshake(self, handshake: Handshake) -> Self {
+        self.map(|config| Config {
+            source: config
+                .source
+                .map(|receiver| receiver.with_handshake(handshake)),
+            ..config
         })
     }
 

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use hooklatch::receive::Rejection;
-use http::Response;
+use hooklatch::receive::{HandshakeAnswer, Rejection};
+use http::{HeaderValue, Response, StatusCode, header};
 
 type Hook = dyn Fn(&Rejection) -> Option<Response<String>> + Send + Sync;
 
@@ -71,4 +71,22 @@ impl Answers {
         }
         rejection.into_response()
     }
+}
+
+/// The answer to a provider's handshake, as the core wrote it, never
+/// cached or sniffed (it echoes the provider's text).
+pub(crate) fn handshake<B: From<String>>(answer: HandshakeAnswer) -> Response<B> {
+    let mut response = Response::new(B::from(answer.body));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(answer.content_type),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }

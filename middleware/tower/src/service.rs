@@ -81,6 +81,11 @@ where
                     (Source::Tenants(_), Some(tenant)) => tenant.receiver(),
                     (Source::Tenants(_), None) => unreachable!("a tenant was resolved above"),
                 };
+                if let Some(answer) =
+                    receiver.answer_before_body(parts.method.as_str(), parts.uri.query())
+                {
+                    return Ok(crate::response::handshake(answer));
+                }
                 let received = receiver
                     .receive(&parts.headers, body.into_data_stream())
                     .await;
@@ -102,6 +107,18 @@ where
                     }
                     (_, tenant) => tenant,
                 };
+                // A provider's handshake is answered here: never claimed,
+                // never passed on.
+                let now = match (&config.source, &tenant) {
+                    (_, Some(tenant)) => Some(tenant.receiver()),
+                    (Source::Fixed(receiver), None) => Some(receiver),
+                    (Source::Tenants(_), None) => None,
+                };
+                if let Some(answer) =
+                    now.and_then(|receiver| receiver.answer_verified(&parts.headers, &event))
+                {
+                    return Ok(crate::response::handshake(answer));
+                }
                 // Each mode puts the event where it goes: into the request for
                 // the inner service, or into the layer's own answer.
                 let request = Request::from_parts(parts, ReqBody::from(event.body.clone()));

@@ -1,0 +1,147 @@
+//! Providers' subscription checks (Slack, Meta, Twitch, Zoom) through the
+//! layer under a real axum server, each with the request its provider
+//! documents: answered as the provider expects, never claimed, never
+//! passed to the handler; a forged one is refused; the provider's
+//! webhooks are still accepted.
+
+#[path = "../../../tests/support/handshakes.rs"]
+mod handshakes;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::routing::post;
+use hooklatch::dedup::{Inbox as _, MemoryStore};
+use hooklatch_tower::WebhookLayer;
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{address}/webhooks")
+}
+
+/// Sends `method url?query` with `headers` and `body`: status, content
+/// type and body.
+async fn send(
+    method: &str,
+    url: &str,
+    query: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (u16, String, String) {
+    let url = if query.is_empty() {
+        url.to_owned()
+    } else {
+        format!("{url}?{query}")
+    };
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut request = reqwest::Client::new()
+        .request(method, url)
+        .body(body.to_vec());
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.unwrap();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (
+        response.status().as_u16(),
+        content_type,
+        response.text().await.unwrap(),
+    )
+}
+
+/// The answer matches, as text or as JSON.
+fn assert_answer(provider: &str, content_type: &str, got: &str, want: &str) {
+    if content_type == "application/json" {
+        let got: serde_json::Value = serde_json::from_str(got).unwrap();
+        let want: serde_json::Value = serde_json::from_str(want).unwrap();
+        assert_eq!(got, want, "{provider}");
+    } else {
+        assert_eq!(got, want, "{provider}");
+    }
+}
+
+#[tokio::test]
+async fn each_providers_handshake_is_answered_by_the_layer_never_claimed_nor_handled() {
+    for case in handshakes::cases() {
+        let provider = case.provider;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let store = MemoryStore::new();
+        let inbox = Router::new()
+            .route("/webhooks", post(|| async { "never called" }))
+            .layer(
+                WebhookLayer::new(case.verifier.clone())
+                    .with_handshake(case.handshake.clone())
+                    .with_inbox(store.clone(), "hooks")
+                    .unwrap(),
+            );
+        let counted = Arc::clone(&calls);
+        let handled = Router::new()
+            .route(
+                "/webhooks",
+                post(move || {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    async { "handled" }
+                }),
+            )
+            .layer(WebhookLayer::new(case.verifier.clone()).with_handshake(case.handshake.clone()));
+        for url in [serve(inbox).await, serve(handled).await] {
+            let (status, content_type, answer) =
+                send(case.method, &url, case.query, &case.headers, &case.body).await;
+            assert_eq!(status, case.status, "{provider}: {answer}");
+            assert_eq!(content_type, case.content_type, "{provider}");
+            assert_answer(provider, &content_type, &answer, &case.answer);
+            let forged = &case.forged;
+            let (status, _, answer) =
+                send(case.method, &url, forged.query, &forged.headers, &case.body).await;
+            assert_eq!(status, forged.status, "{provider} forged: {answer}");
+        }
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            0,
+            "{provider}: the handler never ran"
+        );
+        let taken = store.take("hooks", "test", 10).await.unwrap();
+        assert!(taken.is_empty(), "{provider}: nothing claimed or enqueued");
+
+        // The provider's webhooks go on as before.
+        let inbox = Router::new()
+            .route("/webhooks", post(|| async { "never called" }))
+            .layer(
+                WebhookLayer::new(case.verifier.clone())
+                    .with_handshake(case.handshake.clone())
+                    .with_inbox(store.clone(), "hooks")
+                    .unwrap(),
+            );
+        let url = serve(inbox).await;
+        let (headers, body) = &case.webhook;
+        let (status, _, answer) = send("POST", &url, "", headers, body).await;
+        assert_eq!(status, 202, "{provider}'s webhook: {answer}");
+        let taken = store.take("hooks", "test", 10).await.unwrap();
+        assert_eq!(taken.len(), 1, "{provider}'s webhook enqueued");
+    }
+}
+
+/// Without the handshake configured, a handshake is a webhook like any
+/// other (Meta's unsigned GET is refused).
+#[tokio::test]
+async fn a_handshake_not_configured_is_not_answered() {
+    for case in handshakes::cases() {
+        let app = Router::new()
+            .route("/webhooks", post(|| async { "handled" }))
+            .layer(WebhookLayer::new(case.verifier.clone()));
+        let url = serve(app).await;
+        let (status, _, answer) =
+            send(case.method, &url, case.query, &case.headers, &case.body).await;
+        assert_ne!(answer, case.answer, "{}", case.provider);
+        if case.method == "GET" {
+            assert_eq!(status, 400, "{}: unsigned", case.provider);
+        }
+    }
+}

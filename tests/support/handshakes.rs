@@ -1,0 +1,184 @@
+//! Providers' subscription checks as each provider documents them, for
+//! the axum layer's and the actix extractor's tests: the request, and the
+//! answer a receiver owes it. Included with `#[path]`.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::SystemTime;
+
+use hooklatch::receive::Handshake;
+use hooklatch::verify::{Scheme, Signer, Verifier};
+
+/// One provider's handshake: how the receiver is configured, the request,
+/// and the answer expected.
+pub struct Case {
+    pub provider: &'static str,
+    pub verifier: Verifier,
+    pub handshake: Handshake,
+    pub method: &'static str,
+    /// The query string, without `?`.
+    pub query: &'static str,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub status: u16,
+    pub content_type: &'static str,
+    pub answer: String,
+    /// The same request with its proof broken (signature or verify
+    /// token), and the status it gets.
+    pub forged: Forged,
+    /// A webhook of the same provider, which the receiver claims as usual.
+    pub webhook: (Vec<(String, String)>, Vec<u8>),
+}
+
+pub struct Forged {
+    pub query: &'static str,
+    pub headers: Vec<(String, String)>,
+    pub status: u16,
+}
+
+fn verifier(scheme: Scheme, secret: &str) -> Verifier {
+    Verifier::builder(scheme)
+        .with_secret(secret)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+fn signed(scheme: Scheme, secret: &str, id: &str, body: &[u8]) -> Vec<(String, String)> {
+    let signer = Signer::new(scheme, [secret]).unwrap();
+    let headers = signer.sign(id, SystemTime::now(), body).unwrap();
+    headers
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+/// `headers` with the last character of the value of `name` changed.
+fn broken(mut headers: Vec<(String, String)>, name: &str) -> Vec<(String, String)> {
+    let entry = headers
+        .iter_mut()
+        .find(|(key, _)| key.eq_ignore_ascii_case(name))
+        .unwrap();
+    let last = entry.1.pop().unwrap();
+    entry.1.push(if last == '0' { '1' } else { '0' });
+    headers
+}
+
+pub fn cases() -> Vec<Case> {
+    let text = "text/plain; charset=utf-8";
+    let mut cases = Vec::new();
+
+    // Slack's Events API documentation, "url_verification".
+    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+    let body = br#"{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+    let headers = signed(Scheme::slack(), secret, "-", body);
+    let event =
+        br#"{"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention"}}"#;
+    cases.push(Case {
+        provider: "slack",
+        verifier: verifier(Scheme::slack(), secret),
+        handshake: Handshake::Slack,
+        method: "POST",
+        query: "",
+        forged: Forged {
+            query: "",
+            headers: broken(headers.clone(), "x-slack-signature"),
+            status: 400,
+        },
+        headers,
+        body: body.to_vec(),
+        status: 200,
+        content_type: text,
+        answer: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P".into(),
+        webhook: (signed(Scheme::slack(), secret, "-", event), event.to_vec()),
+    });
+
+    // Meta's Graph API webhooks documentation, "Verification Requests".
+    let secret = "meta-app-secret";
+    let event = br#"{"object":"page","entry":[{"id":"1","time":1520383571}]}"#;
+    cases.push(Case {
+        provider: "meta",
+        verifier: verifier(Scheme::meta(), secret),
+        handshake: Handshake::meta("meatyhamhock"),
+        method: "GET",
+        query: "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=meatyhamhock",
+        headers: Vec::new(),
+        body: Vec::new(),
+        status: 200,
+        content_type: text,
+        answer: "1158201444".into(),
+        forged: Forged {
+            query: "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=meatyhamhocK",
+            headers: Vec::new(),
+            status: 403,
+        },
+        webhook: (signed(Scheme::meta(), secret, "-", event), event.to_vec()),
+    });
+
+    // Twitch's EventSub documentation, "Responding to a challenge request".
+    let secret = "s3cRe7-twitch-secret";
+    let body = br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"id":"f1c2a387-161a-49f9-a165-0f21d7a4e1c4","status":"webhook_callback_verification_pending","type":"channel.follow","version":"1","condition":{"broadcaster_user_id":"12826"},"transport":{"method":"webhook","callback":"https://example.com/webhooks/callback"},"created_at":"2019-11-16T10:11:12.634234626Z"}}"#;
+    let mut headers = signed(
+        Scheme::twitch(),
+        secret,
+        "e76c6bd4-55c9-4987-8304-da1588d8988b",
+        body,
+    );
+    headers.push((
+        "Twitch-Eventsub-Message-Type".into(),
+        "webhook_callback_verification".into(),
+    ));
+    let event = br#"{"subscription":{"type":"channel.follow"},"event":{"user_id":"1337"}}"#;
+    let mut notification = signed(
+        Scheme::twitch(),
+        secret,
+        "f00dcafe-0000-4000-8000-000000000001",
+        event,
+    );
+    notification.push(("Twitch-Eventsub-Message-Type".into(), "notification".into()));
+    cases.push(Case {
+        provider: "twitch",
+        verifier: verifier(Scheme::twitch(), secret),
+        handshake: Handshake::Twitch,
+        method: "POST",
+        query: "",
+        forged: Forged {
+            query: "",
+            headers: broken(headers.clone(), "twitch-eventsub-message-signature"),
+            status: 400,
+        },
+        headers,
+        body: body.to_vec(),
+        status: 200,
+        content_type: text,
+        answer: "pogchamp-kappa-360noscope-vohiyo".into(),
+        webhook: (notification, event.to_vec()),
+    });
+
+    // Zoom's webhook documentation, "Validate your webhook endpoint"; the
+    // encrypted token for this secret as Elastic's Zoom input computes it.
+    let secret = "secretValueTest";
+    let body = br#"{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}"#;
+    let headers = signed(Scheme::zoom(), secret, "-", body);
+    let event =
+        br#"{"event":"meeting.started","payload":{"object":{"id":"1"}},"event_ts":1654503849680}"#;
+    cases.push(Case {
+        provider: "zoom",
+        verifier: verifier(Scheme::zoom(), secret),
+        handshake: Handshake::Zoom,
+        method: "POST",
+        query: "",
+        forged: Forged {
+            query: "",
+            headers: broken(headers.clone(), "x-zm-signature"),
+            status: 400,
+        },
+        headers,
+        body: body.to_vec(),
+        status: 200,
+        content_type: "application/json",
+        answer: r#"{"encryptedToken":"70c1f2e2e6ca2d39297490d1f9142c7d701415ea8e6151f6562a08fa657a40ff","plainToken":"qgg8vlvZRS6UYooatFL8Aw"}"#.into(),
+        webhook: (signed(Scheme::zoom(), secret, "-", event), event.to_vec()),
+    });
+    cases
+}
