@@ -81,10 +81,13 @@ impl VerifiedEvent {
     }
 
     /// The event's type: GitHub's `X-GitHub-Event`, Shopify's
-    /// `X-Shopify-Topic`, or the body's top-level `type` for Stripe,
-    /// Standard Webhooks, Svix, Slack (the `payload`'s for interactive
-    /// actions) and custom schemes; read from the body when first asked
-    /// for.
+    /// `X-Shopify-Topic`, Twitch's `Twitch-Eventsub-Subscription-Type`,
+    /// Outpost's `x-outpost-topic`; Zoom's body `event`, Paddle's
+    /// `event_type`, Meta's `field` of the first change (else its
+    /// `object`); or the body's top-level `type` for Stripe, Standard
+    /// Webhooks, Svix, Slack (the `payload`'s for interactive actions),
+    /// Square, Convoy and custom schemes. Read from the body when first
+    /// asked for.
     pub fn event_type(&self) -> Option<&str> {
         self.provider.event_type(&self.body)
     }

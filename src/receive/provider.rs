@@ -10,15 +10,30 @@ use crate::verify::{HeaderKey, HeaderLookup, Headers};
 /// request arrives; the type in the body is read when first asked for.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProviderInfo {
-    /// The type named by a header (GitHub, Shopify).
+    /// The type named by a header (GitHub, Shopify, Twitch, Outpost).
     header_type: Option<String>,
-    /// Whether the type is in the body (Stripe, Standard Webhooks, Svix,
-    /// Slack, custom schemes).
-    type_in_body: bool,
+    /// Where in the body the type is, when no header names it.
+    body_type_at: BodyType,
     body_type: OnceLock<Option<String>>,
     pub(crate) delivery_id: Option<String>,
     pub(crate) retry: Option<u32>,
     pub(crate) kept: Vec<(String, String)>,
+}
+
+/// Where a scheme's body names the event's type.
+#[derive(Debug, Clone, Copy, Default)]
+enum BodyType {
+    /// Nowhere: the type is a header's, or the scheme has none.
+    #[default]
+    Nowhere,
+    /// A top-level string field: `type` (Stripe, Standard Webhooks, Svix,
+    /// Slack, Square, Convoy, custom schemes; for Slack's interactive payloads,
+    /// the `type` of the JSON in the form field `payload`), `event`
+    /// (Zoom), `event_type` (Paddle).
+    Field(&'static str),
+    /// Meta's: the `field` of the first entry's first change
+    /// (`entry[0].changes[0].field`), else the top-level `object`.
+    MetaChange,
 }
 
 fn text<H: Headers + ?Sized>(headers: &H, name: &'static str) -> Option<String> {
@@ -48,7 +63,25 @@ impl ProviderInfo {
                 None,
                 text(headers, "x-slack-retry-num").and_then(|n| n.trim().parse().ok()),
             ),
+            "twitch" => (
+                text(headers, "twitch-eventsub-subscription-type"),
+                text(headers, "twitch-eventsub-message-id"),
+                text(headers, "twitch-eventsub-message-retry").and_then(|n| n.trim().parse().ok()),
+            ),
+            "outpost" => (
+                text(headers, "x-outpost-topic"),
+                text(headers, "x-outpost-event-id"),
+                None,
+            ),
             _ => (None, None, None),
+        };
+        let body_type_at = match scheme {
+            _ if header_type.is_some() => BodyType::Nowhere,
+            "github" | "shopify" | "twitch" | "outpost" => BodyType::Nowhere,
+            "zoom" => BodyType::Field("event"),
+            "paddle" => BodyType::Field("event_type"),
+            "meta" => BodyType::MetaChange,
+            _ => BodyType::Field("type"),
         };
         let kept = keep
             .iter()
@@ -60,7 +93,7 @@ impl ProviderInfo {
             })
             .collect();
         Self {
-            type_in_body: header_type.is_none() && !matches!(scheme, "github" | "shopify"),
+            body_type_at,
             header_type,
             body_type: OnceLock::new(),
             delivery_id,
@@ -76,13 +109,27 @@ impl ProviderInfo {
         if let Some(kind) = &self.header_type {
             return Some(kind);
         }
-        if !self.type_in_body {
-            return None;
-        }
+        let at = self.body_type_at;
         self.body_type
-            .get_or_init(|| body_type(body).or_else(|| form_payload_type(body)))
+            .get_or_init(|| match at {
+                BodyType::Nowhere => None,
+                BodyType::Field("type") => body_type(body).or_else(|| form_payload_type(body)),
+                BodyType::Field(name) => crate::verify::json_field(body, name).ok(),
+                BodyType::MetaChange => meta_change_field(body),
+            })
             .as_deref()
     }
+}
+
+/// Meta's event type: the `field` of the first entry's first change
+/// (`feed`, `messages`), else the top-level `object` (`page`,
+/// `whatsapp_business_account`).
+fn meta_change_field(body: &[u8]) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    json["entry"][0]["changes"][0]["field"]
+        .as_str()
+        .or_else(|| json["object"].as_str())
+        .map(str::to_owned)
 }
 
 /// The top-level `type` of a JSON object, without building the rest.
@@ -163,6 +210,51 @@ mod tests {
             ProviderInfo::read("stripe", &none, &[]).event_type(b"not json"),
             None
         );
+    }
+
+    #[test]
+    fn each_newer_provider_names_its_type_where_it_sends_it() {
+        let none: [(&str, &str); 0] = [];
+        let twitch = [
+            ("twitch-eventsub-subscription-type", "channel.follow"),
+            (
+                "twitch-eventsub-message-id",
+                "e76c6bd4-55c9-4987-8304-da1588d8988b",
+            ),
+            ("twitch-eventsub-message-retry", "1"),
+        ];
+        let info = ProviderInfo::read("twitch", &twitch, &[]);
+        assert_eq!(
+            info.event_type(br#"{"type":"ignored"}"#),
+            Some("channel.follow")
+        );
+        assert_eq!(
+            info.delivery_id.as_deref(),
+            Some("e76c6bd4-55c9-4987-8304-da1588d8988b")
+        );
+        assert_eq!(info.retry, Some(1));
+        let outpost = [
+            ("x-outpost-topic", "user.created"),
+            ("x-outpost-event-id", "evt_1"),
+        ];
+        let info = ProviderInfo::read("outpost", &outpost, &[]);
+        assert_eq!(info.event_type(b"{}"), Some("user.created"));
+        assert_eq!(info.delivery_id.as_deref(), Some("evt_1"));
+        for (scheme, body, kind) in [
+            ("zoom", &br#"{"event":"meeting.started","payload":{}}"#[..], Some("meeting.started")),
+            ("paddle", br#"{"event_id":"evt_1","event_type":"customer.created"}"#, Some("customer.created")),
+            ("square", br#"{"type":"payment.created","event_id":"e"}"#, Some("payment.created")),
+            (
+                "meta",
+                br#"{"object":"page","entry":[{"id":"1","changes":[{"field":"feed","value":{}}]}]}"#,
+                Some("feed"),
+            ),
+            ("meta", br#"{"object":"whatsapp_business_account","entry":[]}"#, Some("whatsapp_business_account")),
+            ("convoy", br#"{"type":"order.paid"}"#, Some("order.paid")),
+        ] {
+            let info = ProviderInfo::read(scheme, &none, &[]);
+            assert_eq!(info.event_type(body), kind, "{scheme}");
+        }
     }
 
     #[test]

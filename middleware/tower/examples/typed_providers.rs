@@ -1,12 +1,15 @@
 //! Run with: cargo run -p hooklatch-tower --example typed_providers
 //!
-//! GitHub and Stripe into one axum app, each event handled once, in a typed
-//! handler chosen by the event's type:
+//! GitHub, Stripe and Twitch into one axum app, each event handled once, in
+//! a typed handler chosen by the event's type:
 //!
 //! - `POST /webhooks/github`: GitHub's signature; the type is the
 //!   `X-GitHub-Event` header (`push`, `ping`, `issues`);
 //! - `POST /webhooks/stripe`: Stripe's signature; the type is the body's
-//!   `type` (`invoice.paid`, `customer.subscription.deleted`).
+//!   `type` (`invoice.paid`, `customer.subscription.deleted`);
+//! - `POST /webhooks/twitch`: Twitch EventSub's signature; the type is the
+//!   `Twitch-Eventsub-Subscription-Type` header (`channel.follow`). Twitch's
+//!   callback verification is answered by the layer with its challenge.
 //!
 //! Both run in lease mode: the handler runs inline, a duplicate that
 //! arrives while it runs is answered 409 with `Retry-After`, and once it
@@ -15,7 +18,8 @@
 //! and ignored, so the provider counts it delivered and does not retry it.
 //!
 //! Settings come from the environment (this crate has no flag parser):
-//! `GITHUB_WEBHOOK_SECRET` and `STRIPE_WEBHOOK_SECRET` (required),
+//! `GITHUB_WEBHOOK_SECRET`, `STRIPE_WEBHOOK_SECRET` and
+//! `TWITCH_WEBHOOK_SECRET` (required),
 //! `HOOKLATCH_ADDR` (default `127.0.0.1:3000`), and `DATABASE_URL` for a
 //! Postgres store shared by several instances (otherwise the SQLite file
 //! `hooklatch.db`). `HOOKLATCH_REASON_IN_BODY=1` names the reason's kind in
@@ -28,6 +32,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::routing::post;
 use hooklatch::dedup::{LeaseStore, PostgresStore, SqliteStore};
+use hooklatch::receive::Handshake;
 use hooklatch::verify::{Scheme, Verifier};
 use hooklatch_tower::{RawWebhook, Rejection, Webhook, WebhookLayer};
 use serde::Deserialize;
@@ -62,6 +67,10 @@ enum Handled {
     SubscriptionDeleted {
         subscription: String,
         customer: String,
+    },
+    Follow {
+        user: String,
+        broadcaster: String,
     },
 }
 
@@ -188,11 +197,51 @@ async fn stripe(
     "handled"
 }
 
+// Twitch's payloads: the type is a header, the fields sit under `event`.
+
+#[derive(Deserialize)]
+struct Follow {
+    user_name: String,
+    broadcaster_user_name: String,
+}
+
+#[derive(Deserialize)]
+struct Notification<T> {
+    event: T,
+}
+
+/// Twitch names the subscription's type in a header, so the handler
+/// matches on [`VerifiedEvent::event_type`](hooklatch_tower::VerifiedEvent::event_type)
+/// as GitHub's does.
+async fn twitch(
+    State(events): State<Events>,
+    RawWebhook(event): RawWebhook,
+) -> Result<&'static str, Rejection> {
+    let handled = match event.event_type() {
+        Some("channel.follow") => {
+            let follow: Notification<Follow> = event.json()?;
+            Handled::Follow {
+                user: follow.event.user_name,
+                broadcaster: follow.event.broadcaster_user_name,
+            }
+        }
+        _ => return Ok("ignored"),
+    };
+    let _ = events.send(handled);
+    Ok("handled")
+}
+
+/// The verifiers of the three providers.
+struct Verifiers {
+    github: Verifier,
+    stripe: Verifier,
+    twitch: Verifier,
+}
+
 /// The app: one route per provider, each verified with its own secret and
 /// leased in its own namespace of `store`.
 fn app<S: LeaseStore + Clone + 'static>(
-    github_verifier: Verifier,
-    stripe_verifier: Verifier,
+    verifiers: Verifiers,
     store: S,
     reason_in_body: bool,
     events: Events,
@@ -206,11 +255,16 @@ fn app<S: LeaseStore + Clone + 'static>(
     Router::new()
         .route(
             "/webhooks/github",
-            post(github).layer(leased(github_verifier, "github")),
+            post(github).layer(leased(verifiers.github, "github")),
         )
         .route(
             "/webhooks/stripe",
-            post(stripe).layer(leased(stripe_verifier, "stripe")),
+            post(stripe).layer(leased(verifiers.stripe, "stripe")),
+        )
+        .route(
+            "/webhooks/twitch",
+            post(twitch)
+                .layer(leased(verifiers.twitch, "twitch").with_handshake(Handshake::Twitch)),
         )
         .with_state(events)
 }
@@ -224,8 +278,11 @@ fn verifier_from_env(scheme: Scheme, name: &str) -> Result<Verifier, Box<dyn std
 async fn serve<S: LeaseStore + Clone + 'static>(
     store: S,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let github = verifier_from_env(Scheme::github(), "GITHUB_WEBHOOK_SECRET")?;
-    let stripe = verifier_from_env(Scheme::stripe(), "STRIPE_WEBHOOK_SECRET")?;
+    let verifiers = Verifiers {
+        github: verifier_from_env(Scheme::github(), "GITHUB_WEBHOOK_SECRET")?,
+        stripe: verifier_from_env(Scheme::stripe(), "STRIPE_WEBHOOK_SECRET")?,
+        twitch: verifier_from_env(Scheme::twitch(), "TWITCH_WEBHOOK_SECRET")?,
+    };
     let reason_in_body = std::env::var("HOOKLATCH_REASON_IN_BODY").as_deref() == Ok("1");
     let address = std::env::var("HOOKLATCH_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
     let (events, mut handled) = tokio::sync::mpsc::unbounded_channel();
@@ -236,8 +293,8 @@ async fn serve<S: LeaseStore + Clone + 'static>(
     });
     let listener = tokio::net::TcpListener::bind(&address).await?;
     let local = listener.local_addr()?;
-    println!("listening on http://{local}/webhooks/github and http://{local}/webhooks/stripe");
-    let app = app(github, stripe, store, reason_in_body, events);
+    println!("listening on http://{local}/webhooks/{{github,stripe,twitch}}");
+    let app = app(verifiers, store, reason_in_body, events);
     axum::serve(listener, app).await?;
     Ok(())
 }
@@ -262,6 +319,7 @@ mod tests {
 
     const GITHUB_SECRET: &str = "It's a Secret to Everybody";
     const STRIPE_SECRET: &str = "whsec_test_secret";
+    const TWITCH_SECRET: &str = "twitch-secret-0123456789";
 
     /// The app on a free loopback port, its base URL, and what its
     /// handlers did.
@@ -274,13 +332,12 @@ mod tests {
                 .build()
                 .unwrap()
         };
-        let app = app(
-            verifier(Scheme::github(), GITHUB_SECRET),
-            verifier(Scheme::stripe(), STRIPE_SECRET),
-            MemoryStore::new(),
-            false,
-            events,
-        );
+        let verifiers = Verifiers {
+            github: verifier(Scheme::github(), GITHUB_SECRET),
+            stripe: verifier(Scheme::stripe(), STRIPE_SECRET),
+            twitch: verifier(Scheme::twitch(), TWITCH_SECRET),
+        };
+        let app = app(verifiers, MemoryStore::new(), false, events);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -474,5 +531,51 @@ mod tests {
             400
         );
         assert_eq!(drain(&mut handled), []);
+    }
+
+    /// Twitch's headers for `body`: its signature, message id and time, the
+    /// message's kind and the subscription's type.
+    fn twitch_headers(id: &str, kind: &str, body: &[u8]) -> Vec<(String, String)> {
+        let mut headers: Vec<(String, String)> = Signer::new(Scheme::twitch(), [TWITCH_SECRET])
+            .unwrap()
+            .sign(id, SystemTime::now(), body)
+            .unwrap()
+            .iter()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        headers.push(("Twitch-Eventsub-Message-Type".into(), kind.into()));
+        headers.push((
+            "Twitch-Eventsub-Subscription-Type".into(),
+            "channel.follow".into(),
+        ));
+        headers
+    }
+
+    /// Twitch's callback verification is answered with its challenge by
+    /// the layer; a follow then reaches the follow handler once.
+    #[tokio::test]
+    async fn twitch_is_verified_by_its_challenge_then_a_follow_reaches_its_handler() {
+        let (url, mut handled) = start().await;
+        let url = format!("{url}/webhooks/twitch");
+        let challenge = br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"type":"channel.follow","version":"2"}}"#;
+        let headers = twitch_headers("m-1", "webhook_callback_verification", challenge);
+        assert_eq!(
+            post(&url, &headers, challenge).await,
+            (200, "pogchamp-kappa-360noscope-vohiyo".into())
+        );
+        let follow = br#"{"subscription":{"type":"channel.follow"},"event":{"user_name":"Cool_User","broadcaster_user_name":"Cooler_User"}}"#;
+        let headers = twitch_headers("m-2", "notification", follow);
+        assert_eq!(post(&url, &headers, follow).await, (200, "handled".into()));
+        assert_eq!(
+            post(&url, &headers, follow).await,
+            (200, "duplicate".into())
+        );
+        assert_eq!(
+            drain(&mut handled),
+            [Handled::Follow {
+                user: "Cool_User".into(),
+                broadcaster: "Cooler_User".into(),
+            }]
+        );
     }
 }
