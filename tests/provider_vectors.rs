@@ -208,13 +208,42 @@ fn a_twitch_signature_verifies_one_split_into_id_and_timestamp_only() {
             matches!(
                 outcome,
                 Err(VerifyError::MalformedHeader {
-                    reason: Malformed::TimestampNotRfc3339,
+                    reason: Malformed::TimestampNotRfc3339 | Malformed::IdContainsDelimiter,
                     ..
                 })
             ),
             "id {id:?} timestamp {timestamp:?}: {outcome:?}"
         );
     }
+    // A date-time in the body could be read as the timestamp, with the real
+    // one inside the id: an id may hold no `:`, which every date-time has.
+    let signer = Signer::new(Scheme::twitch(), [text(vector, "secret")]).unwrap();
+    let body = br#"{"event":{"followed_at":"2019-11-16T10:11:12.123Z","user":"x"}}"#;
+    let signed = signer.sign(id, now, body).unwrap();
+    let timestamp = signed.get("twitch-eventsub-message-timestamp").unwrap();
+    let date = "2019-11-16T10:11:12.123Z";
+    let at = std::str::from_utf8(body).unwrap().find(date).unwrap();
+    let (inner, rest) = (&body[..at], &body[at + date.len()..]);
+    let longer_id = format!("{id}{timestamp}{}", std::str::from_utf8(inner).unwrap());
+    let headers = [
+        ("twitch-eventsub-message-id", longer_id.as_str()),
+        ("twitch-eventsub-message-timestamp", date),
+        (
+            "twitch-eventsub-message-signature",
+            signed.get("twitch-eventsub-message-signature").unwrap(),
+        ),
+    ];
+    let outcome = verifier.verify_at(&headers, rest, now);
+    assert!(
+        matches!(
+            outcome,
+            Err(VerifyError::MalformedHeader {
+                reason: Malformed::IdContainsDelimiter,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
 }
 
 /// Zoom documents the rule Slack uses (`v0:{timestamp}:{body}`, hex,
@@ -476,23 +505,71 @@ fn outpost_vectors_verify_with_current_or_previous_secret() {
     }
 }
 
+/// Discord checks an ed25519 signature over the timestamp and the body
+/// with the application's public key in hex; a key pair in hex signs.
+#[test]
+fn discord_vectors_verify_with_the_hex_public_key_and_detect_any_change() {
+    for vector in vectors()["discord"].as_array().unwrap() {
+        let verifier = verifier(Scheme::discord(), &[text(vector, "public_key")]);
+        let timestamp = text(vector, "timestamp");
+        let headers = [
+            ("X-Signature-Ed25519", text(vector, "signature").to_owned()),
+            ("X-Signature-Timestamp", timestamp.to_owned()),
+        ];
+        let body = text(vector, "body").as_bytes();
+        let now = at(timestamp.parse().unwrap());
+        check(
+            &verifier,
+            &headers,
+            body,
+            now,
+            &[("x-signature-timestamp", -1), ("x-signature-ed25519", -1)],
+        );
+        let signer = Signer::new(Scheme::discord(), [text(vector, "key_pair")]).unwrap();
+        let signed = signer.sign("ignored", now, body).unwrap();
+        assert_eq!(
+            signed.get("x-signature-ed25519"),
+            Some(text(vector, "signature"))
+        );
+        if let Some(id) = vector.get("id").and_then(Value::as_str) {
+            let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let event = verifier.verify_at(&pairs, body, now).unwrap();
+            assert_eq!(EventKey::default().key(&verifier, &event).unwrap(), id);
+        }
+    }
+    for bad in [
+        "d75a98",
+        "zz5a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+    ] {
+        let built = Verifier::builder(Scheme::discord()).with_secret(bad);
+        assert!(
+            matches!(built, Err(hooklatch::verify::ConfigError::KeyNotHex { .. })),
+            "{bad}: {built:?}"
+        );
+    }
+}
+
 #[test]
 fn every_named_scheme_round_trips_through_its_signer() {
     let body = br#"{"event_id":"evt_round_trip","type":"demo"}"#;
     let now = SystemTime::now();
     for name in Scheme::NAMES {
         let scheme = Scheme::by_name(name).unwrap();
-        let secret = if matches!(name, "standard" | "svix") {
-            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-        } else {
-            "a-provider-secret-0123456789"
+        let (secret, public) = match *name {
+            "standard" | "svix" => ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", None),
+            "discord" => (
+                "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60\
+                 d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+                Some("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"),
+            ),
+            _ => ("a-provider-secret-0123456789", None),
         };
         let signed = Signer::new(scheme.clone(), [secret])
             .unwrap()
             .sign("msg_round_trip", now, body)
             .unwrap();
         let headers: Vec<(&str, &str)> = signed.iter().collect();
-        let event = verifier(scheme, &[secret])
+        let event = verifier(scheme, &[public.unwrap_or(secret)])
             .verify_at(&headers, body, now)
             .unwrap_or_else(|error| panic!("{name}: {error}"));
         assert_eq!(event.body(), body, "{name}");

@@ -19,7 +19,7 @@ use zeroize::Zeroizing;
 
 /// The built-in schemes `--scheme` names, tried in this order (Square's
 /// needs its URL, so it is not among them).
-const SCHEMES: [&str; 12] = Scheme::NAMES;
+const SCHEMES: &[&str] = Scheme::NAMES;
 
 /// `application/x-www-form-urlencoded` leaves these bytes as they are
 /// (and writes a space as `+`, which `%20` is turned into).
@@ -241,7 +241,8 @@ impl Search<'_, '_> {
         // GitHub and Meta sign alike: one line names every scheme that
         // would match.
         let matching: Vec<&str> = SCHEMES
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|name| *name != current)
             .filter(|name| {
                 let scheme = Scheme::by_name(name).expect("SCHEMES are the library's names");
@@ -460,6 +461,7 @@ fn timestamp_at<'a>(scheme: &'a Scheme, custom: Option<&'a str>) -> Option<Stamp
         "svix" => ("svix-timestamp", false),
         "slack" => ("x-slack-request-timestamp", false),
         "zoom" => ("x-zm-request-timestamp", false),
+        "discord" => ("x-signature-timestamp", false),
         "stripe" | "convoy" => (scheme.signature_header(), true),
         // Paddle's `ts=` sits among `;` fields and Twitch writes a date:
         // neither is a count of seconds to read as milliseconds.

@@ -147,6 +147,7 @@ enum SchemeName {
     Square,
     Convoy,
     Outpost,
+    Discord,
     Custom,
 }
 
@@ -171,6 +172,7 @@ impl SchemeArgs {
             SchemeName::Paddle => "paddle",
             SchemeName::Convoy => "convoy",
             SchemeName::Outpost => "outpost",
+            SchemeName::Discord => "discord",
             SchemeName::Square => {
                 return Scheme::square(self.signed_url.as_deref().unwrap_or_default());
             }

@@ -17,7 +17,7 @@ use hooklatch::sender::{
 use hooklatch::sequence::{Held, MemorySequences, Observation, ReorderBuffer, Tracker};
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
-const SCHEMES: [&str; 12] = Scheme::NAMES;
+const SCHEMES: &[&str] = Scheme::NAMES;
 
 /// The secret each scheme's known-answer vector was signed with.
 fn vector_secret(scheme: &str) -> &'static str {

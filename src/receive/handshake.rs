@@ -2,8 +2,6 @@
 //! their first webhook, which a receiver answers itself. A handshake is
 //! never claimed, never enqueued and never reaches the handler.
 
-use std::time::SystemTime;
-
 use subtle::ConstantTimeEq as _;
 
 use super::VerifiedEvent;
@@ -41,6 +39,9 @@ pub enum Handshake {
     /// {"plainToken":..}}` is answered with `{"plainToken":..,
     /// "encryptedToken": hex HMAC-SHA256(secret, plainToken)}`.
     Zoom,
+    /// Discord interactions: a signed `PING` (`{"type":1}`) is answered
+    /// `{"type":1}`, as JSON.
+    Discord,
 }
 
 impl std::fmt::Debug for Handshake {
@@ -50,6 +51,7 @@ impl std::fmt::Debug for Handshake {
             Self::Meta { .. } => "Meta { verify_token: *** }",
             Self::Twitch => "Twitch",
             Self::Zoom => "Zoom",
+            Self::Discord => "Discord",
         })
     }
 }
@@ -74,7 +76,8 @@ pub struct HandshakeAnswer {
     pub content_type: &'static str,
     /// The body.
     pub body: String,
-    /// The provider, for logs: `slack`, `meta`, `twitch` or `zoom`.
+    /// The provider, for logs: `slack`, `meta`, `twitch`, `zoom` or
+    /// `discord`.
     pub provider: &'static str,
 }
 
@@ -128,8 +131,9 @@ pub(super) fn before_body(
         body: "the verify token does not match".to_owned(),
         provider: "meta",
     };
-    let matches =
-        token.is_some_and(|token| bool::from(token.as_bytes().ct_eq(verify_token.as_bytes())));
+    // An empty configured token would let anyone's check through.
+    let matches = !verify_token.is_empty()
+        && token.is_some_and(|token| bool::from(token.as_bytes().ct_eq(verify_token.as_bytes())));
     if mode.as_deref() != Some("subscribe") || !matches {
         return Some(forbidden);
     }
@@ -144,62 +148,92 @@ pub(super) fn before_body(
 }
 
 /// The answer to a signed handshake, once `event` verified, if one of
-/// `handshakes` is one.
+/// `handshakes` is one. A request recognized as a handshake is always
+/// answered, with 400 when its challenge cannot be echoed: it never goes
+/// on to be claimed.
 pub(super) fn verified(
     handshakes: &[Handshake],
     verifier: &Verifier,
     headers: &(impl Headers + ?Sized),
     event: &VerifiedEvent,
 ) -> Option<HandshakeAnswer> {
+    let json = || serde_json::from_slice::<serde_json::Value>(&event.body).ok();
     for handshake in handshakes {
-        let answer = match handshake {
-            Handshake::Meta { .. } => None,
-            Handshake::Slack => {
-                let body: serde_json::Value = serde_json::from_slice(&event.body).ok()?;
-                (body["type"] == "url_verification")
-                    .then(|| body["challenge"].as_str().and_then(echoable))
-                    .flatten()
-                    .map(|challenge| HandshakeAnswer::text("slack", challenge))
-            }
+        let (provider, challenge) = match handshake {
+            Handshake::Meta { .. } => continue,
+            Handshake::Slack => match json() {
+                Some(body) if body["type"] == "url_verification" => {
+                    ("slack", body["challenge"].as_str().and_then(echoable))
+                }
+                _ => continue,
+            },
             Handshake::Twitch => {
                 let kind = HeaderKey::from_static("twitch-eventsub-message-type");
                 let verification = matches!(
                     headers.lookup(&kind),
                     HeaderLookup::One(value) if value == b"webhook_callback_verification"
                 );
-                verification
-                    .then(|| {
-                        let body: serde_json::Value = serde_json::from_slice(&event.body).ok()?;
-                        body["challenge"].as_str().and_then(echoable)
-                    })
-                    .flatten()
-                    .map(|challenge| HandshakeAnswer::text("twitch", challenge))
+                if !verification {
+                    continue;
+                }
+                let challenge =
+                    json().and_then(|body| body["challenge"].as_str().and_then(echoable));
+                ("twitch", challenge)
             }
-            Handshake::Zoom => {
-                let body: serde_json::Value = serde_json::from_slice(&event.body).ok()?;
-                let plain = (body["event"] == "endpoint.url_validation")
-                    .then(|| body["payload"]["plainToken"].as_str().and_then(echoable))
-                    .flatten();
-                plain.and_then(|plain| {
-                    let encrypted = verifier.mac_hex(plain.as_bytes(), SystemTime::now())?;
-                    Some(HandshakeAnswer {
+            Handshake::Discord => match json() {
+                Some(body) if body["type"] == 1 => {
+                    return Some(HandshakeAnswer {
                         status: 200,
                         content_type: "application/json",
-                        body: serde_json::json!({
-                            "plainToken": plain,
-                            "encryptedToken": encrypted,
-                        })
-                        .to_string(),
-                        provider: "zoom",
-                    })
-                })
-            }
+                        body: r#"{"type":1}"#.to_owned(),
+                        provider: "discord",
+                    });
+                }
+                _ => continue,
+            },
+            Handshake::Zoom => match json() {
+                Some(body) if body["event"] == "endpoint.url_validation" => {
+                    let plain = body["payload"]["plainToken"].as_str().and_then(echoable);
+                    // Proved with the secret the request verified with:
+                    // while secrets rotate, the one Zoom holds.
+                    let encrypted = plain.as_ref().and_then(|plain| {
+                        let verified = verifier.verify(headers, &event.body).ok()?;
+                        verifier.mac_hex(verified.key_index(), plain.as_bytes())
+                    });
+                    return Some(match (plain, encrypted) {
+                        (Some(plain), Some(encrypted)) => HandshakeAnswer {
+                            status: 200,
+                            content_type: "application/json",
+                            body: serde_json::json!({
+                                "plainToken": plain,
+                                "encryptedToken": encrypted,
+                            })
+                            .to_string(),
+                            provider: "zoom",
+                        },
+                        _ => unusable("zoom"),
+                    });
+                }
+                _ => continue,
+            },
         };
-        if answer.is_some() {
-            return answer;
-        }
+        return Some(match challenge {
+            Some(challenge) => HandshakeAnswer::text(provider, challenge),
+            None => unusable(provider),
+        });
     }
     None
+}
+
+/// The answer to a handshake whose challenge cannot be echoed.
+fn unusable(provider: &'static str) -> HandshakeAnswer {
+    HandshakeAnswer {
+        status: 400,
+        content_type: "text/plain; charset=utf-8",
+        body: "the handshake's challenge is missing or not 1 to 1024 visible ASCII characters"
+            .to_owned(),
+        provider,
+    }
 }
 
 /// The `name=value` pairs of a URL query, percent-decoded (`+` as a
@@ -232,6 +266,8 @@ fn decode(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use super::*;
 
     #[test]
@@ -299,6 +335,85 @@ mod tests {
         assert!(
             !format!("{:?}", meta[0]).contains("my-verify-token"),
             "never logged"
+        );
+        let empty = [Handshake::meta("")];
+        let guessed = "hub.mode=subscribe&hub.challenge=1&hub.verify_token=";
+        let answer = before_body(&empty, "GET", Some(guessed)).unwrap();
+        assert_eq!(answer.status, 403, "an empty token never matches");
+    }
+
+    /// Receives `body` signed by `signer` through a receiver with
+    /// `verifier` and `handshake`; the handshake's answer.
+    async fn answer(
+        verifier: Verifier,
+        handshake: Handshake,
+        signer: &crate::verify::Signer,
+        body: &'static [u8],
+    ) -> Option<HandshakeAnswer> {
+        let headers = signer.sign("-", SystemTime::now(), body).unwrap();
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        let receiver = super::super::Receiver::new(verifier).with_handshake(handshake);
+        let chunk = Ok::<_, std::io::Error>(bytes::Bytes::from_static(body));
+        let event = receiver
+            .receive(&headers[..], futures_util::stream::iter([chunk]))
+            .await
+            .unwrap();
+        receiver.answer_verified(&headers[..], &event)
+    }
+
+    /// While Zoom's secret rotates, the token is proved with the secret the
+    /// request verified with, whichever of the configured ones it is.
+    #[tokio::test]
+    async fn zoom_proves_its_token_with_the_secret_the_request_verified_with() {
+        use crate::verify::{Scheme, Signer};
+        let verifier = Verifier::builder(Scheme::zoom())
+            .with_secret("the-old-secret")
+            .unwrap()
+            .with_secret("secretValueTest")
+            .unwrap()
+            .build()
+            .unwrap();
+        let signer = Signer::new(Scheme::zoom(), ["secretValueTest"]).unwrap();
+        let body = br#"{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}"#;
+        let answer = answer(verifier, Handshake::Zoom, &signer, body)
+            .await
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+        assert_eq!(
+            json["encryptedToken"],
+            "70c1f2e2e6ca2d39297490d1f9142c7d701415ea8e6151f6562a08fa657a40ff"
+        );
+    }
+
+    /// A request recognized as a handshake is answered even when its
+    /// challenge cannot be echoed (400): it never goes on to be claimed.
+    #[tokio::test]
+    async fn a_handshake_with_an_unusable_challenge_is_answered_400_never_passed_on() {
+        use crate::verify::{Scheme, Signer};
+        let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+        let verifier = || {
+            Verifier::builder(Scheme::slack())
+                .with_secret(secret)
+                .unwrap()
+                .build()
+                .unwrap()
+        };
+        let signer = Signer::new(Scheme::slack(), [secret]).unwrap();
+        for body in [
+            &br#"{"type":"url_verification"}"#[..],
+            br#"{"type":"url_verification","challenge":""}"#,
+            br#"{"type":"url_verification","challenge":"two words"}"#,
+        ] {
+            let answer = answer(verifier(), Handshake::Slack, &signer, body).await;
+            assert_eq!(answer.map(|answer| answer.status), Some(400), "{body:?}");
+        }
+        let event = br#"{"type":"event_callback","challenge":"not a handshake"}"#;
+        assert_eq!(
+            answer(verifier(), Handshake::Slack, &signer, event).await,
+            None
         );
     }
 }

@@ -65,9 +65,12 @@ impl Receiver {
     }
 
     /// Answers the provider's subscription check itself ([`Handshake`]):
-    /// both adapters ask [`answer_before_body`](Self::answer_before_body)
-    /// and [`answer_verified`](Self::answer_verified) and send the answer;
-    /// the handshake is never claimed and never reaches the handler.
+    /// hooklatch-tower's layer and `VerifiedBody` / `VerifiedJson`, and
+    /// hooklatch-actix's extractors, ask
+    /// [`answer_before_body`](Self::answer_before_body) and
+    /// [`answer_verified`](Self::answer_verified) and send the answer; the
+    /// handshake is never claimed and never reaches the handler. A Meta
+    /// verify token that is empty never matches.
     ///
     /// ```
     /// use hooklatch::receive::{Handshake, Receiver};

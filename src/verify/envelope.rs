@@ -88,7 +88,7 @@ impl<'h> Envelope<'h> {
         let prefix = match &scheme.format {
             Format::Single { prefix } => Some(prefix.as_bytes()),
             Format::Listed { prefix } => Some(prefix.as_bytes()),
-            Format::Versioned | Format::Fields(_) => None,
+            Format::Versioned | Format::Fields(_) | Format::Ed25519 => None,
         };
         let signatures = match prefix {
             Some(prefix) => match signatures.strip_prefix(prefix) {
@@ -167,6 +167,7 @@ fn no_supported_signature(
         (Format::Single { prefix }, _, _) if prefix.is_empty() => scheme.encoding.name().into(),
         (Format::Single { prefix }, _, _) => format!("{prefix}...").into(),
         (Format::Listed { prefix }, _, _) => format!("{prefix}...").into(),
+        (Format::Ed25519, _, _) => "a hex ed25519 signature".into(),
     };
     VerifyError::NoSupportedSignature {
         name: scheme.signature_header.to_cow(),
@@ -182,7 +183,7 @@ fn entries<'h>(format: &Format, signatures: &'h [u8]) -> impl Iterator<Item = &'
         Format::Versioned => Some(b' '),
         Format::Fields(fields) => Some(fields.separator),
         Format::Listed { .. } => Some(b','),
-        Format::Single { .. } => None,
+        Format::Single { .. } | Format::Ed25519 => None,
     };
     signatures
         .split(move |byte| Some(*byte) == separator)
@@ -207,6 +208,7 @@ fn classify<'h>(format: &Format, entry: &'h [u8]) -> Result<Entry<'h>, Malformed
         Format::Single { .. } | Format::Listed { .. } => {
             return Ok(Entry::Signature(Some(Algorithm::HmacSha256), entry));
         }
+        Format::Ed25519 => return Ok(Entry::Signature(Some(Algorithm::Ed25519), entry)),
     };
     let at = entry
         .iter()

@@ -215,6 +215,13 @@ pub enum ConfigError {
         /// The decoded length.
         actual: usize,
     },
+    /// A key given as hex (Discord's public key, as its developer portal
+    /// shows it) is not hex of the right length.
+    #[error("the key must be {expected} hex characters")]
+    KeyNotHex {
+        /// The accepted length(s), in hex characters.
+        expected: &'static str,
+    },
     /// An ed25519 key's two halves do not belong together.
     #[error("`whsk_` key's public half does not match its secret half")]
     KeyPairMismatch,

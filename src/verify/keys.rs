@@ -41,6 +41,10 @@ pub(crate) enum SecretFormat {
     Raw {
         expected_prefix: Option<&'static str>,
     },
+    /// An ed25519 key in hex: 64 characters for a public key (Discord's,
+    /// as its developer portal shows it), 128 for a key pair (seed, then
+    /// public key: libsodium's secret key), which can sign.
+    HexEd25519,
 }
 
 /// One configured key. `Debug` never shows key material.
@@ -107,6 +111,7 @@ impl Key {
     pub(crate) fn parse(text: &str, format: SecretFormat) -> Result<Self, ConfigError> {
         match format {
             SecretFormat::Raw { .. } => Self::hmac(text.as_bytes()),
+            SecretFormat::HexEd25519 => hex_ed25519(text),
             SecretFormat::Whsec => {
                 if let Some(public) = text.strip_prefix("whpk_") {
                     return ed25519_public(public);
@@ -179,6 +184,53 @@ fn ed25519_secret(encoded: &str) -> Result<Key, ConfigError> {
         }
     };
     Ok(Key::Ed25519Secret(Box::new(key)))
+}
+
+/// A hex ed25519 key: 32 bytes public, 64 bytes a key pair.
+#[cfg(feature = "ed25519")]
+fn hex_ed25519(text: &str) -> Result<Key, ConfigError> {
+    let not_hex = ConfigError::KeyNotHex {
+        expected: "64 (a public key) or 128 (a key pair)",
+    };
+    let text = text.trim();
+    if !text.bytes().all(|byte| byte.is_ascii_hexdigit()) || text.len() % 2 == 1 {
+        return Err(not_hex);
+    }
+    let bytes: Zeroizing<Vec<u8>> = Zeroizing::new(
+        (0..text.len())
+            .step_by(2)
+            .map(|at| u8::from_str_radix(&text[at..at + 2], 16))
+            .collect::<Result<_, _>>()
+            .map_err(|_| not_hex.clone())?,
+    );
+    match bytes.len() {
+        32 => {
+            let array: [u8; 32] = bytes.as_slice().try_into().map_err(|_| not_hex.clone())?;
+            ed25519_dalek::VerifyingKey::from_bytes(&array)
+                .map(Key::Ed25519Public)
+                .map_err(|_| ConfigError::KeyLength {
+                    prefix: "hex",
+                    expected: "32 (a valid curve point)",
+                    actual: 32,
+                })
+        }
+        64 => {
+            let mut pair = Zeroizing::new([0u8; 64]);
+            pair.copy_from_slice(&bytes);
+            ed25519_dalek::SigningKey::from_keypair_bytes(&pair)
+                .map(|key| Key::Ed25519Secret(Box::new(key)))
+                .map_err(|_| ConfigError::KeyPairMismatch)
+        }
+        _ => Err(not_hex),
+    }
+}
+
+#[cfg(not(feature = "ed25519"))]
+fn hex_ed25519(_: &str) -> Result<Key, ConfigError> {
+    Err(ConfigError::AsymmetricUnsupported {
+        prefix: "hex ed25519",
+        needs: "the `ed25519` feature",
+    })
 }
 
 #[cfg(not(feature = "ed25519"))]

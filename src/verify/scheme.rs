@@ -67,6 +67,8 @@ pub(super) enum Format {
     /// Comma-separated signatures after one fixed prefix (Outpost's
     /// `v0=<hex>,<hex>` while a secret rotates).
     Listed { prefix: &'static str },
+    /// One ed25519 signature, nothing around it (Discord's).
+    Ed25519,
 }
 
 /// How a timestamp header writes the time.
@@ -405,6 +407,30 @@ impl Scheme {
         }
     }
 
+    /// Discord interactions: `X-Signature-Ed25519: <hex>`, an ed25519
+    /// signature over the timestamp (`X-Signature-Timestamp`, seconds)
+    /// followed by the body, checked with the application's public key
+    /// given in hex as Discord's developer portal shows it (feature
+    /// `ed25519`). Interactions are claimed by the body's `id`, which the
+    /// signature covers. A key pair in hex (128 characters) signs, for
+    /// tests.
+    pub fn discord() -> Self {
+        Self {
+            name: Cow::Borrowed("discord"),
+            signature_header: HeaderKey::from_static("x-signature-ed25519"),
+            format: Format::Ed25519,
+            encoding: Encoding::Hex,
+            id_header: None,
+            timestamp: TimestampSource::Header(HeaderKey::from_static("x-signature-timestamp")),
+            timestamp_format: TimestampFormat::UnixSeconds,
+            template: Template::TIMESTAMP_BODY,
+            unsigned_id: false,
+            unsigned_timestamp: false,
+            body_id_field: Some(Cow::Borrowed("id")),
+            secret_format: SecretFormat::HexEd25519,
+        }
+    }
+
     /// A scheme of your own: one HMAC-SHA256 signature in `signature_header`,
     /// hex encoded, over the body. Adjust it with [`with_prefix`](Self::with_prefix),
     /// [`with_encoding`](Self::with_encoding), [`with_id_header`](Self::with_id_header),
@@ -433,7 +459,7 @@ impl Scheme {
 
     /// Looks a provider's scheme up by its short name: `standard`, `svix`,
     /// `stripe`, `github`, `shopify`, `slack`, `meta`, `twitch`, `zoom`,
-    /// `paddle`, `convoy` or `outpost` ([`NAMES`](Self::NAMES)). Square's
+    /// `paddle`, `convoy`, `outpost` or `discord` ([`NAMES`](Self::NAMES)). Square's
     /// needs its notification URL: [`Scheme::square`].
     pub fn by_name(name: &str) -> Option<Self> {
         Some(match name {
@@ -449,14 +475,15 @@ impl Scheme {
             "paddle" => Self::paddle(),
             "convoy" => Self::convoy(),
             "outpost" => Self::outpost(),
+            "discord" => Self::discord(),
             _ => return None,
         })
     }
 
     /// Every name [`by_name`](Self::by_name) knows.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: &'static [&'static str] = &[
         "standard", "svix", "stripe", "github", "shopify", "slack", "meta", "twitch", "zoom",
-        "paddle", "convoy", "outpost",
+        "paddle", "convoy", "outpost", "discord",
     ];
 
     /// Sets the text before a single signature, such as `sha256=`.
@@ -613,7 +640,13 @@ impl Scheme {
     /// Standard Webhooks and Svix). One signature would otherwise verify
     /// two splits into id, timestamp and body, and so two ids.
     pub(crate) fn id_excludes(&self, c: char) -> bool {
-        self.template.borders_id(c)
+        // With an RFC 3339 timestamp right after the id (Twitch), an id
+        // holding a `:` could hold the real timestamp and more, leaving a
+        // date-time in the body to be read as the timestamp: every
+        // date-time has a `:`, so no id may.
+        let touches_date = self.timestamp_format == TimestampFormat::Rfc3339
+            && self.template.id_touches_timestamp();
+        self.template.borders_id(c) || (touches_date && c == ':')
     }
 
     /// The header the timestamp is read from.
@@ -626,12 +659,12 @@ impl Scheme {
 
     /// Whether the header can carry more than one signature.
     pub(crate) fn carries_several(&self) -> bool {
-        !matches!(self.format, Format::Single { .. })
+        !matches!(self.format, Format::Single { .. } | Format::Ed25519)
     }
 
     /// Whether the scheme has `v1a` (ed25519) signatures.
     pub(crate) fn has_ed25519(&self) -> bool {
-        self.format == Format::Versioned
+        matches!(self.format, Format::Versioned | Format::Ed25519)
     }
 }
 

@@ -270,6 +270,10 @@ fn write_headers(
                 .collect::<Vec<_>>()
                 .join(",")
         ),
+        Format::Ed25519 => signatures
+            .first()
+            .map(|(_, bytes)| encoding.encode(bytes))
+            .unwrap_or_default(),
         Format::Single { prefix } => signatures
             .first()
             .map(|(_, bytes)| format!("{prefix}{}", encoding.encode(bytes)))

@@ -33,6 +33,13 @@ impl Template {
         })
     }
 
+    /// Whether `{timestamp}` follows `{id}` with nothing between.
+    pub(super) fn id_touches_timestamp(&self) -> bool {
+        self.0
+            .windows(2)
+            .any(|pair| pair == [Segment::Id, Segment::Timestamp])
+    }
+
     /// `{body}`: GitHub, Shopify, and custom schemes by default.
     pub(super) const BODY: Self = Self(Cow::Borrowed(&[Segment::Body]));
 
@@ -65,6 +72,10 @@ impl Template {
         Segment::Literal(Cow::Borrowed(",")),
         Segment::Body,
     ]));
+
+    /// `{timestamp}{body}`: Discord.
+    pub(super) const TIMESTAMP_BODY: Self =
+        Self(Cow::Borrowed(&[Segment::Timestamp, Segment::Body]));
 
     /// `{id}{timestamp}{body}`: Twitch.
     pub(super) const ID_TIMESTAMP_BODY: Self = Self(Cow::Borrowed(&[
@@ -172,6 +183,7 @@ mod tests {
             ("{timestamp}:{body}", Template::TIMESTAMP_COLON_BODY),
             ("{timestamp},{body}", Template::TIMESTAMP_COMMA_BODY),
             ("{id}{timestamp}{body}", Template::ID_TIMESTAMP_BODY),
+            ("{timestamp}{body}", Template::TIMESTAMP_BODY),
         ] {
             let parsed = Template::parse(text).unwrap();
             assert_eq!(parsed, constant, "{text}");

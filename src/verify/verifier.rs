@@ -245,8 +245,8 @@ impl Verifier {
 impl Verifier {
     /// See [`Inner::mac_hex`].
     #[cfg(feature = "http")]
-    pub(crate) fn mac_hex(&self, message: &[u8], now: SystemTime) -> Option<String> {
-        self.inner.mac_hex(message, now)
+    pub(crate) fn mac_hex(&self, key_index: usize, message: &[u8]) -> Option<String> {
+        self.inner.mac_hex(key_index, message)
     }
 }
 
@@ -279,23 +279,22 @@ impl Inner {
         })
     }
 
-    /// Hex HMAC-SHA256 of `message` with the first HMAC secret valid at
-    /// `now`: what a provider's handshake asks a receiver to prove it holds
-    /// the secret with (Zoom's `encryptedToken`). `None` without one.
+    /// Hex HMAC-SHA256 of `message` with the secret at `key_index` (the
+    /// one a request verified with, [`Verified::key_index`]): what a
+    /// provider's handshake asks a receiver to prove it holds that secret
+    /// with (Zoom's `encryptedToken`). `None` for an ed25519 key.
     #[cfg(feature = "http")]
-    pub(crate) fn mac_hex(&self, message: &[u8], now: SystemTime) -> Option<String> {
+    pub(crate) fn mac_hex(&self, key_index: usize, message: &[u8]) -> Option<String> {
         use std::fmt::Write as _;
-        let now = unix_seconds(now);
-        let keyed = self
-            .keys
-            .iter()
-            .zip(&self.validity)
-            .find_map(|(key, validity)| match key {
-                Key::Hmac(keyed) if validity.contains_unix(now) => Some(keyed),
-                #[cfg(feature = "ed25519")]
-                Key::Ed25519Public(_) | Key::Ed25519Secret(_) => None,
-                Key::Hmac(_) => None,
-            })?;
+        #[cfg_attr(
+            not(feature = "ed25519"),
+            allow(clippy::infallible_destructuring_match)
+        )]
+        let keyed = match self.keys.get(key_index)? {
+            Key::Hmac(keyed) => keyed,
+            #[cfg(feature = "ed25519")]
+            Key::Ed25519Public(_) | Key::Ed25519Secret(_) => return None,
+        };
         let mut mac = keyed.clone();
         mac.update(message);
         let tag = mac.finalize().into_bytes();

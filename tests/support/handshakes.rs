@@ -180,5 +180,34 @@ pub fn cases() -> Vec<Case> {
         answer: r#"{"encryptedToken":"70c1f2e2e6ca2d39297490d1f9142c7d701415ea8e6151f6562a08fa657a40ff","plainToken":"qgg8vlvZRS6UYooatFL8Aw"}"#.into(),
         webhook: (signed(Scheme::zoom(), secret, "-", event), event.to_vec()),
     });
+    // Discord's interactions documentation, "Receiving an Interaction":
+    // a PING, signed with the application's key.
+    let key_pair = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60\
+                    d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
+    let public = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
+    let body = br#"{"id":"787053080478613555","token":"ThisIsATokenFromDiscordThatIsVeryLong","type":1,"version":1}"#;
+    let headers = signed(Scheme::discord(), key_pair, "-", body);
+    let event = br#"{"id":"787053080478613556","token":"ThisIsATokenFromDiscordThatIsVeryLong","type":2,"version":1,"data":{"id":"787053080478613554","name":"test"}}"#;
+    cases.push(Case {
+        provider: "discord",
+        verifier: verifier(Scheme::discord(), public),
+        handshake: Handshake::Discord,
+        method: "POST",
+        query: "",
+        forged: Forged {
+            query: "",
+            headers: broken(headers.clone(), "x-signature-ed25519"),
+            status: 400,
+        },
+        headers,
+        body: body.to_vec(),
+        status: 200,
+        content_type: "application/json",
+        answer: r#"{"type":1}"#.into(),
+        webhook: (
+            signed(Scheme::discord(), key_pair, "-", event),
+            event.to_vec(),
+        ),
+    });
     cases
 }

@@ -1,7 +1,8 @@
 //! axum extractors: [`Webhook<T>`] and [`RawWebhook`].
 
 use axum::extract::{FromRef, FromRequest, Request};
-use hooklatch::receive::{Receiver, Rejection, VerifiedEvent};
+use axum::response::{IntoResponse, Response};
+use hooklatch::receive::{HandshakeAnswer, Receiver, Rejection, VerifiedEvent};
 use hooklatch::verify::Verifier;
 use serde::de::DeserializeOwned;
 
@@ -115,22 +116,56 @@ pub struct VerifiedJson<T>(pub T);
 #[derive(Debug, Clone)]
 pub struct VerifiedBody(pub VerifiedEvent);
 
+/// Why [`VerifiedBody`] or [`VerifiedJson`] did not hand a request to the
+/// handler: a [`Rejection`], or a provider's handshake the [`Receiver`]
+/// answered ([`Receiver::with_handshake`]). Both are answered as they
+/// say.
+#[derive(Debug)]
+pub enum VerifiedRejection {
+    /// Refused, with the rejection's status.
+    Rejected(Rejection),
+    /// A provider's subscription check, answered by the receiver.
+    Handshake(HandshakeAnswer),
+}
+
+impl From<Rejection> for VerifiedRejection {
+    fn from(rejection: Rejection) -> Self {
+        Self::Rejected(rejection)
+    }
+}
+
+impl IntoResponse for VerifiedRejection {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Rejected(rejection) => rejection.into_response(),
+            Self::Handshake(answer) => crate::response::handshake(answer),
+        }
+    }
+}
+
 impl<S> FromRequest<S> for VerifiedBody
 where
     S: Send + Sync,
     Receiver: FromRef<S>,
 {
-    type Rejection = Rejection;
+    type Rejection = VerifiedRejection;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Rejection> {
+    async fn from_request(request: Request, state: &S) -> Result<Self, VerifiedRejection> {
         if let Some(event) = request.extensions().get::<VerifiedEvent>() {
             return Ok(Self(event.clone()));
         }
         let receiver = Receiver::from_ref(state);
         let (parts, body) = request.into_parts();
+        if let Some(answer) = receiver.answer_before_body(parts.method.as_str(), parts.uri.query())
+        {
+            return Err(VerifiedRejection::Handshake(answer));
+        }
         let event = receiver
             .receive(&parts.headers, body.into_data_stream())
             .await?;
+        if let Some(answer) = receiver.answer_verified(&parts.headers, &event) {
+            return Err(VerifiedRejection::Handshake(answer));
+        }
         Ok(Self(event))
     }
 }
@@ -141,10 +176,10 @@ where
     S: Send + Sync,
     Receiver: FromRef<S>,
 {
-    type Rejection = Rejection;
+    type Rejection = VerifiedRejection;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Rejection> {
+    async fn from_request(request: Request, state: &S) -> Result<Self, VerifiedRejection> {
         let VerifiedBody(event) = VerifiedBody::from_request(request, state).await?;
-        event.json().map(VerifiedJson)
+        Ok(event.json().map(VerifiedJson)?)
     }
 }

@@ -64,7 +64,7 @@ mod response;
 mod service;
 
 #[cfg(feature = "axum")]
-pub use extract::{RawWebhook, VerifiedBody, VerifiedJson, Webhook};
+pub use extract::{RawWebhook, VerifiedBody, VerifiedJson, VerifiedRejection, Webhook};
 pub use future::ResponseFuture;
 /// The core crate, with what this crate's features turn on in it (the
 /// SQLite store by default; `postgres`, `redis`, `sender-http`, ... pass

@@ -145,3 +145,52 @@ async fn a_handshake_not_configured_is_not_answered() {
         }
     }
 }
+
+/// `VerifiedBody` and `VerifiedJson`, without a layer, answer the
+/// handshakes of the `Receiver` in the router's state the same way.
+#[tokio::test]
+async fn the_state_extractors_answer_their_receivers_handshakes() {
+    use hooklatch::receive::Receiver;
+    use hooklatch_tower::VerifiedBody;
+    for case in handshakes::cases() {
+        let provider = case.provider;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let receiver = Receiver::new(case.verifier.clone()).with_handshake(case.handshake.clone());
+        let app = Router::new()
+            .route(
+                "/webhooks",
+                axum::routing::any(move |VerifiedBody(_): VerifiedBody| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    async { "handled" }
+                }),
+            )
+            .with_state(receiver);
+        let url = serve(app).await;
+        let (status, content_type, answer) =
+            send(case.method, &url, case.query, &case.headers, &case.body).await;
+        assert_eq!(status, case.status, "{provider}: {answer}");
+        assert_answer(provider, &content_type, &answer, &case.answer);
+        let forged = &case.forged;
+        let (status, _, _) =
+            send(case.method, &url, forged.query, &forged.headers, &case.body).await;
+        assert_eq!(status, forged.status, "{provider} forged");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            0,
+            "{provider}: the handler never ran"
+        );
+        let (headers, body) = &case.webhook;
+        let (status, _, answer) = send("POST", &url, "", headers, body).await;
+        assert_eq!(
+            (status, answer.as_str()),
+            (200, "handled"),
+            "{provider}'s webhook"
+        );
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "{provider}'s webhook handled"
+        );
+    }
+}
