@@ -211,3 +211,57 @@ pub fn cases() -> Vec<Case> {
     });
     cases
 }
+
+/// Sends `method url?query` with `headers` and `body`: the status, the
+/// content type and the body.
+pub async fn send(
+    method: &str,
+    url: &str,
+    query: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (u16, String, String) {
+    let url = if query.is_empty() {
+        url.to_owned()
+    } else {
+        format!("{url}?{query}")
+    };
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut request = reqwest::Client::new()
+        .request(method, url)
+        .body(body.to_vec());
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.unwrap();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let status = response.status().as_u16();
+    (status, content_type, response.text().await.unwrap())
+}
+
+impl Case {
+    /// Sends the handshake to `url` and checks the answer (as JSON where
+    /// it is JSON), then sends the forged one and checks its refusal.
+    pub async fn check_answered(&self, url: &str) {
+        let provider = self.provider;
+        let (status, content_type, answer) =
+            send(self.method, url, self.query, &self.headers, &self.body).await;
+        assert_eq!(status, self.status, "{provider} at {url}: {answer}");
+        assert_eq!(content_type, self.content_type, "{provider}");
+        if content_type == "application/json" {
+            let got: serde_json::Value = serde_json::from_str(&answer).unwrap();
+            let want: serde_json::Value = serde_json::from_str(&self.answer).unwrap();
+            assert_eq!(got, want, "{provider}");
+        } else {
+            assert_eq!(answer, self.answer, "{provider}");
+        }
+        let forged = &self.forged;
+        let (status, _, answer) =
+            send(self.method, url, forged.query, &forged.headers, &self.body).await;
+        assert_eq!(status, forged.status, "{provider} forged: {answer}");
+    }
+}

@@ -7,6 +7,8 @@
 #[path = "../../../tests/support/handshakes.rs"]
 mod handshakes;
 
+use handshakes::send;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -20,51 +22,6 @@ async fn serve(app: Router) -> String {
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     format!("http://{address}/webhooks")
-}
-
-/// Sends `method url?query` with `headers` and `body`: status, content
-/// type and body.
-async fn send(
-    method: &str,
-    url: &str,
-    query: &str,
-    headers: &[(String, String)],
-    body: &[u8],
-) -> (u16, String, String) {
-    let url = if query.is_empty() {
-        url.to_owned()
-    } else {
-        format!("{url}?{query}")
-    };
-    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = reqwest::Client::new()
-        .request(method, url)
-        .body(body.to_vec());
-    for (name, value) in headers {
-        request = request.header(name, value);
-    }
-    let response = request.send().await.unwrap();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .map(|value| value.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    (
-        response.status().as_u16(),
-        content_type,
-        response.text().await.unwrap(),
-    )
-}
-
-/// The answer matches, as text or as JSON.
-fn assert_answer(provider: &str, content_type: &str, got: &str, want: &str) {
-    if content_type == "application/json" {
-        let got: serde_json::Value = serde_json::from_str(got).unwrap();
-        let want: serde_json::Value = serde_json::from_str(want).unwrap();
-        assert_eq!(got, want, "{provider}");
-    } else {
-        assert_eq!(got, want, "{provider}");
-    }
 }
 
 #[tokio::test]
@@ -92,15 +49,7 @@ async fn each_providers_handshake_is_answered_by_the_layer_never_claimed_nor_han
             )
             .layer(WebhookLayer::new(case.verifier.clone()).with_handshake(case.handshake.clone()));
         for url in [serve(inbox).await, serve(handled).await] {
-            let (status, content_type, answer) =
-                send(case.method, &url, case.query, &case.headers, &case.body).await;
-            assert_eq!(status, case.status, "{provider}: {answer}");
-            assert_eq!(content_type, case.content_type, "{provider}");
-            assert_answer(provider, &content_type, &answer, &case.answer);
-            let forged = &case.forged;
-            let (status, _, answer) =
-                send(case.method, &url, forged.query, &forged.headers, &case.body).await;
-            assert_eq!(status, forged.status, "{provider} forged: {answer}");
+            case.check_answered(&url).await;
         }
         assert_eq!(
             calls.load(Ordering::SeqCst),
@@ -167,14 +116,7 @@ async fn the_state_extractors_answer_their_receivers_handshakes() {
             )
             .with_state(receiver);
         let url = serve(app).await;
-        let (status, content_type, answer) =
-            send(case.method, &url, case.query, &case.headers, &case.body).await;
-        assert_eq!(status, case.status, "{provider}: {answer}");
-        assert_answer(provider, &content_type, &answer, &case.answer);
-        let forged = &case.forged;
-        let (status, _, _) =
-            send(case.method, &url, forged.query, &forged.headers, &case.body).await;
-        assert_eq!(status, forged.status, "{provider} forged");
+        case.check_answered(&url).await;
         assert_eq!(
             calls.load(Ordering::SeqCst),
             0,
