@@ -462,6 +462,7 @@ fn timestamp_at<'a>(scheme: &'a Scheme, custom: Option<&'a str>) -> Option<Stamp
         "slack" => ("x-slack-request-timestamp", false),
         "zoom" => ("x-zm-request-timestamp", false),
         "discord" => ("x-signature-timestamp", false),
+        "sendgrid" => ("x-twilio-email-event-webhook-timestamp", false),
         "stripe" | "convoy" => (scheme.signature_header(), true),
         // Paddle's `ts=` sits among `;` fields and Twitch writes a date:
         // neither is a count of seconds to read as milliseconds.

@@ -148,6 +148,7 @@ enum SchemeName {
     Convoy,
     Outpost,
     Discord,
+    Sendgrid,
     Custom,
 }
 
@@ -173,6 +174,7 @@ impl SchemeArgs {
             SchemeName::Convoy => "convoy",
             SchemeName::Outpost => "outpost",
             SchemeName::Discord => "discord",
+            SchemeName::Sendgrid => "sendgrid",
             SchemeName::Square => {
                 return Scheme::square(self.signed_url.as_deref().unwrap_or_default());
             }

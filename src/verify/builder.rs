@@ -100,6 +100,12 @@ impl VerifierBuilder {
             );
         }
         let key = Key::parse(secret, self.scheme.secret_format)?;
+        if key.algorithm() == Algorithm::EcdsaP256 && !self.scheme.has_ecdsa_p256() {
+            return Err(ConfigError::AsymmetricUnsupported {
+                prefix: "ECDSA P-256",
+                needs: "SendGrid's scheme",
+            });
+        }
         if key.algorithm() == Algorithm::Ed25519 && !self.scheme.has_ed25519() {
             return Err(ConfigError::AsymmetricUnsupported {
                 prefix: if key.can_sign() { "whsk_" } else { "whpk_" },
@@ -174,6 +180,7 @@ impl VerifierBuilder {
             inner: Arc::new(Inner {
                 accepts_hmac: accepts(Algorithm::HmacSha256),
                 accepts_ed25519: accepts(Algorithm::Ed25519),
+                accepts_ecdsa_p256: accepts(Algorithm::EcdsaP256),
                 scheme: self.scheme,
                 keys: self.keys,
                 validity: self.validity,

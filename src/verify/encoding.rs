@@ -13,8 +13,9 @@ pub enum Encoding {
     Base64,
 }
 
-/// The largest decoded signature examined: an ed25519 signature.
-pub(crate) const MAX_SIGNATURE_BYTES: usize = 64;
+/// The largest decoded signature examined: a DER-encoded ECDSA P-256
+/// signature (an ed25519 one is 64 bytes).
+pub(crate) const MAX_SIGNATURE_BYTES: usize = 72;
 
 impl Encoding {
     pub(crate) fn name(self) -> &'static str {
@@ -56,8 +57,8 @@ impl Encoding {
                 Ok(&out[..len])
             }
             Self::Base64 => {
-                // 88 characters encode 64 bytes.
-                if text.len() > 88 {
+                // 96 characters encode 72 bytes.
+                if text.len() > MAX_SIGNATURE_BYTES.div_ceil(3) * 4 {
                     return Ok(&[]);
                 }
                 match STANDARD.decode_slice(text, &mut out[..]) {

@@ -88,7 +88,7 @@ impl<'h> Envelope<'h> {
         let prefix = match &scheme.format {
             Format::Single { prefix } => Some(prefix.as_bytes()),
             Format::Listed { prefix } => Some(prefix.as_bytes()),
-            Format::Versioned | Format::Fields(_) | Format::Ed25519 => None,
+            Format::Versioned | Format::Fields(_) | Format::Ed25519 | Format::EcdsaP256 => None,
         };
         let signatures = match prefix {
             Some(prefix) => match signatures.strip_prefix(prefix) {
@@ -168,6 +168,7 @@ fn no_supported_signature(
         (Format::Single { prefix }, _, _) => format!("{prefix}...").into(),
         (Format::Listed { prefix }, _, _) => format!("{prefix}...").into(),
         (Format::Ed25519, _, _) => "a hex ed25519 signature".into(),
+        (Format::EcdsaP256, _, _) => "a base64 ECDSA signature".into(),
     };
     VerifyError::NoSupportedSignature {
         name: scheme.signature_header.to_cow(),
@@ -183,7 +184,7 @@ fn entries<'h>(format: &Format, signatures: &'h [u8]) -> impl Iterator<Item = &'
         Format::Versioned => Some(b' '),
         Format::Fields(fields) => Some(fields.separator),
         Format::Listed { .. } => Some(b','),
-        Format::Single { .. } | Format::Ed25519 => None,
+        Format::Single { .. } | Format::Ed25519 | Format::EcdsaP256 => None,
     };
     signatures
         .split(move |byte| Some(*byte) == separator)
@@ -209,6 +210,7 @@ fn classify<'h>(format: &Format, entry: &'h [u8]) -> Result<Entry<'h>, Malformed
             return Ok(Entry::Signature(Some(Algorithm::HmacSha256), entry));
         }
         Format::Ed25519 => return Ok(Entry::Signature(Some(Algorithm::Ed25519), entry)),
+        Format::EcdsaP256 => return Ok(Entry::Signature(Some(Algorithm::EcdsaP256), entry)),
     };
     let at = entry
         .iter()

@@ -222,6 +222,10 @@ pub enum ConfigError {
         /// The accepted length(s), in hex characters.
         expected: &'static str,
     },
+    /// A key that must be an ECDSA P-256 public key in base64 DER
+    /// (SendGrid's verification key, as its settings show it) is not one.
+    #[error("the key is not a base64 DER ECDSA P-256 public key")]
+    KeyNotP256,
     /// An ed25519 key's two halves do not belong together.
     #[error("`whsk_` key's public half does not match its secret half")]
     KeyPairMismatch,

@@ -45,6 +45,9 @@ pub(crate) enum SecretFormat {
     /// as its developer portal shows it), 128 for a key pair (seed, then
     /// public key: libsodium's secret key), which can sign.
     HexEd25519,
+    /// An ECDSA P-256 public key as base64 DER (SubjectPublicKeyInfo), as
+    /// SendGrid's settings show it.
+    Base64DerP256,
 }
 
 /// One configured key. `Debug` never shows key material.
@@ -57,6 +60,9 @@ pub(crate) enum Key {
     /// Signs and verifies `v1a` signatures.
     #[cfg(feature = "ed25519")]
     Ed25519Secret(Box<ed25519_dalek::SigningKey>),
+    /// Verifies ECDSA P-256 (SHA-256) signatures.
+    #[cfg(feature = "p256")]
+    EcdsaP256Public(p256::ecdsa::VerifyingKey),
 }
 
 impl fmt::Debug for Key {
@@ -67,6 +73,8 @@ impl fmt::Debug for Key {
             Self::Ed25519Public(_) => "Ed25519Public",
             #[cfg(feature = "ed25519")]
             Self::Ed25519Secret(_) => "Ed25519Secret",
+            #[cfg(feature = "p256")]
+            Self::EcdsaP256Public(_) => "EcdsaP256Public",
         };
         write!(f, "{kind}([REDACTED])")
     }
@@ -77,6 +85,7 @@ impl fmt::Debug for Key {
 pub(crate) enum Algorithm {
     HmacSha256,
     Ed25519,
+    EcdsaP256,
 }
 
 impl Key {
@@ -94,6 +103,8 @@ impl Key {
             Self::Hmac(_) => Algorithm::HmacSha256,
             #[cfg(feature = "ed25519")]
             Self::Ed25519Public(_) | Self::Ed25519Secret(_) => Algorithm::Ed25519,
+            #[cfg(feature = "p256")]
+            Self::EcdsaP256Public(_) => Algorithm::EcdsaP256,
         }
     }
 
@@ -104,6 +115,8 @@ impl Key {
             Self::Ed25519Public(_) => false,
             #[cfg(feature = "ed25519")]
             Self::Ed25519Secret(_) => true,
+            #[cfg(feature = "p256")]
+            Self::EcdsaP256Public(_) => false,
         }
     }
 
@@ -112,6 +125,7 @@ impl Key {
         match format {
             SecretFormat::Raw { .. } => Self::hmac(text.as_bytes()),
             SecretFormat::HexEd25519 => hex_ed25519(text),
+            SecretFormat::Base64DerP256 => der_p256(text),
             SecretFormat::Whsec => {
                 if let Some(public) = text.strip_prefix("whpk_") {
                     return ed25519_public(public);
@@ -223,6 +237,24 @@ fn hex_ed25519(text: &str) -> Result<Key, ConfigError> {
         }
         _ => Err(not_hex),
     }
+}
+
+/// An ECDSA P-256 public key as base64 DER.
+#[cfg(feature = "p256")]
+fn der_p256(text: &str) -> Result<Key, ConfigError> {
+    use p256::pkcs8::DecodePublicKey as _;
+    let der = decode_base64(text.trim(), "")?;
+    p256::ecdsa::VerifyingKey::from_public_key_der(&der)
+        .map(Key::EcdsaP256Public)
+        .map_err(|_| ConfigError::KeyNotP256)
+}
+
+#[cfg(not(feature = "p256"))]
+fn der_p256(_: &str) -> Result<Key, ConfigError> {
+    Err(ConfigError::AsymmetricUnsupported {
+        prefix: "ECDSA P-256",
+        needs: "the `p256` feature",
+    })
 }
 
 #[cfg(not(feature = "ed25519"))]

@@ -116,11 +116,10 @@ impl Signer {
         if keys.is_empty() {
             return Err(ConfigError::NoSecrets);
         }
-        if keys
-            .iter()
-            .any(|(key, _)| key.algorithm() == Algorithm::Ed25519)
-            && !scheme.has_ed25519()
-        {
+        if keys.iter().any(|(key, _)| {
+            (key.algorithm() == Algorithm::Ed25519 && !scheme.has_ed25519())
+                || (key.algorithm() == Algorithm::EcdsaP256 && !scheme.has_ecdsa_p256())
+        }) {
             return Err(ConfigError::AsymmetricUnsupported {
                 prefix: "whsk_",
                 needs: "a scheme with `v1a` signatures (Standard Webhooks or Svix)",
@@ -215,6 +214,10 @@ impl Signer {
                 }
                 #[cfg(feature = "ed25519")]
                 Key::Ed25519Public(_) => unreachable!("public keys are filtered out in from_keys"),
+                #[cfg(feature = "p256")]
+                Key::EcdsaP256Public(_) => {
+                    unreachable!("public keys are filtered out in from_keys")
+                }
             })
             .collect();
         if signatures.is_empty() {
@@ -249,6 +252,7 @@ fn write_headers(
                 let label = match algorithm {
                     Algorithm::HmacSha256 => "v1",
                     Algorithm::Ed25519 => "v1a",
+                    Algorithm::EcdsaP256 => unreachable!("ECDSA keys only verify"),
                 };
                 format!("{label},{}", encoding.encode(bytes))
             })
@@ -270,7 +274,7 @@ fn write_headers(
                 .collect::<Vec<_>>()
                 .join(",")
         ),
-        Format::Ed25519 => signatures
+        Format::Ed25519 | Format::EcdsaP256 => signatures
             .first()
             .map(|(_, bytes)| encoding.encode(bytes))
             .unwrap_or_default(),

@@ -64,6 +64,7 @@ pub(super) struct Inner {
     pub(super) validity: Vec<Validity>,
     pub(super) accepts_hmac: bool,
     pub(super) accepts_ed25519: bool,
+    pub(super) accepts_ecdsa_p256: bool,
     pub(super) past_tolerance: u64,
     pub(super) future_tolerance: u64,
     pub(super) check_timestamp: bool,
@@ -202,6 +203,7 @@ impl Verifier {
         let envelope = Envelope::read(&inner.scheme, headers, |algorithm| match algorithm {
             Algorithm::HmacSha256 => inner.accepts_hmac,
             Algorithm::Ed25519 => inner.accepts_ed25519,
+            Algorithm::EcdsaP256 => inner.accepts_ecdsa_p256,
         })?;
         if let Some(timestamp) = envelope.timestamp
             && inner.check_timestamp
@@ -294,6 +296,8 @@ impl Inner {
             Key::Hmac(keyed) => keyed,
             #[cfg(feature = "ed25519")]
             Key::Ed25519Public(_) | Key::Ed25519Secret(_) => return None,
+            #[cfg(feature = "p256")]
+            Key::EcdsaP256Public(_) => return None,
         };
         let mut mac = keyed.clone();
         mac.update(message);
@@ -320,7 +324,7 @@ impl Inner {
         let timestamp = envelope.timestamp.map(|t| t.text);
         let mut buffer = [0u8; MAX_SIGNATURE_BYTES];
         let mut decoded_any = false;
-        #[cfg(feature = "ed25519")]
+        #[cfg(any(feature = "ed25519", feature = "p256"))]
         let mut message: Option<Vec<u8>> = None;
         for (index, key) in self.keys.iter().enumerate() {
             if !self.validity[index].contains_unix(now) {
@@ -346,6 +350,8 @@ impl Inner {
                     let public = match key {
                         Key::Ed25519Public(public) => *public,
                         Key::Ed25519Secret(secret) => secret.verifying_key(),
+                        #[cfg(feature = "p256")]
+                        Key::EcdsaP256Public(_) => unreachable!("matched below"),
                         Key::Hmac(_) => unreachable!("matched above"),
                     };
                     let message = message.get_or_insert_with(|| {
@@ -365,6 +371,30 @@ impl Inner {
                             continue;
                         };
                         if public.verify_strict(message, &signature).is_ok() {
+                            return Ok(Some(index));
+                        }
+                    }
+                }
+                #[cfg(feature = "p256")]
+                Key::EcdsaP256Public(public) => {
+                    use p256::ecdsa::signature::Verifier as _;
+                    let message = message.get_or_insert_with(|| {
+                        let mut whole = Vec::with_capacity(body.len() + 64);
+                        scheme.signed_content(id, timestamp, body, |piece| {
+                            whole.extend_from_slice(piece)
+                        });
+                        whole
+                    });
+                    let texts = envelope.signatures(Algorithm::EcdsaP256);
+                    for text in texts.take(MAX_ED25519_SIGNATURES) {
+                        let Ok(decoded) = scheme.encoding.decode(text, &mut buffer) else {
+                            continue;
+                        };
+                        decoded_any = true;
+                        let Ok(signature) = p256::ecdsa::Signature::from_der(decoded) else {
+                            continue;
+                        };
+                        if public.verify(message, &signature).is_ok() {
                             return Ok(Some(index));
                         }
                     }
