@@ -588,6 +588,30 @@ fn sendgrid_vectors_verify_with_the_base64_der_key_and_detect_any_change() {
 }
 
 #[test]
+fn x_vector_verifies_signs_and_detects_any_change() {
+    let vector = &vectors()["x"][0];
+    let verifier = verifier(Scheme::x(), &[text(vector, "secret")]);
+    let headers = [(
+        "x-twitter-webhooks-signature",
+        text(vector, "header").to_owned(),
+    )];
+    let body = text(vector, "body").as_bytes();
+    check(
+        &verifier,
+        &headers,
+        body,
+        SystemTime::now(),
+        &[("x-twitter-webhooks-signature", 10)],
+    );
+    let signer = Signer::new(Scheme::x(), [text(vector, "secret")]).unwrap();
+    let signed = signer.sign("ignored", SystemTime::now(), body).unwrap();
+    assert_eq!(
+        signed.get("x-twitter-webhooks-signature"),
+        Some(text(vector, "header"))
+    );
+}
+
+#[test]
 fn every_named_scheme_round_trips_through_its_signer() {
     let body = br#"{"event_id":"evt_round_trip","type":"demo"}"#;
     let now = SystemTime::now();

@@ -149,6 +149,7 @@ enum SchemeName {
     Outpost,
     Discord,
     Sendgrid,
+    X,
     Custom,
 }
 
@@ -175,6 +176,7 @@ impl SchemeArgs {
             SchemeName::Outpost => "outpost",
             SchemeName::Discord => "discord",
             SchemeName::Sendgrid => "sendgrid",
+            SchemeName::X => "x",
             SchemeName::Square => {
                 return Scheme::square(self.signed_url.as_deref().unwrap_or_default());
             }

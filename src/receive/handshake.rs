@@ -42,6 +42,14 @@ pub enum Handshake {
     /// Discord interactions: a signed `PING` (`{"type":1}`) is answered
     /// `{"type":1}`, as JSON.
     Discord,
+    /// Microsoft Graph change notifications: a `POST` with
+    /// `?validationToken=..` is answered with the token, as text, at once.
+    /// Graph does not sign it; the token is echoed only as plain text.
+    MicrosoftGraph,
+    /// X (Twitter) Account Activity: `GET ?crc_token=..` is answered with
+    /// `{"response_token":"sha256=" + base64 HMAC-SHA256(consumer secret,
+    /// crc_token)}`, proved with the first secret valid now.
+    X,
 }
 
 impl std::fmt::Debug for Handshake {
@@ -52,6 +60,8 @@ impl std::fmt::Debug for Handshake {
             Self::Twitch => "Twitch",
             Self::Zoom => "Zoom",
             Self::Discord => "Discord",
+            Self::MicrosoftGraph => "MicrosoftGraph",
+            Self::X => "X",
         })
     }
 }
@@ -76,8 +86,8 @@ pub struct HandshakeAnswer {
     pub content_type: &'static str,
     /// The body.
     pub body: String,
-    /// The provider, for logs: `slack`, `meta`, `twitch`, `zoom` or
-    /// `discord`.
+    /// The provider, for logs: `slack`, `meta`, `twitch`, `zoom`,
+    /// `discord`, `microsoft-graph` or `x`.
     pub provider: &'static str,
 }
 
@@ -100,12 +110,65 @@ fn echoable(challenge: &str) -> Option<String> {
 }
 
 /// The answer to an unsigned handshake in a request's method and query
-/// (Meta's `GET`), if one of `handshakes` is one.
+/// (Meta's and X's `GET`, Graph's `POST`), if one of `handshakes` is one.
 pub(super) fn before_body(
     handshakes: &[Handshake],
+    verifier: &Verifier,
     method: &str,
     query: Option<&str>,
 ) -> Option<HandshakeAnswer> {
+    for handshake in handshakes {
+        let answer = match handshake {
+            Handshake::MicrosoftGraph if method.eq_ignore_ascii_case("POST") => {
+                query_value(query?, "validationToken").map(|token| match printable(&token) {
+                    Some(token) => HandshakeAnswer::text("microsoft-graph", token),
+                    None => unusable("microsoft-graph"),
+                })
+            }
+            Handshake::X if method.eq_ignore_ascii_case("GET") => query_value(query?, "crc_token")
+                .map(|token| {
+                    let proof = echoable(&token).and_then(|token| {
+                        let tag = verifier.mac(verifier.first_hmac()?, token.as_bytes())?;
+                        Some(crate::verify::Encoding::Base64.encode(&tag))
+                    });
+                    match proof {
+                        Some(proof) => HandshakeAnswer {
+                            status: 200,
+                            content_type: "application/json",
+                            body:
+                                serde_json::json!({ "response_token": format!("sha256={proof}") })
+                                    .to_string(),
+                            provider: "x",
+                        },
+                        None => unusable("x"),
+                    }
+                }),
+            _ => None,
+        };
+        if answer.is_some() {
+            return answer;
+        }
+    }
+    meta(handshakes, method, query)
+}
+
+/// The value of `name` in a URL query, percent-decoded.
+fn query_value(query: &str, name: &str) -> Option<String> {
+    query_pairs(query).find_map(|(key, value)| (key == name).then_some(value))
+}
+
+/// Text fit to echo with its spaces (Graph's tokens hold some): 1 to
+/// [`MAX_CHALLENGE_LEN`] printable ASCII characters.
+fn printable(text: &str) -> Option<String> {
+    let fits = (1..=MAX_CHALLENGE_LEN).contains(&text.len())
+        && text
+            .bytes()
+            .all(|byte| byte == b' ' || byte.is_ascii_graphic());
+    fits.then(|| text.to_owned())
+}
+
+/// Meta's `GET` subscription check, if `handshakes` has Meta's.
+fn meta(handshakes: &[Handshake], method: &str, query: Option<&str>) -> Option<HandshakeAnswer> {
     let verify_token = handshakes.iter().find_map(|handshake| match handshake {
         Handshake::Meta { verify_token } => Some(verify_token),
         _ => None,
@@ -160,7 +223,7 @@ pub(super) fn verified(
     let json = || serde_json::from_slice::<serde_json::Value>(&event.body).ok();
     for handshake in handshakes {
         let (provider, challenge) = match handshake {
-            Handshake::Meta { .. } => continue,
+            Handshake::Meta { .. } | Handshake::MicrosoftGraph | Handshake::X => continue,
             Handshake::Slack => match json() {
                 Some(body) if body["type"] == "url_verification" => {
                     ("slack", body["challenge"].as_str().and_then(echoable))
@@ -198,7 +261,8 @@ pub(super) fn verified(
                     // while secrets rotate, the one Zoom holds.
                     let encrypted = plain.as_ref().and_then(|plain| {
                         let verified = verifier.verify(headers, &event.body).ok()?;
-                        verifier.mac_hex(verified.key_index(), plain.as_bytes())
+                        let tag = verifier.mac(verified.key_index(), plain.as_bytes())?;
+                        Some(crate::verify::Encoding::Hex.encode(&tag))
                     });
                     return Some(match (plain, encrypted) {
                         (Some(plain), Some(encrypted)) => HandshakeAnswer {
@@ -291,11 +355,19 @@ mod tests {
         );
     }
 
+    fn any_verifier() -> Verifier {
+        Verifier::builder(crate::verify::Scheme::meta())
+            .with_secret("app-secret")
+            .unwrap()
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn meta_answers_the_challenge_only_with_its_verify_token() {
         let meta = [Handshake::meta("my-verify-token")];
         let query = "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=my-verify-token";
-        let answer = before_body(&meta, "GET", Some(query)).unwrap();
+        let answer = before_body(&meta, &any_verifier(), "GET", Some(query)).unwrap();
         assert_eq!((answer.status, answer.body.as_str()), (200, "1158201444"));
         for wrong in [
             "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=my-verify-tokeN",
@@ -303,31 +375,33 @@ mod tests {
             "hub.mode=unsubscribe&hub.challenge=1158201444&hub.verify_token=my-verify-token",
         ] {
             assert_eq!(
-                before_body(&meta, "GET", Some(wrong)).unwrap().status,
+                before_body(&meta, &any_verifier(), "GET", Some(wrong))
+                    .unwrap()
+                    .status,
                 403,
                 "{wrong}"
             );
         }
         assert_eq!(
-            before_body(&meta, "POST", Some(query)),
+            before_body(&meta, &any_verifier(), "POST", Some(query)),
             None,
             "a POST is a webhook"
         );
         assert_eq!(
-            before_body(&meta, "GET", Some("page=2")),
+            before_body(&meta, &any_verifier(), "GET", Some("page=2")),
             None,
             "not a handshake"
         );
-        assert_eq!(before_body(&meta, "GET", None), None);
+        assert_eq!(before_body(&meta, &any_verifier(), "GET", None), None);
         assert_eq!(
-            before_body(&[Handshake::Slack], "GET", Some(query)),
+            before_body(&[Handshake::Slack], &any_verifier(), "GET", Some(query)),
             None,
             "not configured"
         );
         let no_challenge =
             "hub.mode=subscribe&hub.verify_token=my-verify-token&hub.challenge=a%20b";
         assert_eq!(
-            before_body(&meta, "GET", Some(no_challenge))
+            before_body(&meta, &any_verifier(), "GET", Some(no_challenge))
                 .unwrap()
                 .status,
             400
@@ -338,7 +412,7 @@ mod tests {
         );
         let empty = [Handshake::meta("")];
         let guessed = "hub.mode=subscribe&hub.challenge=1&hub.verify_token=";
-        let answer = before_body(&empty, "GET", Some(guessed)).unwrap();
+        let answer = before_body(&empty, &any_verifier(), "GET", Some(guessed)).unwrap();
         assert_eq!(answer.status, 403, "an empty token never matches");
     }
 

@@ -94,7 +94,7 @@ impl Receiver {
     /// when the request is not one, and a handshake with a wrong verify
     /// token is answered 403.
     pub fn answer_before_body(&self, method: &str, query: Option<&str>) -> Option<HandshakeAnswer> {
-        let answer = handshake::before_body(&self.handshakes, method, query)?;
+        let answer = handshake::before_body(&self.handshakes, &self.verifier, method, query)?;
         tracing::info!(
             provider = answer.provider,
             status = answer.status,

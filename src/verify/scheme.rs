@@ -434,6 +434,21 @@ impl Scheme {
         }
     }
 
+    /// X (Twitter) Account Activity: `x-twitter-webhooks-signature:
+    /// sha256=<base64>` over the body alone, keyed with the app's consumer
+    /// secret. X signs no id and no timestamp: events are claimed by a
+    /// digest of the body, and a replay is a duplicate only while its
+    /// claim is kept.
+    pub fn x() -> Self {
+        Self::body_only(
+            "x",
+            "x-twitter-webhooks-signature",
+            "sha256=",
+            Encoding::Base64,
+            None,
+        )
+    }
+
     /// SendGrid's event webhook: `X-Twilio-Email-Event-Webhook-Signature`,
     /// a base64 DER ECDSA P-256 signature (SHA-256) over the timestamp
     /// (`X-Twilio-Email-Event-Webhook-Timestamp`, seconds) followed by the
@@ -484,7 +499,7 @@ impl Scheme {
 
     /// Looks a provider's scheme up by its short name: `standard`, `svix`,
     /// `stripe`, `github`, `shopify`, `slack`, `meta`, `twitch`, `zoom`,
-    /// `paddle`, `convoy`, `outpost`, `discord` or `sendgrid`
+    /// `paddle`, `convoy`, `outpost`, `discord`, `sendgrid` or `x`
     /// ([`NAMES`](Self::NAMES)). Square's
     /// needs its notification URL: [`Scheme::square`].
     pub fn by_name(name: &str) -> Option<Self> {
@@ -503,6 +518,7 @@ impl Scheme {
             "outpost" => Self::outpost(),
             "discord" => Self::discord(),
             "sendgrid" => Self::sendgrid(),
+            "x" => Self::x(),
             _ => return None,
         })
     }
@@ -510,7 +526,7 @@ impl Scheme {
     /// Every name [`by_name`](Self::by_name) knows.
     pub const NAMES: &'static [&'static str] = &[
         "standard", "svix", "stripe", "github", "shopify", "slack", "meta", "twitch", "zoom",
-        "paddle", "convoy", "outpost", "discord", "sendgrid",
+        "paddle", "convoy", "outpost", "discord", "sendgrid", "x",
     ];
 
     /// Sets the text before a single signature, such as `sha256=`.

@@ -245,10 +245,17 @@ impl Verifier {
 }
 
 impl Verifier {
-    /// See [`Inner::mac_hex`].
+    /// See [`Inner::mac`].
     #[cfg(feature = "http")]
-    pub(crate) fn mac_hex(&self, key_index: usize, message: &[u8]) -> Option<String> {
-        self.inner.mac_hex(key_index, message)
+    pub(crate) fn mac(&self, key_index: usize, message: &[u8]) -> Option<Vec<u8>> {
+        self.inner.mac(key_index, message)
+    }
+
+    /// The index of the first HMAC secret valid now, on the verifier's
+    /// clock: the one a handshake without a request to verify proves.
+    #[cfg(feature = "http")]
+    pub(crate) fn first_hmac(&self) -> Option<usize> {
+        self.inner.first_hmac(self.inner.clock.now())
     }
 }
 
@@ -281,13 +288,13 @@ impl Inner {
         })
     }
 
-    /// Hex HMAC-SHA256 of `message` with the secret at `key_index` (the
-    /// one a request verified with, [`Verified::key_index`]): what a
-    /// provider's handshake asks a receiver to prove it holds that secret
-    /// with (Zoom's `encryptedToken`). `None` for an ed25519 key.
+    /// HMAC-SHA256 of `message` with the secret at `key_index` (the one
+    /// a request verified with, [`Verified::key_index`], or the first one
+    /// valid now): what a provider's handshake asks a receiver to prove it
+    /// holds that secret with (Zoom's `encryptedToken`, X's
+    /// `response_token`). `None` for an asymmetric key.
     #[cfg(feature = "http")]
-    pub(crate) fn mac_hex(&self, key_index: usize, message: &[u8]) -> Option<String> {
-        use std::fmt::Write as _;
+    pub(crate) fn mac(&self, key_index: usize, message: &[u8]) -> Option<Vec<u8>> {
         #[cfg_attr(
             not(feature = "ed25519"),
             allow(clippy::infallible_destructuring_match)
@@ -301,12 +308,17 @@ impl Inner {
         };
         let mut mac = keyed.clone();
         mac.update(message);
-        let tag = mac.finalize().into_bytes();
-        let mut hex = String::with_capacity(tag.len() * 2);
-        for byte in tag {
-            let _ = write!(hex, "{byte:02x}");
-        }
-        Some(hex)
+        Some(mac.finalize().into_bytes().to_vec())
+    }
+
+    /// The index of the first HMAC secret valid at `now`.
+    #[cfg(feature = "http")]
+    pub(crate) fn first_hmac(&self, now: SystemTime) -> Option<usize> {
+        let now = unix_seconds(now);
+        (0..self.keys.len()).find(|index| {
+            self.keys[*index].algorithm() == Algorithm::HmacSha256
+                && self.validity[*index].contains_unix(now)
+        })
     }
 
     /// Tries every accepted signature against every key of its algorithm:

@@ -209,6 +209,53 @@ pub fn cases() -> Vec<Case> {
             event.to_vec(),
         ),
     });
+    // Microsoft Graph's change notifications documentation, "Notification
+    // endpoint validation": unsigned, on a receiver of any scheme.
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let event = br#"{"type":"order.paid","id":"ord_1"}"#;
+    cases.push(Case {
+        provider: "microsoft-graph",
+        verifier: verifier(Scheme::standard_webhooks(), secret),
+        handshake: Handshake::MicrosoftGraph,
+        method: "POST",
+        query: "validationToken=Validation%3A%20Testing%20client%20application%20reachability%20for%20subscription%20Request-Id%3A%2025b02b51-3a9f-4a8e-8c7b-3d1e0f2a6b4c",
+        headers: Vec::new(),
+        body: Vec::new(),
+        status: 200,
+        content_type: text,
+        answer: "Validation: Testing client application reachability for subscription Request-Id: 25b02b51-3a9f-4a8e-8c7b-3d1e0f2a6b4c".into(),
+        forged: Forged {
+            query: "validationToken=%00%01",
+            headers: Vec::new(),
+            status: 400,
+        },
+        webhook: (signed(Scheme::standard_webhooks(), secret, "msg_graph_1", event), event.to_vec()),
+    });
+
+    // X's Account Activity API documentation, "Challenge-Response Checks";
+    // the response token computed outside this crate with X's formula
+    // (Python hmac and base64).
+    let secret = "x-consumer-secret";
+    let event = br#"{"for_user_id":"2244994945","tweet_create_events":[{"id_str":"1"}]}"#;
+    cases.push(Case {
+        provider: "x",
+        verifier: verifier(Scheme::x(), secret),
+        handshake: Handshake::X,
+        method: "GET",
+        query: "crc_token=9b4507b3-9040-4669-9ef0-2d2e4e0ff2a0",
+        headers: Vec::new(),
+        body: Vec::new(),
+        status: 200,
+        content_type: "application/json",
+        answer: r#"{"response_token":"sha256=9ktWSBo4c6aARMx0b3irPvcgnh1Pve65SDXnQ10Tgro="}"#
+            .into(),
+        forged: Forged {
+            query: "crc_token=",
+            headers: Vec::new(),
+            status: 400,
+        },
+        webhook: (signed(Scheme::x(), secret, "-", event), event.to_vec()),
+    });
     cases
 }
 
