@@ -246,6 +246,32 @@ fn a_twitch_signature_verifies_one_split_into_id_and_timestamp_only() {
     );
 }
 
+/// Twitch's timestamps are RFC 3339, which writes years 0000 to 9999
+/// only: a signer asked to sign outside them refuses, rather than send what
+/// no verifier reads (found by fuzzing).
+#[test]
+fn a_twitch_signer_refuses_a_time_rfc3339_cannot_write() {
+    let signer = Signer::new(Scheme::twitch(), ["twitch-secret-0123"]).unwrap();
+    let far = UNIX_EPOCH + Duration::from_secs(72_057_593_836_601_342);
+    let refused = signer.sign("e76c6bd4", far, b"{}");
+    assert!(
+        matches!(
+            refused,
+            Err(VerifyError::MalformedHeader {
+                reason: Malformed::TimestampOutOfRange,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let last = UNIX_EPOCH + Duration::from_secs(253_402_300_799);
+    let signed = signer.sign("e76c6bd4", last, b"{}").unwrap();
+    let headers: Vec<(&str, &str)> = signed.iter().collect();
+    verifier(Scheme::twitch(), &["twitch-secret-0123"])
+        .verify_at(&headers, b"{}", last)
+        .expect("the last second RFC 3339 writes verifies");
+}
+
 /// Zoom documents the rule Slack uses (`v0:{timestamp}:{body}`, hex,
 /// `v0=`) under its own headers and publishes no vector with its secret:
 /// Slack's published vector, sent under Zoom's header names, verifies.

@@ -153,7 +153,9 @@ pub(crate) fn parse_rfc3339(text: &[u8]) -> Option<i64> {
 /// `time` as RFC 3339 in UTC with nanoseconds, trailing zeros dropped (no
 /// fraction at all on a whole second), as Go's `RFC3339Nano` writes it:
 /// `2019-11-16T10:11:12.634234626Z`.
-pub(crate) fn rfc3339_nanos(time: SystemTime) -> String {
+///
+/// `None` outside the years 0000 to 9999, which RFC 3339 cannot write.
+pub(crate) fn rfc3339_nanos(time: SystemTime) -> Option<String> {
     let (seconds, nanos) = match time.duration_since(UNIX_EPOCH) {
         Ok(after) => (
             i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
@@ -163,6 +165,9 @@ pub(crate) fn rfc3339_nanos(time: SystemTime) -> String {
     };
     let (days, of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
     let (year, month, day) = civil_from_days(days);
+    if !(0..=9999).contains(&year) {
+        return None;
+    }
     let mut text = format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
         of_day / 3600,
@@ -175,7 +180,7 @@ pub(crate) fn rfc3339_nanos(time: SystemTime) -> String {
         text.push_str(fraction.trim_end_matches('0'));
     }
     text.push('Z');
-    text
+    Some(text)
 }
 
 #[cfg(test)]
@@ -219,19 +224,34 @@ mod tests {
         }
     }
 
+    /// A time RFC 3339 cannot write (before year 0, after 9999) is not
+    /// written at all, so a signer never sends what no verifier reads.
+    #[test]
+    fn rfc3339_writes_only_four_digit_years() {
+        let last = UNIX_EPOCH + Duration::from_secs(253_402_300_799);
+        assert_eq!(rfc3339_nanos(last).unwrap(), "9999-12-31T23:59:59Z");
+        assert_eq!(rfc3339_nanos(last + Duration::from_secs(1)), None);
+        assert_eq!(
+            rfc3339_nanos(UNIX_EPOCH + Duration::from_secs(72_057_593_836_601_342)),
+            None
+        );
+        let before_year_0 = UNIX_EPOCH - Duration::from_secs(62_167_219_201);
+        assert_eq!(rfc3339_nanos(before_year_0), None);
+    }
+
     #[test]
     fn rfc3339_written_with_nanoseconds_reads_back() {
         let at = UNIX_EPOCH + Duration::new(1_573_899_072, 634_234_626);
-        assert_eq!(rfc3339_nanos(at), "2019-11-16T10:11:12.634234626Z");
+        assert_eq!(rfc3339_nanos(at).unwrap(), "2019-11-16T10:11:12.634234626Z");
         let at = UNIX_EPOCH + Duration::new(1_573_899_072, 120_000_000);
-        assert_eq!(rfc3339_nanos(at), "2019-11-16T10:11:12.12Z");
+        assert_eq!(rfc3339_nanos(at).unwrap(), "2019-11-16T10:11:12.12Z");
         assert_eq!(
-            rfc3339_nanos(UNIX_EPOCH + Duration::from_secs(951_868_799)),
+            rfc3339_nanos(UNIX_EPOCH + Duration::from_secs(951_868_799)).unwrap(),
             "2000-02-29T23:59:59Z"
         );
         for seconds in (0..4_102_444_800_u64).step_by(7_654_321) {
             let at = UNIX_EPOCH + Duration::new(seconds, 5);
-            let text = rfc3339_nanos(at);
+            let text = rfc3339_nanos(at).unwrap();
             assert_eq!(
                 parse_rfc3339(text.as_bytes()),
                 Some(seconds as i64),

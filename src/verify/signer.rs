@@ -177,7 +177,12 @@ impl Signer {
         }
         let timestamp = match self.scheme.timestamp_format {
             TimestampFormat::UnixSeconds => unix_seconds(at).to_string(),
-            TimestampFormat::Rfc3339 => rfc3339_nanos(at),
+            TimestampFormat::Rfc3339 => {
+                rfc3339_nanos(at).ok_or_else(|| VerifyError::MalformedHeader {
+                    name: self.scheme.timestamp_header(),
+                    reason: Malformed::TimestampOutOfRange,
+                })?
+            }
         };
         let id_bytes = Some(id.as_bytes());
         let timestamp_bytes = Some(timestamp.as_bytes());
