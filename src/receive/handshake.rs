@@ -13,10 +13,14 @@ const MAX_CHALLENGE_LEN: usize = 1024;
 /// A provider's subscription check that a [`Receiver`](super::Receiver)
 /// answers by itself ([`with_handshake`](super::Receiver::with_handshake)).
 ///
-/// Signed handshakes (Slack, Twitch, Zoom) are answered only after their
-/// signature verified: a forged one is refused as any forged request is.
-/// Meta's is an unsigned `GET`, answered only when its verify token
-/// matches (compared in constant time); a wrong token is 403.
+/// Signed handshakes (Slack, Twitch, Zoom, Discord) are answered only
+/// after their signature verified: a forged one is refused as any forged
+/// request is. Meta's, Graph's and X's come before any body: Meta's `GET`
+/// is answered only when its verify token matches (compared in constant
+/// time; a wrong or empty one is 403), Graph's token is echoed as plain
+/// text, and X's is answered with a proof of the secret, not the secret.
+/// A request recognized as a handshake whose challenge cannot be echoed is
+/// answered 400, never passed on.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Handshake {
@@ -80,7 +84,8 @@ impl Handshake {
 /// `X-Content-Type-Options: nosniff` (the body echoes the provider's text).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandshakeAnswer {
-    /// The HTTP status: 200, or 403 for a Meta check with a wrong token.
+    /// The HTTP status: 200; 403 for a Meta check with a wrong token; 400
+    /// for a challenge that cannot be echoed.
     pub status: u16,
     /// `text/plain; charset=utf-8` or `application/json`.
     pub content_type: &'static str,
