@@ -314,23 +314,9 @@ fn query_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
     })
 }
 
+/// Form decoding: `+` is a space, then percent-escapes.
 fn decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = std::str::from_utf8(bytes.get(at + 1..at + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                at += 2;
-            }
-            byte => out.push(byte),
-        }
-        at += 1;
-    }
-    String::from_utf8(out).ok()
+    super::provider::percent_decode(&text.replace('+', " "))
 }
 
 #[cfg(test)]

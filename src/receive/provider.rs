@@ -150,7 +150,7 @@ fn form_payload_type(body: &[u8]) -> Option<String> {
 
 /// Percent-decoding, refusing a malformed escape or a result that is not
 /// UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
+pub(super) fn percent_decode(text: &str) -> Option<String> {
     let mut bytes = Vec::with_capacity(text.len());
     let mut rest = text.as_bytes();
     while let Some((&byte, tail)) = rest.split_first() {
