@@ -18,7 +18,7 @@ use serde_json::ser::{CompactFormatter, Formatter, PrettyFormatter};
 use zeroize::Zeroizing;
 
 /// The built-in schemes `--scheme` names, tried in this order (Square's
-/// needs its URL, so it is not among them).
+/// and Twilio's need their URL, so they are not among them).
 const SCHEMES: &[&str] = Scheme::NAMES;
 
 /// `application/x-www-form-urlencoded` leaves these bytes as they are
@@ -39,6 +39,8 @@ pub(crate) struct Rejected<'a> {
     pub(crate) error: &'a VerifyError,
     /// `--timestamp-header` of a custom scheme.
     pub(crate) custom_timestamp_header: Option<&'a str>,
+    /// `--signed-url` of Square's and Twilio's schemes.
+    pub(crate) signed_url: Option<&'a str>,
     /// The largest body `verify` accepts; an encoded body may be three
     /// times as long.
     pub(crate) max_body_len: usize,
@@ -83,6 +85,7 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
     search.bodies();
     search.secrets();
     search.timestamps();
+    search.urls(&given);
     search.schemes(&given);
     if search.findings.is_empty() {
         return vec![format!(
@@ -233,6 +236,33 @@ impl Search<'_, '_> {
         }
     }
 
+    /// The signed URL as the provider may have it: behind a proxy or a
+    /// load balancer the URL a request reaches is not the one configured
+    /// in the provider's console, which is the one it signs.
+    fn urls(&mut self, given: &[Secret<'_>]) {
+        let request = self.request;
+        let Some(url) = request.signed_url else {
+            return;
+        };
+        let rebuild = |url: &str| match request.scheme.name() {
+            "square" => Scheme::square(url).ok(),
+            "twilio" => Scheme::twilio(url).ok(),
+            _ => None,
+        };
+        if rebuild(url).is_none() {
+            return;
+        }
+        self.tried.push("the signed URL");
+        for (candidate, change) in url_variants(url) {
+            let verifier = rebuild(&candidate).and_then(|scheme| request.verifier(&scheme, given));
+            if verifier.is_some_and(|v| accepts(&v, request.headers, request.body)) {
+                self.findings.push(format!(
+                    "--signed-url {candidate} ({change}; the provider signs the URL configured                      in its console, not the one a proxy or load balancer passes on): give                      the URL exactly as the provider's console shows it"
+                ));
+            }
+        }
+    }
+
     /// Every other built-in scheme.
     fn schemes(&mut self, given: &[Secret<'_>]) {
         let request = self.request;
@@ -258,6 +288,42 @@ impl Search<'_, '_> {
             ));
         }
     }
+}
+
+/// URLs a provider may have signed where `url` was given, each with how
+/// it differs: the other scheme, a trailing slash, no query, no `www.`.
+fn url_variants(url: &str) -> Vec<(String, &'static str)> {
+    let mut variants = Vec::new();
+    if let Some(rest) = url.strip_prefix("http://") {
+        variants.push((format!("https://{rest}"), "https, not http"));
+    } else if let Some(rest) = url.strip_prefix("https://") {
+        variants.push((format!("http://{rest}"), "http, not https"));
+    }
+    let (before_query, query) = match url.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (url, None),
+    };
+    let with_query = |path: &str| match query {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    match before_query.strip_suffix('/') {
+        Some(trimmed) => variants.push((with_query(trimmed), "without the trailing slash")),
+        None => variants.push((
+            with_query(&format!("{before_query}/")),
+            "with a trailing slash",
+        )),
+    }
+    if query.is_some() {
+        variants.push((before_query.to_owned(), "without the query"));
+    }
+    if let Some((scheme, rest)) = url.split_once("://") {
+        match rest.strip_prefix("www.") {
+            Some(bare) => variants.push((format!("{scheme}://{bare}"), "without `www.`")),
+            None => variants.push((format!("{scheme}://www.{rest}"), "with `www.`")),
+        }
+    }
+    variants
 }
 
 /// Bodies the sender may have signed, each with what happened to it.
@@ -466,7 +532,8 @@ fn timestamp_at<'a>(scheme: &'a Scheme, custom: Option<&'a str>) -> Option<Stamp
         "stripe" | "convoy" => (scheme.signature_header(), true),
         // Paddle's `ts=` sits among `;` fields and Twitch writes a date:
         // neither is a count of seconds to read as milliseconds.
-        "github" | "shopify" | "meta" | "square" | "outpost" | "paddle" | "twitch" | "x" => {
+        "github" | "shopify" | "meta" | "square" | "twilio" | "outpost" | "paddle" | "twitch"
+        | "x" => {
             return None;
         }
         _ => (custom?, false),

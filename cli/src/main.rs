@@ -126,9 +126,10 @@ struct SchemeArgs {
     /// custom: the signed content, from `{id}`, `{timestamp}`, `{body}` and text.
     #[arg(long)]
     template: Option<String>,
-    /// square: the URL the provider signed, exactly as configured in Square
-    /// (behind a proxy, not the one the request reached).
-    #[arg(long, required_if_eq("scheme", "square"))]
+    /// square, twilio: the URL the provider signed, exactly as configured
+    /// in its console, query included (behind a proxy, not the one the
+    /// request reached).
+    #[arg(long, required_if_eq_any([("scheme", "square"), ("scheme", "twilio")]))]
     signed_url: Option<String>,
 }
 
@@ -145,6 +146,7 @@ enum SchemeName {
     Zoom,
     Paddle,
     Square,
+    Twilio,
     Convoy,
     Outpost,
     Discord,
@@ -179,6 +181,9 @@ impl SchemeArgs {
             SchemeName::X => "x",
             SchemeName::Square => {
                 return Scheme::square(self.signed_url.as_deref().unwrap_or_default());
+            }
+            SchemeName::Twilio => {
+                return Scheme::twilio(self.signed_url.as_deref().unwrap_or_default());
             }
             SchemeName::Custom => return self.custom(),
         };
@@ -328,6 +333,7 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
                     body: &body,
                     error: &error,
                     custom_timestamp_header: args.scheme.timestamp_header.as_deref(),
+                    signed_url: args.scheme.signed_url.as_deref(),
                     max_body_len: verifier.max_body_len(),
                 };
                 for line in explain::explain(&rejected) {

@@ -87,7 +87,7 @@ fn every_scheme_signs_and_verifies_from_stdin() {
     let square = ["--signed-url", "https://example.com/hooks/square"];
     for scheme in [
         "standard", "svix", "stripe", "github", "shopify", "slack", "meta", "twitch", "zoom",
-        "paddle", "square", "convoy", "outpost", "custom",
+        "paddle", "square", "twilio", "convoy", "outpost", "custom",
     ] {
         let secret = if matches!(scheme, "standard" | "svix") {
             SECRET
@@ -96,7 +96,7 @@ fn every_scheme_signs_and_verifies_from_stdin() {
         };
         let extra: &[&str] = match scheme {
             "custom" => &custom,
-            "square" => &square,
+            "square" | "twilio" => &square,
             _ => &[],
         };
         let mut sign = vec![
@@ -329,6 +329,14 @@ fn verify_accepts_each_providers_published_vector() {
         text(square, "body"),
         None,
     ));
+    let twilio = &vectors["twilio"][0];
+    cases.push((
+        "twilio",
+        vec!["--signed-url".into(), text(twilio, "url")],
+        vec![("x-twilio-signature", text(twilio, "header"))],
+        text(twilio, "body"),
+        None,
+    ));
     let convoy = &vectors["convoy"][4];
     assert_eq!(convoy["name"], "advanced_sha256_hex_valid");
     cases.push((
@@ -357,6 +365,7 @@ fn verify_accepts_each_providers_published_vector() {
                 .map(|secret| secret.as_str().unwrap().to_owned())
                 .collect(),
             "square" => vec![text(square, "secret")],
+            "twilio" => vec![text(twilio, "secret")],
             "convoy" => vec![text(convoy, "secret")],
             _ => vec![text(outpost, "secret")],
         }

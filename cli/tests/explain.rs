@@ -47,8 +47,22 @@ struct Run {
 
 /// Runs `hooklatch verify` at the time of signing, the body on stdin.
 fn verify(scheme: &str, secret: &str, headers: &[String], body: &[u8], explain: bool) -> Run {
+    verify_with(&["--scheme", scheme], secret, headers, body, explain)
+}
+
+/// [`verify`] with the scheme given by `scheme_args` (`--scheme square
+/// --signed-url ...`).
+fn verify_with(
+    scheme_args: &[&str],
+    secret: &str,
+    headers: &[String],
+    body: &[u8],
+    explain: bool,
+) -> Run {
     let now = AT.to_string();
-    let mut args = vec!["verify", "--scheme", scheme, "--secret", secret];
+    let mut args = vec!["verify"];
+    args.extend_from_slice(scheme_args);
+    args.extend(["--secret", secret]);
     for header in headers {
         args.extend(["-H", header]);
     }
@@ -77,8 +91,18 @@ fn verify(scheme: &str, secret: &str, headers: &[String], body: &[u8], explain: 
 /// `verify --explain` exits 1 as without it, prints the same `rejected:`
 /// line, then exactly one finding: the one that contains `finding`.
 fn assert_explains(scheme: &str, secret: &str, headers: &[String], body: &[u8], finding: &str) {
-    let plain = verify(scheme, secret, headers, body, false);
-    let explained = verify(scheme, secret, headers, body, true);
+    assert_explains_with(&["--scheme", scheme], secret, headers, body, finding);
+}
+
+fn assert_explains_with(
+    scheme_args: &[&str],
+    secret: &str,
+    headers: &[String],
+    body: &[u8],
+    finding: &str,
+) {
+    let plain = verify_with(scheme_args, secret, headers, body, false);
+    let explained = verify_with(scheme_args, secret, headers, body, true);
     assert_eq!(plain.code, Some(1), "{}", plain.stdout);
     assert_eq!(explained.code, Some(1), "{}", explained.stdout);
     let mut lines = explained.stdout.lines();
@@ -348,6 +372,88 @@ fn explain_finds_the_scheme_the_request_was_signed_with() {
             &format!("--scheme {names} instead of --scheme {verified_as}"),
         );
     }
+}
+
+/// Square and Twilio sign the URL configured in their console; behind a
+/// proxy the app sees another (http for https, a slash added or lost, the
+/// query dropped), and `--explain` names the URL that was signed.
+#[test]
+fn explain_finds_the_url_square_or_twilio_signed() {
+    let configured = "https://example.com/hooks/in?account=7";
+    for (name, scheme) in [
+        ("square", Scheme::square(configured).unwrap()),
+        ("twilio", Scheme::twilio(configured).unwrap()),
+    ] {
+        let body: &[u8] = if name == "twilio" {
+            b"From=%2B14158675309&Body=Hello"
+        } else {
+            BODY
+        };
+        let headers = sign(&signer(scheme, "s3cret"), AT, body);
+        for (seen, change) in [
+            ("http://example.com/hooks/in?account=7", "https, not http"),
+            (
+                "https://example.com/hooks/in/?account=7",
+                "without the trailing slash",
+            ),
+            ("https://example.com/hooks/in", "no"),
+        ] {
+            if change == "no" {
+                // The query is not a URL's variant to add back: nothing found.
+                let run = verify_with(
+                    &["--scheme", name, "--signed-url", seen],
+                    "s3cret",
+                    &headers,
+                    body,
+                    true,
+                );
+                assert_eq!(run.code, Some(1));
+                assert!(run.stdout.contains("no match: "), "{name}: {}", run.stdout);
+                assert!(
+                    run.stdout.contains("the signed URL"),
+                    "{name}: {}",
+                    run.stdout
+                );
+                continue;
+            }
+            assert_explains_with(
+                &["--scheme", name, "--signed-url", seen],
+                "s3cret",
+                &headers,
+                body,
+                &format!("--signed-url {configured} ({change};"),
+            );
+        }
+    }
+}
+
+/// A Discord key given in any form but the developer portal's hex is a
+/// usage error that says which key to copy.
+#[test]
+fn a_discord_key_not_in_hex_names_the_portals_public_key() {
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([
+            "verify",
+            "--scheme",
+            "discord",
+            "--secret",
+            "11VrmAGCsQq31Uv+08lkBzoO4XLz2qYjJa8CGmj3B1E=",
+            "-H",
+            "x-signature-ed25519: 00",
+            "-H",
+            "x-signature-timestamp: 1614265330",
+            "--body-file",
+            "-",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("hex characters") && stderr.contains("public key"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -19,6 +19,22 @@ use hooklatch::verify::{Scheme, Signer, Verifier};
 
 const SCHEMES: &[&str] = Scheme::NAMES;
 
+/// The schemes built around a signed URL, besides [`SCHEMES`].
+const URL_SCHEMES: &[&str] = &["square", "twilio"];
+
+/// The URL the structured target gives [`URL_SCHEMES`].
+const SIGNED_URL: &str = "https://example.com/hooks/in?account=7";
+
+/// The scheme `name` names: one of [`SCHEMES`], or of [`URL_SCHEMES`]
+/// around `url`.
+fn scheme_named(name: &str, url: &str) -> Option<Scheme> {
+    match name {
+        "square" => Scheme::square(url).ok(),
+        "twilio" => Scheme::twilio(url).ok(),
+        _ => Scheme::by_name(name),
+    }
+}
+
 /// The secret each scheme's known-answer vector was signed with.
 fn vector_secret(scheme: &str) -> &'static str {
     match scheme {
@@ -40,8 +56,9 @@ fn at(seconds: i64) -> SystemTime {
 }
 
 /// Text input, so the known-answer vectors are readable seeds:
-/// `scheme [secret]\nname: value\n...\n\nbody`. Without a secret, the
-/// scheme's vector secret is used.
+/// `scheme [secret]\nname: value\n...\n\nbody`, or `scheme secret url`
+/// for Square and Twilio. Without a secret, the scheme's vector secret is
+/// used.
 pub fn verify_text(data: &[u8]) {
     let Some(split) = data.windows(2).position(|pair| pair == b"\n\n") else {
         return;
@@ -52,7 +69,11 @@ pub fn verify_text(data: &[u8]) {
         return;
     };
     let (name, secret) = first.split_once(' ').unwrap_or((first, ""));
-    let Some(scheme) = Scheme::by_name(name) else {
+    let (secret, url) = match secret.rsplit_once(' ') {
+        Some((secret, url)) if URL_SCHEMES.contains(&name) => (secret, url),
+        _ => (secret, SIGNED_URL),
+    };
+    let Some(scheme) = scheme_named(name, url) else {
         return;
     };
     let secret = if secret.is_empty() {
@@ -112,8 +133,12 @@ pub struct VerifyInput {
 /// Arbitrary headers, body, secrets and clock against every scheme; and
 /// what a signer signs, a verifier with the same secrets must accept.
 pub fn verify_structured(input: VerifyInput) {
-    let scheme =
-        Scheme::by_name(SCHEMES[usize::from(input.scheme) % SCHEMES.len()]).expect("known scheme");
+    let names = SCHEMES.len() + URL_SCHEMES.len();
+    let index = usize::from(input.scheme) % names;
+    let name = SCHEMES
+        .get(index)
+        .unwrap_or_else(|| &URL_SCHEMES[index - SCHEMES.len()]);
+    let scheme = scheme_named(name, SIGNED_URL).expect("known scheme");
     let mut builder = Verifier::builder(scheme.clone())
         .with_past_tolerance(Duration::from_secs(input.past_tolerance.into()))
         .with_future_tolerance(Duration::from_secs(input.future_tolerance.into()));

@@ -54,6 +54,16 @@ pub enum Handshake {
     /// `{"response_token":"sha256=" + base64 HMAC-SHA256(consumer secret,
     /// crc_token)}`, proved with the first secret valid now.
     X,
+    /// Azure Event Grid's endpoint validation, in both of its schemas: a
+    /// `POST` with `aeg-event-type: SubscriptionValidation` (Event Grid
+    /// schema) is answered `{"validationResponse": <the event's
+    /// data.validationCode>}`; an `OPTIONS` with `WebHook-Request-Origin`
+    /// (CloudEvents 1.0 abuse protection) is answered with
+    /// `WebHook-Allowed-Origin` naming that origin and
+    /// `WebHook-Allowed-Rate: *`. Event Grid signs neither, nor its
+    /// deliveries: answering only grants consent, and the deliveries still
+    /// need a scheme this receiver verifies (such as a signing proxy).
+    AzureEventGrid,
 }
 
 impl std::fmt::Debug for Handshake {
@@ -66,6 +76,7 @@ impl std::fmt::Debug for Handshake {
             Self::Discord => "Discord",
             Self::MicrosoftGraph => "MicrosoftGraph",
             Self::X => "X",
+            Self::AzureEventGrid => "AzureEventGrid",
         })
     }
 }
@@ -92,8 +103,11 @@ pub struct HandshakeAnswer {
     /// The body.
     pub body: String,
     /// The provider, for logs: `slack`, `meta`, `twitch`, `zoom`,
-    /// `discord`, `microsoft-graph` or `x`.
+    /// `discord`, `microsoft-graph`, `x` or `azure-event-grid`.
     pub provider: &'static str,
+    /// Headers to send with the answer (Event Grid's
+    /// `WebHook-Allowed-Origin`), names lowercase.
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl HandshakeAnswer {
@@ -103,6 +117,7 @@ impl HandshakeAnswer {
             content_type: "text/plain; charset=utf-8",
             body,
             provider,
+            headers: Vec::new(),
         }
     }
 }
@@ -114,40 +129,45 @@ fn echoable(challenge: &str) -> Option<String> {
     fits.then(|| challenge.to_owned())
 }
 
-/// The answer to an unsigned handshake in a request's method and query
-/// (Meta's and X's `GET`, Graph's `POST`), if one of `handshakes` is one.
+/// The answer to an unsigned handshake in a request's method, query and
+/// headers (Meta's and X's `GET`, Graph's `POST`, Event Grid's
+/// `OPTIONS`), if one of `handshakes` is one.
 pub(super) fn before_body(
     handshakes: &[Handshake],
     verifier: &Verifier,
     method: &str,
     query: Option<&str>,
+    headers: &(impl Headers + ?Sized),
 ) -> Option<HandshakeAnswer> {
+    let value = |name| query.and_then(|query| query_value(query, name));
     for handshake in handshakes {
         let answer = match handshake {
             Handshake::MicrosoftGraph if method.eq_ignore_ascii_case("POST") => {
-                query_value(query?, "validationToken").map(|token| match printable(&token) {
+                value("validationToken").map(|token| match printable(&token) {
                     Some(token) => HandshakeAnswer::text("microsoft-graph", token),
                     None => unusable("microsoft-graph"),
                 })
             }
-            Handshake::X if method.eq_ignore_ascii_case("GET") => query_value(query?, "crc_token")
-                .map(|token| {
-                    let proof = echoable(&token).and_then(|token| {
-                        let tag = verifier.mac(verifier.first_hmac()?, token.as_bytes())?;
-                        Some(crate::verify::Encoding::Base64.encode(&tag))
-                    });
-                    match proof {
-                        Some(proof) => HandshakeAnswer {
-                            status: 200,
-                            content_type: "application/json",
-                            body:
-                                serde_json::json!({ "response_token": format!("sha256={proof}") })
-                                    .to_string(),
-                            provider: "x",
-                        },
-                        None => unusable("x"),
-                    }
-                }),
+            Handshake::AzureEventGrid if method.eq_ignore_ascii_case("OPTIONS") => {
+                cloudevents_origin(headers)
+            }
+            Handshake::X if method.eq_ignore_ascii_case("GET") => value("crc_token").map(|token| {
+                let proof = echoable(&token).and_then(|token| {
+                    let tag = verifier.mac(verifier.first_hmac()?, token.as_bytes())?;
+                    Some(crate::verify::Encoding::Base64.encode(&tag))
+                });
+                match proof {
+                    Some(proof) => HandshakeAnswer {
+                        status: 200,
+                        content_type: "application/json",
+                        body: serde_json::json!({ "response_token": format!("sha256={proof}") })
+                            .to_string(),
+                        provider: "x",
+                        headers: Vec::new(),
+                    },
+                    None => unusable("x"),
+                }
+            }),
             _ => None,
         };
         if answer.is_some() {
@@ -155,6 +175,63 @@ pub(super) fn before_body(
         }
     }
     meta(handshakes, method, query)
+}
+
+/// The answer to a CloudEvents 1.0 validation request (`OPTIONS` with
+/// `WebHook-Request-Origin`): the origin allowed, at any rate.
+fn cloudevents_origin(headers: &(impl Headers + ?Sized)) -> Option<HandshakeAnswer> {
+    let origin = match headers.lookup(&HeaderKey::from_static("webhook-request-origin")) {
+        HeaderLookup::One(origin) => std::str::from_utf8(origin).ok().and_then(echoable),
+        HeaderLookup::Missing => return None,
+        HeaderLookup::Repeated => None,
+    };
+    Some(match origin {
+        Some(origin) => HandshakeAnswer {
+            headers: vec![
+                ("webhook-allowed-origin", origin),
+                ("webhook-allowed-rate", "*".to_owned()),
+                ("allow", "POST, OPTIONS".to_owned()),
+            ],
+            ..HandshakeAnswer::text("azure-event-grid", String::new())
+        },
+        None => unusable("azure-event-grid"),
+    })
+}
+
+/// Whether the request is an Event Grid subscription validation, whose
+/// answer comes from its unsigned body ([`event_grid_validation`]).
+pub(super) fn wants_unsigned_body(
+    handshakes: &[Handshake],
+    headers: &(impl Headers + ?Sized),
+) -> bool {
+    handshakes.contains(&Handshake::AzureEventGrid)
+        && matches!(
+            headers.lookup(&HeaderKey::from_static("aeg-event-type")),
+            HeaderLookup::One(kind) if kind.eq_ignore_ascii_case(b"SubscriptionValidation")
+        )
+}
+
+/// The answer to an Event Grid subscription validation: its one event's
+/// `data.validationCode`, as `{"validationResponse": ..}`.
+pub(super) fn event_grid_validation(body: &[u8]) -> HandshakeAnswer {
+    let events = serde_json::from_slice::<serde_json::Value>(body).ok();
+    let code = events.as_ref().and_then(|events| {
+        let event = events.as_array()?.first()?;
+        if event["eventType"] != "Microsoft.EventGrid.SubscriptionValidationEvent" {
+            return None;
+        }
+        event["data"]["validationCode"].as_str().and_then(echoable)
+    });
+    match code {
+        Some(code) => HandshakeAnswer {
+            content_type: "application/json",
+            ..HandshakeAnswer::text(
+                "azure-event-grid",
+                serde_json::json!({ "validationResponse": code }).to_string(),
+            )
+        },
+        None => unusable("azure-event-grid"),
+    }
 }
 
 /// The value of `name` in a URL query, percent-decoded.
@@ -198,6 +275,7 @@ fn meta(handshakes: &[Handshake], method: &str, query: Option<&str>) -> Option<H
         content_type: "text/plain; charset=utf-8",
         body: "the verify token does not match".to_owned(),
         provider: "meta",
+        headers: Vec::new(),
     };
     // An empty configured token would let anyone's check through.
     let matches = !verify_token.is_empty()
@@ -228,7 +306,10 @@ pub(super) fn verified(
     let json = || serde_json::from_slice::<serde_json::Value>(&event.body).ok();
     for handshake in handshakes {
         let (provider, challenge) = match handshake {
-            Handshake::Meta { .. } | Handshake::MicrosoftGraph | Handshake::X => continue,
+            Handshake::Meta { .. }
+            | Handshake::MicrosoftGraph
+            | Handshake::X
+            | Handshake::AzureEventGrid => continue,
             Handshake::Slack => match json() {
                 Some(body) if body["type"] == "url_verification" => {
                     ("slack", body["challenge"].as_str().and_then(echoable))
@@ -255,6 +336,7 @@ pub(super) fn verified(
                         content_type: "application/json",
                         body: r#"{"type":1}"#.to_owned(),
                         provider: "discord",
+                        headers: Vec::new(),
                     });
                 }
                 _ => continue,
@@ -279,6 +361,7 @@ pub(super) fn verified(
                             })
                             .to_string(),
                             provider: "zoom",
+                            headers: Vec::new(),
                         },
                         _ => unusable("zoom"),
                     });
@@ -302,21 +385,14 @@ fn unusable(provider: &'static str) -> HandshakeAnswer {
         body: "the handshake's challenge is missing or not 1 to 1024 visible ASCII characters"
             .to_owned(),
         provider,
+        headers: Vec::new(),
     }
 }
 
-/// The `name=value` pairs of a URL query, percent-decoded (`+` as a
-/// space); pairs that do not decode to UTF-8 are passed over.
+/// The `name=value` pairs of a URL query, decoded as a form's; pairs that
+/// do not decode to UTF-8 are passed over.
 fn query_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
-    query.split('&').filter_map(|pair| {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        Some((decode(name)?, decode(value)?))
-    })
-}
-
-/// Form decoding: `+` is a space, then percent-escapes.
-fn decode(text: &str) -> Option<String> {
-    super::provider::percent_decode(&text.replace('+', " "))
+    crate::verify::form_pairs(query).filter_map(Result::ok)
 }
 
 #[cfg(test)]
@@ -346,6 +422,8 @@ mod tests {
         );
     }
 
+    const NO_HEADERS: &[(&str, &str)] = &[];
+
     fn any_verifier() -> Verifier {
         Verifier::builder(crate::verify::Scheme::meta())
             .with_secret("app-secret")
@@ -358,7 +436,7 @@ mod tests {
     fn meta_answers_the_challenge_only_with_its_verify_token() {
         let meta = [Handshake::meta("my-verify-token")];
         let query = "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=my-verify-token";
-        let answer = before_body(&meta, &any_verifier(), "GET", Some(query)).unwrap();
+        let answer = before_body(&meta, &any_verifier(), "GET", Some(query), NO_HEADERS).unwrap();
         assert_eq!((answer.status, answer.body.as_str()), (200, "1158201444"));
         for wrong in [
             "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=my-verify-tokeN",
@@ -366,7 +444,7 @@ mod tests {
             "hub.mode=unsubscribe&hub.challenge=1158201444&hub.verify_token=my-verify-token",
         ] {
             assert_eq!(
-                before_body(&meta, &any_verifier(), "GET", Some(wrong))
+                before_body(&meta, &any_verifier(), "GET", Some(wrong), NO_HEADERS)
                     .unwrap()
                     .status,
                 403,
@@ -374,27 +452,42 @@ mod tests {
             );
         }
         assert_eq!(
-            before_body(&meta, &any_verifier(), "POST", Some(query)),
+            before_body(&meta, &any_verifier(), "POST", Some(query), NO_HEADERS),
             None,
             "a POST is a webhook"
         );
         assert_eq!(
-            before_body(&meta, &any_verifier(), "GET", Some("page=2")),
+            before_body(&meta, &any_verifier(), "GET", Some("page=2"), NO_HEADERS),
             None,
             "not a handshake"
         );
-        assert_eq!(before_body(&meta, &any_verifier(), "GET", None), None);
         assert_eq!(
-            before_body(&[Handshake::Slack], &any_verifier(), "GET", Some(query)),
+            before_body(&meta, &any_verifier(), "GET", None, NO_HEADERS),
+            None
+        );
+        assert_eq!(
+            before_body(
+                &[Handshake::Slack],
+                &any_verifier(),
+                "GET",
+                Some(query),
+                NO_HEADERS
+            ),
             None,
             "not configured"
         );
         let no_challenge =
             "hub.mode=subscribe&hub.verify_token=my-verify-token&hub.challenge=a%20b";
         assert_eq!(
-            before_body(&meta, &any_verifier(), "GET", Some(no_challenge))
-                .unwrap()
-                .status,
+            before_body(
+                &meta,
+                &any_verifier(),
+                "GET",
+                Some(no_challenge),
+                NO_HEADERS
+            )
+            .unwrap()
+            .status,
             400
         );
         assert!(
@@ -403,7 +496,8 @@ mod tests {
         );
         let empty = [Handshake::meta("")];
         let guessed = "hub.mode=subscribe&hub.challenge=1&hub.verify_token=";
-        let answer = before_body(&empty, &any_verifier(), "GET", Some(guessed)).unwrap();
+        let answer =
+            before_body(&empty, &any_verifier(), "GET", Some(guessed), NO_HEADERS).unwrap();
         assert_eq!(answer.status, 403, "an empty token never matches");
     }
 

@@ -40,7 +40,7 @@ pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, content_length, read
 pub use event::VerifiedEvent;
 pub use handshake::{Handshake, HandshakeAnswer};
 pub use metrics::{report_inbox_depth, request_span};
-pub use receiver::Receiver;
+pub use receiver::{Received, Receiver};
 pub use rejection::Rejection;
 pub use steps::{COMPLETE_TRIES, Claimed, accept, claim, complete_with_retries, settle};
 pub use tenant::{NameFn, StaticTenants, Tenant, TenantError, TenantKey, TenantSource, Tenants};

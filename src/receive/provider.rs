@@ -144,27 +144,8 @@ fn form_payload_type(body: &[u8]) -> Option<String> {
     let encoded = body
         .split('&')
         .find_map(|pair| pair.strip_prefix("payload="))?;
-    let decoded = percent_decode(&encoded.replace('+', " "))?;
+    let decoded = crate::verify::form_decode(encoded)?;
     body_type(decoded.as_bytes())
-}
-
-/// Percent-decoding, refusing a malformed escape or a result that is not
-/// UTF-8.
-pub(super) fn percent_decode(text: &str) -> Option<String> {
-    let mut bytes = Vec::with_capacity(text.len());
-    let mut rest = text.as_bytes();
-    while let Some((&byte, tail)) = rest.split_first() {
-        if byte == b'%' {
-            let hex = tail.get(..2)?;
-            let value = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            bytes.push(value);
-            rest = &tail[2..];
-        } else {
-            bytes.push(byte);
-            rest = tail;
-        }
-    }
-    String::from_utf8(bytes).ok()
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ impl Receiver {
     /// let verifier = Verifier::builder(Scheme::meta()).with_secret("app-secret")?.build()?;
     /// let receiver = Receiver::new(verifier).with_handshake(Handshake::meta("my-verify-token"));
     /// let query = "hub.mode=subscribe&hub.verify_token=my-verify-token&hub.challenge=1158201444";
-    /// let answer = receiver.answer_before_body("GET", Some(query)).unwrap();
+    /// let answer = receiver.answer_before_body("GET", Some(query), &[("accept", "*/*")]).unwrap();
     /// assert_eq!((answer.status, answer.body.as_str()), (200, "1158201444"));
     /// # Ok::<(), hooklatch::verify::ConfigError>(())
     /// ```
@@ -89,12 +89,18 @@ impl Receiver {
         self
     }
 
-    /// The answer to an unsigned handshake (Meta's `GET`), from the
-    /// request's method and URI query, before any body is read: `None`
-    /// when the request is not one, and a handshake with a wrong verify
-    /// token is answered 403.
-    pub fn answer_before_body(&self, method: &str, query: Option<&str>) -> Option<HandshakeAnswer> {
-        let answer = handshake::before_body(&self.handshakes, &self.verifier, method, query)?;
+    /// The answer to an unsigned handshake (Meta's `GET`, Event Grid's
+    /// `OPTIONS`), from the request's method, URI query and headers,
+    /// before any body is read: `None` when the request is not one, and a
+    /// handshake with a wrong verify token is answered 403.
+    pub fn answer_before_body<H: Headers + ?Sized>(
+        &self,
+        method: &str,
+        query: Option<&str>,
+        headers: &H,
+    ) -> Option<HandshakeAnswer> {
+        let answer =
+            handshake::before_body(&self.handshakes, &self.verifier, method, query, headers)?;
         tracing::info!(
             provider = answer.provider,
             status = answer.status,
@@ -206,6 +212,50 @@ impl Receiver {
             span.record("id", id.as_str());
         }
         Ok(event)
+    }
+}
+
+/// What [`Receiver::receive_or_answer`] made of a request.
+#[derive(Debug)]
+// The event is the common case and is moved on at once: boxing it would
+// cost every request an allocation to spare a rare handshake's bytes.
+#[allow(clippy::large_enum_variant)]
+pub enum Received {
+    /// A verified event, to claim (or a signed handshake, which
+    /// [`Receiver::answer_verified`] answers).
+    Event(VerifiedEvent),
+    /// An unsigned handshake whose answer is in its body (Event Grid's
+    /// subscription validation), answered: never verified, never claimed.
+    Answered(HandshakeAnswer),
+}
+
+impl Receiver {
+    /// [`receive`](Self::receive), except that an unsigned handshake
+    /// answered from its body ([`Handshake::AzureEventGrid`]'s
+    /// subscription validation) is read within the same limits and
+    /// answered instead of verified.
+    pub async fn receive_or_answer<H, S, D, E>(
+        &self,
+        headers: &H,
+        body: S,
+    ) -> Result<Received, Rejection>
+    where
+        H: Headers + ?Sized,
+        S: Stream<Item = Result<D, E>>,
+        D: Buf,
+    {
+        if !handshake::wants_unsigned_body(&self.handshakes, headers) {
+            return self.receive(headers, body).await.map(Received::Event);
+        }
+        check_declared_length(declared_length(headers), self.body_limit)?;
+        let body = read_limited(body, self.body_limit, self.body_timeout).await?;
+        let answer = handshake::event_grid_validation(&body);
+        tracing::info!(
+            provider = answer.provider,
+            status = answer.status,
+            "answered a handshake"
+        );
+        Ok(Received::Answered(answer))
     }
 }
 

@@ -214,6 +214,10 @@ impl Rejection {
                 VerifyError::BodyTooLarge { .. } => {
                     ("body_too_large", "the body is over this receiver's limit")
                 }
+                VerifyError::MalformedBody { .. } => (
+                    "malformed_body",
+                    "the body is not what the signature scheme signs",
+                ),
             },
             Self::BodyTooLarge { .. } => {
                 ("body_too_large", "the body is over this receiver's limit")

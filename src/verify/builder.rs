@@ -125,7 +125,8 @@ impl VerifierBuilder {
                  its base64 is decoded",
             );
         }
-        self.keys.push(Key::hmac(secret)?);
+        self.keys
+            .push(Key::hmac_for(self.scheme.secret_format, secret)?);
         self.validity.push(Validity::ALWAYS);
         Ok(self)
     }
@@ -178,7 +179,7 @@ impl VerifierBuilder {
         let accepts = |algorithm| self.keys.iter().any(|k| k.algorithm() == algorithm);
         Ok(Verifier {
             inner: Arc::new(Inner {
-                accepts_hmac: accepts(Algorithm::HmacSha256),
+                accepts_hmac: accepts(Algorithm::Hmac),
                 accepts_ed25519: accepts(Algorithm::Ed25519),
                 accepts_ecdsa_p256: accepts(Algorithm::EcdsaP256),
                 scheme: self.scheme,

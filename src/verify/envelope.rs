@@ -80,7 +80,7 @@ impl<'h> Envelope<'h> {
             id,
             timestamp,
             candidates: [Candidate {
-                algorithm: Algorithm::HmacSha256,
+                algorithm: Algorithm::Hmac,
                 text: &[],
             }; MAX_SIGNATURES],
             len: 0,
@@ -157,7 +157,7 @@ fn no_supported_signature(
 ) -> VerifyError {
     let expected = match (
         &scheme.format,
-        accepts(Algorithm::HmacSha256),
+        accepts(Algorithm::Hmac),
         accepts(Algorithm::Ed25519),
     ) {
         (Format::Versioned, true, true) => "v1` or `v1a".into(),
@@ -207,7 +207,7 @@ fn classify<'h>(format: &Format, entry: &'h [u8]) -> Result<Entry<'h>, Malformed
         Format::Versioned => b',',
         Format::Fields(_) => b'=',
         Format::Single { .. } | Format::Listed { .. } => {
-            return Ok(Entry::Signature(Some(Algorithm::HmacSha256), entry));
+            return Ok(Entry::Signature(Some(Algorithm::Hmac), entry));
         }
         Format::Ed25519 => return Ok(Entry::Signature(Some(Algorithm::Ed25519), entry)),
         Format::EcdsaP256 => return Ok(Entry::Signature(Some(Algorithm::EcdsaP256), entry)),
@@ -220,9 +220,9 @@ fn classify<'h>(format: &Format, entry: &'h [u8]) -> Result<Entry<'h>, Malformed
     Ok(match format {
         Format::Fields(fields) if label == fields.timestamp.as_bytes() => Entry::Other,
         Format::Fields(fields) if label == fields.signature.as_bytes() => {
-            Entry::Signature(Some(Algorithm::HmacSha256), text)
+            Entry::Signature(Some(Algorithm::Hmac), text)
         }
-        Format::Versioned if label == b"v1" => Entry::Signature(Some(Algorithm::HmacSha256), text),
+        Format::Versioned if label == b"v1" => Entry::Signature(Some(Algorithm::Hmac), text),
         Format::Versioned if label == b"v1a" => Entry::Signature(Some(Algorithm::Ed25519), text),
         _ => Entry::Signature(None, text),
     })
@@ -415,12 +415,12 @@ mod tests {
             ("webhook-timestamp", "1"),
             ("webhook-signature", " v1a,A  v2,B v1,C v1a,D "),
         ];
-        let hmac_only = Envelope::read(&scheme, &headers, |a| a == Algorithm::HmacSha256).unwrap();
+        let hmac_only = Envelope::read(&scheme, &headers, |a| a == Algorithm::Hmac).unwrap();
         assert_eq!(hmac_only.accepted(), 1);
         let both = Envelope::read(&scheme, &headers, |_| true).unwrap();
         assert_eq!(both.accepted(), 3);
         let texts = |algorithm| both.signatures(algorithm).collect::<Vec<_>>();
         assert_eq!(texts(Algorithm::Ed25519), [b"A", b"D"]);
-        assert_eq!(texts(Algorithm::HmacSha256), [b"C"]);
+        assert_eq!(texts(Algorithm::Hmac), [b"C"]);
     }
 }

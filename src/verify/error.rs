@@ -87,6 +87,13 @@ pub enum VerifyError {
         /// A likely cause found in the configuration, if any.
         hint: Option<&'static str>,
     },
+    /// The body cannot be what the scheme signs (Twilio's form
+    /// parameters): refused before any signature is compared.
+    #[error("malformed body: {reason}")]
+    MalformedBody {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The body is larger than the verifier accepts.
     #[error("body is {len} bytes, over the {limit}-byte limit")]
     BodyTooLarge {
@@ -217,7 +224,10 @@ pub enum ConfigError {
     },
     /// A key given as hex (Discord's public key, as its developer portal
     /// shows it) is not hex of the right length.
-    #[error("the key must be {expected} hex characters")]
+    #[error(
+        "the key must be {expected} hex characters (Discord's developer portal shows the \
+         application's public key as 64; not its id, client secret or bot token)"
+    )]
     KeyNotHex {
         /// The accepted length(s), in hex characters.
         expected: &'static str,
@@ -229,8 +239,8 @@ pub enum ConfigError {
     /// An ed25519 key's two halves do not belong together.
     #[error("`whsk_` key's public half does not match its secret half")]
     KeyPairMismatch,
-    /// An ed25519 key was given but the `ed25519` feature is off, or the
-    /// scheme has no asymmetric signatures.
+    /// A key whose algorithm's feature is off (`ed25519`, `p256`, `sha1`),
+    /// or an asymmetric key for a scheme without such signatures.
     #[error("`{prefix}` keys need {needs}")]
     AsymmetricUnsupported {
         /// The key's prefix.

@@ -130,7 +130,14 @@ fn content_digest(verifier: &Verifier, verified: &Verified<'_>) -> String {
         .id()
         .filter(|_| verified.id_is_signed())
         .map(str::as_bytes);
-    scheme.signed_content(id, verified.timestamp_text(), verified.body(), |piece| {
+    // Twilio's form is signed as sorted, decoded parameters: a replay with
+    // its pairs reordered or encoded anew is the same request.
+    let rebuilt = scheme
+        .rebuilt_contents(verified.body())
+        .and_then(Result::ok)
+        .and_then(|contents| contents.into_iter().next());
+    let body = rebuilt.as_deref().unwrap_or(verified.body());
+    scheme.signed_content(id, verified.timestamp_text(), body, |piece| {
         hash.update(piece)
     });
     let digest = hash.finalize();

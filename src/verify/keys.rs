@@ -13,12 +13,65 @@ use super::error::ConfigError;
 
 pub(crate) type HmacSha256 = Hmac<Sha256>;
 
-// The keyed HMAC state (the inner and outer SHA-256 states) is as sensitive
+// The keyed HMAC state (the inner and outer hash states) is as sensitive
 // as the secret: make sure those states are wiped when dropped.
 const _: fn() = || {
     fn zeroized_on_drop<T: zeroize::ZeroizeOnDrop>() {}
     zeroized_on_drop::<<Sha256 as hmac::digest::block_api::CoreProxy>::Core>();
+    #[cfg(feature = "sha1")]
+    zeroized_on_drop::<<sha1::Sha1 as hmac::digest::block_api::CoreProxy>::Core>();
 };
+
+/// A keyed HMAC state, cloned for each message: SHA-256 for every scheme
+/// but Twilio's, which signs with SHA-1.
+#[derive(Clone)]
+pub(crate) enum HmacKey {
+    Sha256(HmacSha256),
+    #[cfg(feature = "sha1")]
+    Sha1(Hmac<sha1::Sha1>),
+}
+
+/// An HMAC tag: 32 bytes (SHA-256) or 20 (SHA-1).
+pub(crate) struct Tag {
+    bytes: [u8; 32],
+    len: usize,
+}
+
+impl std::ops::Deref for Tag {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl HmacKey {
+    /// The tag of the message `content` feeds, piece by piece, to its sink.
+    pub(crate) fn tag(&self, content: impl FnOnce(&mut dyn FnMut(&[u8]))) -> Tag {
+        use hmac::Mac as _;
+        fn finish(output: &[u8]) -> Tag {
+            let mut bytes = [0u8; 32];
+            bytes[..output.len()].copy_from_slice(output);
+            Tag {
+                bytes,
+                len: output.len(),
+            }
+        }
+        match self {
+            Self::Sha256(keyed) => {
+                let mut mac = keyed.clone();
+                content(&mut |piece| mac.update(piece));
+                finish(&mac.finalize().into_bytes())
+            }
+            #[cfg(feature = "sha1")]
+            Self::Sha1(keyed) => {
+                let mut mac = keyed.clone();
+                content(&mut |piece| mac.update(piece));
+                finish(&mac.finalize().into_bytes())
+            }
+        }
+    }
+}
 
 /// Secrets are configuration, not attacker input: accept base64 with or
 /// without its padding and with stray trailing bits, as the Standard
@@ -48,12 +101,14 @@ pub(crate) enum SecretFormat {
     /// An ECDSA P-256 public key as base64 DER (SubjectPublicKeyInfo), as
     /// SendGrid's settings show it.
     Base64DerP256,
+    /// The text's bytes are an HMAC-SHA1 key (Twilio's auth token).
+    RawSha1,
 }
 
 /// One configured key. `Debug` never shows key material.
 pub(crate) enum Key {
-    /// HMAC-SHA256, keyed once; each request clones the keyed state.
-    Hmac(HmacSha256),
+    /// HMAC, keyed once; each request clones the keyed state.
+    Hmac(HmacKey),
     /// Verifies `v1a` signatures.
     #[cfg(feature = "ed25519")]
     Ed25519Public(ed25519_dalek::VerifyingKey),
@@ -83,7 +138,8 @@ impl fmt::Debug for Key {
 /// The signature algorithm a key or a signature belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Algorithm {
-    HmacSha256,
+    /// HMAC-SHA256, or HMAC-SHA1 in Twilio's scheme: the key says which.
+    Hmac,
     Ed25519,
     EcdsaP256,
 }
@@ -95,12 +151,38 @@ impl Key {
         }
         // HMAC takes keys of any length; this cannot fail.
         let mac = HmacSha256::new_from_slice(bytes).map_err(|_| ConfigError::EmptySecret)?;
-        Ok(Self::Hmac(mac))
+        Ok(Self::Hmac(HmacKey::Sha256(mac)))
+    }
+
+    /// An HMAC key of raw bytes, with the hash `format` signs with.
+    pub(crate) fn hmac_for(format: SecretFormat, bytes: &[u8]) -> Result<Self, ConfigError> {
+        match format {
+            SecretFormat::RawSha1 => Self::hmac_sha1(bytes),
+            _ => Self::hmac(bytes),
+        }
+    }
+
+    #[cfg(feature = "sha1")]
+    fn hmac_sha1(bytes: &[u8]) -> Result<Self, ConfigError> {
+        if bytes.is_empty() {
+            return Err(ConfigError::EmptySecret);
+        }
+        let mac =
+            Hmac::<sha1::Sha1>::new_from_slice(bytes).map_err(|_| ConfigError::EmptySecret)?;
+        Ok(Self::Hmac(HmacKey::Sha1(mac)))
+    }
+
+    #[cfg(not(feature = "sha1"))]
+    fn hmac_sha1(_: &[u8]) -> Result<Self, ConfigError> {
+        Err(ConfigError::AsymmetricUnsupported {
+            prefix: "HMAC-SHA1 (Twilio)",
+            needs: "the `sha1` feature",
+        })
     }
 
     pub(crate) fn algorithm(&self) -> Algorithm {
         match self {
-            Self::Hmac(_) => Algorithm::HmacSha256,
+            Self::Hmac(_) => Algorithm::Hmac,
             #[cfg(feature = "ed25519")]
             Self::Ed25519Public(_) | Self::Ed25519Secret(_) => Algorithm::Ed25519,
             #[cfg(feature = "p256")]
@@ -126,6 +208,7 @@ impl Key {
             SecretFormat::Raw { .. } => Self::hmac(text.as_bytes()),
             SecretFormat::HexEd25519 => hex_ed25519(text),
             SecretFormat::Base64DerP256 => der_p256(text),
+            SecretFormat::RawSha1 => Self::hmac_sha1(text.as_bytes()),
             SecretFormat::Whsec => {
                 if let Some(public) = text.strip_prefix("whpk_") {
                     return ed25519_public(public);

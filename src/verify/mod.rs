@@ -16,6 +16,7 @@
 //! | GitHub | [`Scheme::github`] | body | `sha256=<hex>` |
 //! | Shopify | [`Scheme::shopify`] | body | `<base64>` |
 //! | Slack | [`Scheme::slack`] | `v0:{timestamp}:{body}` | `v0=<hex>` |
+//! | Twilio | [`Scheme::twilio`] | URL, then sorted form parameters | `<base64>` (HMAC-SHA1) |
 //! | your own | [`Scheme::custom`] | a template | hex or base64, optional prefix |
 //!
 //! Rules shared by every scheme:
@@ -55,12 +56,14 @@ mod clock;
 mod encoding;
 mod envelope;
 mod error;
+mod form;
 mod headers;
 mod key;
 mod keys;
 mod scheme;
 mod signer;
 mod template;
+mod twilio;
 mod validity;
 mod verifier;
 
@@ -69,6 +72,8 @@ pub use clock::{Clock, SystemClock};
 pub use encoding::Encoding;
 pub use envelope::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
 pub use error::{ConfigError, Malformed, VerifyError};
+#[cfg(feature = "http")]
+pub(crate) use form::{form_decode, form_pairs};
 pub use headers::{HeaderKey, HeaderLookup, Headers};
 #[cfg(feature = "http")]
 pub(crate) use key::json_field;

@@ -9,10 +9,11 @@
 use std::borrow::Cow;
 
 use super::encoding::Encoding;
-use super::error::ConfigError;
+use super::error::{ConfigError, VerifyError};
 use super::headers::HeaderKey;
 use super::keys::SecretFormat;
 use super::template::{Segment, Template};
+use super::twilio::{BodyProblem, SignedUrls};
 
 /// A webhook signature scheme: the headers it reads, the content it signs
 /// and how it writes signatures.
@@ -51,6 +52,9 @@ pub struct Scheme {
     /// (Stripe's `id`): signed with the body.
     body_id_field: Option<Cow<'static, str>>,
     pub(crate) secret_format: SecretFormat,
+    /// Twilio's: the signed content is a webhook URL and the body's form
+    /// parameters, built from the body before signing.
+    pub(super) signed_urls: Option<Box<SignedUrls>>,
 }
 
 /// How signatures sit in the signature header.
@@ -134,6 +138,7 @@ impl Scheme {
             unsigned_timestamp: false,
             body_id_field: None,
             secret_format: SecretFormat::Whsec,
+            signed_urls: None,
         }
     }
 
@@ -176,6 +181,7 @@ impl Scheme {
             secret_format: SecretFormat::Raw {
                 expected_prefix: Some("whsec_"),
             },
+            signed_urls: None,
         }
     }
 
@@ -235,6 +241,7 @@ impl Scheme {
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
+            signed_urls: None,
         }
     }
 
@@ -259,6 +266,7 @@ impl Scheme {
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
+            signed_urls: None,
         }
     }
 
@@ -304,6 +312,7 @@ impl Scheme {
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
+            signed_urls: None,
         }
     }
 
@@ -374,6 +383,53 @@ impl Scheme {
         })
     }
 
+    /// Twilio: `X-Twilio-Signature: <base64>`, HMAC-SHA1 (feature `sha1`)
+    /// keyed with the account's auth token, over the webhook URL followed
+    /// by the body's form parameters sorted by name, each name then its
+    /// value with nothing between. A JSON body (a `{` or `[` first) is
+    /// signed as Twilio signs one: the URL with `bodySHA256=<hex SHA-256
+    /// of the body>` added to its query, which covers the body.
+    ///
+    /// `webhook_url` is the URL exactly as configured in Twilio, query
+    /// included: behind a proxy it is not the URL the request reached.
+    /// The URL with its port written the other way (`:443` added or
+    /// removed) verifies too, as in Twilio's own libraries. Twilio signs
+    /// no id and no timestamp: requests are claimed by a digest of the
+    /// body, and a replay is a duplicate only while its claim is kept.
+    /// `I-Twilio-Idempotency-Token` is read as metadata (it is not
+    /// signed). Form names that are empty or hold `?`, `&` or `=` are
+    /// refused: with them, sorted parameters could spell another
+    /// request's signed URL.
+    ///
+    /// ```
+    /// use hooklatch::verify::Scheme;
+    ///
+    /// let twilio = Scheme::twilio("https://example.com/hooks/sms")?;
+    /// assert_eq!(twilio.name(), "twilio");
+    /// assert!(Scheme::twilio("example.com/hooks/sms").is_err());
+    /// # Ok::<(), hooklatch::verify::ConfigError>(())
+    /// ```
+    pub fn twilio(webhook_url: &str) -> Result<Self, ConfigError> {
+        let lower = webhook_url.to_ascii_lowercase();
+        let absolute = lower.starts_with("https://") || lower.starts_with("http://");
+        if !absolute || webhook_url.bytes().any(|byte| !byte.is_ascii_graphic()) {
+            return Err(ConfigError::InvalidTemplate(
+                "the webhook URL must be an absolute http:// or https:// URL without spaces",
+            ));
+        }
+        Ok(Self {
+            secret_format: SecretFormat::RawSha1,
+            signed_urls: Some(Box::new(SignedUrls::new(webhook_url))),
+            ..Self::body_only(
+                "twilio",
+                "x-twilio-signature",
+                "",
+                Encoding::Base64,
+                Some("i-twilio-idempotency-token"),
+            )
+        })
+    }
+
     /// Convoy's advanced signatures: `X-Convoy-Signature:
     /// t=<ts>,v1=<hex>[,v1=<hex>..]` over `{t},{body}` (HMAC-SHA256, hex:
     /// a project's default). Every `v1` is tried while a secret rotates;
@@ -431,6 +487,7 @@ impl Scheme {
             unsigned_timestamp: false,
             body_id_field: Some(Cow::Borrowed("id")),
             secret_format: SecretFormat::HexEd25519,
+            signed_urls: None,
         }
     }
 
@@ -494,14 +551,15 @@ impl Scheme {
             secret_format: SecretFormat::Raw {
                 expected_prefix: None,
             },
+            signed_urls: None,
         })
     }
 
     /// Looks a provider's scheme up by its short name: `standard`, `svix`,
     /// `stripe`, `github`, `shopify`, `slack`, `meta`, `twitch`, `zoom`,
     /// `paddle`, `convoy`, `outpost`, `discord`, `sendgrid` or `x`
-    /// ([`NAMES`](Self::NAMES)). Square's
-    /// needs its notification URL: [`Scheme::square`].
+    /// ([`NAMES`](Self::NAMES)). Square's and Twilio's need the URL
+    /// they sign: [`Scheme::square`], [`Scheme::twilio`].
     pub fn by_name(name: &str) -> Option<Self> {
         Some(match name {
             "standard" => Self::standard_webhooks(),
@@ -711,6 +769,27 @@ impl Scheme {
     /// Whether the scheme has `v1a` (ed25519) signatures.
     pub(crate) fn has_ed25519(&self) -> bool {
         matches!(self.format, Format::Versioned | Format::Ed25519)
+    }
+
+    /// For a scheme whose signed content is built from the body (Twilio's),
+    /// the content signed under each URL it may have signed; `None` for
+    /// every other scheme, which signs its template.
+    pub(crate) fn rebuilt_contents(
+        &self,
+        body: &[u8],
+    ) -> Option<Result<Vec<Vec<u8>>, VerifyError>> {
+        let urls = self.signed_urls.as_ref()?;
+        Some(
+            urls.contents(body)
+                .map_err(|problem| VerifyError::MalformedBody {
+                    reason: match problem {
+                        BodyProblem::NotAForm => {
+                            "not a form: a pair does not decode (a bad escape, or not UTF-8)"
+                        }
+                        BodyProblem::UnusualName => "a form name is empty or holds `?`, `&` or `=`",
+                    },
+                }),
+        )
     }
 
     /// Whether the scheme has ECDSA P-256 signatures.

@@ -5,8 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use hmac::Mac as _;
-
 use super::clock::{rfc3339_nanos, unix_seconds};
 use super::envelope::{MAX_ID_LEN, MAX_SIGNATURES};
 use super::error::{ConfigError, Malformed, VerifyError};
@@ -108,7 +106,8 @@ impl Signer {
 
     /// A signer for `scheme` with one secret given as raw key bytes.
     pub fn from_secret_bytes(scheme: Scheme, secret: &[u8]) -> Result<Self, ConfigError> {
-        Self::from_keys(scheme, vec![(Key::hmac(secret)?, Validity::ALWAYS)])
+        let key = Key::hmac_for(scheme.secret_format, secret)?;
+        Self::from_keys(scheme, vec![(key, Validity::ALWAYS)])
     }
 
     fn from_keys(scheme: Scheme, keys: Vec<(Key, Validity)>) -> Result<Self, ConfigError> {
@@ -184,6 +183,11 @@ impl Signer {
                 })?
             }
         };
+        let rebuilt = match self.scheme.rebuilt_contents(body) {
+            Some(contents) => contents?.into_iter().next(),
+            None => None,
+        };
+        let body = rebuilt.as_deref().unwrap_or(body);
         let id_bytes = Some(id.as_bytes());
         let timestamp_bytes = Some(timestamp.as_bytes());
         let how_many = if self.scheme.carries_several() {
@@ -199,10 +203,11 @@ impl Signer {
             .take(how_many)
             .map(|(key, _)| match key {
                 Key::Hmac(keyed) => {
-                    let mut mac = keyed.clone();
-                    self.scheme
-                        .signed_content(id_bytes, timestamp_bytes, body, |piece| mac.update(piece));
-                    (Algorithm::HmacSha256, mac.finalize().into_bytes().to_vec())
+                    let tag = keyed.tag(|sink| {
+                        self.scheme
+                            .signed_content(id_bytes, timestamp_bytes, body, sink)
+                    });
+                    (Algorithm::Hmac, tag.to_vec())
                 }
                 #[cfg(feature = "ed25519")]
                 Key::Ed25519Secret(secret) => {
@@ -255,7 +260,7 @@ fn write_headers(
             .iter()
             .map(|(algorithm, bytes)| {
                 let label = match algorithm {
-                    Algorithm::HmacSha256 => "v1",
+                    Algorithm::Hmac => "v1",
                     Algorithm::Ed25519 => "v1a",
                     Algorithm::EcdsaP256 => unreachable!("ECDSA keys only verify"),
                 };

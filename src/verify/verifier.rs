@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use hmac::Mac as _;
 use subtle::ConstantTimeEq as _;
 
 use super::clock::{Clock, unix_seconds};
@@ -201,7 +200,7 @@ impl Verifier {
             });
         }
         let envelope = Envelope::read(&inner.scheme, headers, |algorithm| match algorithm {
-            Algorithm::HmacSha256 => inner.accepts_hmac,
+            Algorithm::Hmac => inner.accepts_hmac,
             Algorithm::Ed25519 => inner.accepts_ed25519,
             Algorithm::EcdsaP256 => inner.accepts_ecdsa_p256,
         })?;
@@ -210,7 +209,20 @@ impl Verifier {
         {
             inner.check_time(timestamp.seconds, unix_seconds(now))?;
         }
-        match inner.find_match(&envelope, body, unix_seconds(now))? {
+        let matched = match inner.scheme.rebuilt_contents(body) {
+            None => inner.find_match(&envelope, body, unix_seconds(now))?,
+            Some(contents) => {
+                let mut matched = None;
+                for content in contents? {
+                    matched = inner.find_match(&envelope, &content, unix_seconds(now))?;
+                    if matched.is_some() {
+                        break;
+                    }
+                }
+                matched
+            }
+        };
+        match matched {
             Some(key_index) => Ok(Verified {
                 id: envelope.id,
                 id_signed: envelope.id.is_some() && inner.scheme.signs_id(),
@@ -306,9 +318,7 @@ impl Inner {
             #[cfg(feature = "p256")]
             Key::EcdsaP256Public(_) => return None,
         };
-        let mut mac = keyed.clone();
-        mac.update(message);
-        Some(mac.finalize().into_bytes().to_vec())
+        Some(keyed.tag(|sink| sink(message)).to_vec())
     }
 
     /// The index of the first HMAC secret valid at `now`.
@@ -316,7 +326,7 @@ impl Inner {
     pub(crate) fn first_hmac(&self, now: SystemTime) -> Option<usize> {
         let now = unix_seconds(now);
         (0..self.keys.len()).find(|index| {
-            self.keys[*index].algorithm() == Algorithm::HmacSha256
+            self.keys[*index].algorithm() == Algorithm::Hmac
                 && self.validity[*index].contains_unix(now)
         })
     }
@@ -344,10 +354,8 @@ impl Inner {
             }
             match key {
                 Key::Hmac(keyed) => {
-                    let mut mac = keyed.clone();
-                    scheme.signed_content(id, timestamp, body, |piece| mac.update(piece));
-                    let tag = mac.finalize().into_bytes();
-                    for text in envelope.signatures(Algorithm::HmacSha256) {
+                    let tag = keyed.tag(|sink| scheme.signed_content(id, timestamp, body, sink));
+                    for text in envelope.signatures(Algorithm::Hmac) {
                         let Ok(decoded) = scheme.encoding.decode(text, &mut buffer) else {
                             continue;
                         };

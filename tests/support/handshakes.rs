@@ -23,6 +23,8 @@ pub struct Case {
     pub status: u16,
     pub content_type: &'static str,
     pub answer: String,
+    /// Headers the answer must carry, names lowercase.
+    pub answer_headers: Vec<(&'static str, &'static str)>,
     /// The same request with its proof broken (signature or verify
     /// token), and the status it gets.
     pub forged: Forged,
@@ -80,6 +82,7 @@ pub fn cases() -> Vec<Case> {
         handshake: Handshake::Slack,
         method: "POST",
         query: "",
+        answer_headers: Vec::new(),
         forged: Forged {
             query: "",
             headers: broken(headers.clone(), "x-slack-signature"),
@@ -107,6 +110,7 @@ pub fn cases() -> Vec<Case> {
         status: 200,
         content_type: text,
         answer: "1158201444".into(),
+        answer_headers: Vec::new(),
         forged: Forged {
             query: "hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=meatyhamhocK",
             headers: Vec::new(),
@@ -142,6 +146,7 @@ pub fn cases() -> Vec<Case> {
         handshake: Handshake::Twitch,
         method: "POST",
         query: "",
+        answer_headers: Vec::new(),
         forged: Forged {
             query: "",
             headers: broken(headers.clone(), "twitch-eventsub-message-signature"),
@@ -168,6 +173,7 @@ pub fn cases() -> Vec<Case> {
         handshake: Handshake::Zoom,
         method: "POST",
         query: "",
+        answer_headers: Vec::new(),
         forged: Forged {
             query: "",
             headers: broken(headers.clone(), "x-zm-signature"),
@@ -194,6 +200,7 @@ pub fn cases() -> Vec<Case> {
         handshake: Handshake::Discord,
         method: "POST",
         query: "",
+        answer_headers: Vec::new(),
         forged: Forged {
             query: "",
             headers: broken(headers.clone(), "x-signature-ed25519"),
@@ -224,6 +231,7 @@ pub fn cases() -> Vec<Case> {
         status: 200,
         content_type: text,
         answer: "Validation: Testing client application reachability for subscription Request-Id: 25b02b51-3a9f-4a8e-8c7b-3d1e0f2a6b4c".into(),
+        answer_headers: Vec::new(),
         forged: Forged {
             query: "validationToken=%00%01",
             headers: Vec::new(),
@@ -249,12 +257,85 @@ pub fn cases() -> Vec<Case> {
         content_type: "application/json",
         answer: r#"{"response_token":"sha256=9ktWSBo4c6aARMx0b3irPvcgnh1Pve65SDXnQ10Tgro="}"#
             .into(),
+        answer_headers: Vec::new(),
         forged: Forged {
             query: "crc_token=",
             headers: Vec::new(),
             status: 400,
         },
         webhook: (signed(Scheme::x(), secret, "-", event), event.to_vec()),
+    });
+    // Azure Event Grid's "Endpoint validation with Event Grid events
+    // schema": an unsigned POST, on a receiver of any scheme.
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let event = br#"{"type":"order.paid","id":"ord_2"}"#;
+    let validation = br#"[{"id":"2d1781af-3a4c-4d7c-bd0c-e34b19da4e66","topic":"/subscriptions/xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx","subject":"","data":{"validationCode":"512d38b6-c7b8-40c8-89fe-f46f9e9622b6","validationUrl":"https://rp-eastus2.eventgrid.azure.net:553/eventsubscriptions/myeventsub/validate?id=0000000000-0000-0000-0000-00000000000000&t=2022-10-28T04:23:35.1981776Z&apiVersion=2018-05-01-preview&token=1A1A1A1A"},"eventType":"Microsoft.EventGrid.SubscriptionValidationEvent","eventTime":"2022-10-28T04:23:35.1981776Z","metadataVersion":"1","dataVersion":"1"}]"#;
+    cases.push(Case {
+        provider: "azure-event-grid",
+        verifier: verifier(Scheme::standard_webhooks(), secret),
+        handshake: Handshake::AzureEventGrid,
+        method: "POST",
+        query: "",
+        headers: vec![
+            ("aeg-event-type".into(), "SubscriptionValidation".into()),
+            ("content-type".into(), "application/json".into()),
+        ],
+        body: validation.to_vec(),
+        status: 200,
+        content_type: "application/json",
+        answer: r#"{"validationResponse":"512d38b6-c7b8-40c8-89fe-f46f9e9622b6"}"#.into(),
+        answer_headers: Vec::new(),
+        // Without Event Grid's header it is an unsigned webhook.
+        forged: Forged {
+            query: "",
+            headers: vec![("content-type".into(), "application/json".into())],
+            status: 400,
+        },
+        webhook: (
+            signed(Scheme::standard_webhooks(), secret, "msg_grid_1", event),
+            event.to_vec(),
+        ),
+    });
+    // The CloudEvents 1.0 webhook specification's abuse protection, which
+    // Event Grid uses with the CloudEvents schema: an OPTIONS request.
+    let event = br#"{"type":"order.paid","id":"ord_3"}"#;
+    cases.push(Case {
+        provider: "azure-event-grid-cloudevents",
+        verifier: verifier(Scheme::standard_webhooks(), secret),
+        handshake: Handshake::AzureEventGrid,
+        method: "OPTIONS",
+        query: "",
+        headers: vec![
+            (
+                "webhook-request-origin".into(),
+                "eventgrid.azure.net".into(),
+            ),
+            ("webhook-request-rate".into(), "120".into()),
+        ],
+        body: Vec::new(),
+        status: 200,
+        content_type: text,
+        answer: String::new(),
+        answer_headers: vec![
+            ("webhook-allowed-origin", "eventgrid.azure.net"),
+            ("webhook-allowed-rate", "*"),
+        ],
+        // Two origins: which to allow is ambiguous.
+        forged: Forged {
+            query: "",
+            headers: vec![
+                (
+                    "webhook-request-origin".into(),
+                    "eventgrid.azure.net".into(),
+                ),
+                ("webhook-request-origin".into(), "attacker.example".into()),
+            ],
+            status: 400,
+        },
+        webhook: (
+            signed(Scheme::standard_webhooks(), secret, "msg_grid_2", event),
+            event.to_vec(),
+        ),
     });
     cases
 }
@@ -305,6 +386,18 @@ impl Case {
             assert_eq!(got, want, "{provider}");
         } else {
             assert_eq!(answer, self.answer, "{provider}");
+        }
+        if !self.answer_headers.is_empty() {
+            let method = reqwest::Method::from_bytes(self.method.as_bytes()).unwrap();
+            let mut request = reqwest::Client::new().request(method, url);
+            for (name, value) in &self.headers {
+                request = request.header(name, value);
+            }
+            let response = request.send().await.unwrap();
+            for (name, value) in &self.answer_headers {
+                let got = response.headers().get(*name).map(|v| v.to_str().unwrap());
+                assert_eq!(got, Some(*value), "{provider}: {name}");
+            }
         }
         let forged = &self.forged;
         let (status, _, answer) =

@@ -133,11 +133,15 @@ impl ResponseError for WebhookError {
                     .body("duplicate");
             }
             Kind::Handshake(answer) => {
-                return HttpResponse::build(self.status_code())
+                let mut response = HttpResponse::build(self.status_code());
+                response
                     .content_type(answer.content_type)
                     .insert_header(("cache-control", "no-store"))
-                    .insert_header(("x-content-type-options", "nosniff"))
-                    .body(answer.body.clone());
+                    .insert_header(("x-content-type-options", "nosniff"));
+                for (name, value) in &answer.headers {
+                    response.insert_header((*name, value.as_str()));
+                }
+                return response.body(answer.body.clone());
             }
         };
         if let Some(mut response) = self.respond.as_ref().and_then(|respond| respond(rejection)) {

@@ -9,7 +9,7 @@ use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
 use futures_util::future::LocalBoxFuture;
 use hooklatch::dedup::{Acceptance, DedupError, Lease};
-use hooklatch::receive::{Claimed, Rejection, Tenant, VerifiedEvent};
+use hooklatch::receive::{Claimed, Received, Rejection, Tenant, VerifiedEvent};
 use serde::de::DeserializeOwned;
 
 use crate::config::{DynLease, WebhookConfig};
@@ -50,10 +50,15 @@ where
                 (None, None) => return Err(Rejection::NotConfigured.into()),
             };
             let query = Some(request.query_string()).filter(|query| !query.is_empty());
-            if let Some(answer) = receiver.answer_before_body(request.method().as_str(), query) {
+            if let Some(answer) =
+                receiver.answer_before_body(request.method().as_str(), query, &headers)
+            {
                 return Err(WebhookError::handshake_answered(answer));
             }
-            let event = receiver.receive(&headers, payload).await?;
+            let event = match receiver.receive_or_answer(&headers, payload).await? {
+                Received::Event(event) => event,
+                Received::Answered(answer) => return Err(WebhookError::handshake_answered(answer)),
+            };
             // The tenant's secrets may have changed while the body
             // arrived: check them again before claiming the event.
             let tenant = match (&settings.tenants, tenant) {

@@ -2,7 +2,7 @@
 
 use axum::extract::{FromRef, FromRequest, Request};
 use axum::response::{IntoResponse, Response};
-use hooklatch::receive::{HandshakeAnswer, Receiver, Rejection, VerifiedEvent};
+use hooklatch::receive::{HandshakeAnswer, Received, Receiver, Rejection, VerifiedEvent};
 use hooklatch::verify::Verifier;
 use serde::de::DeserializeOwned;
 
@@ -156,13 +156,18 @@ where
         }
         let receiver = Receiver::from_ref(state);
         let (parts, body) = request.into_parts();
-        if let Some(answer) = receiver.answer_before_body(parts.method.as_str(), parts.uri.query())
+        if let Some(answer) =
+            receiver.answer_before_body(parts.method.as_str(), parts.uri.query(), &parts.headers)
         {
             return Err(VerifiedRejection::Handshake(answer));
         }
-        let event = receiver
-            .receive(&parts.headers, body.into_data_stream())
-            .await?;
+        let event = match receiver
+            .receive_or_answer(&parts.headers, body.into_data_stream())
+            .await?
+        {
+            Received::Event(event) => event,
+            Received::Answered(answer) => return Err(VerifiedRejection::Handshake(answer)),
+        };
         if let Some(answer) = receiver.answer_verified(&parts.headers, &event) {
             return Err(VerifiedRejection::Handshake(answer));
         }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use hooklatch::receive::{HandshakeAnswer, Rejection};
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Response, StatusCode, header};
 
 type Hook = dyn Fn(&Rejection) -> Option<Response<String>> + Send + Sync;
 
@@ -88,5 +88,11 @@ pub(crate) fn handshake<B: From<String>>(answer: HandshakeAnswer) -> Response<B>
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    for (name, value) in answer.headers {
+        // The core echoes only visible ASCII, which is always a valid value.
+        if let Ok(value) = HeaderValue::try_from(value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
     response
 }

@@ -14,7 +14,7 @@ use http_body_util::BodyExt as _;
 use crate::future::ResponseFuture;
 use crate::layer::{Config, Source};
 use crate::mode::{Call, Mode, Ready};
-use hooklatch::receive::Tenant;
+use hooklatch::receive::{Received, Tenant};
 
 /// The service [`WebhookLayer`](crate::WebhookLayer) wraps around yours.
 #[derive(Debug)]
@@ -81,16 +81,21 @@ where
                     (Source::Tenants(_), Some(tenant)) => tenant.receiver(),
                     (Source::Tenants(_), None) => unreachable!("a tenant was resolved above"),
                 };
-                if let Some(answer) =
-                    receiver.answer_before_body(parts.method.as_str(), parts.uri.query())
-                {
+                if let Some(answer) = receiver.answer_before_body(
+                    parts.method.as_str(),
+                    parts.uri.query(),
+                    &parts.headers,
+                ) {
                     return Ok(crate::response::handshake(answer));
                 }
                 let received = receiver
-                    .receive(&parts.headers, body.into_data_stream())
+                    .receive_or_answer(&parts.headers, body.into_data_stream())
                     .await;
                 let event = match received {
-                    Ok(event) => event,
+                    Ok(Received::Event(event)) => event,
+                    Ok(Received::Answered(answer)) => {
+                        return Ok(crate::response::handshake(answer));
+                    }
                     Err(rejection) => return Ok(config.answers.reject(rejection)),
                 };
                 // The tenant's secrets may have changed while the body

@@ -1,0 +1,163 @@
+//! Twilio's signed content: the webhook URL followed by the form parameters
+//! sorted by name, or, for a JSON body, the URL with the body's SHA-256 in
+//! its `bodySHA256` query parameter.
+
+use std::fmt::Write as _;
+
+use sha2::{Digest as _, Sha256};
+
+use super::form::form_pairs;
+
+/// The URLs Twilio may have signed for one configured webhook URL: as
+/// given, and with the port written the other way (Twilio's own libraries
+/// try both, since its signing is not consistent about default ports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SignedUrls {
+    urls: Vec<String>,
+}
+
+/// Why a body cannot be Twilio's signed content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BodyProblem {
+    /// A form pair does not decode (a bad escape, or not UTF-8).
+    NotAForm,
+    /// A form name is empty or holds `?`, `&` or `=`: with such a name,
+    /// the sorted parameters could spell a JSON body's `?bodySHA256=` and
+    /// take that request's signature.
+    UnusualName,
+}
+
+impl SignedUrls {
+    pub(super) fn new(url: &str) -> Self {
+        let mut urls = vec![url.to_owned()];
+        if let Some(other) = other_port_form(url)
+            && other != url
+        {
+            urls.push(other);
+        }
+        Self { urls }
+    }
+
+    /// The content signed under each URL, for `body`: the URL and the
+    /// sorted form parameters, or the URL with `bodySHA256` when the body
+    /// is JSON.
+    pub(super) fn contents(&self, body: &[u8]) -> Result<Vec<Vec<u8>>, BodyProblem> {
+        let suffix = params(body)?;
+        Ok(self
+            .urls
+            .iter()
+            .map(|url| match &suffix {
+                Params::Form(text) => [url.as_bytes(), text.as_bytes()].concat(),
+                Params::BodyDigest(hex) => {
+                    let separator = if url.contains('?') { '&' } else { '?' };
+                    format!("{url}{separator}bodySHA256={hex}").into_bytes()
+                }
+            })
+            .collect())
+    }
+}
+
+enum Params {
+    /// Each name and value, sorted by name then value, nothing between.
+    Form(String),
+    /// The body's SHA-256, lowercase hex.
+    BodyDigest(String),
+}
+
+/// Twilio sends form bodies for voice and messaging and JSON (a `{` or
+/// `[` first) for the newer products; a form encodes both brackets.
+fn params(body: &[u8]) -> Result<Params, BodyProblem> {
+    if matches!(body.trim_ascii_start().first(), Some(b'{' | b'[')) {
+        let mut hex = String::with_capacity(64);
+        for byte in Sha256::digest(body) {
+            let _ = write!(hex, "{byte:02x}");
+        }
+        return Ok(Params::BodyDigest(hex));
+    }
+    let text = std::str::from_utf8(body).map_err(|_| BodyProblem::NotAForm)?;
+    let mut pairs = form_pairs(text)
+        .collect::<Result<Vec<_>, ()>>()
+        .map_err(|()| BodyProblem::NotAForm)?;
+    if pairs
+        .iter()
+        .any(|(name, _)| name.is_empty() || name.contains(['?', '&', '=']))
+    {
+        return Err(BodyProblem::UnusualName);
+    }
+    // Twilio's libraries sort the names, then each name's distinct values.
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut text = String::with_capacity(body.len());
+    for (name, value) in &pairs {
+        text.push_str(name);
+        text.push_str(value);
+    }
+    Ok(Params::Form(text))
+}
+
+/// `url` with its default port removed when it has one (or any port, as
+/// Twilio's libraries strip), else with the scheme's default port added.
+fn other_port_form(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "https" => "443",
+        "http" => "80",
+        _ => return None,
+    };
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_len);
+    let host_start = authority.rfind('@').map_or(0, |at| at + 1);
+    let host = &authority[host_start..];
+    let port_at = host
+        .rfind(':')
+        .filter(|at| {
+            !host[at + 1..].is_empty() && host[at + 1..].bytes().all(|b| b.is_ascii_digit())
+        })
+        .filter(|at| !host[*at..].contains(']'));
+    let host = match port_at {
+        Some(at) => host[..at].to_owned(),
+        None => format!("{host}:{default_port}"),
+    };
+    Some(format!(
+        "{scheme}://{}{host}{tail}",
+        &authority[..host_start]
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_other_port_form_adds_the_default_port_or_strips_the_one_given() {
+        for (given, other) in [
+            (
+                "https://mycompany.com/myapp.php?foo=1",
+                "https://mycompany.com:443/myapp.php?foo=1",
+            ),
+            (
+                "https://mycompany.com:443/myapp.php",
+                "https://mycompany.com/myapp.php",
+            ),
+            ("http://mycompany.com:1234/a", "http://mycompany.com/a"),
+            ("http://mycompany.com", "http://mycompany.com:80"),
+            (
+                "https://user:pass@host.test/a",
+                "https://user:pass@host.test:443/a",
+            ),
+            ("https://[::1]/a", "https://[::1]:443/a"),
+            ("https://[::1]:8443/a", "https://[::1]/a"),
+        ] {
+            assert_eq!(other_port_form(given).as_deref(), Some(other), "{given}");
+        }
+        assert_eq!(other_port_form("ftp://host/a"), None);
+        assert_eq!(other_port_form("not a url"), None);
+    }
+
+    #[test]
+    fn form_names_that_could_spell_a_body_digest_are_refused() {
+        for body in ["%3FbodySHA256%3D=abc", "=x", "a%26b=1", "%zz=1"] {
+            assert!(params(body.as_bytes()).is_err(), "{body}");
+        }
+    }
+}
