@@ -257,7 +257,9 @@ impl Search<'_, '_> {
             let verifier = rebuild(&candidate).and_then(|scheme| request.verifier(&scheme, given));
             if verifier.is_some_and(|v| accepts(&v, request.headers, request.body)) {
                 self.findings.push(format!(
-                    "--signed-url {candidate} ({change}; the provider signs the URL configured                      in its console, not the one a proxy or load balancer passes on): give                      the URL exactly as the provider's console shows it"
+                    "--signed-url {candidate} ({change}; the provider signs the URL configured \
+                     in its console, not the one a proxy or load balancer passes on): give \
+                     the URL exactly as the provider's console shows it"
                 ));
             }
         }

@@ -247,8 +247,15 @@ impl Receiver {
         if !handshake::wants_unsigned_body(&self.handshakes, headers) {
             return self.receive(headers, body).await.map(Received::Event);
         }
-        check_declared_length(declared_length(headers), self.body_limit)?;
-        let body = read_limited(body, self.body_limit, self.body_timeout).await?;
+        // Refused as `receive` refuses: counted, whatever the request says.
+        let refused = |rejection: Rejection| {
+            metrics::rejected(&rejection, self.verifier.scheme().name(), "");
+            rejection
+        };
+        check_declared_length(declared_length(headers), self.body_limit).map_err(refused)?;
+        let body = read_limited(body, self.body_limit, self.body_timeout)
+            .await
+            .map_err(refused)?;
         let answer = handshake::event_grid_validation(&body);
         tracing::info!(
             provider = answer.provider,

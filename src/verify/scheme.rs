@@ -399,7 +399,12 @@ impl Scheme {
     /// `I-Twilio-Idempotency-Token` is read as metadata (it is not
     /// signed). Form names that are empty or hold `?`, `&` or `=` are
     /// refused: with them, sorted parameters could spell another
-    /// request's signed URL.
+    /// request's signed URL. Twilio's signature does not mark where one
+    /// parameter ends or say how often it appears (`Body=hi&From=x` and
+    /// `Body=hiFromx` sign alike; repeats count once): such a rewritten
+    /// replay verifies, and is claimed as the same request. A URL that
+    /// ends at its host and port verifies only as given. Parameters sent
+    /// in the query of a `GET` are not read: configure Twilio to `POST`.
     ///
     /// ```
     /// use hooklatch::verify::Scheme;
@@ -407,14 +412,22 @@ impl Scheme {
     /// let twilio = Scheme::twilio("https://example.com/hooks/sms")?;
     /// assert_eq!(twilio.name(), "twilio");
     /// assert!(Scheme::twilio("example.com/hooks/sms").is_err());
+    /// assert!(Scheme::twilio("https:///hooks/sms").is_err());
     /// # Ok::<(), hooklatch::verify::ConfigError>(())
     /// ```
     pub fn twilio(webhook_url: &str) -> Result<Self, ConfigError> {
         let lower = webhook_url.to_ascii_lowercase();
-        let absolute = lower.starts_with("https://") || lower.starts_with("http://");
-        if !absolute || webhook_url.bytes().any(|byte| !byte.is_ascii_graphic()) {
+        let host = lower
+            .strip_prefix("https://")
+            .or_else(|| lower.strip_prefix("http://"));
+        let has_host = host.is_some_and(|rest| !rest.starts_with(['/', '?', ':', '@']));
+        if !has_host
+            || webhook_url.contains('#')
+            || webhook_url.bytes().any(|byte| !byte.is_ascii_graphic())
+        {
             return Err(ConfigError::InvalidTemplate(
-                "the webhook URL must be an absolute http:// or https:// URL without spaces",
+                "the webhook URL must be an absolute http:// or https:// URL with a host, \
+                 without spaces or a fragment",
             ));
         }
         Ok(Self {

@@ -30,8 +30,12 @@ pub(super) enum BodyProblem {
 impl SignedUrls {
     pub(super) fn new(url: &str) -> Self {
         let mut urls = vec![url.to_owned()];
+        // With nothing after the host and port, the URL with a port would
+        // be the one without it followed by `:443`, which a first form
+        // name could supply: one signature would verify two bodies.
         if let Some(other) = other_port_form(url)
             && other != url
+            && !ends_at_authority(url)
         {
             urls.push(other);
         }
@@ -49,7 +53,11 @@ impl SignedUrls {
             .map(|url| match &suffix {
                 Params::Form(text) => [url.as_bytes(), text.as_bytes()].concat(),
                 Params::BodyDigest(hex) => {
-                    let separator = if url.contains('?') { '&' } else { '?' };
+                    let separator = match url.split_once('?') {
+                        None => "?",
+                        Some((_, query)) if query.is_empty() || query.ends_with('&') => "",
+                        Some(_) => "&",
+                    };
                     format!("{url}{separator}bodySHA256={hex}").into_bytes()
                 }
             })
@@ -93,6 +101,12 @@ fn params(body: &[u8]) -> Result<Params, BodyProblem> {
         text.push_str(value);
     }
     Ok(Params::Form(text))
+}
+
+/// Whether nothing follows `url`'s host and port.
+fn ends_at_authority(url: &str) -> bool {
+    url.split_once("://")
+        .is_none_or(|(_, rest)| !rest.contains(['/', '?', '#']))
 }
 
 /// `url` with its default port removed when it has one (or any port, as
@@ -151,7 +165,60 @@ mod tests {
             assert_eq!(other_port_form(given).as_deref(), Some(other), "{given}");
         }
         assert_eq!(other_port_form("ftp://host/a"), None);
+        assert_eq!(
+            SignedUrls::new("https://h.example:8443").urls,
+            ["https://h.example:8443"],
+            "no other form when nothing follows the port"
+        );
+        assert_eq!(SignedUrls::new("https://h.example/").urls.len(), 2);
         assert_eq!(other_port_form("not a url"), None);
+    }
+
+    /// Where the URL ends at its host, a name starting with the port
+    /// would move the port between URL and form; with one URL form only,
+    /// no body but the signed one verifies.
+    #[test]
+    fn one_signature_never_covers_two_bodies_under_the_two_port_forms() {
+        for url in [
+            "https://h.example:8443",
+            "https://h.example",
+            "https://h.example/p",
+        ] {
+            let urls = SignedUrls::new(url);
+            let signed = urls.contents(b"AccountSid=AC1&Body=pay+100").unwrap();
+            for forged in [
+                &b"%3A8443AccountSid=AC1&Body=pay+100"[..],
+                b"%3A443AccountSid=AC1&Body=pay+100",
+                b"%3A443%2FpAccountSid=AC1&Body=pay+100",
+            ] {
+                let forged = urls.contents(forged).unwrap_or_default();
+                assert!(
+                    forged.iter().all(|content| !signed.contains(content)),
+                    "{url}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_json_body_digest_joins_the_query_as_twilio_adds_it() {
+        let digest = |url: &str| {
+            let content = SignedUrls::new(url).contents(b"{}").unwrap().remove(0);
+            String::from_utf8(content).unwrap()
+        };
+        let hex = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a";
+        assert_eq!(
+            digest("https://h/a"),
+            format!("https://h/a?bodySHA256={hex}")
+        );
+        assert_eq!(
+            digest("https://h/a?"),
+            format!("https://h/a?bodySHA256={hex}")
+        );
+        assert_eq!(
+            digest("https://h/a?x=1"),
+            format!("https://h/a?x=1&bodySHA256={hex}")
+        );
     }
 
     #[test]
