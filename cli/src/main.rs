@@ -129,7 +129,11 @@ struct SchemeArgs {
     /// square, twilio: the URL the provider signed, exactly as configured
     /// in its console, query included (behind a proxy, not the one the
     /// request reached).
-    #[arg(long, required_if_eq_any([("scheme", "square"), ("scheme", "twilio")]))]
+    #[arg(
+        long,
+        visible_alias = "url",
+        required_if_eq_any([("scheme", "square"), ("scheme", "twilio")])
+    )]
     signed_url: Option<String>,
 }
 

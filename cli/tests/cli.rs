@@ -87,7 +87,7 @@ fn every_scheme_signs_and_verifies_from_stdin() {
     let square = ["--signed-url", "https://example.com/hooks/square"];
     for scheme in [
         "standard", "svix", "stripe", "github", "shopify", "slack", "meta", "twitch", "zoom",
-        "paddle", "square", "twilio", "convoy", "outpost", "custom",
+        "paddle", "square", "twilio", "convoy", "outpost", "x", "custom",
     ] {
         let secret = if matches!(scheme, "standard" | "svix") {
             SECRET
@@ -117,7 +117,7 @@ fn every_scheme_signs_and_verifies_from_stdin() {
         assert!(stdout(&accepted).starts_with("ok"), "{scheme}");
         let has_id_header = !matches!(
             scheme,
-            "stripe" | "slack" | "meta" | "zoom" | "paddle" | "square" | "convoy"
+            "stripe" | "slack" | "meta" | "zoom" | "paddle" | "square" | "convoy" | "x"
         );
         assert_eq!(
             stdout(&accepted).contains("id=evt_42"),
@@ -274,7 +274,8 @@ fn verify_checks_the_github_vector_with_only_the_signature_header() {
 
 /// `verify --scheme NAME` accepts each provider's published vector (the
 /// library's tests/provider_vectors.json), given as its console shows the
-/// secret, with `--signed-url` for Square.
+/// secret (Discord's hex public key, SendGrid's base64 verification key),
+/// with `--url` for Square and Twilio.
 #[test]
 fn verify_accepts_each_providers_published_vector() {
     let vectors: serde_json::Value =
@@ -332,9 +333,45 @@ fn verify_accepts_each_providers_published_vector() {
     let twilio = &vectors["twilio"][0];
     cases.push((
         "twilio",
-        vec!["--signed-url".into(), text(twilio, "url")],
+        vec!["--url".into(), text(twilio, "url")],
         vec![("x-twilio-signature", text(twilio, "header"))],
         text(twilio, "body"),
+        None,
+    ));
+    let discord = &vectors["discord"][0];
+    cases.push((
+        "discord",
+        vec![],
+        vec![
+            ("x-signature-ed25519", text(discord, "signature")),
+            ("x-signature-timestamp", text(discord, "timestamp")),
+        ],
+        text(discord, "body"),
+        text(discord, "timestamp").parse().ok(),
+    ));
+    let sendgrid = &vectors["sendgrid"][0];
+    cases.push((
+        "sendgrid",
+        vec![],
+        vec![
+            (
+                "x-twilio-email-event-webhook-signature",
+                text(sendgrid, "signature"),
+            ),
+            (
+                "x-twilio-email-event-webhook-timestamp",
+                text(sendgrid, "timestamp"),
+            ),
+        ],
+        text(sendgrid, "body"),
+        text(sendgrid, "timestamp").parse().ok(),
+    ));
+    let x = &vectors["x"][0];
+    cases.push((
+        "x",
+        vec![],
+        vec![("x-twitter-webhooks-signature", text(x, "header"))],
+        text(x, "body"),
         None,
     ));
     let convoy = &vectors["convoy"][4];
@@ -366,6 +403,9 @@ fn verify_accepts_each_providers_published_vector() {
                 .collect(),
             "square" => vec![text(square, "secret")],
             "twilio" => vec![text(twilio, "secret")],
+            "discord" => vec![text(discord, "public_key")],
+            "sendgrid" => vec![text(sendgrid, "public_key")],
+            "x" => vec![text(x, "secret")],
             "convoy" => vec![text(convoy, "secret")],
             _ => vec![text(outpost, "secret")],
         }
