@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Buf;
+use bytes::{Buf, Bytes};
 use futures_core::Stream;
 
 use super::body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
@@ -196,10 +196,7 @@ impl Receiver {
             metrics::rejected(&rejection, scheme, "");
             rejection
         };
-        check_declared_length(declared_length(headers), self.body_limit).map_err(refused)?;
-        let body = read_limited(body, self.body_limit, self.body_timeout)
-            .await
-            .map_err(refused)?;
+        let body = self.read_body(headers, body).await?;
         let started = Instant::now();
         let verified = self.verifier.verify(headers, &body);
         metrics::verify_took(scheme, started.elapsed());
@@ -247,15 +244,7 @@ impl Receiver {
         if !handshake::wants_unsigned_body(&self.handshakes, headers) {
             return self.receive(headers, body).await.map(Received::Event);
         }
-        // Refused as `receive` refuses: counted, whatever the request says.
-        let refused = |rejection: Rejection| {
-            metrics::rejected(&rejection, self.verifier.scheme().name(), "");
-            rejection
-        };
-        check_declared_length(declared_length(headers), self.body_limit).map_err(refused)?;
-        let body = read_limited(body, self.body_limit, self.body_timeout)
-            .await
-            .map_err(refused)?;
+        let body = self.read_body(headers, body).await?;
         let answer = handshake::event_grid_validation(&body);
         tracing::info!(
             provider = answer.provider,
@@ -263,6 +252,27 @@ impl Receiver {
             "answered a handshake"
         );
         Ok(Received::Answered(answer))
+    }
+}
+
+impl Receiver {
+    /// Refuses a declared Content-Length over the limit (413) and reads
+    /// the body through the limit and the deadline (413, 408); each
+    /// refusal is counted.
+    async fn read_body<H, S, D, E>(&self, headers: &H, body: S) -> Result<Bytes, Rejection>
+    where
+        H: Headers + ?Sized,
+        S: Stream<Item = Result<D, E>>,
+        D: Buf,
+    {
+        let refused = |rejection: Rejection| {
+            metrics::rejected(&rejection, self.verifier.scheme().name(), "");
+            rejection
+        };
+        check_declared_length(declared_length(headers), self.body_limit).map_err(refused)?;
+        read_limited(body, self.body_limit, self.body_timeout)
+            .await
+            .map_err(refused)
     }
 }
 

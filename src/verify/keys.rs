@@ -174,10 +174,7 @@ impl Key {
 
     #[cfg(not(feature = "sha1"))]
     fn hmac_sha1(_: &[u8]) -> Result<Self, ConfigError> {
-        Err(ConfigError::AsymmetricUnsupported {
-            prefix: "HMAC-SHA1 (Twilio)",
-            needs: "the `sha1` feature",
-        })
+        feature_off("HMAC-SHA1 (Twilio)", "the `sha1` feature")
     }
 
     pub(crate) fn algorithm(&self) -> Algorithm {
@@ -334,34 +331,28 @@ fn der_p256(text: &str) -> Result<Key, ConfigError> {
 
 #[cfg(not(feature = "p256"))]
 fn der_p256(_: &str) -> Result<Key, ConfigError> {
-    Err(ConfigError::AsymmetricUnsupported {
-        prefix: "ECDSA P-256",
-        needs: "the `p256` feature",
-    })
+    feature_off("ECDSA P-256", "the `p256` feature")
 }
 
 #[cfg(not(feature = "ed25519"))]
 fn hex_ed25519(_: &str) -> Result<Key, ConfigError> {
-    Err(ConfigError::AsymmetricUnsupported {
-        prefix: "hex ed25519",
-        needs: "the `ed25519` feature",
-    })
+    feature_off("hex ed25519", "the `ed25519` feature")
 }
 
 #[cfg(not(feature = "ed25519"))]
 fn ed25519_public(_: &str) -> Result<Key, ConfigError> {
-    Err(ConfigError::AsymmetricUnsupported {
-        prefix: "whpk_",
-        needs: "the `ed25519` feature",
-    })
+    feature_off("whpk_", "the `ed25519` feature")
 }
 
 #[cfg(not(feature = "ed25519"))]
 fn ed25519_secret(_: &str) -> Result<Key, ConfigError> {
-    Err(ConfigError::AsymmetricUnsupported {
-        prefix: "whsk_",
-        needs: "the `ed25519` feature",
-    })
+    feature_off("whsk_", "the `ed25519` feature")
+}
+
+/// The error for a key whose algorithm's feature is off.
+#[cfg(not(all(feature = "ed25519", feature = "p256", feature = "sha1")))]
+fn feature_off<T>(prefix: &'static str, needs: &'static str) -> Result<T, ConfigError> {
+    Err(ConfigError::AsymmetricUnsupported { prefix, needs })
 }
 
 #[cfg(test)]

@@ -299,20 +299,13 @@ impl Scheme {
             format: Format::Single {
                 prefix: Cow::Borrowed("sha256="),
             },
-            encoding: Encoding::Hex,
             id_header: Some(HeaderKey::from_static("twitch-eventsub-message-id")),
             timestamp: TimestampSource::Header(HeaderKey::from_static(
                 "twitch-eventsub-message-timestamp",
             )),
             timestamp_format: TimestampFormat::Rfc3339,
             template: Template::ID_TIMESTAMP_BODY,
-            unsigned_id: false,
-            unsigned_timestamp: false,
-            body_id_field: None,
-            secret_format: SecretFormat::Raw {
-                expected_prefix: None,
-            },
-            signed_urls: None,
+            ..Self::slack()
         }
     }
 
