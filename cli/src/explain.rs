@@ -296,10 +296,13 @@ impl Search<'_, '_> {
 /// it differs: the other scheme, a trailing slash, no query, no `www.`.
 fn url_variants(url: &str) -> Vec<(String, &'static str)> {
     let mut variants = Vec::new();
-    if let Some(rest) = url.strip_prefix("http://") {
-        variants.push((format!("https://{rest}"), "https, not http"));
-    } else if let Some(rest) = url.strip_prefix("https://") {
-        variants.push((format!("http://{rest}"), "http, not https"));
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return variants;
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        "http" => variants.push((format!("https://{rest}"), "https, not http")),
+        "https" => variants.push((format!("http://{rest}"), "http, not https")),
+        _ => {}
     }
     let (before_query, query) = match url.split_once('?') {
         Some((before, query)) => (before, Some(query)),
@@ -319,11 +322,13 @@ fn url_variants(url: &str) -> Vec<(String, &'static str)> {
     if query.is_some() {
         variants.push((before_query.to_owned(), "without the query"));
     }
-    if let Some((scheme, rest)) = url.split_once("://") {
-        match rest.strip_prefix("www.") {
-            Some(bare) => variants.push((format!("{scheme}://{bare}"), "without `www.`")),
-            None => variants.push((format!("{scheme}://www.{rest}"), "with `www.`")),
-        }
+    // `www.` goes on the host, after any user information.
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let host_at = rest[..authority_end].rfind('@').map_or(0, |at| at + 1);
+    let (user, host) = rest.split_at(host_at);
+    match host.strip_prefix("www.") {
+        Some(bare) => variants.push((format!("{scheme}://{user}{bare}"), "without `www.`")),
+        None => variants.push((format!("{scheme}://{user}www.{host}"), "with `www.`")),
     }
     variants
 }
@@ -580,5 +585,28 @@ impl Stamp<'_> {
         } else {
             format!("`{}`", self.header)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_variants;
+
+    #[test]
+    fn url_variants_change_one_thing_each_and_keep_user_information() {
+        let variants: Vec<String> = url_variants("HTTPS://user@example.com/in?a=1")
+            .into_iter()
+            .map(|(url, _)| url)
+            .collect();
+        assert_eq!(
+            variants,
+            [
+                "http://user@example.com/in?a=1",
+                "HTTPS://user@example.com/in/?a=1",
+                "HTTPS://user@example.com/in",
+                "HTTPS://user@www.example.com/in?a=1",
+            ]
+        );
+        assert!(url_variants("not a url").is_empty());
     }
 }

@@ -129,11 +129,7 @@ struct SchemeArgs {
     /// square, twilio: the URL the provider signed, exactly as configured
     /// in its console, query included (behind a proxy, not the one the
     /// request reached).
-    #[arg(
-        long,
-        visible_alias = "url",
-        required_if_eq_any([("scheme", "square"), ("scheme", "twilio")])
-    )]
+    #[arg(long, required_if_eq_any([("scheme", "square"), ("scheme", "twilio")]))]
     signed_url: Option<String>,
 }
 
@@ -364,4 +360,18 @@ fn main() -> ExitCode {
         eprintln!("hooklatch: {message}");
         ExitCode::from(2)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// Every subcommand's flags are distinct and well formed: clap checks
+    /// this only when a subcommand is first parsed, so a clash (a shared
+    /// flag named like one of the subcommand's own) would otherwise
+    /// surface as a panic at run time.
+    #[test]
+    fn every_subcommands_flags_are_well_formed() {
+        super::Cli::command().debug_assert();
+    }
 }

@@ -275,7 +275,7 @@ fn verify_checks_the_github_vector_with_only_the_signature_header() {
 /// `verify --scheme NAME` accepts each provider's published vector (the
 /// library's tests/provider_vectors.json), given as its console shows the
 /// secret (Discord's hex public key, SendGrid's base64 verification key),
-/// with `--url` for Square and Twilio.
+/// with `--signed-url` for Square and Twilio.
 #[test]
 fn verify_accepts_each_providers_published_vector() {
     let vectors: serde_json::Value =
@@ -333,7 +333,7 @@ fn verify_accepts_each_providers_published_vector() {
     let twilio = &vectors["twilio"][0];
     cases.push((
         "twilio",
-        vec!["--url".into(), text(twilio, "url")],
+        vec!["--signed-url".into(), text(twilio, "url")],
         vec![("x-twilio-signature", text(twilio, "header"))],
         text(twilio, "body"),
         None,
@@ -366,6 +366,26 @@ fn verify_accepts_each_providers_published_vector() {
         text(sendgrid, "body"),
         text(sendgrid, "timestamp").parse().ok(),
     ));
+    // Slack's published vector, under Slack's headers and under Zoom's
+    // (the same rule; Zoom publishes no vector with a secret).
+    let first_set: serde_json::Value =
+        serde_json::from_str(include_str!("../../tests/vectors.json")).unwrap();
+    let slack = &first_set["slack"][0];
+    for (scheme, timestamp_header, signature_header) in [
+        ("slack", "x-slack-request-timestamp", "x-slack-signature"),
+        ("zoom", "x-zm-request-timestamp", "x-zm-signature"),
+    ] {
+        cases.push((
+            scheme,
+            vec![],
+            vec![
+                (timestamp_header, text(slack, "timestamp")),
+                (signature_header, text(slack, "expected")),
+            ],
+            text(slack, "payload"),
+            text(slack, "timestamp").parse().ok(),
+        ));
+    }
     let x = &vectors["x"][0];
     cases.push((
         "x",
@@ -406,6 +426,7 @@ fn verify_accepts_each_providers_published_vector() {
             "discord" => vec![text(discord, "public_key")],
             "sendgrid" => vec![text(sendgrid, "public_key")],
             "x" => vec![text(x, "secret")],
+            "slack" | "zoom" => vec![text(slack, "secret")],
             "convoy" => vec![text(convoy, "secret")],
             _ => vec![text(outpost, "secret")],
         }

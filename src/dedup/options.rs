@@ -1,4 +1,5 @@
-//! [`StoreOptions`]: the settings every store shares.
+//! [`StoreOptions`]: the settings every claim store takes (the clock only
+//! the memory store keeps time by).
 
 use std::time::Duration;
 

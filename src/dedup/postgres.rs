@@ -52,9 +52,18 @@ use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 ///     available_at BIGINT  NOT NULL,
 ///     taken_token  TEXT,
 ///     taken_until  BIGINT,
-///     dead         BOOLEAN NOT NULL DEFAULT FALSE
+///     dead         BOOLEAN NOT NULL DEFAULT FALSE,
+///     meta         TEXT              -- the provider's metadata, JSON
 /// );
+/// CREATE INDEX hooklatch_claims_claimed_at ON hooklatch_claims (claimed_at);
+/// CREATE INDEX hooklatch_inbox_due ON hooklatch_inbox (namespace, available_at, entry)
+///     WHERE NOT dead;
+/// CREATE INDEX hooklatch_inbox_dead ON hooklatch_inbox (namespace, entry) WHERE dead;
 /// ```
+///
+/// The inbox table is vacuumed after 1% of its rows changed (not
+/// Postgres's default 20%), so that acked rows do not pile up where a
+/// take reads.
 ///
 /// # Claiming inside your own transaction
 ///

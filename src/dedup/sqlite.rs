@@ -53,8 +53,13 @@ use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 ///     namespace TEXT NOT NULL, event_id TEXT NOT NULL, body BLOB NOT NULL,
 ///     signed_at INTEGER, received_at INTEGER NOT NULL,
 ///     attempts INTEGER NOT NULL DEFAULT 0, available_at INTEGER NOT NULL,
-///     taken_token TEXT, taken_until INTEGER, dead INTEGER NOT NULL DEFAULT 0
+///     taken_token TEXT, taken_until INTEGER, dead INTEGER NOT NULL DEFAULT 0,
+///     meta TEXT                               -- the provider's metadata, JSON
 /// );
+/// CREATE INDEX hooklatch_claims_claimed_at ON hooklatch_claims (claimed_at);
+/// CREATE INDEX hooklatch_inbox_due ON hooklatch_inbox (namespace, available_at, entry)
+///     WHERE NOT dead;
+/// CREATE INDEX hooklatch_inbox_dead ON hooklatch_inbox (namespace, entry) WHERE dead;
 /// ```
 ///
 /// ```

@@ -11,16 +11,6 @@ use super::Rejection;
 /// The default time the whole body may take to arrive: 10 seconds.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The Content-Length header's value, if present and a number.
-pub fn content_length(headers: &http::HeaderMap) -> Option<u64> {
-    headers
-        .get(http::header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
-}
-
 /// Refuses before reading when the declared length is over `limit`.
 ///
 /// ```

@@ -36,7 +36,7 @@ mod rejection;
 mod steps;
 mod tenant;
 
-pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, content_length, read_limited};
+pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
 pub use event::VerifiedEvent;
 pub use handshake::{Handshake, HandshakeAnswer};
 pub use metrics::{report_inbox_depth, request_span};

@@ -1,8 +1,9 @@
 //! The toolbox every store shares: time and tokens, key checks, one SQL
 //! dialect with a versioned, locked migration, and one Redis connection
-//! builder. Crate-private; each concern's stores (claims and inbox in
-//! `dedup`, positions in `sequence`, the outbox in `sender`) are built from
-//! it.
+//! builder. Each concern's stores (claims and inbox in `dedup`, positions
+//! in `sequence`, the outbox in `sender`) are built from it. Crate-private
+//! but for two types users meet: [`StoreError`] (re-exported by `dedup`
+//! and `sequence`) and the Redis connection (`hooklatch::RedisConnection`).
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod group_commit;

@@ -347,23 +347,41 @@ impl Inner {
         let mut buffer = [0u8; MAX_SIGNATURE_BYTES];
         let mut decoded_any = false;
         #[cfg(any(feature = "ed25519", feature = "p256"))]
-        let mut message: Option<Vec<u8>> = None;
+        let message = std::cell::OnceCell::new();
+        // Decodes each accepted signature of `algorithm` (at most `limit`)
+        // and asks `matches` of it.
+        let mut any = |algorithm, limit, matches: &mut dyn FnMut(&[u8]) -> bool| {
+            for text in envelope.signatures(algorithm).take(limit) {
+                let Ok(decoded) = scheme.encoding.decode(text, &mut buffer) else {
+                    continue;
+                };
+                decoded_any = true;
+                if matches(decoded) {
+                    return true;
+                }
+            }
+            false
+        };
+        // The signed content in one piece, for the asymmetric keys: built
+        // once, for the first that needs it.
+        #[cfg(any(feature = "ed25519", feature = "p256"))]
+        let whole_message = || {
+            message.get_or_init(|| {
+                let mut whole = Vec::with_capacity(body.len() + 64);
+                scheme.signed_content(id, timestamp, body, |piece| whole.extend_from_slice(piece));
+                whole
+            })
+        };
         for (index, key) in self.keys.iter().enumerate() {
             if !self.validity[index].contains_unix(now) {
                 continue;
             }
-            match key {
+            let matched = match key {
                 Key::Hmac(keyed) => {
                     let tag = keyed.tag(|sink| scheme.signed_content(id, timestamp, body, sink));
-                    for text in envelope.signatures(Algorithm::Hmac) {
-                        let Ok(decoded) = scheme.encoding.decode(text, &mut buffer) else {
-                            continue;
-                        };
-                        decoded_any = true;
-                        if decoded.len() == tag.len() && bool::from(decoded.ct_eq(&tag)) {
-                            return Ok(Some(index));
-                        }
-                    }
+                    any(Algorithm::Hmac, usize::MAX, &mut |decoded| {
+                        decoded.len() == tag.len() && bool::from(decoded.ct_eq(&tag))
+                    })
                 }
                 #[cfg(feature = "ed25519")]
                 Key::Ed25519Public(_) | Key::Ed25519Secret(_) => {
@@ -374,51 +392,29 @@ impl Inner {
                         Key::EcdsaP256Public(_) => unreachable!("matched below"),
                         Key::Hmac(_) => unreachable!("matched above"),
                     };
-                    let message = message.get_or_insert_with(|| {
-                        let mut whole = Vec::with_capacity(body.len() + 64);
-                        scheme.signed_content(id, timestamp, body, |piece| {
-                            whole.extend_from_slice(piece)
-                        });
-                        whole
-                    });
-                    let texts = envelope.signatures(Algorithm::Ed25519);
-                    for text in texts.take(MAX_ED25519_SIGNATURES) {
-                        let Ok(decoded) = scheme.encoding.decode(text, &mut buffer) else {
-                            continue;
-                        };
-                        decoded_any = true;
-                        let Ok(signature) = ed25519_dalek::Signature::from_slice(decoded) else {
-                            continue;
-                        };
-                        if public.verify_strict(message, &signature).is_ok() {
-                            return Ok(Some(index));
-                        }
-                    }
+                    let message = whole_message();
+                    any(Algorithm::Ed25519, MAX_ED25519_SIGNATURES, &mut |decoded| {
+                        ed25519_dalek::Signature::from_slice(decoded).is_ok_and(|signature| {
+                            public.verify_strict(message, &signature).is_ok()
+                        })
+                    })
                 }
                 #[cfg(feature = "p256")]
                 Key::EcdsaP256Public(public) => {
                     use p256::ecdsa::signature::Verifier as _;
-                    let message = message.get_or_insert_with(|| {
-                        let mut whole = Vec::with_capacity(body.len() + 64);
-                        scheme.signed_content(id, timestamp, body, |piece| {
-                            whole.extend_from_slice(piece)
-                        });
-                        whole
-                    });
-                    let texts = envelope.signatures(Algorithm::EcdsaP256);
-                    for text in texts.take(MAX_ED25519_SIGNATURES) {
-                        let Ok(decoded) = scheme.encoding.decode(text, &mut buffer) else {
-                            continue;
-                        };
-                        decoded_any = true;
-                        let Ok(signature) = p256::ecdsa::Signature::from_der(decoded) else {
-                            continue;
-                        };
-                        if public.verify(message, &signature).is_ok() {
-                            return Ok(Some(index));
-                        }
-                    }
+                    let message = whole_message();
+                    any(
+                        Algorithm::EcdsaP256,
+                        MAX_ED25519_SIGNATURES,
+                        &mut |decoded| {
+                            p256::ecdsa::Signature::from_der(decoded)
+                                .is_ok_and(|signature| public.verify(message, &signature).is_ok())
+                        },
+                    )
                 }
+            };
+            if matched {
+                return Ok(Some(index));
             }
         }
         if decoded_any {
