@@ -296,13 +296,13 @@ impl Search<'_, '_> {
 /// it differs: the other scheme, a trailing slash, no query, no `www.`.
 fn url_variants(url: &str) -> Vec<(String, &'static str)> {
     let mut variants = Vec::new();
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return variants;
-    };
-    match scheme.to_ascii_lowercase().as_str() {
-        "http" => variants.push((format!("https://{rest}"), "https, not http")),
-        "https" => variants.push((format!("http://{rest}"), "http, not https")),
-        _ => {}
+    let parts = url.split_once("://");
+    if let Some((scheme, rest)) = parts {
+        match scheme.to_ascii_lowercase().as_str() {
+            "http" => variants.push((format!("https://{rest}"), "https, not http")),
+            "https" => variants.push((format!("http://{rest}"), "http, not https")),
+            _ => {}
+        }
     }
     let (before_query, query) = match url.split_once('?') {
         Some((before, query)) => (before, Some(query)),
@@ -323,12 +323,19 @@ fn url_variants(url: &str) -> Vec<(String, &'static str)> {
         variants.push((before_query.to_owned(), "without the query"));
     }
     // `www.` goes on the host, after any user information.
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let host_at = rest[..authority_end].rfind('@').map_or(0, |at| at + 1);
-    let (user, host) = rest.split_at(host_at);
-    match host.strip_prefix("www.") {
-        Some(bare) => variants.push((format!("{scheme}://{user}{bare}"), "without `www.`")),
-        None => variants.push((format!("{scheme}://{user}www.{host}"), "with `www.`")),
+    if let Some((scheme, rest)) = parts {
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let host_at = rest[..authority_end].rfind('@').map_or(0, |at| at + 1);
+        let (user, host) = rest.split_at(host_at);
+        match host
+            .get(..4)
+            .filter(|prefix| prefix.eq_ignore_ascii_case("www."))
+        {
+            Some(_) => {
+                variants.push((format!("{scheme}://{user}{}", &host[4..]), "without `www.`"))
+            }
+            None => variants.push((format!("{scheme}://{user}www.{host}"), "with `www.`")),
+        }
     }
     variants
 }
@@ -607,6 +614,21 @@ mod tests {
                 "HTTPS://user@www.example.com/in?a=1",
             ]
         );
-        assert!(url_variants("not a url").is_empty());
+        let bare: Vec<String> = url_variants("example.com/in")
+            .into_iter()
+            .map(|(url, _)| url)
+            .collect();
+        assert_eq!(bare, ["example.com/in/"], "no scheme: only the slash");
+        let www = url_variants("https://WWW.example.com/");
+        assert_eq!(www.last().unwrap().0, "https://example.com/");
+        for odd in [
+            "",
+            "https://",
+            "https://@",
+            "https://a@b@c/x",
+            "https://hé/ü?ä",
+        ] {
+            let _ = url_variants(odd);
+        }
     }
 }

@@ -61,9 +61,12 @@ use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 /// CREATE INDEX hooklatch_inbox_dead ON hooklatch_inbox (namespace, entry) WHERE dead;
 /// ```
 ///
-/// The inbox table is vacuumed after 1% of its rows changed (not
-/// Postgres's default 20%), so that acked rows do not pile up where a
-/// take reads.
+/// The inbox table is vacuumed after 1,000 rows plus 1% of them changed
+/// (not Postgres's default 50 plus 20%), so that acked rows do not pile
+/// up where a take reads. `migrate` also keeps
+/// `hooklatch_schema_versions (component TEXT PRIMARY KEY, version INT)`,
+/// one table whatever the prefix, shared by every hooklatch store in the
+/// database.
 ///
 /// # Claiming inside your own transaction
 ///

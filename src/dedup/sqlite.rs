@@ -62,6 +62,10 @@ use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 /// CREATE INDEX hooklatch_inbox_dead ON hooklatch_inbox (namespace, entry) WHERE dead;
 /// ```
 ///
+/// `migrate` also keeps `hooklatch_schema_versions (component TEXT PRIMARY
+/// KEY, version INT)`, one table whatever the prefix, shared by every
+/// hooklatch store in the file.
+///
 /// ```
 /// use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, SqliteStore};
 ///

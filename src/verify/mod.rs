@@ -16,7 +16,17 @@
 //! | GitHub | [`Scheme::github`] | body | `sha256=<hex>` |
 //! | Shopify | [`Scheme::shopify`] | body | `<base64>` |
 //! | Slack | [`Scheme::slack`] | `v0:{timestamp}:{body}` | `v0=<hex>` |
+//! | Meta | [`Scheme::meta`] | body | `sha256=<hex>` |
+//! | Twitch EventSub | [`Scheme::twitch`] | `{id}{timestamp}{body}` | `sha256=<hex>` |
+//! | Zoom | [`Scheme::zoom`] | `v0:{timestamp}:{body}` | `v0=<hex>` |
+//! | Paddle | [`Scheme::paddle`] | `{ts}:{body}` | `ts=..;h1=<hex>` |
+//! | Square | [`Scheme::square`] | URL, then body | `<base64>` |
 //! | Twilio | [`Scheme::twilio`] | URL, then sorted form parameters | `<base64>` (HMAC-SHA1) |
+//! | Convoy | [`Scheme::convoy`] | `{t},{body}` | `t=..,v1=<hex>` |
+//! | Outpost | [`Scheme::outpost`] | body | `v0=<hex>[,<hex>]` |
+//! | Discord | [`Scheme::discord`] | `{timestamp}{body}` | `<hex>` (ed25519) |
+//! | SendGrid | [`Scheme::sendgrid`] | `{timestamp}{body}` | `<base64 DER>` (ECDSA P-256) |
+//! | X | [`Scheme::x`] | body | `sha256=<base64>` |
 //! | your own | [`Scheme::custom`] | a template | hex or base64, optional prefix |
 //!
 //! Rules shared by every scheme:

@@ -385,8 +385,9 @@ impl Scheme {
     ///
     /// `webhook_url` is the URL exactly as configured in Twilio, query
     /// included: behind a proxy it is not the URL the request reached.
-    /// The URL with its port written the other way (`:443` added or
-    /// removed) verifies too, as in Twilio's own libraries. Twilio signs
+    /// The URL with its port written the other way (the default port added,
+    /// or the port given removed) verifies too, as in Twilio's own
+    /// libraries, unless nothing follows the host and port. Twilio signs
     /// no id and no timestamp: requests are claimed by a digest of the
     /// body, and a replay is a duplicate only while its claim is kept.
     /// `I-Twilio-Idempotency-Token` is read as metadata (it is not

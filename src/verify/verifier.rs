@@ -21,11 +21,11 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 /// The default largest body a verifier accepts: 1 MiB.
 pub const DEFAULT_MAX_BODY_LEN: usize = 1024 * 1024;
 
-/// The most `v1a` (ed25519) signatures of one header that are checked;
-/// later ones are ignored. Each check hashes the whole body with SHA-512
-/// and anyone can send junk ones, so this bounds the cost of a forged
-/// request at four body hashes per ed25519 key, next to one HMAC per
-/// secret for `v1`.
+/// The most asymmetric signatures (ed25519: `v1a`, Discord's; ECDSA
+/// P-256: SendGrid's) of one header that are checked per public key;
+/// later ones are ignored. Each check hashes the whole body and anyone can
+/// send junk ones, so this bounds the cost of a forged request at four
+/// body hashes per public key, next to one HMAC per secret.
 pub const MAX_ED25519_SIGNATURES: usize = 4;
 
 /// Checks webhook signatures for one scheme against one or more secrets.
@@ -332,8 +332,8 @@ impl Inner {
     }
 
     /// Tries every accepted signature against every key of its algorithm:
-    /// one HMAC per secret, at most [`MAX_ED25519_SIGNATURES`] ed25519
-    /// checks per public key. Returns the index of the key that matched,
+    /// one HMAC per secret, at most [`MAX_ED25519_SIGNATURES`] ed25519 or
+    /// ECDSA P-256 checks per public key. Returns the index of the key that matched,
     /// or an error when no signature tried could even be decoded.
     fn find_match(
         &self,
