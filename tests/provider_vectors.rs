@@ -772,3 +772,51 @@ fn a_twilio_replay_reordered_or_reencoded_is_claimed_as_the_same_event() {
 fn verifier_for(scheme: Scheme, secret: &str) -> Verifier {
     verifier(scheme, &[secret])
 }
+
+/// The README's promise for schemes that sign no id (GitHub, Shopify,
+/// Meta, Outpost, X, Twilio; Slack, Zoom and Convoy sign a timestamp but
+/// no id): a request is claimed by a digest of what is signed, so the same
+/// signed request under another unsigned id header, or none, is the same
+/// event, and another body is another.
+#[cfg(feature = "sha1")]
+#[test]
+fn schemes_that_sign_no_id_claim_by_a_digest_so_a_fresh_id_is_the_same_event() {
+    let body = br#"{"type":"demo","n":1}"#;
+    let now = SystemTime::now();
+    let secret = "a-provider-secret-0123456789";
+    let mut schemes: Vec<Scheme> = [
+        "github", "shopify", "meta", "outpost", "x", "slack", "zoom", "convoy",
+    ]
+    .iter()
+    .map(|name| Scheme::by_name(name).unwrap())
+    .collect();
+    schemes.push(Scheme::twilio("https://example.com/hooks/in").unwrap());
+    for scheme in schemes {
+        let name = scheme.name().to_owned();
+        assert!(
+            !scheme.signs_id() && scheme.body_id_field().is_none(),
+            "{name}"
+        );
+        let verifier = verifier(scheme.clone(), &[secret]);
+        let signer = Signer::new(scheme.clone(), [secret]).unwrap();
+        let key = |id: &str, body: &[u8], keep_id_header: bool| {
+            let signed = signer.sign(id, now, body).unwrap();
+            let headers: Vec<(&str, &str)> = signed
+                .iter()
+                .filter(|(header, _)| keep_id_header || Some(*header) != scheme.id_header())
+                .collect();
+            let event = verifier.verify_at(&headers, body, now).unwrap();
+            EventKey::default().key(&verifier, &event).unwrap()
+        };
+        let first = key("delivery-1", body, true);
+        assert!(first.starts_with("sha256:"), "{name}: {first}");
+        assert_eq!(key("delivery-2", body, true), first, "{name}: a fresh id");
+        assert_eq!(key("delivery-3", body, false), first, "{name}: no id");
+        let other = br#"{"type":"demo","n":2}"#;
+        assert_ne!(
+            key("delivery-1", other, true),
+            first,
+            "{name}: another body"
+        );
+    }
+}
