@@ -1111,3 +1111,46 @@ async fn reason_in_body_names_the_kind_only_when_opted_in() {
         );
     }
 }
+
+/// Twilio's published request (a voice webhook's form, signed over the
+/// URL configured in Twilio, not the one this server listens on) through
+/// the layer: accepted once; resent with its parameters reordered, the
+/// same event; a changed parameter or a body that is not a form, refused.
+#[tokio::test]
+async fn twilio_forms_through_the_layer_are_accepted_once_however_reordered() {
+    let vectors: serde_json::Value =
+        serde_json::from_str(include_str!("../../../tests/provider_vectors.json")).unwrap();
+    let vector = &vectors["twilio"][0];
+    let text = |key: &str| vector[key].as_str().unwrap().to_owned();
+    let verifier = Verifier::builder(Scheme::twilio(&text("url")).unwrap())
+        .with_secret(&text("secret"))
+        .unwrap()
+        .build()
+        .unwrap();
+    let store = MemoryStore::new();
+    let app = Router::new().route("/webhooks", post(|| async {})).layer(
+        WebhookLayer::new(verifier)
+            .with_inbox(store.clone(), "twilio")
+            .unwrap(),
+    );
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+    let headers: HeaderPairs = vec![
+        ("X-Twilio-Signature".into(), text("header")),
+        (
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        ),
+    ];
+    let send = |body: &str| post_signed(&client, &url, &headers, body.as_bytes().to_vec());
+    assert_eq!(send(&text("body")).await.0, StatusCode::ACCEPTED);
+    let reordered = "To=%2B18005551212&From=%2B14158675309&Digits=1234&Caller=%2B14158675309\
+                     &CallSid=CA1234567890ABCDE";
+    assert_eq!(send(reordered).await.0, StatusCode::OK, "the same event");
+    let changed = text("body").replace("Digits=1234", "Digits=1235");
+    assert_eq!(send(&changed).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(send("Digits=%zz").await.0, StatusCode::BAD_REQUEST);
+    let taken = store.take("twilio", "test", 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].body, text("body").as_bytes());
+}
