@@ -231,16 +231,11 @@ impl Receiver {
     /// answered from its body ([`Handshake::AzureEventGrid`]'s
     /// subscription validation) is read within the same limits and
     /// answered instead of verified.
-    pub async fn receive_or_answer<H, S, D, E>(
+    pub async fn receive_or_answer<D: Buf, E>(
         &self,
-        headers: &H,
-        body: S,
-    ) -> Result<Received, Rejection>
-    where
-        H: Headers + ?Sized,
-        S: Stream<Item = Result<D, E>>,
-        D: Buf,
-    {
+        headers: &(impl Headers + ?Sized),
+        body: impl Stream<Item = Result<D, E>>,
+    ) -> Result<Received, Rejection> {
         if !handshake::wants_unsigned_body(&self.handshakes, headers) {
             return self.receive(headers, body).await.map(Received::Event);
         }
@@ -259,12 +254,11 @@ impl Receiver {
     /// Refuses a declared Content-Length over the limit (413) and reads
     /// the body through the limit and the deadline (413, 408); each
     /// refusal is counted.
-    async fn read_body<H, S, D, E>(&self, headers: &H, body: S) -> Result<Bytes, Rejection>
-    where
-        H: Headers + ?Sized,
-        S: Stream<Item = Result<D, E>>,
-        D: Buf,
-    {
+    async fn read_body<D: Buf, E>(
+        &self,
+        headers: &(impl Headers + ?Sized),
+        body: impl Stream<Item = Result<D, E>>,
+    ) -> Result<Bytes, Rejection> {
         let refused = |rejection: Rejection| {
             metrics::rejected(&rejection, self.verifier.scheme().name(), "");
             rejection

@@ -157,8 +157,9 @@ impl Key {
     /// An HMAC key of raw bytes, with the hash `format` signs with.
     pub(crate) fn hmac_for(format: SecretFormat, bytes: &[u8]) -> Result<Self, ConfigError> {
         match format {
+            #[cfg(feature = "sha1")]
             SecretFormat::RawSha1 => Self::hmac_sha1(bytes),
-            _ => Self::hmac(bytes),
+            _ => missing_feature("", format).map_or_else(|| Self::hmac(bytes), Err),
         }
     }
 
@@ -170,11 +171,6 @@ impl Key {
         let mac =
             Hmac::<sha1::Sha1>::new_from_slice(bytes).map_err(|_| ConfigError::EmptySecret)?;
         Ok(Self::Hmac(HmacKey::Sha1(mac)))
-    }
-
-    #[cfg(not(feature = "sha1"))]
-    fn hmac_sha1(_: &[u8]) -> Result<Self, ConfigError> {
-        feature_off("HMAC-SHA1 (Twilio)", "the `sha1` feature")
     }
 
     pub(crate) fn algorithm(&self) -> Algorithm {
@@ -201,15 +197,23 @@ impl Key {
 
     /// Reads a secret given as text, the way `format` says.
     pub(crate) fn parse(text: &str, format: SecretFormat) -> Result<Self, ConfigError> {
+        if let Some(error) = missing_feature(text, format) {
+            return Err(error);
+        }
         match format {
             SecretFormat::Raw { .. } => Self::hmac(text.as_bytes()),
+            #[cfg(feature = "ed25519")]
             SecretFormat::HexEd25519 => hex_ed25519(text),
+            #[cfg(feature = "p256")]
             SecretFormat::Base64DerP256 => der_p256(text),
+            #[cfg(feature = "sha1")]
             SecretFormat::RawSha1 => Self::hmac_sha1(text.as_bytes()),
             SecretFormat::Whsec => {
+                #[cfg(feature = "ed25519")]
                 if let Some(public) = text.strip_prefix("whpk_") {
                     return ed25519_public(public);
                 }
+                #[cfg(feature = "ed25519")]
                 if let Some(secret) = text.strip_prefix("whsk_") {
                     return ed25519_secret(secret);
                 }
@@ -220,8 +224,36 @@ impl Key {
                 let bytes = decode_base64(encoded, prefix)?;
                 Self::hmac(&bytes)
             }
+            // Refused above: its feature is off.
+            #[allow(unreachable_patterns)]
+            _ => Err(ConfigError::AsymmetricUnsupported {
+                prefix: "this key",
+                needs: "a feature that is off",
+            }),
         }
     }
+}
+
+/// The error for a key whose algorithm's feature is off, if it is.
+fn missing_feature(text: &str, format: SecretFormat) -> Option<ConfigError> {
+    let (prefix, on, needs) = match format {
+        SecretFormat::HexEd25519 => ("hex ed25519", cfg!(feature = "ed25519"), "ed25519"),
+        SecretFormat::Base64DerP256 => ("ECDSA P-256", cfg!(feature = "p256"), "p256"),
+        SecretFormat::RawSha1 => ("HMAC-SHA1 (Twilio)", cfg!(feature = "sha1"), "sha1"),
+        SecretFormat::Whsec if text.starts_with("whpk_") => {
+            ("whpk_", cfg!(feature = "ed25519"), "ed25519")
+        }
+        SecretFormat::Whsec if text.starts_with("whsk_") => {
+            ("whsk_", cfg!(feature = "ed25519"), "ed25519")
+        }
+        SecretFormat::Whsec | SecretFormat::Raw { .. } => return None,
+    };
+    let needs = match needs {
+        "ed25519" => "the `ed25519` feature",
+        "p256" => "the `p256` feature",
+        _ => "the `sha1` feature",
+    };
+    (!on).then_some(ConfigError::AsymmetricUnsupported { prefix, needs })
 }
 
 fn decode_base64(encoded: &str, prefix: &'static str) -> Result<Zeroizing<Vec<u8>>, ConfigError> {
@@ -236,19 +268,21 @@ fn decode_base64(encoded: &str, prefix: &'static str) -> Result<Zeroizing<Vec<u8
 
 #[cfg(feature = "ed25519")]
 fn ed25519_public(encoded: &str) -> Result<Key, ConfigError> {
-    let bytes = decode_base64(encoded, "whpk_")?;
-    let array: [u8; 32] = bytes
-        .as_slice()
-        .try_into()
-        .map_err(|_| ConfigError::KeyLength {
-            prefix: "whpk_",
-            expected: "32",
-            actual: bytes.len(),
-        })?;
+    ed25519_verifying(&decode_base64(encoded, "whpk_")?, "whpk_")
+}
+
+/// A 32-byte ed25519 public key, or why `bytes` is none.
+#[cfg(feature = "ed25519")]
+fn ed25519_verifying(bytes: &[u8], prefix: &'static str) -> Result<Key, ConfigError> {
+    let array: [u8; 32] = bytes.try_into().map_err(|_| ConfigError::KeyLength {
+        prefix,
+        expected: "32",
+        actual: bytes.len(),
+    })?;
     ed25519_dalek::VerifyingKey::from_bytes(&array)
         .map(Key::Ed25519Public)
         .map_err(|_| ConfigError::KeyLength {
-            prefix: "whpk_",
+            prefix,
             expected: "32 (a valid curve point)",
             actual: 32,
         })
@@ -298,16 +332,7 @@ fn hex_ed25519(text: &str) -> Result<Key, ConfigError> {
             .map_err(|_| not_hex.clone())?,
     );
     match bytes.len() {
-        32 => {
-            let array: [u8; 32] = bytes.as_slice().try_into().map_err(|_| not_hex.clone())?;
-            ed25519_dalek::VerifyingKey::from_bytes(&array)
-                .map(Key::Ed25519Public)
-                .map_err(|_| ConfigError::KeyLength {
-                    prefix: "hex",
-                    expected: "32 (a valid curve point)",
-                    actual: 32,
-                })
-        }
+        32 => ed25519_verifying(&bytes, "hex"),
         64 => {
             let mut pair = Zeroizing::new([0u8; 64]);
             pair.copy_from_slice(&bytes);
@@ -327,32 +352,6 @@ fn der_p256(text: &str) -> Result<Key, ConfigError> {
     p256::ecdsa::VerifyingKey::from_public_key_der(&der)
         .map(Key::EcdsaP256Public)
         .map_err(|_| ConfigError::KeyNotP256)
-}
-
-#[cfg(not(feature = "p256"))]
-fn der_p256(_: &str) -> Result<Key, ConfigError> {
-    feature_off("ECDSA P-256", "the `p256` feature")
-}
-
-#[cfg(not(feature = "ed25519"))]
-fn hex_ed25519(_: &str) -> Result<Key, ConfigError> {
-    feature_off("hex ed25519", "the `ed25519` feature")
-}
-
-#[cfg(not(feature = "ed25519"))]
-fn ed25519_public(_: &str) -> Result<Key, ConfigError> {
-    feature_off("whpk_", "the `ed25519` feature")
-}
-
-#[cfg(not(feature = "ed25519"))]
-fn ed25519_secret(_: &str) -> Result<Key, ConfigError> {
-    feature_off("whsk_", "the `ed25519` feature")
-}
-
-/// The error for a key whose algorithm's feature is off.
-#[cfg(not(all(feature = "ed25519", feature = "p256", feature = "sha1")))]
-fn feature_off<T>(prefix: &'static str, needs: &'static str) -> Result<T, ConfigError> {
-    Err(ConfigError::AsymmetricUnsupported { prefix, needs })
 }
 
 #[cfg(test)]

@@ -225,23 +225,16 @@ impl Scheme {
         id_header: Option<&'static str>,
     ) -> Self {
         Self {
-            name: Cow::Borrowed(name),
-            signature_header: HeaderKey::from_static(signature_header),
             format: Format::Single {
                 prefix: Cow::Borrowed(prefix),
             },
             encoding,
             id_header: id_header.map(HeaderKey::from_static),
-            timestamp: TimestampSource::None,
-            timestamp_format: TimestampFormat::UnixSeconds,
-            template: Template::BODY,
             unsigned_id: true,
-            unsigned_timestamp: false,
-            body_id_field: None,
-            secret_format: SecretFormat::Raw {
-                expected_prefix: None,
-            },
-            signed_urls: None,
+            ..Self::plain(
+                Cow::Borrowed(name),
+                HeaderKey::from_static(signature_header),
+            )
         }
     }
 
@@ -250,23 +243,15 @@ impl Scheme {
     /// header.
     pub fn slack() -> Self {
         Self {
-            name: Cow::Borrowed("slack"),
-            signature_header: HeaderKey::from_static("x-slack-signature"),
             format: Format::Single {
                 prefix: Cow::Borrowed("v0="),
             },
-            encoding: Encoding::Hex,
-            id_header: None,
             timestamp: TimestampSource::Header(HeaderKey::from_static("x-slack-request-timestamp")),
-            timestamp_format: TimestampFormat::UnixSeconds,
             template: Template::SLACK,
-            unsigned_id: false,
-            unsigned_timestamp: false,
-            body_id_field: None,
-            secret_format: SecretFormat::Raw {
-                expected_prefix: None,
-            },
-            signed_urls: None,
+            ..Self::plain(
+                Cow::Borrowed("slack"),
+                HeaderKey::from_static("x-slack-signature"),
+            )
         }
     }
 
@@ -541,9 +526,18 @@ impl Scheme {
     /// [`with_timestamp_header`](Self::with_timestamp_header) and
     /// [`with_template`](Self::with_template). Secrets are used as raw bytes.
     pub fn custom(name: &str, signature_header: &str) -> Result<Self, ConfigError> {
-        Ok(Self {
-            name: Cow::Owned(name.to_owned()),
-            signature_header: HeaderKey::new(signature_header)?,
+        Ok(Self::plain(
+            Cow::Owned(name.to_owned()),
+            HeaderKey::new(signature_header)?,
+        ))
+    }
+
+    /// One hex HMAC-SHA256 signature over the body, with the secret's
+    /// bytes as the key, and nothing else read: what each scheme changes.
+    fn plain(name: Cow<'static, str>, signature_header: HeaderKey) -> Self {
+        Self {
+            name,
+            signature_header,
             format: Format::Single {
                 prefix: Cow::Borrowed(""),
             },
@@ -559,7 +553,7 @@ impl Scheme {
                 expected_prefix: None,
             },
             signed_urls: None,
-        })
+        }
     }
 
     /// Looks a provider's scheme up by its short name: `standard`, `svix`,
