@@ -918,6 +918,16 @@ async fn ack_many_acks_what_it_holds_and_reports_the_rest_lost<B: Backend>() {
         "b was acked already"
     );
     assert!(f.store.ack_many(&[]).await.unwrap().is_empty());
+    let _ = f.store.accept(&event(ns, "e")).await.unwrap();
+    let e = f.store.take(ns, "w3", 10).await.unwrap();
+    assert_eq!(
+        f.store
+            .ack_many(&[e[0].clone(), e[0].clone()])
+            .await
+            .unwrap(),
+        [true, false],
+        "one delivery twice in a call is acked once"
+    );
     assert!(f.store.take(ns, "w3", 10).await.unwrap().is_empty());
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(
@@ -1201,4 +1211,40 @@ async fn sqlite_migrations_are_versioned_and_run_once_at_a_time() {
         store.accept(&event("ns", "evt")).await.unwrap(),
         Acceptance::Accepted
     );
+}
+
+/// A take and an ack of more entries than one Redis command is sent at a
+/// time (the scripts split their `HMGET`, `HSET`, `XACK`, `XDEL` and
+/// `HDEL` into chunks of 1,000 under Lua's unpack limit): every entry is
+/// handed out once, acked once, and a token from the first take no longer
+/// acks after a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_takes_and_acks_batches_larger_than_one_command() {
+    let server = support::redis();
+    let store = RedisStore::connect(&server.url())
+        .await
+        .unwrap()
+        .with_options(StoreOptions::default().with_visibility_timeout(Duration::from_millis(500)))
+        .with_shards(1)
+        .unwrap();
+    let ns = support::unique("ns");
+    let ids: Vec<String> = (0..5_000).map(|i| format!("evt-{i}")).collect();
+    for id in &ids {
+        let _ = store.accept(&event(&ns, id)).await.unwrap();
+    }
+    let first = store.take(&ns, "w1", 6_000).await.unwrap();
+    assert_eq!(first.len(), 5_000);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let second = store.take(&ns, "w2", 6_000).await.unwrap();
+    assert_eq!(second.len(), 5_000, "the first take's visibility lapsed");
+    assert!(second.iter().all(|entry| entry.attempt == 2));
+    assert_eq!(store.ack_many(&first).await.unwrap(), vec![false; 5_000]);
+    assert_eq!(store.ack_many(&second).await.unwrap(), vec![true; 5_000]);
+    let mut taken: Vec<String> = second.into_iter().map(|entry| entry.id).collect();
+    taken.sort();
+    let mut sent = ids.clone();
+    sent.sort();
+    assert_eq!(taken, sent, "each event once");
+    let stats = store.stats(&ns).await.unwrap();
+    assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
 }

@@ -223,17 +223,18 @@ fn ack_many_statement(inbox: &str) -> String {
     format!(
         "DELETE FROM {inbox} USING unnest($1::bigint[], $2::text[]) AS a (entry, token) \
          WHERE {inbox}.entry = a.entry AND {inbox}.taken_token = a.token AND NOT {inbox}.dead \
-         RETURNING {inbox}.entry"
+         RETURNING {inbox}.entry, a.token"
     )
 }
 
-/// Runs `ack_many` on `taken` (entries and tokens); the entries acked.
+/// Runs `ack_many` on `taken` (entries and tokens); the entries acked,
+/// each with the token it was acked by.
 async fn ack_many_rows(
     store: &PostgresStore,
     taken: &[(i64, &str)],
-) -> Result<Vec<i64>, DedupError> {
+) -> Result<Vec<(i64, String)>, DedupError> {
     let (entries, tokens): (Vec<i64>, Vec<&str>) = taken.iter().copied().unzip();
-    Ok(sqlx::query_scalar(store.statements.ack_many.clone())
+    Ok(sqlx::query_as(store.statements.ack_many.clone())
         .bind(entries)
         .bind(tokens)
         .fetch_all(&store.pool)

@@ -151,12 +151,16 @@ fn ack_many_statement(inbox: &str) -> String {
     format!(
         "DELETE FROM {inbox} WHERE entry IN (SELECT i.entry FROM json_each($1) AS a \
          JOIN {inbox} AS i ON i.entry = (a.value ->> 0) AND i.taken_token = (a.value ->> 1) \
-         WHERE NOT i.dead) RETURNING entry"
+         WHERE NOT i.dead) RETURNING entry, taken_token"
     )
 }
 
-/// Runs `ack_many` on `taken` (entries and tokens); the entries acked.
-async fn ack_many_rows(store: &SqliteStore, taken: &[(i64, &str)]) -> Result<Vec<i64>, DedupError> {
+/// Runs `ack_many` on `taken` (entries and tokens); the entries acked,
+/// each with the token it was acked by.
+async fn ack_many_rows(
+    store: &SqliteStore,
+    taken: &[(i64, &str)],
+) -> Result<Vec<(i64, String)>, DedupError> {
     let pairs = serde_json::to_string(taken).map_err(|error| {
         crate::store::StoreError::message("sql", &format!("cannot encode the acks: {error}"))
     })?;
@@ -166,7 +170,7 @@ async fn ack_many_rows(store: &SqliteStore, taken: &[(i64, &str)]) -> Result<Vec
         .rows();
     let mut acked = Vec::with_capacity(rows.len());
     for row in rows {
-        acked.push(sqlx::Row::try_get(&row, 0)?);
+        acked.push((sqlx::Row::try_get(&row, 0)?, sqlx::Row::try_get(&row, 1)?));
     }
     Ok(acked)
 }

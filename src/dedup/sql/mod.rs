@@ -333,10 +333,14 @@ macro_rules! sql_store_common {
                 for chunk in taken.chunks($crate::dedup::ACK_BATCH) {
                     acked.extend(ack_many_rows(self, chunk).await?);
                 }
+                // Each row is acked once, by the one token it held: the
+                // same delivery twice in a call is acked for its first.
                 Ok(deliveries
                     .iter()
                     .map(|delivery| {
-                        Self::entry_of(delivery).is_ok_and(|entry| acked.contains(&entry))
+                        Self::entry_of(delivery).is_ok_and(|entry| {
+                            acked.remove(&(entry, delivery.receipt.token.clone()))
+                        })
                     })
                     .collect())
             }

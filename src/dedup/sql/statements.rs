@@ -122,7 +122,7 @@ pub(crate) struct Statements {
     /// $1 entry, $2 token.
     pub(crate) ack: SqlStr,
     /// The dialect's ack of many taken rows in one statement (see its
-    /// `ack_many_rows`); returns the entries acked.
+    /// `ack_many_rows`); returns the entries acked and their tokens.
     pub(crate) ack_many: SqlStr,
     /// $1 entry, $2 token, $3 visibility ms.
     pub(crate) extend_taken: SqlStr,

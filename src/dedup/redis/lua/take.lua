@@ -7,6 +7,8 @@
 -- issued twice: a restart from a snapshot, or a failover to a replica
 -- that lagged, rolls it back, and a later take would count to the same
 -- number a worker still holds.
+-- Each batch of entries costs one `HMGET` and one `HSET` of tokens, not
+-- one of each per entry: most of a take's time is spent per command.
 local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, consumer = ARGV[1], ARGV[2]
 local count, visibility, max, nonce = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), ARGV[6]
@@ -19,34 +21,65 @@ for _, packed in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT
   redis.call('XADD', stream, '*', 'id', e[1], 'body', e[2], 'signed_at', e[3], 'attempts', e[4],
     'meta', e[5] or '')
 end
-local out = {}
-local function deliver(entry)
-  local eid, list = entry[1], entry[2]
-  if not list then return end
-  local f = {}
-  for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
-  local held = redis.call('HGET', attempts, eid)
-  local taken = (held and tonumber(string.match(held, '^%d+')) or 0) + 1
-  local token = taken .. ':' .. nonce
-  redis.call('HSET', attempts, eid, token)
-  local n = tonumber(f['attempts']) + taken
-  if n > max then
-    redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'],
-      'signed_at', f['signed_at'], 'attempts', tostring(n - 1), 'meta', f['meta'] or '')
-    redis.call('XACK', stream, group, eid)
-    redis.call('XDEL', stream, eid)
-    redis.call('HDEL', attempts, eid)
-  else
-    out[#out + 1] = {eid, f['id'], f['body'], f['signed_at'], tostring(n), token, f['meta'] or ''}
+
+-- Runs `command key <fixed...> <items...>` in chunks, under Lua's limit on
+-- how many values one call may unpack.
+local function chunked(command, key, fixed, items)
+  for first = 1, #items, 1000 do
+    local args = {command, key}
+    for _, value in ipairs(fixed) do args[#args + 1] = value end
+    for i = first, math.min(first + 999, #items) do args[#args + 1] = items[i] end
+    redis.call(unpack(args))
   end
 end
+
+local out = {}
+local function deliver(entries)
+  local found = {}
+  for _, entry in ipairs(entries) do
+    -- An entry deleted while pending comes back from XAUTOCLAIM without
+    -- its fields.
+    if entry[2] then found[#found + 1] = entry end
+  end
+  if #found == 0 then return end
+  local held = {}
+  for first = 1, #found, 1000 do
+    local ids = {}
+    for i = first, math.min(first + 999, #found) do ids[#ids + 1] = found[i][1] end
+    local values = redis.call('HMGET', attempts, unpack(ids))
+    for i = 1, #ids do held[first + i - 1] = values[i] end
+  end
+  local tokens, buried = {}, {}
+  for i, entry in ipairs(found) do
+    local eid, list = entry[1], entry[2]
+    local f = {}
+    for j = 1, #list, 2 do f[list[j]] = list[j + 1] end
+    local taken = (held[i] and tonumber(string.match(held[i], '^%d+')) or 0) + 1
+    local token = taken .. ':' .. nonce
+    local n = tonumber(f['attempts']) + taken
+    if n > max then
+      redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'],
+        'signed_at', f['signed_at'], 'attempts', tostring(n - 1), 'meta', f['meta'] or '')
+      buried[#buried + 1] = eid
+    else
+      tokens[#tokens + 1] = eid
+      tokens[#tokens + 1] = token
+      out[#out + 1] = {eid, f['id'], f['body'], f['signed_at'], tostring(n), token, f['meta'] or ''}
+    end
+  end
+  if #tokens > 0 then chunked('HSET', attempts, {}, tokens) end
+  if #buried > 0 then
+    chunked('XACK', stream, {group}, buried)
+    chunked('XDEL', stream, {}, buried)
+    chunked('HDEL', attempts, {}, buried)
+  end
+end
+
 local reclaimed = redis.call('XAUTOCLAIM', stream, group, consumer, visibility, '0-0', 'COUNT', count)
-for _, entry in ipairs(reclaimed[2]) do deliver(entry) end
+deliver(reclaimed[2])
 if #out < count then
   local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
     'COUNT', count - #out, 'STREAMS', stream, '>')
-  if fresh then
-    for _, entry in ipairs(fresh[1][2]) do deliver(entry) end
-  end
+  if fresh then deliver(fresh[1][2]) end
 end
 return out
