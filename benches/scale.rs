@@ -27,8 +27,9 @@ use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     AddressPolicy, Attempt, Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason,
     Dispatcher, Due, DueAcross, EndpointHealth, EndpointRegistry, HealthChange, HttpTransport,
-    Jitter, Keeping, Keyed, OutboxView, Policy, PostgresDeliveries, RecentAttempt, RedisDeliveries,
-    Retention, SavedEndpoints, Schedule, SendKey, Step, StoredDelivery, Taken, Wanted,
+    Jitter, Keeping, Keyed, NewDelivery, OutboxView, Policy, PostgresDeliveries, RecentAttempt,
+    RedisDeliveries, Retention, SavedEndpoints, Schedule, SendKey, Step, StoredDelivery, Taken,
+    Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::net::TcpListener;
@@ -84,15 +85,12 @@ impl<S: DeliveryStore + Clone> OutboxView for Counting<S> {
 }
 
 impl<S: DeliveryStore + Clone> Keeping for Counting<S> {
-    async fn enqueue_keyed(
+    async fn add_keyed_delivery(
         &self,
-        e: &str,
         key: SendKey<'_>,
-        id: &str,
-        body: &[u8],
-        due: SystemTime,
+        new: NewDelivery<'_>,
     ) -> Result<Keyed, DedupError> {
-        self.inner.enqueue_keyed(e, key, id, body, due).await
+        self.inner.add_keyed_delivery(key, new).await
     }
     async fn forget_keys(&self, e: &str, now: SystemTime) -> Result<u64, DedupError> {
         self.inner.forget_keys(e, now).await
@@ -108,14 +106,8 @@ impl<S: DeliveryStore + Clone> Keeping for Counting<S> {
 }
 
 impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
-    async fn enqueue(
-        &self,
-        e: &str,
-        id: &str,
-        b: &[u8],
-        due: SystemTime,
-    ) -> Result<bool, DedupError> {
-        self.inner.enqueue(e, id, b, due).await
+    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+        self.inner.add_delivery(new).await
     }
     async fn take_due(
         &self,

@@ -123,7 +123,7 @@ fn bench(c: &mut Criterion) {
         let verifier = Verifier::builder(scheme)
             .with_secret(&case.verifying_secret)
             .unwrap()
-            .with_max_body_len(BODY_LEN)
+            .with_body_limit(BODY_LEN)
             .build()
             .unwrap();
         assert!(

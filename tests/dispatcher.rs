@@ -14,9 +14,9 @@ use std::time::{Duration, SystemTime};
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError,
-    Dispatcher, EndpointRegistry, HealthChange, Keeping, Keyed, MemoryDeliveries, OutboxView,
-    Policy, RecentAttempt, Response, Retention, SavedEndpoints, SendKey, Transport, TransportError,
-    Wanted,
+    Dispatcher, EndpointRegistry, HealthChange, Keeping, Keyed, MemoryDeliveries, NewDelivery,
+    OutboxView, Policy, RecentAttempt, Response, Retention, SavedEndpoints, SendKey, Transport,
+    TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -438,15 +438,12 @@ impl<S: DeliveryStore> OutboxView for Counting<S> {
 }
 
 impl<S: DeliveryStore> Keeping for Counting<S> {
-    async fn enqueue_keyed(
+    async fn add_keyed_delivery(
         &self,
-        e: &str,
         key: SendKey<'_>,
-        id: &str,
-        body: &[u8],
-        due: SystemTime,
+        new: NewDelivery<'_>,
     ) -> Result<Keyed, DedupError> {
-        self.inner.enqueue_keyed(e, key, id, body, due).await
+        self.inner.add_keyed_delivery(key, new).await
     }
     async fn forget_keys(&self, e: &str, now: SystemTime) -> Result<u64, DedupError> {
         self.inner.forget_keys(e, now).await
@@ -475,14 +472,8 @@ impl<S> Counting<S> {
 }
 
 impl<S: DeliveryStore> DeliveryStore for Counting<S> {
-    async fn enqueue(
-        &self,
-        endpoint: &str,
-        id: &str,
-        body: &[u8],
-        due: SystemTime,
-    ) -> Result<bool, hooklatch::dedup::DedupError> {
-        self.inner.enqueue(endpoint, id, body, due).await
+    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+        self.inner.add_delivery(new).await
     }
     async fn take_due(
         &self,

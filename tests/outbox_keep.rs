@@ -11,6 +11,8 @@ mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hooklatch::dedup::DedupError;
+
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, Final, Keeping, OUTBOX_PURGE_BATCH, Retention, SendKey,
     Step, Taken,
@@ -401,6 +403,47 @@ async fn two_dispatchers_with_one_key_deliver_once(backend: impl Backend) {
     assert_eq!((again.id, again.enqueued), (id, false));
 }
 
+/// Both enqueues check the endpoint's name, the id and the key before a
+/// backend sees them (the trait does, so no backend can skip it): an
+/// empty or overlong one is `InvalidKey`, and nothing is stored.
+async fn both_enqueues_refuse_bad_names_and_store_nothing(backend: impl Backend) {
+    let store = backend.open().await;
+    let t0 = now_ms();
+    let long = "x".repeat(10_000);
+    for (endpoint, id) in [(ENDPOINT, ""), (ENDPOINT, long.as_str()), ("", "msg_1")] {
+        let plain = store.enqueue(endpoint, id, b"{}", t0).await;
+        assert!(
+            matches!(plain, Err(DedupError::InvalidKey { .. })),
+            "{endpoint:?} {}: {plain:?}",
+            id.len()
+        );
+        let keyed = store
+            .enqueue_keyed(endpoint, key("k-1", t0), id, b"{}", t0)
+            .await;
+        assert!(
+            matches!(keyed, Err(DedupError::InvalidKey { .. })),
+            "{endpoint:?} {}: {keyed:?}",
+            id.len()
+        );
+    }
+    for bad_key in ["", long.as_str()] {
+        let keyed = store
+            .enqueue_keyed(ENDPOINT, key(bad_key, t0), "msg_1", b"{}", t0)
+            .await;
+        assert!(
+            matches!(keyed, Err(DedupError::InvalidKey { .. })),
+            "key of {}: {keyed:?}",
+            bad_key.len()
+        );
+    }
+    assert!(pending(&store, ENDPOINT).await.is_empty());
+    let fine = store
+        .enqueue_keyed(ENDPOINT, key("k-1", t0), "msg_1", b"{}", t0)
+        .await
+        .unwrap();
+    assert!(fine.enqueued, "no bad call recorded the key");
+}
+
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -419,6 +462,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn two_dispatchers_sending_with_one_key_at_once_deliver_one_event() {
                 two_dispatchers_with_one_key_deliver_once($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn both_enqueues_refuse_an_empty_or_overlong_name_and_store_nothing() {
+                both_enqueues_refuse_bad_names_and_store_nothing($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,7 +144,7 @@ proptest! {
         let mut builder = Verifier::builder(Scheme::by_name(scheme).unwrap())
             .with_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
             .unwrap()
-            .with_max_body_len(200);
+            .with_body_limit(200);
         if skip_timestamp {
             builder = builder.insecure_skip_timestamp_check();
         }

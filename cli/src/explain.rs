@@ -108,7 +108,7 @@ impl Rejected<'_> {
     fn verifier(&self, scheme: &Scheme, secrets: &[Secret<'_>]) -> Option<Verifier> {
         let mut builder = Verifier::builder(scheme.clone())
             .insecure_skip_timestamp_check()
-            .with_max_body_len(self.max_body_len.saturating_mul(3));
+            .with_body_limit(self.max_body_len.saturating_mul(3));
         for secret in secrets {
             builder = match secret {
                 Secret::Text(text) => builder.with_secret(text),

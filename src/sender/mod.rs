@@ -46,7 +46,7 @@ pub use outbox::RedisDeliveries;
 pub use outbox::SqliteDeliveries;
 pub use outbox::{
     DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
-    EndpointRegistry, EndpointSummary, HealthChange, Keeping, Keyed, MemoryDeliveries,
+    EndpointRegistry, EndpointSummary, HealthChange, Keeping, Keyed, MemoryDeliveries, NewDelivery,
     OUTBOX_PURGE_BATCH, OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey,
     StoredDelivery, Taken, Wanted,
 };

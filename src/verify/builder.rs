@@ -150,10 +150,18 @@ impl VerifierBuilder {
         self
     }
 
-    /// The largest body accepted, in bytes. Defaults to 1 MiB.
-    pub fn with_max_body_len(mut self, max_body_len: usize) -> Self {
-        self.max_body_len = max_body_len;
+    /// The largest body accepted, in bytes. Defaults to 1 MiB. The same
+    /// name as the receivers' and adapters' `with_body_limit`, which
+    /// default to this.
+    pub fn with_body_limit(mut self, limit: usize) -> Self {
+        self.max_body_len = limit;
         self
+    }
+
+    /// The old name of [`with_body_limit`](Self::with_body_limit).
+    #[deprecated(since = "0.1.0", note = "renamed to `with_body_limit`")]
+    pub fn with_max_body_len(self, max_body_len: usize) -> Self {
+        self.with_body_limit(max_body_len)
     }
 
     /// Uses `clock` for [`Verifier::verify`]. Defaults to [`SystemClock`](super::SystemClock).

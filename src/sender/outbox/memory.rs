@@ -9,8 +9,8 @@ use super::{
     DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
     Step, StoredDelivery, Taken, Wanted,
 };
-use crate::dedup::{DedupError, check_key};
-use crate::sender::{Attempt, WaitReason};
+use crate::dedup::DedupError;
+use crate::sender::{Attempt, NewDelivery, WaitReason};
 use crate::store::new_token;
 
 /// Deliveries in memory: lost when the process ends. Clones share the map.
@@ -216,15 +216,8 @@ impl super::OutboxView for MemoryDeliveries {
 }
 
 impl DeliveryStore for MemoryDeliveries {
-    async fn enqueue(
-        &self,
-        endpoint: &str,
-        id: &str,
-        body: &[u8],
-        due: SystemTime,
-    ) -> Result<bool, DedupError> {
-        check_key(endpoint, id)?;
-        Ok(self.with(|deliveries| deliveries.add(endpoint, id, body, due)))
+    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+        Ok(self.with(|deliveries| deliveries.add(new.endpoint, new.id, new.body, new.due)))
     }
 
     async fn take_due(

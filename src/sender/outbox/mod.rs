@@ -107,6 +107,21 @@ pub struct StoredDelivery {
     pub attempts: Vec<Attempt>,
 }
 
+/// A delivery to enqueue, as [`DeliveryStore::add_delivery`] and
+/// [`Keeping::add_keyed_delivery`] are handed it: the endpoint's name and
+/// the id are checked already.
+#[derive(Debug, Clone, Copy)]
+pub struct NewDelivery<'a> {
+    /// The endpoint's name.
+    pub endpoint: &'a str,
+    /// The webhook id, unique per endpoint.
+    pub id: &'a str,
+    /// The body, as it is sent.
+    pub body: &'a [u8],
+    /// When its first attempt is due.
+    pub due: SystemTime,
+}
+
 /// Where a [`Dispatcher`](super::Dispatcher) keeps deliveries: [`MemoryDeliveries`] for tests;
 /// `SqliteDeliveries`, `PostgresDeliveries` or `RedisDeliveries` (features
 /// `sqlite`, `postgres`, `redis`) so that a restart loses nothing.
@@ -155,12 +170,33 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
 
     /// Adds a pending delivery due at `due`. Returns false, changing
     /// nothing, if the endpoint already has a delivery with this id.
+    /// Checks the endpoint's name and the id, then calls
+    /// [`add_delivery`](Self::add_delivery).
     fn enqueue(
         &self,
         endpoint: &str,
         id: &str,
         body: &[u8],
         due: SystemTime,
+    ) -> impl Future<Output = Result<bool, DedupError>> + Send {
+        async move {
+            crate::dedup::check_key(endpoint, id)?;
+            let delivery = NewDelivery {
+                endpoint,
+                id,
+                body,
+                due,
+            };
+            self.add_delivery(delivery).await
+        }
+    }
+
+    /// What [`enqueue`](Self::enqueue) does once it has checked the
+    /// endpoint's name and the id: the part a backend implements. Call
+    /// `enqueue`, which checks them.
+    fn add_delivery(
+        &self,
+        delivery: NewDelivery<'_>,
     ) -> impl Future<Output = Result<bool, DedupError>> + Send;
 
     /// Reads the endpoint's saved health and, unless it is disabled,

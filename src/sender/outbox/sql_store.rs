@@ -11,7 +11,7 @@ macro_rules! sql_delivery_store {
         const _: () = {
             use std::time::{Duration, SystemTime};
 
-            use $crate::dedup::{DedupError, check_key};
+            use $crate::dedup::DedupError;
             use $crate::sender::outbox::OUTBOX_PURGE_BATCH;
             use $crate::sender::outbox::batch::{Enqueue, Finish};
             use $crate::sender::outbox::codes::{
@@ -35,15 +35,11 @@ macro_rules! sql_delivery_store {
                     Ok($crate::sender::outbox::codes::from_millis(now))
                 }
 
-                async fn enqueue(
+                async fn add_delivery(
                     &self,
-                    endpoint: &str,
-                    id: &str,
-                    body: &[u8],
-                    due: SystemTime,
+                    new: $crate::sender::outbox::NewDelivery<'_>,
                 ) -> Result<bool, DedupError> {
-                    check_key(endpoint, id)?;
-                    let job = Enqueue::new(endpoint, id, body, due);
+                    let job = Enqueue::new(new.endpoint, new.id, new.body, new.due);
                     Ok(self.writes.enqueues.submit(job).await?)
                 }
 

@@ -3,23 +3,19 @@
 
 use std::time::SystemTime;
 
-use super::{Keeping, Keyed, Retention, SendKey, check_send_key};
-use crate::dedup::{DedupError, check_key};
+use super::{Keeping, Keyed, Retention, SendKey};
+use crate::dedup::DedupError;
 use crate::sender::outbox::memory::Entry;
-use crate::sender::{DeliveryState, MemoryDeliveries};
+use crate::sender::{DeliveryState, MemoryDeliveries, NewDelivery};
 
 impl Keeping for MemoryDeliveries {
-    async fn enqueue_keyed(
+    async fn add_keyed_delivery(
         &self,
-        endpoint: &str,
         key: SendKey<'_>,
-        id: &str,
-        body: &[u8],
-        due: SystemTime,
+        new: NewDelivery<'_>,
     ) -> Result<Keyed, DedupError> {
-        check_key(endpoint, id)?;
-        check_send_key(endpoint, key.key)?;
         let SendKey { key, now, window } = key;
+        let (endpoint, id, body, due) = (new.endpoint, new.id, new.body, new.due);
         Ok(self.with(|deliveries| {
             let name = (endpoint.to_owned(), key.to_owned());
             if let Some((first, _)) = deliveries

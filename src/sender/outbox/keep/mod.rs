@@ -12,6 +12,7 @@ pub(crate) mod sql;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
+use super::NewDelivery;
 use crate::dedup::DedupError;
 pub use crate::sender::rules::Retention;
 
@@ -51,6 +52,8 @@ pub trait Keeping: Send + Sync + 'static {
     /// `key.now + key.window`.
     /// The record and the enqueue are one atomic step: of any number of
     /// concurrent calls with one key, one enqueues.
+    /// Checks the endpoint's name, the id and the key, then calls
+    /// [`add_keyed_delivery`](Self::add_keyed_delivery).
     fn enqueue_keyed(
         &self,
         endpoint: &str,
@@ -58,6 +61,27 @@ pub trait Keeping: Send + Sync + 'static {
         id: &str,
         body: &[u8],
         due: SystemTime,
+    ) -> impl Future<Output = Result<Keyed, DedupError>> + Send {
+        async move {
+            crate::dedup::check_key(endpoint, id)?;
+            check_send_key(endpoint, key.key)?;
+            let delivery = NewDelivery {
+                endpoint,
+                id,
+                body,
+                due,
+            };
+            self.add_keyed_delivery(key, delivery).await
+        }
+    }
+
+    /// What [`enqueue_keyed`](Self::enqueue_keyed) does once it has
+    /// checked the endpoint's name, the id and the key: the part a backend
+    /// implements. Call `enqueue_keyed`, which checks them.
+    fn add_keyed_delivery(
+        &self,
+        key: SendKey<'_>,
+        delivery: NewDelivery<'_>,
     ) -> impl Future<Output = Result<Keyed, DedupError>> + Send;
 
     /// Forgets the endpoint's idempotency keys that expired by `now`,

@@ -9,9 +9,9 @@ use std::time::SystemTime;
 
 use redis::{AsyncCommands as _, Script, Value};
 
-use super::{Keeping, Keyed, Retention, SendKey, check_send_key, cutoff_millis};
-use crate::dedup::{DedupError, check_key, check_namespace};
-use crate::sender::{DeliveryState, OUTBOX_PURGE_BATCH, RedisDeliveries};
+use super::{Keeping, Keyed, Retention, SendKey, cutoff_millis};
+use crate::dedup::{DedupError, check_namespace};
+use crate::sender::{DeliveryState, NewDelivery, OUTBOX_PURGE_BATCH, RedisDeliveries};
 use crate::store::{millis, now_millis, unix_millis};
 
 static KEYED_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
@@ -96,17 +96,13 @@ impl RedisDeliveries {
 }
 
 impl Keeping for RedisDeliveries {
-    async fn enqueue_keyed(
+    async fn add_keyed_delivery(
         &self,
-        endpoint: &str,
         key: SendKey<'_>,
-        id: &str,
-        body: &[u8],
-        due: SystemTime,
+        new: NewDelivery<'_>,
     ) -> Result<Keyed, DedupError> {
-        check_key(endpoint, id)?;
-        check_send_key(endpoint, key.key)?;
         let SendKey { key, now, window } = key;
+        let (endpoint, id, body, due) = (new.endpoint, new.id, new.body, new.due);
         let mut connection = self.connection().await?;
         let shard = Self::shard(endpoint);
         let [send_keys, key_expiry] = self.send_keys(endpoint);

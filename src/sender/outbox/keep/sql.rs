@@ -100,27 +100,21 @@ macro_rules! sql_keeping {
         const _: () = {
             use std::time::SystemTime;
 
-            use $crate::dedup::{DedupError, check_key};
+            use $crate::dedup::DedupError;
             use $crate::sender::DeliveryState;
             use $crate::sender::outbox::OUTBOX_PURGE_BATCH;
-            use $crate::sender::outbox::keep::{
-                Keeping, Keyed, Retention, SendKey, check_send_key, cutoff_millis,
-            };
+            use $crate::sender::outbox::keep::{Keeping, Keyed, Retention, SendKey, cutoff_millis};
             use $crate::sender::outbox::sql::purge_attempts;
             use $crate::store::{now_millis, unix_millis};
 
             impl Keeping for $store {
-                async fn enqueue_keyed(
+                async fn add_keyed_delivery(
                     &self,
-                    endpoint: &str,
                     key: SendKey<'_>,
-                    id: &str,
-                    body: &[u8],
-                    due: SystemTime,
+                    new: $crate::sender::outbox::NewDelivery<'_>,
                 ) -> Result<Keyed, DedupError> {
-                    check_key(endpoint, id)?;
-                    check_send_key(endpoint, key.key)?;
                     let SendKey { key, now, window } = key;
+                    let (endpoint, id, body, due) = (new.endpoint, new.id, new.body, new.due);
                     let now = unix_millis(now);
                     let expires = now.saturating_add($crate::store::millis(window));
                     // A key deleted between the failed claim and the read

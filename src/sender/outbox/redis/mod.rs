@@ -16,8 +16,8 @@ use super::{
     DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
     Step, StoredDelivery, Taken, Wanted,
 };
-use crate::dedup::{DedupError, check_key, check_namespace};
-use crate::sender::Attempt;
+use crate::dedup::{DedupError, check_namespace};
+use crate::sender::{Attempt, NewDelivery};
 use crate::store::redis::RedisConnection;
 use crate::store::{millis, new_token, now_millis, unix_millis};
 
@@ -310,14 +310,8 @@ impl DeliveryStore for RedisDeliveries {
             .unwrap_or(SystemTime::UNIX_EPOCH))
     }
 
-    async fn enqueue(
-        &self,
-        endpoint: &str,
-        id: &str,
-        body: &[u8],
-        due: SystemTime,
-    ) -> Result<bool, DedupError> {
-        check_key(endpoint, id)?;
+    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+        let (endpoint, id, body, due) = (new.endpoint, new.id, new.body, new.due);
         let mut connection = self.connection().await?;
         let shard = Self::shard(endpoint);
         let added: i64 = ENQUEUE_SCRIPT
