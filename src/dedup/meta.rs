@@ -32,25 +32,30 @@ impl EventMeta {
     }
 
     /// The JSON text a store keeps, or `None` when there is nothing.
+    /// Written straight from the fields (no `serde_json::Value` tree): it
+    /// runs once per accepted request.
     #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
     pub(crate) fn to_text(&self) -> Option<String> {
+        /// The stored form: headers as `[name, value]` pairs.
+        #[derive(serde::Serialize)]
+        struct Stored<'a> {
+            #[serde(rename = "type")]
+            event_type: Option<&'a str>,
+            delivery_id: Option<&'a str>,
+            retry: Option<u32>,
+            headers: &'a [(String, String)],
+        }
         if self.is_empty() {
             return None;
         }
-        let headers: Vec<serde_json::Value> = self
-            .headers
-            .iter()
-            .map(|(name, value)| serde_json::json!([name, value]))
-            .collect();
-        Some(
-            serde_json::json!({
-                "type": self.event_type,
-                "delivery_id": self.delivery_id,
-                "retry": self.retry,
-                "headers": headers,
-            })
-            .to_string(),
-        )
+        let stored = Stored {
+            event_type: self.event_type.as_deref(),
+            delivery_id: self.delivery_id.as_deref(),
+            retry: self.retry,
+            headers: &self.headers,
+        };
+        // Serializing strings and numbers into a `String` cannot fail.
+        serde_json::to_string(&stored).ok()
     }
 
     /// Reads what [`to_text`](Self::to_text) wrote; anything unreadable is
@@ -103,6 +108,22 @@ mod tests {
             headers: vec![("x-github-hook-id".into(), "292\"430182".into())],
         };
         assert_eq!(EventMeta::from_text(meta.to_text().as_deref()), meta);
+        // The stored form, which rows written before read back as well.
+        let stored: serde_json::Value = serde_json::from_str(&meta.to_text().unwrap()).unwrap();
+        assert_eq!(
+            stored,
+            serde_json::json!({
+                "type": "push",
+                "delivery_id": "72d3162e",
+                "retry": 2,
+                "headers": [["x-github-hook-id", "292\"430182"]],
+            })
+        );
+        let typed_only = EventMeta::with_type("ping").to_text().unwrap();
+        assert_eq!(
+            typed_only,
+            r#"{"type":"ping","delivery_id":null,"retry":null,"headers":[]}"#
+        );
         assert_eq!(EventMeta::default().to_text(), None);
         assert_eq!(
             EventMeta::from_text(Some("{not json")),
