@@ -276,6 +276,25 @@ struct Row {
     drained: Option<Result<Duration, u64>>,
 }
 
+/// Makes the server's WAL look like one that has been running: about
+/// 600 MB written and checkpointed, so that the load reuses recycled
+/// segments. A fresh cluster instead creates and zero-fills a new 16 MB
+/// segment every second or so at this rate, inside some commit's flush,
+/// which no server in service does.
+async fn warm_wal(admin: &sqlx::PgPool) {
+    for statement in [
+        "CREATE TABLE hooklatch_bench_warm AS \
+         SELECT repeat('x', 2000) AS pad FROM generate_series(1, 300000)",
+        "DROP TABLE hooklatch_bench_warm",
+        "CHECKPOINT",
+    ] {
+        sqlx::query(statement)
+            .execute(admin)
+            .await
+            .expect("warm the WAL");
+    }
+}
+
 fn main() {
     let seconds: u64 = std::env::var("RECEIVER_SECONDS")
         .ok()
@@ -336,6 +355,7 @@ fn main() {
                         .execute(&admin)
                         .await
                         .expect("create database");
+                    warm_wal(&admin).await;
                     let admin_url = server.url();
                     let (base, _) = admin_url.rsplit_once('/').expect("a database in the url");
                     format!("{base}/{database}")
