@@ -10,6 +10,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use sha2::{Digest as _, Sha256};
 
+use super::encoding::hex_encode;
 use super::envelope::MAX_ID_LEN;
 use super::verifier::{Verified, Verifier};
 
@@ -140,14 +141,7 @@ fn content_digest(verifier: &Verifier, verified: &Verified<'_>) -> String {
     scheme.signed_content(id, verified.timestamp_text(), body, |piece| {
         hash.update(piece)
     });
-    let digest = hash.finalize();
-    let mut key = String::with_capacity(7 + 2 * digest.len());
-    key.push_str("sha256:");
-    for byte in digest {
-        key.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
-        key.push(char::from(b"0123456789abcdef"[usize::from(byte & 15)]));
-    }
-    key
+    format!("sha256:{}", hex_encode(&hash.finalize()))
 }
 
 /// A top-level string field of a JSON object, read without building the

@@ -2,10 +2,9 @@
 //! sorted by name, or, for a JSON body, the URL with the body's SHA-256 in
 //! its `bodySHA256` query parameter.
 
-use std::fmt::Write as _;
-
 use sha2::{Digest as _, Sha256};
 
+use super::encoding::hex_encode;
 use super::form::form_pairs;
 
 /// The URLs Twilio may have signed for one configured webhook URL: as
@@ -76,11 +75,7 @@ enum Params {
 /// `[` first) for the newer products; a form encodes both brackets.
 fn params(body: &[u8]) -> Result<Params, BodyProblem> {
     if matches!(body.trim_ascii_start().first(), Some(b'{' | b'[')) {
-        let mut hex = String::with_capacity(64);
-        for byte in Sha256::digest(body) {
-            let _ = write!(hex, "{byte:02x}");
-        }
-        return Ok(Params::BodyDigest(hex));
+        return Ok(Params::BodyDigest(hex_encode(&Sha256::digest(body))));
     }
     let text = std::str::from_utf8(body).map_err(|_| BodyProblem::NotAForm)?;
     let mut pairs = form_pairs(text)
