@@ -119,11 +119,11 @@ fn other_port_form(url: &str) -> Option<String> {
     let host = &authority[host_start..];
     let port_at = host
         .rfind(':')
-        .filter(|at| {
-            !host[at + 1..].is_empty() && host[at + 1..].bytes().all(|b| b.is_ascii_digit())
-        })
+        .filter(|at| host[at + 1..].bytes().all(|b| b.is_ascii_digit()))
         .filter(|at| !host[*at..].contains(']'));
     let host = match port_at {
+        // An empty port (`host:`) is no port, as URL parsers read it.
+        Some(at) if at + 1 == host.len() => format!("{}:{default_port}", &host[..at]),
         Some(at) => host[..at].to_owned(),
         None => format!("{host}:{default_port}"),
     };
@@ -167,6 +167,61 @@ mod tests {
         );
         assert_eq!(SignedUrls::new("https://h.example/").urls.len(), 2);
         assert_eq!(other_port_form("not a url"), None);
+    }
+
+    /// Each URL form, read by the URL parser HTTP clients use (the `url`
+    /// crate, as reqwest does), is the configured URL with only its port
+    /// written the other way: the same scheme, user, host, path, query
+    /// and fragment, and the same port once the scheme's default is
+    /// filled in (Twilio's libraries also strip a port that is not the
+    /// default, so that one differs).
+    #[test]
+    fn the_other_port_form_is_the_same_url_to_a_real_parser() {
+        for given in [
+            "https://mycompany.com/myapp.php?foo=1&bar=2",
+            "https://mycompany.com:443/myapp.php",
+            "http://mycompany.com:80/a/b/",
+            "http://mycompany.com:1234/a",
+            "https://user:pass@host.test/a",
+            "https://user:p%40ss@host.test:443/a?x=1",
+            "https://[::1]/a",
+            "https://[::1]:443/a",
+            "https://[2001:db8::1]:8443/x?y=%5Bz%5D",
+            "HTTPS://Example.COM/A",
+            "https://h.test/a?next=http://x.test:80/",
+            "https://h.test:/a",
+            "https://h.test:0443/a",
+        ] {
+            let Some(other) = other_port_form(given) else {
+                panic!("{given}: no other form");
+            };
+            let parsed = url::Url::parse(given).unwrap();
+            let other_parsed = url::Url::parse(&other)
+                .unwrap_or_else(|error| panic!("{given} -> {other}: {error}"));
+            let parts = |u: &url::Url| {
+                (
+                    u.scheme().to_owned(),
+                    u.username().to_owned(),
+                    u.password().map(str::to_owned),
+                    u.host_str().map(str::to_owned),
+                    u.path().to_owned(),
+                    u.query().map(str::to_owned),
+                    u.fragment().map(str::to_owned),
+                )
+            };
+            assert_eq!(parts(&parsed), parts(&other_parsed), "{given} -> {other}");
+            if parsed.port().is_none() {
+                assert_eq!(other_parsed.port(), None, "{given} -> {other}");
+            } else {
+                assert_eq!(
+                    other_parsed.port_or_known_default(),
+                    parsed
+                        .port_or_known_default()
+                        .and(other_parsed.port_or_known_default()),
+                    "{given} -> {other}"
+                );
+            }
+        }
     }
 
     /// Where the URL ends at its host, a name starting with the port
