@@ -2,7 +2,9 @@
 //! really makes: each block is run in an empty database, the store
 //! migrates another, and the two catalogs (columns with their types,
 //! nullability, defaults and keys; indexes with their columns and
-//! conditions) must be the same.
+//! conditions; constraints; on SQLite also AUTOINCREMENT and CHECK) must be
+//! the same, and every table `migrate` makes but the shared versions table
+//! must be documented.
 
 mod support;
 
@@ -71,17 +73,39 @@ async fn sqlite_catalog(pool: &sqlx::SqlitePool, tables: &[String]) -> Catalog {
                 format!("{name} {kind} not_null={not_null} default={default:?} key={key}")
             })
             .collect();
-        let mut indexes: Vec<String> =
-            sqlx::query("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?")
-                .bind(table)
-                .fetch_all(pool)
-                .await
-                .unwrap()
-                .iter()
-                // Indexes SQLite makes itself (for a primary key) have no SQL.
-                .filter_map(|row| row.get::<Option<String>, _>("sql"))
-                .map(|sql| normalized(&sql))
-                .collect();
+        let mut indexes: Vec<String> = sqlx::query(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+        )
+        .bind(table)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+        .iter()
+        // Indexes SQLite makes itself (for a key or `UNIQUE`) have
+        // no SQL: their name stands for them.
+        .map(|row| match row.get::<Option<String>, _>("sql") {
+            Some(sql) => normalized(&sql),
+            None => row.get("name"),
+        })
+        .collect();
+        for row in sqlx::query(AssertSqlSafe(format!("PRAGMA foreign_key_list({table})")))
+            .fetch_all(pool)
+            .await
+            .unwrap()
+        {
+            let (to, from): (String, String) = (row.get("table"), row.get("from"));
+            indexes.push(format!("references {to} from {from}"));
+        }
+        // What `table_info` does not show: AUTOINCREMENT and CHECK.
+        let sql: String = sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE name = ?")
+            .bind(table)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        let sql = sql.to_uppercase();
+        for keyword in ["AUTOINCREMENT", "CHECK", "UNIQUE", "REFERENCES", "COLLATE"] {
+            indexes.push(format!("{keyword} x{}", sql.matches(keyword).count()));
+        }
         indexes.sort();
         catalog.insert(table.clone(), (columns, indexes));
     }
@@ -119,6 +143,15 @@ async fn postgres_catalog(pool: &sqlx::PgPool, tables: &[String]) -> Catalog {
         .iter()
         .map(|row| normalized(row.get("indexdef")))
         .collect();
+        let constraints: Vec<String> = sqlx::query_scalar(
+            "SELECT contype::text || ' ' || pg_get_constraintdef(oid) FROM pg_constraint \
+             WHERE conrelid = $1::regclass",
+        )
+        .bind(table)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        indexes.extend(constraints);
         indexes.sort();
         catalog.insert(table.clone(), (columns, indexes));
     }
@@ -133,6 +166,14 @@ async fn sqlite_schema_docs_are_the_tables_migrate_makes() {
     let dir = support::TempDir::new("schema-docs");
 
     let store = SqliteStore::open(dir.path().join("real.db")).await.unwrap();
+    let made: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' \
+         AND name NOT IN ('sqlite_sequence', 'hooklatch_schema_versions') ORDER BY name",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(made, tables, "every table migrate makes is documented");
     let real = sqlite_catalog(store.pool(), &tables).await;
 
     let options = sqlx::sqlite::SqliteConnectOptions::new()
@@ -169,6 +210,14 @@ async fn postgres_schema_docs_are_the_tables_migrate_makes() {
     }
 
     let store = PostgresStore::connect(&urls[0]).await.unwrap();
+    let made: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' \
+         AND tablename <> 'hooklatch_schema_versions' ORDER BY tablename",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(made, tables, "every table migrate makes is documented");
     let real = postgres_catalog(store.pool(), &tables).await;
 
     let pool = sqlx::PgPool::connect(&urls[1]).await.unwrap();

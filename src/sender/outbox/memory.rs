@@ -217,7 +217,7 @@ impl super::OutboxView for MemoryDeliveries {
 
 impl DeliveryStore for MemoryDeliveries {
     async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
-        Ok(self.with(|deliveries| deliveries.add(new.endpoint, new.id, new.body, new.due)))
+        Ok(self.with(|deliveries| deliveries.add(new.endpoint(), new.id(), new.body(), new.due())))
     }
 
     async fn take_due(

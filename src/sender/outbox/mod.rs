@@ -108,18 +108,55 @@ pub struct StoredDelivery {
 }
 
 /// A delivery to enqueue, as [`DeliveryStore::add_delivery`] and
-/// [`Keeping::add_keyed_delivery`] are handed it: the endpoint's name and
-/// the id are checked already.
+/// [`Keeping::add_keyed_delivery`] are handed it. Only
+/// [`DeliveryStore::enqueue`] and [`Keeping::enqueue_keyed`] make one,
+/// after checking the endpoint's name and the id, so a backend can put
+/// them into keys and rows as they are.
 #[derive(Debug, Clone, Copy)]
 pub struct NewDelivery<'a> {
+    endpoint: &'a str,
+    id: &'a str,
+    body: &'a [u8],
+    due: SystemTime,
+}
+
+impl<'a> NewDelivery<'a> {
+    /// The delivery, once its endpoint's name and id pass the checks
+    /// every store makes.
+    pub(crate) fn checked(
+        endpoint: &'a str,
+        id: &'a str,
+        body: &'a [u8],
+        due: SystemTime,
+    ) -> Result<Self, DedupError> {
+        crate::dedup::check_key(endpoint, id)?;
+        Ok(Self {
+            endpoint,
+            id,
+            body,
+            due,
+        })
+    }
+
     /// The endpoint's name.
-    pub endpoint: &'a str,
+    pub fn endpoint(&self) -> &'a str {
+        self.endpoint
+    }
+
     /// The webhook id, unique per endpoint.
-    pub id: &'a str,
+    pub fn id(&self) -> &'a str {
+        self.id
+    }
+
     /// The body, as it is sent.
-    pub body: &'a [u8],
+    pub fn body(&self) -> &'a [u8] {
+        self.body
+    }
+
     /// When its first attempt is due.
-    pub due: SystemTime,
+    pub fn due(&self) -> SystemTime {
+        self.due
+    }
 }
 
 /// Where a [`Dispatcher`](super::Dispatcher) keeps deliveries: [`MemoryDeliveries`] for tests;
@@ -180,13 +217,7 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
         due: SystemTime,
     ) -> impl Future<Output = Result<bool, DedupError>> + Send {
         async move {
-            crate::dedup::check_key(endpoint, id)?;
-            let delivery = NewDelivery {
-                endpoint,
-                id,
-                body,
-                due,
-            };
+            let delivery = NewDelivery::checked(endpoint, id, body, due)?;
             self.add_delivery(delivery).await
         }
     }

@@ -39,7 +39,7 @@ macro_rules! sql_delivery_store {
                     &self,
                     new: $crate::sender::outbox::NewDelivery<'_>,
                 ) -> Result<bool, DedupError> {
-                    let job = Enqueue::new(new.endpoint, new.id, new.body, new.due);
+                    let job = Enqueue::new(new.endpoint(), new.id(), new.body(), new.due());
                     Ok(self.writes.enqueues.submit(job).await?)
                 }
 

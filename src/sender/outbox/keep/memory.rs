@@ -15,7 +15,7 @@ impl Keeping for MemoryDeliveries {
         new: NewDelivery<'_>,
     ) -> Result<Keyed, DedupError> {
         let SendKey { key, now, window } = key;
-        let (endpoint, id, body, due) = (new.endpoint, new.id, new.body, new.due);
+        let (endpoint, id, body, due) = (new.endpoint(), new.id(), new.body(), new.due());
         Ok(self.with(|deliveries| {
             let name = (endpoint.to_owned(), key.to_owned());
             if let Some((first, _)) = deliveries

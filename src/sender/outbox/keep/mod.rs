@@ -63,14 +63,8 @@ pub trait Keeping: Send + Sync + 'static {
         due: SystemTime,
     ) -> impl Future<Output = Result<Keyed, DedupError>> + Send {
         async move {
-            crate::dedup::check_key(endpoint, id)?;
+            let delivery = NewDelivery::checked(endpoint, id, body, due)?;
             check_send_key(endpoint, key.key)?;
-            let delivery = NewDelivery {
-                endpoint,
-                id,
-                body,
-                due,
-            };
             self.add_keyed_delivery(key, delivery).await
         }
     }

@@ -102,7 +102,7 @@ impl Keeping for RedisDeliveries {
         new: NewDelivery<'_>,
     ) -> Result<Keyed, DedupError> {
         let SendKey { key, now, window } = key;
-        let (endpoint, id, body, due) = (new.endpoint, new.id, new.body, new.due);
+        let (endpoint, id, body, due) = (new.endpoint(), new.id(), new.body(), new.due());
         let mut connection = self.connection().await?;
         let shard = Self::shard(endpoint);
         let [send_keys, key_expiry] = self.send_keys(endpoint);

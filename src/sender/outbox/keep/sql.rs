@@ -114,7 +114,8 @@ macro_rules! sql_keeping {
                     new: $crate::sender::outbox::NewDelivery<'_>,
                 ) -> Result<Keyed, DedupError> {
                     let SendKey { key, now, window } = key;
-                    let (endpoint, id, body, due) = (new.endpoint, new.id, new.body, new.due);
+                    let (endpoint, id, body, due) =
+                        (new.endpoint(), new.id(), new.body(), new.due());
                     let now = unix_millis(now);
                     let expires = now.saturating_add($crate::store::millis(window));
                     // A key deleted between the failed claim and the read

@@ -311,7 +311,7 @@ impl DeliveryStore for RedisDeliveries {
     }
 
     async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
-        let (endpoint, id, body, due) = (new.endpoint, new.id, new.body, new.due);
+        let (endpoint, id, body, due) = (new.endpoint(), new.id(), new.body(), new.due());
         let mut connection = self.connection().await?;
         let shard = Self::shard(endpoint);
         let added: i64 = ENQUEUE_SCRIPT
