@@ -329,17 +329,24 @@ macro_rules! sql_store_common {
                         taken.push((entry, delivery.receipt.token.as_str()));
                     }
                 }
-                let mut acked = std::collections::HashSet::with_capacity(taken.len());
+                // Each row is deleted once, so it comes back once, with
+                // the one token it held.
+                let mut acked = std::collections::HashMap::with_capacity(taken.len());
                 for chunk in taken.chunks($crate::dedup::ACK_BATCH) {
                     acked.extend(ack_many_rows(self, chunk).await?);
                 }
-                // Each row is acked once, by the one token it held: the
-                // same delivery twice in a call is acked for its first.
+                // The same delivery twice in a call is acked for its first.
                 Ok(deliveries
                     .iter()
                     .map(|delivery| {
                         Self::entry_of(delivery).is_ok_and(|entry| {
-                            acked.remove(&(entry, delivery.receipt.token.clone()))
+                            let held = acked
+                                .get(&entry)
+                                .is_some_and(|token: &String| *token == delivery.receipt.token);
+                            if held {
+                                acked.remove(&entry);
+                            }
+                            held
                         })
                     })
                     .collect())
