@@ -8,7 +8,7 @@ use super::sql::{
     AcceptParts, BuildAccept, Statements, TAKE_ORDER, ready_condition, take_assignments,
 };
 use super::{Acceptance, DedupError, IncomingEvent, StoreOptions};
-use crate::store::group_commit::{CommitBatch, GroupCommit};
+use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
 use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
@@ -116,11 +116,8 @@ const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, Some(accep
 /// A batch of one event runs this: planned once, where the statement for
 /// many is planned again for each call (its plan depends on the arrays'
 /// lengths), which cost a caller alone a third of its speed.
-fn accept_statement(
-    &AcceptParts {
-        claim_done, inbox, ..
-    }: &AcceptParts<'_>,
-) -> String {
+fn accept_statement(parts: &AcceptParts<'_>) -> String {
+    let (claim_done, inbox) = (parts.claim_done, parts.inbox);
     format!(
         "WITH claim AS ({claim_done} RETURNING namespace, event_id, claimed_at) \
          INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
@@ -241,11 +238,14 @@ async fn ack_many_rows(
         .await?)
 }
 
+impl Batched for Batch<sqlx::Postgres> {
+    type Job = Job;
+    type Outcome = Acceptance;
+}
+
 /// Commits a batch of accepts as one statement (its own transaction).
 impl CommitBatch for Batch<sqlx::Postgres> {
     // One batch forms and is sent while the other waits for its flush.
-    type Job = Job;
-    type Outcome = Acceptance;
     const WRITERS: usize = 2;
 
     async fn commit(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {

@@ -13,7 +13,7 @@ use super::sql::{
     take_assignments,
 };
 use super::{Acceptance, DedupError, IncomingEvent, StoreOptions};
-use crate::store::group_commit::{CommitBatch, GroupCommit};
+use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
 use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
@@ -120,11 +120,8 @@ const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, None);
 
 /// Claims as done and, only if that inserted a row (`changes()`), enqueues:
 /// both in one call, saving a round trip to the worker.
-fn accept_statement(
-    &AcceptParts {
-        claim_done, inbox, ..
-    }: &AcceptParts<'_>,
-) -> String {
+fn accept_statement(parts: &AcceptParts<'_>) -> String {
+    let (claim_done, inbox) = (parts.claim_done, parts.inbox);
     format!(
         "{claim_done}; INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
          SELECT $1, $2, $4, $5, {now}, {now}, $6 WHERE changes() = 1",
@@ -233,9 +230,12 @@ pub(crate) struct Writer {
     tables: Arc<(String, String)>,
 }
 
-impl CommitBatch for Writer {
+impl Batched for Writer {
     type Job = Write;
     type Outcome = Written<SqliteRow>;
+}
+
+impl CommitBatch for Writer {
     // The file has one writer at a time.
     const WRITERS: usize = 1;
     const RETRY_ALONE: bool = true;

@@ -35,13 +35,17 @@ use super::StoreError;
 /// The most jobs one transaction takes.
 pub(crate) const MAX_BATCH: usize = 256;
 
-/// How a store commits a batch of jobs: all in one transaction, in the
-/// batch's order, with one outcome for each job.
-pub(crate) trait CommitBatch: Clone + Send + Sync + 'static {
+/// What a batch is made of, said once for every dialect that commits it.
+pub(crate) trait Batched {
     /// One write, owned, waiting for its batch.
     type Job: Send + Sync + 'static;
     /// What its caller is told once the batch committed.
     type Outcome: Send + 'static;
+}
+
+/// How a store commits a batch of jobs: all in one transaction, in the
+/// batch's order, with one outcome for each job.
+pub(crate) trait CommitBatch: Batched + Clone + Send + Sync + 'static {
     /// How many batches may be committing at once.
     const WRITERS: usize;
     /// Whether the jobs of a batch the database refused are tried again

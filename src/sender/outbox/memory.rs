@@ -83,7 +83,8 @@ fn key(endpoint: &str, id: &str) -> (String, String) {
 
 impl Deliveries {
     /// Adds a pending delivery unless the endpoint has one with this id.
-    pub(super) fn add(&mut self, endpoint: &str, id: &str, body: &[u8], due: SystemTime) -> bool {
+    pub(super) fn add(&mut self, new: &NewDelivery<'_>) -> bool {
+        let (endpoint, id) = (new.endpoint(), new.id());
         if self.by_key.contains_key(&key(endpoint, id)) {
             return false;
         }
@@ -94,9 +95,9 @@ impl Deliveries {
             stored: StoredDelivery {
                 endpoint: endpoint.to_owned(),
                 id: id.to_owned(),
-                body: body.to_vec(),
+                body: new.body().to_vec(),
                 state: DeliveryState::Pending,
-                due_at: Some(due),
+                due_at: Some(new.due()),
                 attempts: Vec::new(),
             },
             tries: 0,
@@ -217,7 +218,7 @@ impl super::OutboxView for MemoryDeliveries {
 
 impl DeliveryStore for MemoryDeliveries {
     async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
-        Ok(self.with(|deliveries| deliveries.add(new.endpoint(), new.id(), new.body(), new.due())))
+        Ok(self.with(|deliveries| deliveries.add(&new)))
     }
 
     async fn take_due(

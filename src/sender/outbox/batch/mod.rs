@@ -35,6 +35,19 @@ macro_rules! bind_step {
     };
 }
 
+/// Binds an enqueue to the one-delivery statement: endpoint, id, body,
+/// due, created.
+macro_rules! bind_enqueue {
+    ($query:expr, $job:expr) => {
+        $query
+            .bind(&$job.endpoint)
+            .bind(&$job.id)
+            .bind(&$job.body)
+            .bind($job.due)
+            .bind($job.created)
+    };
+}
+
 /// Binds a record's attempt columns to `$query`, in `AttemptRow`'s order.
 macro_rules! bind_attempt {
     ($query:expr, $job:expr) => {{
@@ -66,7 +79,7 @@ use sqlx::SqlStr;
 use super::codes::{AttemptRow, HealthFields, attempt_fields, health_from_fields};
 use super::sql::Statements;
 use crate::sender::{Attempt, DeliveryState, EndpointHealth, HealthChange, Step, Taken};
-use crate::store::group_commit::{CommitBatch, GroupCommit};
+use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
 use crate::store::{now_millis, unix_millis};
 
 /// One enqueue, owned, waiting for its batch.
@@ -133,8 +146,8 @@ impl Finish {
 #[derive(Debug)]
 pub(crate) struct Writes<DB: sqlx::Database>
 where
-    Enqueues<DB>: CommitBatch<Job = Enqueue, Outcome = bool>,
-    Finishes<DB>: CommitBatch<Job = Finish, Outcome = Option<EndpointHealth>>,
+    Enqueues<DB>: CommitBatch,
+    Finishes<DB>: CommitBatch,
 {
     pub(crate) enqueues: GroupCommit<Enqueues<DB>>,
     pub(crate) finishes: GroupCommit<Finishes<DB>>,
@@ -142,8 +155,8 @@ where
 
 impl<DB: sqlx::Database> Clone for Writes<DB>
 where
-    Enqueues<DB>: CommitBatch<Job = Enqueue, Outcome = bool>,
-    Finishes<DB>: CommitBatch<Job = Finish, Outcome = Option<EndpointHealth>>,
+    Enqueues<DB>: CommitBatch,
+    Finishes<DB>: CommitBatch,
 {
     fn clone(&self) -> Self {
         Self {
@@ -155,8 +168,8 @@ where
 
 impl<DB: sqlx::Database> Writes<DB>
 where
-    Enqueues<DB>: CommitBatch<Job = Enqueue, Outcome = bool>,
-    Finishes<DB>: CommitBatch<Job = Finish, Outcome = Option<EndpointHealth>>,
+    Enqueues<DB>: CommitBatch,
+    Finishes<DB>: CommitBatch,
 {
     /// The writes on `pool` with the store's `statements`; `many` adds
     /// the statements over arrays (Postgres) for the tables of `prefix`.
@@ -202,6 +215,11 @@ impl<DB: sqlx::Database> Clone for Enqueues<DB> {
     }
 }
 
+impl<DB: sqlx::Database> Batched for Enqueues<DB> {
+    type Job = Enqueue;
+    type Outcome = bool;
+}
+
 /// Commits attempts' records.
 #[derive(Debug)]
 pub(crate) struct Finishes<DB: sqlx::Database> {
@@ -227,6 +245,11 @@ impl<DB: sqlx::Database> Clone for Finishes<DB> {
             in_one_statement: self.in_one_statement.clone(),
         }
     }
+}
+
+impl<DB: sqlx::Database> Batched for Finishes<DB> {
+    type Job = Finish;
+    type Outcome = Option<EndpointHealth>;
 }
 
 /// Each endpoint's health as a batch of records goes, so that each caller

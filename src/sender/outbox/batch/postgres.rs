@@ -8,8 +8,8 @@ use crate::store::sql::{POSTGRES_FLUSHED, statement};
 #[cfg(feature = "postgres")]
 use {
     super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar},
+    crate::sender::HealthChange,
     crate::sender::outbox::codes::{HealthFields, failed_at},
-    crate::sender::{EndpointHealth, HealthChange},
     crate::store::group_commit::CommitBatch,
 };
 
@@ -128,8 +128,6 @@ pub(super) fn finish_many(prefix: &str) -> SqlStr {
 /// transaction; a batch of one with the one-delivery statement.
 #[cfg(feature = "postgres")]
 impl CommitBatch for Enqueues<sqlx::Postgres> {
-    type Job = Enqueue;
-    type Outcome = bool;
     const WRITERS: usize = 2;
     const RETRY_ALONE: bool = true;
 
@@ -137,12 +135,7 @@ impl CommitBatch for Enqueues<sqlx::Postgres> {
         let (Some(many), [_, _, ..]) = (&self.many, batch) else {
             let mut added = Vec::with_capacity(1);
             for job in batch {
-                let rows = sqlx::query(self.one.clone())
-                    .bind(&job.endpoint)
-                    .bind(&job.id)
-                    .bind(&job.body)
-                    .bind(job.due)
-                    .bind(job.created)
+                let rows = bind_enqueue!(sqlx::query(self.one.clone()), job)
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
@@ -189,8 +182,6 @@ fn flags(len: usize, positions: Vec<i64>) -> Vec<bool> {
 /// one-delivery statements.
 #[cfg(feature = "postgres")]
 impl CommitBatch for Finishes<sqlx::Postgres> {
-    type Job = Finish;
-    type Outcome = Option<EndpointHealth>;
     // One batch forms and is sent while the other waits for its flush.
     const WRITERS: usize = 2;
     const RETRY_ALONE: bool = true;

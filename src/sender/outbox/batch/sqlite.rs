@@ -2,7 +2,6 @@
 //! in order, in one transaction.
 
 use super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar};
-use crate::sender::EndpointHealth;
 use crate::sender::outbox::codes::{HealthFields, failed_at, health_from_fields};
 use crate::store::group_commit::CommitBatch;
 
@@ -10,8 +9,6 @@ use crate::store::group_commit::CommitBatch;
 /// statements for each, in order, and each health change that alters the
 /// health so far merged as it comes (the file has one writer).
 impl CommitBatch for Finishes<sqlx::Sqlite> {
-    type Job = Finish;
-    type Outcome = Option<EndpointHealth>;
     const WRITERS: usize = 1;
     const RETRY_ALONE: bool = true;
 
@@ -53,8 +50,6 @@ impl CommitBatch for Finishes<sqlx::Sqlite> {
 /// Enqueues a batch on SQLite: the one-delivery statement for each, in
 /// order, in one transaction (the file has one writer).
 impl CommitBatch for Enqueues<sqlx::Sqlite> {
-    type Job = Enqueue;
-    type Outcome = bool;
     const WRITERS: usize = 1;
     const RETRY_ALONE: bool = true;
 
@@ -62,12 +57,7 @@ impl CommitBatch for Enqueues<sqlx::Sqlite> {
         let mut tx = self.pool.begin().await?;
         let mut added = Vec::with_capacity(batch.len());
         for job in batch {
-            let rows = sqlx::query(self.one.clone())
-                .bind(&job.endpoint)
-                .bind(&job.id)
-                .bind(&job.body)
-                .bind(job.due)
-                .bind(job.created)
+            let rows = bind_enqueue!(sqlx::query(self.one.clone()), job)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();

@@ -15,7 +15,7 @@ impl Keeping for MemoryDeliveries {
         new: NewDelivery<'_>,
     ) -> Result<Keyed, DedupError> {
         let SendKey { key, now, window } = key;
-        let (endpoint, id, body, due) = (new.endpoint(), new.id(), new.body(), new.due());
+        let (endpoint, id) = (new.endpoint(), new.id());
         Ok(self.with(|deliveries| {
             let name = (endpoint.to_owned(), key.to_owned());
             if let Some((first, _)) = deliveries
@@ -32,7 +32,7 @@ impl Keeping for MemoryDeliveries {
             deliveries.send_keys.insert(name, (id.to_owned(), expires));
             Keyed {
                 id: id.to_owned(),
-                enqueued: deliveries.add(endpoint, id, body, due),
+                enqueued: deliveries.add(&new),
             }
         }))
     }

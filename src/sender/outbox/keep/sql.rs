@@ -187,8 +187,7 @@ macro_rules! sql_keeping {
                     now: SystemTime,
                 ) -> Result<u64, DedupError> {
                     let cutoff = |state| cutoff_millis(retention, state, now);
-                    let mut purged = 0;
-                    loop {
+                    $crate::sender::outbox::keep::in_batches(|| async move {
                         let mut tx = self.pool.begin().await?;
                         let deleted: Vec<(String, String)> =
                             sqlx::query_as(self.keep.purge.clone())
@@ -201,7 +200,6 @@ macro_rules! sql_keeping {
                                 .bind(i64::try_from(OUTBOX_PURGE_BATCH).unwrap_or(i64::MAX))
                                 .fetch_all(&mut *tx)
                                 .await?;
-                        let count = u64::try_from(deleted.len()).unwrap_or(u64::MAX);
                         if !deleted.is_empty() {
                             let mut query =
                                 sqlx::query(purge_attempts(&self.prefix, deleted.len()));
@@ -211,11 +209,9 @@ macro_rules! sql_keeping {
                             query.execute(&mut *tx).await?;
                         }
                         tx.commit().await?;
-                        purged += count;
-                        if count < OUTBOX_PURGE_BATCH {
-                            return Ok(purged);
-                        }
-                    }
+                        Ok(u64::try_from(deleted.len()).unwrap_or(u64::MAX))
+                    })
+                    .await
                 }
             }
         };
