@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use hooklatch::dedup::{
-    Acceptance, Claim, DedupError, EventMeta, Inbox, InboxStats, IncomingEvent, LeaseStore,
-    MemoryStore, NackOutcome, PostgresStore, RedisStore, SqliteStore, StoreOptions,
+    Acceptance, AnyInbox, Claim, DedupError, EventMeta, Inbox, InboxStats, IncomingEvent,
+    LeaseStore, MemoryStore, NackOutcome, PostgresStore, RedisStore, SqliteStore, StoreOptions,
 };
 
 /// A store for one test, a namespace no other test uses, and whatever must
@@ -170,6 +170,31 @@ impl<const CLUSTER: bool> Backend for RedisOn<CLUSTER> {
             store: first,
             namespace: support::unique("ns"),
             _guards: vec![Box::new(server)],
+        };
+        (f, second)
+    }
+}
+
+/// SQLite opened by URL through [`AnyInbox`], so that the whole suite runs
+/// through the type-erased store.
+struct AnySqlite;
+impl Backend for AnySqlite {
+    type Store = AnyInbox;
+    async fn fixture(options: StoreOptions) -> Fixture<AnyInbox> {
+        let (f, _) = Self::two_clients(options, StoreOptions::default()).await;
+        f
+    }
+
+    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<AnyInbox>, AnyInbox) {
+        let dir = support::TempDir::new("sqlite");
+        let url = format!("sqlite:{}", dir.path().join("inbox.db").display());
+        let first = AnyInbox::connect_with(&url, a).await.expect("open");
+        let second = AnyInbox::connect_with(&url, b).await.expect("open");
+        assert_eq!((first.kind(), second.kind()), ("sqlite", "sqlite"));
+        let f = Fixture {
+            store: first,
+            namespace: support::unique("ns"),
+            _guards: vec![Box::new(dir)],
         };
         (f, second)
     }
@@ -983,8 +1008,78 @@ for_every_store!(
     sqlite => Sqlite,
     postgres => Postgres,
     redis => Redis,
-    redis_cluster => RedisCluster
+    redis_cluster => RedisCluster,
+    any_sqlite => AnySqlite
 );
+
+/// `AnyInbox::connect` picks the store by the URL's scheme, with that
+/// store's checks and behaviour: an event accepted through it is a
+/// duplicate the second time and is taken and acked from the same store
+/// opened directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_inbox_opens_the_store_its_url_names() {
+    let postgres = support::postgres();
+    let redis = support::redis();
+    let cluster = support::redis_cluster();
+    let dir = support::TempDir::new("sqlite");
+    let sqlite = format!("sqlite:{}", dir.path().join("any.db").display());
+    for (url, kind) in [
+        (sqlite.clone(), "sqlite"),
+        (postgres.url(), "postgres"),
+        (redis.url(), "redis"),
+        (cluster.url(), "redis"),
+        ("memory:".to_owned(), "memory"),
+    ] {
+        let store = AnyInbox::connect(&url).await.expect("connect");
+        assert_eq!(store.kind(), kind, "{url}");
+        let namespace = support::unique("any");
+        let e = event(&namespace, "evt_any");
+        assert_eq!(store.accept(&e).await.unwrap(), Acceptance::Accepted);
+        assert_eq!(store.accept(&e).await.unwrap(), Acceptance::Duplicate);
+        let taken = match kind {
+            "sqlite" => {
+                SqliteStore::connect(&url)
+                    .await
+                    .unwrap()
+                    .take(&namespace, "w", 10)
+                    .await
+            }
+            "postgres" => {
+                PostgresStore::connect(&url)
+                    .await
+                    .unwrap()
+                    .take(&namespace, "w", 10)
+                    .await
+            }
+            "redis" => {
+                RedisStore::connect(&url)
+                    .await
+                    .unwrap()
+                    .take(&namespace, "w", 10)
+                    .await
+            }
+            _ => store.take(&namespace, "w", 10).await,
+        }
+        .unwrap();
+        assert_eq!(
+            taken.len(),
+            1,
+            "{kind}: the event is in the store the URL names"
+        );
+        assert_eq!(taken[0].id, "evt_any");
+    }
+}
+
+/// A URL of a store that is not there fails as that store's `connect`
+/// fails: a store error, never a usable inbox.
+#[tokio::test]
+async fn any_inbox_reports_a_store_it_cannot_reach() {
+    let closed = support::free_port();
+    let error = AnyInbox::connect(&format!("redis://127.0.0.1:{closed}"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, DedupError::Store(_)), "{error}");
+}
 
 // The shared stores: MemoryStore lives in one process and keeps time by its
 // own (injectable) clock, so it is left out here.

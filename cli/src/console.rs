@@ -9,7 +9,7 @@ use hooklatch::dedup::Inbox;
 use hooklatch_tower::console::Console;
 
 use crate::UsageError;
-use crate::inbox::AnyInbox;
+use crate::inbox::open_or_say;
 use crate::outbox::AnyOutbox;
 
 #[derive(Debug, Args)]
@@ -89,13 +89,9 @@ pub(crate) fn console(args: ConsoleArgs) -> Result<ExitCode, UsageError> {
     let token = args.token()?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let Some(store) = AnyInbox::open_or_say(&args.store).await? else {
+        let Some(store) = open_or_say(&args.store).await? else {
             return Ok(ExitCode::FAILURE);
         };
-        match store {
-            AnyInbox::Sqlite(store) => serve(store, &args, &token).await,
-            AnyInbox::Postgres(store) => serve(store, &args, &token).await,
-            AnyInbox::Redis(store) => serve(store, &args, &token).await,
-        }
+        serve(store, &args, &token).await
     })
 }

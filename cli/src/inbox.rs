@@ -3,9 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use hooklatch::dedup::{
-    DedupError, Inbox, InboxEntry, InboxStats, PostgresStore, RedisStore, SqliteStore,
-};
+use hooklatch::dedup::{AnyInbox, DedupError, Inbox};
 
 use crate::UsageError;
 
@@ -45,69 +43,15 @@ enum InboxCommand {
     },
 }
 
-/// One of the stores the CLI can open.
-pub(crate) enum AnyInbox {
-    Sqlite(SqliteStore),
-    Postgres(PostgresStore),
-    Redis(RedisStore),
-}
-
-impl AnyInbox {
-    /// The store `spec` names, or why it cannot be reached; a `spec` that
-    /// names no store is a usage error.
-    pub(crate) async fn open(spec: &str) -> Result<Result<Self, DedupError>, UsageError> {
-        const REDIS: [&str; 4] = [
-            "redis://",
-            "rediss://",
-            "redis+cluster://",
-            "rediss+cluster://",
-        ];
-        if spec.starts_with("sqlite:") {
-            Ok(SqliteStore::connect(spec).await.map(Self::Sqlite))
-        } else if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-            Ok(PostgresStore::connect(spec).await.map(Self::Postgres))
-        } else if REDIS.iter().any(|scheme| spec.starts_with(scheme)) {
-            Ok(RedisStore::connect(spec).await.map(Self::Redis))
-        } else {
-            Err(UsageError(format!(
-                "--store `{spec}`: use sqlite:PATH, postgres://…, redis://… or redis+cluster://…"
-            )))
-        }
-    }
-
-    /// The store `spec` names; `None`, having said why, when it cannot be
-    /// reached (exit 1).
-    pub(crate) async fn open_or_say(spec: &str) -> Result<Option<Self>, UsageError> {
-        match Self::open(spec).await? {
-            Ok(store) => Ok(Some(store)),
-            Err(error) => {
-                eprintln!("hooklatch: cannot open {spec}: {error}");
-                Ok(None)
-            }
-        }
-    }
-
-    async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
-        match self {
-            Self::Sqlite(store) => store.stats(namespace).await,
-            Self::Postgres(store) => store.stats(namespace).await,
-            Self::Redis(store) => store.stats(namespace).await,
-        }
-    }
-
-    async fn dead(&self, namespace: &str, limit: usize) -> Result<Vec<InboxEntry>, DedupError> {
-        match self {
-            Self::Sqlite(store) => store.dead_letters(namespace, limit).await,
-            Self::Postgres(store) => store.dead_letters(namespace, limit).await,
-            Self::Redis(store) => store.dead_letters(namespace, limit).await,
-        }
-    }
-
-    async fn requeue(&self, namespace: &str, id: Option<&str>) -> Result<u64, DedupError> {
-        match self {
-            Self::Sqlite(store) => store.requeue_dead(namespace, id).await,
-            Self::Postgres(store) => store.requeue_dead(namespace, id).await,
-            Self::Redis(store) => store.requeue_dead(namespace, id).await,
+/// The store `spec` names; `None`, having said why, when it cannot be
+/// reached (exit 1). A `spec` that names no store is a usage error.
+pub(crate) async fn open_or_say(spec: &str) -> Result<Option<AnyInbox>, UsageError> {
+    match AnyInbox::connect(spec).await {
+        Ok(store) => Ok(Some(store)),
+        Err(DedupError::StoreUrl(why)) => Err(UsageError(format!("--store: {why}"))),
+        Err(error) => {
+            eprintln!("hooklatch: cannot open {spec}: {error}");
+            Ok(None)
         }
     }
 }
@@ -130,7 +74,7 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
     hooklatch::dedup::validate_namespace(&args.namespace)?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let Some(store) = AnyInbox::open_or_say(&args.store).await? else {
+        let Some(store) = open_or_say(&args.store).await? else {
             return Ok(ExitCode::FAILURE);
         };
         let namespace = args.namespace.as_str();
@@ -141,22 +85,25 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
                     stats.waiting, stats.taken, stats.dead
                 );
             }),
-            InboxCommand::Dead { limit } => store.dead(namespace, limit).await.map(|dead| {
-                for entry in dead {
-                    println!(
-                        "{} attempts={} type={} {}",
-                        entry.id,
-                        entry.attempt,
-                        entry.meta.event_type.as_deref().unwrap_or("-"),
-                        preview(&entry.body, 80)
-                    );
-                }
-            }),
-            InboxCommand::Requeue { id, all: _ } => {
-                store.requeue(namespace, id.as_deref()).await.map(|moved| {
-                    println!("requeued {moved}");
+            InboxCommand::Dead { limit } => {
+                store.dead_letters(namespace, limit).await.map(|dead| {
+                    for entry in dead {
+                        println!(
+                            "{} attempts={} type={} {}",
+                            entry.id,
+                            entry.attempt,
+                            entry.meta.event_type.as_deref().unwrap_or("-"),
+                            preview(&entry.body, 80)
+                        );
+                    }
                 })
             }
+            InboxCommand::Requeue { id, all: _ } => store
+                .requeue_dead(namespace, id.as_deref())
+                .await
+                .map(|moved| {
+                    println!("requeued {moved}");
+                }),
         };
         match done {
             Ok(()) => Ok(ExitCode::SUCCESS),

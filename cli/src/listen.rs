@@ -13,7 +13,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use clap::Args;
 use hooklatch::RedisConnection;
-use hooklatch::dedup::{LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::dedup::{AnyInbox, DedupError, LeaseStore, RedisStore};
 use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
 use hooklatch_tower::{Rejection, VerifiedEvent, WebhookLayer};
 
@@ -143,17 +143,14 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
             )))
         } else if is_redis {
             setup.serve(redis(RedisStore::connect(store).await?)).await
-        } else if store == "memory" {
-            setup.serve(MemoryStore::new()).await
-        } else if store.starts_with("sqlite:") {
-            setup.serve(SqliteStore::connect(store).await?).await
-        } else if store.starts_with("postgres://") || store.starts_with("postgresql://") {
-            setup.serve(PostgresStore::connect(store).await?).await
         } else {
-            Err(UsageError(format!(
-                "--store `{store}`: use sqlite:PATH, postgres://…, redis://…, \
-                 redis+cluster://host:port,… or memory"
-            )))
+            // `memory` is the CLI's older spelling of `memory:`.
+            let url = if store == "memory" { "memory:" } else { store };
+            match AnyInbox::connect(url).await {
+                Ok(store) => setup.serve(store).await,
+                Err(DedupError::StoreUrl(why)) => Err(UsageError(format!("--store: {why}"))),
+                Err(error) => Err(error.into()),
+            }
         }
     })
 }

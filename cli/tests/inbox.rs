@@ -111,3 +111,22 @@ fn a_store_that_is_down_is_exit_one() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
 }
+
+/// A store URL of no store is a usage error (exit 2) that names the scheme
+/// and never the rest of the URL, which may hold a password.
+#[test]
+fn a_store_url_of_no_store_is_a_usage_error_that_hides_the_password() {
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([
+            "inbox",
+            "--store",
+            "mysql://admin:hunter2@db/hooks",
+            "stats",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("`mysql:`"), "{said}");
+    assert!(!said.contains("hunter2"), "{said}");
+}

@@ -28,6 +28,10 @@ pub enum DedupError {
     /// this delivery cannot ack or nack it.
     #[error("delivery lost: its visibility timeout passed and another worker took the event")]
     DeliveryLost,
+    /// [`AnyInbox::connect`](super::AnyInbox::connect) was given a URL of
+    /// no store, or of one this build leaves out.
+    #[error("cannot open a store from this URL: {0}")]
+    StoreUrl(String),
     /// The database failed or could not be reached; nothing was kept.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -56,6 +56,7 @@ use std::time::Duration;
 use crate::store;
 pub(crate) use crate::store::{millis, new_token};
 
+mod any;
 mod error;
 #[cfg(feature = "postgres")]
 pub(crate) mod group_commit;
@@ -71,6 +72,7 @@ pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+pub use any::AnyInbox;
 pub use error::{DedupError, StoreError};
 pub use memory::MemoryStore;
 pub use meta::EventMeta;

@@ -1,0 +1,325 @@
+//! [`AnyInbox`]: one type for every store, chosen at run time.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{
+    Acceptance, Claim, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, Lease, LeaseStore,
+    MemoryStore, NackOutcome, StoreOptions,
+};
+
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, DedupError>> + Send + 'a>>;
+
+/// An [`Inbox`] and [`LeaseStore`] whose store is chosen at run time: from
+/// a URL ([`connect`](Self::connect)), or any store of your own
+/// ([`new`](Self::new)). For a service that reads its store from its
+/// settings, and tools that open whichever store they are pointed at.
+///
+/// Each call boxes its future (one allocation); code that knows its store
+/// at compile time can use it directly.
+///
+/// ```no_run
+/// use hooklatch::dedup::{AnyInbox, Inbox};
+///
+/// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
+/// let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "sqlite:hooklatch.db".into());
+/// let store = AnyInbox::connect(&url).await?;
+/// println!("{} waiting", store.stats("stripe").await?.waiting);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct AnyInbox {
+    store: Arc<dyn ErasedStore>,
+    kind: &'static str,
+}
+
+impl std::fmt::Debug for AnyInbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnyInbox")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The URL schemes [`AnyInbox::connect`] knows, and the feature each needs.
+const SCHEMES: &[(&str, &str)] = &[
+    ("sqlite:", "sqlite"),
+    ("postgres://", "postgres"),
+    ("postgresql://", "postgres"),
+    ("redis://", "redis"),
+    ("rediss://", "redis"),
+    ("redis+cluster://", "redis"),
+    ("rediss+cluster://", "redis"),
+    ("memory:", ""),
+];
+
+impl AnyInbox {
+    /// Wraps `store`: any store that is both an inbox and a lease store,
+    /// this crate's or your own.
+    pub fn new<S: Inbox + LeaseStore + 'static>(store: S) -> Self {
+        Self {
+            store: Arc::new(store),
+            kind: "custom",
+        }
+    }
+
+    /// Opens the store `url` names, as that store's own `connect` does,
+    /// with its checks:
+    ///
+    /// | URL | store | feature |
+    /// |---|---|---|
+    /// | `sqlite:webhooks.db` | [`SqliteStore`](super::SqliteStore) | `sqlite` |
+    /// | `postgres://…`, `postgresql://…` | [`PostgresStore`](super::PostgresStore) | `postgres` |
+    /// | `redis://…`, `rediss://…`, `redis+cluster://…`, `rediss+cluster://…` | [`RedisStore`](super::RedisStore) | `redis` |
+    /// | `memory:` | [`MemoryStore`], in this process only (tests) | |
+    ///
+    /// A URL of another scheme, or of a store this build leaves out, is
+    /// [`DedupError::StoreUrl`], which names the scheme but never the rest
+    /// of the URL (it may hold a password).
+    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+        Self::connect_with(url, StoreOptions::default()).await
+    }
+
+    /// [`connect`](Self::connect), then the store's `with_options(options)`:
+    /// its retention, visibility timeout and attempts.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use hooklatch::dedup::{AnyInbox, StoreOptions};
+    ///
+    /// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
+    /// let options = StoreOptions::default().with_visibility_timeout(Duration::from_secs(120));
+    /// let store = AnyInbox::connect_with("postgres://hooks@db/hooks", options).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Self, DedupError> {
+        let Some(&(scheme, feature)) = SCHEMES.iter().find(|(scheme, _)| url.starts_with(scheme))
+        else {
+            let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
+            return Err(DedupError::StoreUrl(format!(
+                "`{scheme}:` is no store's scheme; use sqlite:PATH, postgres://…, redis://…, \
+                 redis+cluster://… or memory:"
+            )));
+        };
+        match feature {
+            "" => Ok(Self::of(MemoryStore::new().with_options(options), "memory")),
+            #[cfg(feature = "sqlite")]
+            "sqlite" => super::SqliteStore::connect(url)
+                .await
+                .map(|store| Self::of(store.with_options(options), "sqlite")),
+            #[cfg(feature = "postgres")]
+            "postgres" => super::PostgresStore::connect(url)
+                .await
+                .map(|store| Self::of(store.with_options(options), "postgres")),
+            #[cfg(feature = "redis")]
+            "redis" => super::RedisStore::connect(url)
+                .await
+                .map(|store| Self::of(store.with_options(options), "redis")),
+            missing => Err(DedupError::StoreUrl(format!(
+                "`{scheme}` needs hooklatch's `{missing}` feature, which this build leaves out"
+            ))),
+        }
+    }
+
+    fn of<S: Inbox + LeaseStore + 'static>(store: S, kind: &'static str) -> Self {
+        Self {
+            store: Arc::new(store),
+            kind,
+        }
+    }
+
+    /// Which store this is: `"sqlite"`, `"postgres"`, `"redis"` or
+    /// `"memory"` when [`connect`](Self::connect) chose it, `"custom"` for
+    /// one given to [`new`](Self::new).
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+}
+
+/// The stores' methods with boxed futures, so that a store can stand
+/// behind `dyn`.
+trait ErasedStore: Send + Sync {
+    fn accept<'a>(&'a self, event: &'a IncomingEvent<'a>) -> Boxed<'a, Acceptance>;
+    fn take<'a>(
+        &'a self,
+        namespace: &'a str,
+        consumer: &'a str,
+        max: usize,
+    ) -> Boxed<'a, Vec<InboxEntry>>;
+    fn ack<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()>;
+    fn ack_many<'a>(&'a self, deliveries: &'a [InboxEntry]) -> Boxed<'a, Vec<bool>>;
+    fn extend_visibility<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()>;
+    fn nack<'a>(&'a self, delivery: &'a InboxEntry, retry_in: Duration) -> Boxed<'a, NackOutcome>;
+    fn dead_letters<'a>(&'a self, namespace: &'a str, max: usize) -> Boxed<'a, Vec<InboxEntry>>;
+    fn stats<'a>(&'a self, namespace: &'a str) -> Boxed<'a, InboxStats>;
+    fn requeue_dead<'a>(&'a self, namespace: &'a str, id: Option<&'a str>) -> Boxed<'a, u64>;
+    fn claim<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        lease_for: Duration,
+    ) -> Boxed<'a, Claim>;
+    fn complete<'a>(&'a self, lease: &'a Lease) -> Boxed<'a, ()>;
+    fn release<'a>(&'a self, lease: &'a Lease) -> Boxed<'a, ()>;
+    fn extend_lease<'a>(&'a self, lease: &'a Lease, lease_for: Duration) -> Boxed<'a, ()>;
+}
+
+impl<S: Inbox + LeaseStore> ErasedStore for S {
+    fn accept<'a>(&'a self, event: &'a IncomingEvent<'a>) -> Boxed<'a, Acceptance> {
+        Box::pin(Inbox::accept(self, event))
+    }
+    fn take<'a>(
+        &'a self,
+        namespace: &'a str,
+        consumer: &'a str,
+        max: usize,
+    ) -> Boxed<'a, Vec<InboxEntry>> {
+        Box::pin(Inbox::take(self, namespace, consumer, max))
+    }
+    fn ack<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()> {
+        Box::pin(Inbox::ack(self, delivery))
+    }
+    fn ack_many<'a>(&'a self, deliveries: &'a [InboxEntry]) -> Boxed<'a, Vec<bool>> {
+        Box::pin(Inbox::ack_many(self, deliveries))
+    }
+    fn extend_visibility<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()> {
+        Box::pin(Inbox::extend_visibility(self, delivery))
+    }
+    fn nack<'a>(&'a self, delivery: &'a InboxEntry, retry_in: Duration) -> Boxed<'a, NackOutcome> {
+        Box::pin(Inbox::nack(self, delivery, retry_in))
+    }
+    fn dead_letters<'a>(&'a self, namespace: &'a str, max: usize) -> Boxed<'a, Vec<InboxEntry>> {
+        Box::pin(Inbox::dead_letters(self, namespace, max))
+    }
+    fn stats<'a>(&'a self, namespace: &'a str) -> Boxed<'a, InboxStats> {
+        Box::pin(Inbox::stats(self, namespace))
+    }
+    fn requeue_dead<'a>(&'a self, namespace: &'a str, id: Option<&'a str>) -> Boxed<'a, u64> {
+        Box::pin(Inbox::requeue_dead(self, namespace, id))
+    }
+    fn claim<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        lease_for: Duration,
+    ) -> Boxed<'a, Claim> {
+        Box::pin(LeaseStore::claim(self, namespace, id, lease_for))
+    }
+    fn complete<'a>(&'a self, lease: &'a Lease) -> Boxed<'a, ()> {
+        Box::pin(LeaseStore::complete(self, lease))
+    }
+    fn release<'a>(&'a self, lease: &'a Lease) -> Boxed<'a, ()> {
+        Box::pin(LeaseStore::release(self, lease))
+    }
+    fn extend_lease<'a>(&'a self, lease: &'a Lease, lease_for: Duration) -> Boxed<'a, ()> {
+        Box::pin(LeaseStore::extend_lease(self, lease, lease_for))
+    }
+}
+
+impl Inbox for AnyInbox {
+    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        self.store.accept(event).await
+    }
+
+    async fn take(
+        &self,
+        namespace: &str,
+        consumer: &str,
+        max: usize,
+    ) -> Result<Vec<InboxEntry>, DedupError> {
+        self.store.take(namespace, consumer, max).await
+    }
+
+    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
+        self.store.ack(delivery).await
+    }
+
+    async fn ack_many(&self, deliveries: &[InboxEntry]) -> Result<Vec<bool>, DedupError> {
+        self.store.ack_many(deliveries).await
+    }
+
+    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
+        self.store.extend_visibility(delivery).await
+    }
+
+    async fn nack(
+        &self,
+        delivery: &InboxEntry,
+        retry_in: Duration,
+    ) -> Result<NackOutcome, DedupError> {
+        self.store.nack(delivery, retry_in).await
+    }
+
+    async fn dead_letters(
+        &self,
+        namespace: &str,
+        max: usize,
+    ) -> Result<Vec<InboxEntry>, DedupError> {
+        self.store.dead_letters(namespace, max).await
+    }
+
+    async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
+        self.store.stats(namespace).await
+    }
+
+    async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Result<u64, DedupError> {
+        self.store.requeue_dead(namespace, id).await
+    }
+}
+
+impl LeaseStore for AnyInbox {
+    async fn claim(
+        &self,
+        namespace: &str,
+        id: &str,
+        lease_for: Duration,
+    ) -> Result<Claim, DedupError> {
+        self.store.claim(namespace, id, lease_for).await
+    }
+
+    async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
+        self.store.complete(lease).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
+        self.store.release(lease).await
+    }
+
+    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
+        self.store.extend_lease(lease, lease_for).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_url_of_no_store_names_its_scheme_and_not_the_rest() {
+        let error = AnyInbox::connect("mysql://user:hunter2@db/webhooks")
+            .await
+            .unwrap_err();
+        let text = error.to_string();
+        assert!(matches!(error, DedupError::StoreUrl(_)), "{text}");
+        assert!(text.contains("`mysql:`"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(matches!(
+            AnyInbox::connect("webhooks.db").await,
+            Err(DedupError::StoreUrl(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn memory_is_chosen_by_its_scheme() {
+        let store = AnyInbox::connect("memory:").await.unwrap();
+        assert_eq!(store.kind(), "memory");
+        assert_eq!(
+            Inbox::stats(&store, "ns").await.unwrap(),
+            InboxStats::default()
+        );
+    }
+}
