@@ -12,9 +12,14 @@
 //!    limit and a deadline ([`read_limited`], 413 / 408);
 //! 2. verify it ([`Verifier`](crate::verify::Verifier), 400) and build the
 //!    [`VerifiedEvent`] with its claim key ([`EventKey`](crate::verify::EventKey));
-//! 3. [`accept`] it into an inbox (202 new, 200 duplicate, 503 store down),
-//!    or [`claim`] it (409 while another delivery holds it, 200 when done),
-//!    run the handler, and [`settle`] the lease.
+//! 3. accept it into an [`Inbox`](crate::dedup::Inbox) (202 new, 200
+//!    duplicate, 503 store down), or claim it in a
+//!    [`LeaseStore`](crate::dedup::LeaseStore) (409 while another delivery
+//!    holds it, 200 when done), run the handler, and settle the lease.
+//!
+//! Step 3 is the adapters' (`WebhookLayer`, the actix extractors). Their
+//! shared steps live in a module hidden from these docs, `receive::adapter`:
+//! it follows the adapters and may change in any release.
 //!
 //! With the `metrics` feature each request is counted
 //! (`hooklatch_requests_total`) and timed in two histograms,
@@ -39,8 +44,17 @@ mod tenant;
 pub use body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
 pub use event::VerifiedEvent;
 pub use handshake::{Handshake, HandshakeAnswer};
-pub use metrics::{report_inbox_depth, request_span};
+pub use metrics::report_inbox_depth;
 pub use receiver::{Received, Receiver};
 pub use rejection::Rejection;
-pub use steps::{COMPLETE_TRIES, Claimed, accept, claim, complete_with_retries, settle};
 pub use tenant::{NameFn, StaticTenants, Tenant, TenantError, TenantKey, TenantSource, Tenants};
+
+/// The steps the framework adapters share: accept or claim a verified
+/// event, settle its lease, and the span a request runs in. For
+/// `hooklatch-tower` and `hooklatch-actix`; it follows them and may change
+/// in any release.
+#[doc(hidden)]
+pub mod adapter {
+    pub use super::metrics::request_span;
+    pub use super::steps::{COMPLETE_TRIES, Claimed, accept, claim, complete_with_retries, settle};
+}

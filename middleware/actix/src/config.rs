@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, web};
 use hooklatch::dedup::{Acceptance, DedupError, Inbox, Lease, LeaseStore, validate_namespace};
-use hooklatch::receive::{self, Claimed, Handshake, Receiver, Rejection, Tenants, VerifiedEvent};
+use hooklatch::receive::adapter::{self as receive, Claimed};
+use hooklatch::receive::{Handshake, Receiver, Rejection, Tenants, VerifiedEvent};
 use hooklatch::verify::EventKey;
 use hooklatch::verify::Verifier;
 

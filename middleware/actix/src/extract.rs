@@ -9,7 +9,8 @@ use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, Responder};
 use futures_util::future::LocalBoxFuture;
 use hooklatch::dedup::{Acceptance, DedupError, Lease};
-use hooklatch::receive::{Claimed, Received, Rejection, Tenant, VerifiedEvent};
+use hooklatch::receive::adapter::Claimed;
+use hooklatch::receive::{Received, Rejection, Tenant, VerifiedEvent};
 use serde::de::DeserializeOwned;
 
 use crate::config::{DynLease, WebhookConfig};
@@ -82,7 +83,7 @@ where
             }
             step(config, event, tenant).await
         };
-        let span = hooklatch::receive::request_span();
+        let span = hooklatch::receive::adapter::request_span();
         tracing::Instrument::instrument(run, span)
             .await
             .map_err(|error| error.answered_by(respond, reason_in_body))

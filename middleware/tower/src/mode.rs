@@ -10,7 +10,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hooklatch::dedup::{Acceptance, DedupError, Inbox, LeaseStore};
-use hooklatch::receive::{Claimed, Rejection, VerifiedEvent, accept, claim, settle};
+use hooklatch::receive::adapter::{Claimed, accept, claim, settle};
+use hooklatch::receive::{Rejection, VerifiedEvent};
 
 use crate::response::Answers;
 use http::{Request, Response, StatusCode};

@@ -63,7 +63,7 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let config = Arc::clone(&self.config);
-        let span = hooklatch::receive::request_span();
+        let span = hooklatch::receive::adapter::request_span();
         ResponseFuture::running(Box::pin(tracing::Instrument::instrument(
             async move {
                 let (parts, body) = request.into_parts();
