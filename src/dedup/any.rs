@@ -71,9 +71,9 @@ impl AnyInbox {
     ///
     /// | URL | store | feature |
     /// |---|---|---|
-    /// | `sqlite:webhooks.db` | [`SqliteStore`](super::SqliteStore) | `sqlite` |
-    /// | `postgres://…`, `postgresql://…` | [`PostgresStore`](super::PostgresStore) | `postgres` |
-    /// | `redis://…`, `rediss://…`, `redis+cluster://…`, `rediss+cluster://…` | [`RedisStore`](super::RedisStore) | `redis` |
+    /// | `sqlite:webhooks.db` | `SqliteStore` | `sqlite` |
+    /// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` |
+    /// | `redis://…`, `rediss://…`, `redis+cluster://…`, `rediss+cluster://…` | `RedisStore` | `redis` |
     /// | `memory:` | [`MemoryStore`], in this process only (tests) | |
     ///
     /// A URL of another scheme, or of a store this build leaves out, is

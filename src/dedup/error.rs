@@ -53,8 +53,8 @@ pub enum DedupError {
          `RedisConnection::insecure_allowing_no_persistence`"
     )]
     NoPersistence(String),
-    /// A Redis store was given a shard count outside 1 to
-    /// [`MAX_SHARDS`](super::MAX_SHARDS).
+    /// A Redis store was given a shard count outside 1 to `MAX_SHARDS`
+    /// (1,024).
     #[error("invalid shard count {0}: use 1 to 1024")]
     InvalidShardCount(u16),
     /// The namespace's keys are spread over another number of shards than
@@ -73,7 +73,7 @@ pub enum DedupError {
         configured: u16,
     },
     /// The event was kept, but fewer replicas than asked for confirmed it
-    /// in time ([`RedisStore::with_replica_acks`](super::RedisStore::with_replica_acks)):
+    /// in time (`RedisStore::with_replica_acks`):
     /// a failover now could lose it. Answer 5xx; the sender's retry is a
     /// duplicate once the replicas have it.
     #[error("only {acked} of {wanted} replicas confirmed the write in time")]

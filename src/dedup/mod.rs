@@ -25,7 +25,7 @@
 //! | store | feature | atomic step | durability |
 //! |---|---|---|---|
 //! | [`MemoryStore`] | always | a mutex | none: tests and single processes |
-//! | `SqliteStore` | `sqlite` (default) | one transaction | WAL, `synchronous=FULL` |
+//! | `SqliteStore` | `sqlite` (the adapters' default) | one transaction | WAL, `synchronous=FULL` |
 //! | `PostgresStore` | `postgres` | one statement (a data-modifying CTE) | the server's |
 //! | `RedisStore` | `redis` | one Lua script | the server's AOF / RDB settings |
 //!
