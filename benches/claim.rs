@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::StoreBench;
 use criterion::{BenchmarkId, Criterion};
-use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresInbox, RedisInbox, SqliteInbox};
 use sqlx::AssertSqlSafe;
 
 const CALLERS: [usize; 2] = [1, 32];
@@ -108,7 +108,7 @@ fn main() {
 
     // SQLite: the store, and a floor table in the same file and pool.
     let sqlite = bench.runtime.block_on(async {
-        let store = SqliteStore::open(bench.sqlite_dir.path().join("bench.db"))
+        let store = SqliteInbox::open(bench.sqlite_dir.path().join("bench.db"))
             .await
             .unwrap();
         sqlx::query(
@@ -154,7 +154,7 @@ fn main() {
         .execute(&pool)
         .await
         .unwrap();
-        let store = PostgresStore::new(pool, &prefix).unwrap();
+        let store = PostgresInbox::new(pool, &prefix).unwrap();
         store.migrate().await.unwrap();
         store
     });
@@ -182,7 +182,7 @@ fn main() {
 
     // Redis: the store, and SET NX PX on the same kind of connection.
     let (redis_store, connection) = bench.runtime.block_on(async {
-        let store = RedisStore::connect(&bench.redis.url()).await.unwrap();
+        let store = RedisInbox::connect(&bench.redis.url()).await.unwrap();
         let client = redis::Client::open(bench.redis.url()).unwrap();
         let connection = redis::aio::ConnectionManager::new(client).await.unwrap();
         (store, connection)

@@ -28,8 +28,7 @@ use criterion::Criterion;
 use futures_util::StreamExt;
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, HealthChange, Jitter, Policy,
-    PostgresDeliveries, RedisDeliveries, Response, Schedule, SqliteDeliveries, Step, Transport,
-    transport_fn,
+    PostgresOutbox, RedisOutbox, Response, Schedule, SqliteOutbox, Step, Transport, transport_fn,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;
@@ -197,7 +196,7 @@ fn main() {
     let mut bench = StoreBench::start("bench-dispatch");
 
     let sqlite = bench.runtime.block_on(async {
-        SqliteDeliveries::open(bench.sqlite_dir.path().join("outbox.db"))
+        SqliteOutbox::open(bench.sqlite_dir.path().join("outbox.db"))
             .await
             .unwrap()
     });
@@ -209,7 +208,7 @@ fn main() {
             .connect(&bench.postgres.url())
             .await
             .unwrap();
-        let store = PostgresDeliveries::new(pool, &common::support::unique("bench")).unwrap();
+        let store = PostgresOutbox::new(pool, &common::support::unique("bench")).unwrap();
         store.migrate().await.unwrap();
         store
     });
@@ -221,7 +220,7 @@ fn main() {
     );
 
     let redis_store = bench.runtime.block_on(async {
-        RedisDeliveries::connect(&bench.redis.url())
+        RedisOutbox::connect(&bench.redis.url())
             .await
             .unwrap()
             .with_prefix(&common::support::unique("bench"))

@@ -17,9 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::StoreBench;
 use criterion::Criterion;
-use hooklatch::sender::{
-    DeliveryStore, PostgresDeliveries, RedisDeliveries, SendKey, SqliteDeliveries,
-};
+use hooklatch::sender::{DeliveryStore, PostgresOutbox, RedisOutbox, SendKey, SqliteOutbox};
 
 /// Sends per measured iteration.
 const BATCH: usize = 100;
@@ -109,23 +107,23 @@ fn bench_store<S: DeliveryStore>(
 fn main() {
     let mut bench = StoreBench::start("bench-keyed");
     let sqlite = bench.runtime.block_on(async {
-        SqliteDeliveries::open(bench.sqlite_dir.path().join("outbox.db"))
+        SqliteOutbox::open(bench.sqlite_dir.path().join("outbox.db"))
             .await
             .unwrap()
     });
     bench_store(&mut bench.criterion, &bench.runtime, "sqlite", sqlite);
     let postgres = bench.runtime.block_on(async {
-        let store = PostgresDeliveries::connect(&bench.postgres.url())
+        let store = PostgresOutbox::connect(&bench.postgres.url())
             .await
             .unwrap();
         let prefix = common::support::unique("bench");
-        let store = PostgresDeliveries::new(store.pool().clone(), &prefix).unwrap();
+        let store = PostgresOutbox::new(store.pool().clone(), &prefix).unwrap();
         store.migrate().await.unwrap();
         store
     });
     bench_store(&mut bench.criterion, &bench.runtime, "postgres", postgres);
     let redis = bench.runtime.block_on(async {
-        RedisDeliveries::connect(&bench.redis.url())
+        RedisOutbox::connect(&bench.redis.url())
             .await
             .unwrap()
             .with_prefix(&common::support::unique("bench"))

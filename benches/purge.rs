@@ -1,6 +1,6 @@
 //! Accept latency on Postgres while a retention purge runs, next to the
 //! same accepts with no purge, in the same run: the purge deletes in
-//! bounded batches (`PostgresStore::purge`), and accepts' p99 may not
+//! bounded batches (`PostgresInbox::purge`), and accepts' p99 may not
 //! double. A one-statement `DELETE` of the same rows is measured too, for
 //! comparison.
 //!
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresStore};
+use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresInbox};
 use sqlx::AssertSqlSafe;
 
 /// Concurrent accepting callers.
@@ -74,7 +74,7 @@ async fn fill_old_claims(pool: &sqlx::PgPool, prefix: &str, rows: u64) {
         .expect("analyzed");
 }
 
-async fn phase(store: &PostgresStore, prefix: &str, rows: u64, purge: Purge) -> Phase {
+async fn phase(store: &PostgresInbox, prefix: &str, rows: u64, purge: Purge) -> Phase {
     let pool = store.pool().clone();
     if purge != Purge::None {
         fill_old_claims(&pool, prefix, rows).await;
@@ -148,7 +148,7 @@ fn main() {
             .connect(&server.url())
             .await
             .expect("postgres");
-        let store = PostgresStore::new(pool, &prefix).expect("store");
+        let store = PostgresInbox::new(pool, &prefix).expect("store");
         store.migrate().await.expect("migrate");
         // Warm the table and the pool.
         let _ = phase(&store, &prefix, rows, Purge::None).await;

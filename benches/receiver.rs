@@ -29,7 +29,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
 use common::support;
-use hooklatch::dedup::{Inbox, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::dedup::{Inbox, PostgresInbox, RedisInbox, SqliteInbox};
 use hooklatch::verify::{Scheme, Signer};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -340,7 +340,7 @@ fn main() {
                 let example = Example::start(&binary, &home, port, &[]);
                 let load = wrk(port, seconds, &script, &events);
                 let inbox = runtime
-                    .block_on(SqliteStore::open(home.join("hooklatch.db")))
+                    .block_on(SqliteInbox::open(home.join("hooklatch.db")))
                     .expect("sqlite");
                 let drained = runtime.block_on(drained(&inbox));
                 drop(example);
@@ -364,7 +364,7 @@ fn main() {
                     Example::start(&binary, dir.path(), port, &[("DATABASE_URL", url.clone())]);
                 let load = wrk(port, seconds, &script, &events);
                 let drained = runtime.block_on(async {
-                    let inbox = PostgresStore::connect(&url).await.expect("postgres");
+                    let inbox = PostgresInbox::connect(&url).await.expect("postgres");
                     drained(&inbox).await
                 });
                 drop(example);
@@ -376,7 +376,7 @@ fn main() {
                     Example::start(&binary, dir.path(), port, &[("REDIS_URL", server.url())]);
                 let load = wrk(port, seconds, &script, &events);
                 let drained = runtime.block_on(async {
-                    let inbox = RedisStore::connect(&server.url()).await.expect("redis");
+                    let inbox = RedisInbox::connect(&server.url()).await.expect("redis");
                     drained(&inbox).await
                 });
                 drop(example);

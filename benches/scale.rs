@@ -27,9 +27,8 @@ use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     AddressPolicy, Attempt, Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason,
     Dispatcher, Due, DueAcross, EndpointHealth, EndpointRegistry, HealthChange, HttpTransport,
-    Jitter, Keeping, Keyed, NewDelivery, OutboxView, Policy, PostgresDeliveries, RecentAttempt,
-    RedisDeliveries, Retention, SavedEndpoints, Schedule, SendKey, Step, StoredDelivery, Taken,
-    Wanted,
+    Jitter, Keeping, Keyed, NewDelivery, OutboxView, Policy, PostgresOutbox, RecentAttempt,
+    RedisOutbox, Retention, SavedEndpoints, Schedule, SendKey, Step, StoredDelivery, Taken, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::net::TcpListener;
@@ -416,8 +415,7 @@ fn main() {
                     .connect(&url)
                     .await
                     .unwrap();
-                let store =
-                    PostgresDeliveries::new(pool, &common::support::unique("scale")).unwrap();
+                let store = PostgresOutbox::new(pool, &common::support::unique("scale")).unwrap();
                 store.migrate().await.unwrap();
                 store
             })
@@ -426,7 +424,7 @@ fn main() {
         let url = redis.url();
         rows.push(
             run("redis", Some(&url), async || {
-                RedisDeliveries::connect(&url)
+                RedisOutbox::connect(&url)
                     .await
                     .unwrap()
                     .with_prefix(&common::support::unique("scale"))

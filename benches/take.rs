@@ -17,7 +17,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::support;
-use hooklatch::dedup::{Inbox, PostgresStore, SqliteStore};
+use hooklatch::dedup::{Inbox, PostgresInbox, SqliteInbox};
 use sqlx::AssertSqlSafe;
 
 const BATCH: usize = 256;
@@ -64,7 +64,7 @@ fn main() {
     let mut rows = Vec::new();
     runtime.block_on(async {
         for &size in &sizes {
-            let store = SqliteStore::open(dir.path().join(format!("take-{size}.db")))
+            let store = SqliteInbox::open(dir.path().join(format!("take-{size}.db")))
                 .await
                 .expect("sqlite");
             let series = format!(
@@ -87,7 +87,7 @@ fn main() {
             .expect("postgres");
         for &size in &sizes {
             let prefix = format!("take_{size}_{}", std::process::id());
-            let store = PostgresStore::new(pool.clone(), &prefix).expect("prefix");
+            let store = PostgresInbox::new(pool.clone(), &prefix).expect("prefix");
             store.migrate().await.expect("migrate");
             let inbox = format!("{prefix}_inbox");
             let series = format!("generate_series(1, {}) AS x", size + TAKEN);

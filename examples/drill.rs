@@ -42,10 +42,10 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use hooklatch::dedup::{Inbox, SqliteStore};
+use hooklatch::dedup::{Inbox, SqliteInbox};
 use hooklatch::sender::{
     AddressPolicy, Breaker, DeliveryState, DisableReason, Dispatcher, HttpTransport, Jitter,
-    NoticeKind, Policy, Schedule, SqliteDeliveries, Transport,
+    NoticeKind, Policy, Schedule, SqliteOutbox, Transport,
 };
 use hooklatch::verify::{Clock, Scheme, Signer, Verifier};
 use hooklatch_tower::WebhookLayer;
@@ -272,7 +272,7 @@ impl Drop for Done<'_> {
 /// answers after `slow`, when the sender has stopped waiting. Returns its
 /// URL and the count of duplicates it suppressed.
 async fn receiver(
-    inbox: SqliteStore,
+    inbox: SqliteInbox,
     clock: Scaled,
     fail_for: Duration,
     (slow_every, slow): (Option<usize>, Duration),
@@ -332,7 +332,7 @@ async fn receiver(
 
 /// The worker: acts on each event it takes, and counts.
 fn worker(
-    inbox: SqliteStore,
+    inbox: SqliteInbox,
 ) -> (
     Arc<Mutex<HashMap<String, usize>>>,
     tokio::task::JoinHandle<()>,
@@ -377,7 +377,7 @@ async fn app(drill: &Drill) -> Report {
         fastrand::u64(..)
     ));
     std::fs::create_dir_all(&folder).expect("temp folder");
-    let inbox = SqliteStore::open(folder.join("drill.db"))
+    let inbox = SqliteInbox::open(folder.join("drill.db"))
         .await
         .expect("sqlite");
     let clock = Scaled::new(drill.time_scale);
@@ -408,7 +408,7 @@ async fn app(drill: &Drill) -> Report {
         peak: Arc::default(),
     };
     let peak = transport.peak.clone();
-    let outbox = SqliteDeliveries::open(folder.join("outbox.db"))
+    let outbox = SqliteOutbox::open(folder.join("outbox.db"))
         .await
         .expect("sqlite outbox");
     let told: Arc<Mutex<Told>> = Arc::default();

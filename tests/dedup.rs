@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hooklatch::dedup::{
     Acceptance, AnyInbox, Claim, DedupError, EventMeta, Inbox, InboxStats, IncomingEvent,
-    LeaseStore, MemoryStore, NackOutcome, PostgresStore, RedisStore, SqliteStore, StoreOptions,
+    LeaseStore, MemoryInbox, NackOutcome, PostgresInbox, RedisInbox, SqliteInbox, StoreOptions,
 };
 
 /// A store for one test, a namespace no other test uses, and whatever must
@@ -33,16 +33,16 @@ trait Backend {
 
 struct Memory;
 impl Backend for Memory {
-    type Store = MemoryStore;
-    async fn fixture(options: StoreOptions) -> Fixture<MemoryStore> {
+    type Store = MemoryInbox;
+    async fn fixture(options: StoreOptions) -> Fixture<MemoryInbox> {
         Fixture {
-            store: MemoryStore::new().with_options(options),
+            store: MemoryInbox::new().with_options(options),
             namespace: support::unique("ns"),
             _guards: Vec::new(),
         }
     }
 
-    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<MemoryStore>, MemoryStore) {
+    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<MemoryInbox>, MemoryInbox) {
         let f = Self::fixture(a).await;
         let other = f.store.clone().with_options(b);
         (f, other)
@@ -51,10 +51,10 @@ impl Backend for Memory {
 
 struct Sqlite;
 impl Backend for Sqlite {
-    type Store = SqliteStore;
-    async fn fixture(options: StoreOptions) -> Fixture<SqliteStore> {
+    type Store = SqliteInbox;
+    async fn fixture(options: StoreOptions) -> Fixture<SqliteInbox> {
         let dir = support::TempDir::new("sqlite");
-        let store = SqliteStore::open(dir.path().join("inbox.db"))
+        let store = SqliteInbox::open(dir.path().join("inbox.db"))
             .await
             .expect("open sqlite")
             .with_options(options);
@@ -65,14 +65,14 @@ impl Backend for Sqlite {
         }
     }
 
-    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<SqliteStore>, SqliteStore) {
+    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<SqliteInbox>, SqliteInbox) {
         let dir = support::TempDir::new("sqlite");
         let path = dir.path().join("inbox.db");
-        let first = SqliteStore::open(&path)
+        let first = SqliteInbox::open(&path)
             .await
             .expect("open")
             .with_options(a);
-        let second = SqliteStore::open(&path)
+        let second = SqliteInbox::open(&path)
             .await
             .expect("open")
             .with_options(b);
@@ -87,10 +87,10 @@ impl Backend for Sqlite {
 
 struct Postgres;
 impl Backend for Postgres {
-    type Store = PostgresStore;
-    async fn fixture(options: StoreOptions) -> Fixture<PostgresStore> {
+    type Store = PostgresInbox;
+    async fn fixture(options: StoreOptions) -> Fixture<PostgresInbox> {
         let server = support::postgres();
-        let store = PostgresStore::connect(&server.url())
+        let store = PostgresInbox::connect(&server.url())
             .await
             .expect("connect to postgres")
             .with_options(options);
@@ -104,13 +104,13 @@ impl Backend for Postgres {
     async fn two_clients(
         a: StoreOptions,
         b: StoreOptions,
-    ) -> (Fixture<PostgresStore>, PostgresStore) {
+    ) -> (Fixture<PostgresInbox>, PostgresInbox) {
         // Both clients on one server (a second support::postgres() would be
         // a private server of its own when no shared one is configured).
         let server = support::postgres();
         let url = server.url();
         let connect = |options| async {
-            PostgresStore::connect(&url)
+            PostgresInbox::connect(&url)
                 .await
                 .expect("connect to postgres")
                 .with_options(options)
@@ -140,11 +140,11 @@ fn redis_server(cluster: bool) -> support::Server {
 }
 
 impl<const CLUSTER: bool> Backend for RedisOn<CLUSTER> {
-    type Store = RedisStore;
+    type Store = RedisInbox;
     const ORDERED_ACROSS_THE_NAMESPACE: bool = false;
-    async fn fixture(options: StoreOptions) -> Fixture<RedisStore> {
+    async fn fixture(options: StoreOptions) -> Fixture<RedisInbox> {
         let server = redis_server(CLUSTER);
-        let store = RedisStore::connect(&server.url())
+        let store = RedisInbox::connect(&server.url())
             .await
             .expect("connect to redis")
             .with_options(options);
@@ -155,14 +155,14 @@ impl<const CLUSTER: bool> Backend for RedisOn<CLUSTER> {
         }
     }
 
-    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<RedisStore>, RedisStore) {
+    async fn two_clients(a: StoreOptions, b: StoreOptions) -> (Fixture<RedisInbox>, RedisInbox) {
         let server = redis_server(CLUSTER);
         let url = server.url();
-        let first = RedisStore::connect(&url)
+        let first = RedisInbox::connect(&url)
             .await
             .expect("connect")
             .with_options(a);
-        let second = RedisStore::connect(&url)
+        let second = RedisInbox::connect(&url)
             .await
             .expect("connect")
             .with_options(b);
@@ -1038,21 +1038,21 @@ async fn any_inbox_opens_the_store_its_url_names() {
         assert_eq!(store.accept(&e).await.unwrap(), Acceptance::Duplicate);
         let taken = match kind {
             "sqlite" => {
-                SqliteStore::connect(&url)
+                SqliteInbox::connect(&url)
                     .await
                     .unwrap()
                     .take(&namespace, "w", 10)
                     .await
             }
             "postgres" => {
-                PostgresStore::connect(&url)
+                PostgresInbox::connect(&url)
                     .await
                     .unwrap()
                     .take(&namespace, "w", 10)
                     .await
             }
             "redis" => {
-                RedisStore::connect(&url)
+                RedisInbox::connect(&url)
                     .await
                     .unwrap()
                     .take(&namespace, "w", 10)
@@ -1081,7 +1081,7 @@ async fn any_inbox_reports_a_store_it_cannot_reach() {
     assert!(matches!(error, DedupError::Store(_)), "{error}");
 }
 
-// The shared stores: MemoryStore lives in one process and keeps time by its
+// The shared stores: MemoryInbox lives in one process and keeps time by its
 // own (injectable) clock, so it is left out here.
 acceptance_suite!(sqlite_clock, Sqlite: clients_with_clocks_hours_apart_agree_when_leases_end);
 acceptance_suite!(postgres_clock, Postgres: clients_with_clocks_hours_apart_agree_when_leases_end);
@@ -1091,7 +1091,7 @@ acceptance_suite!(
     RedisCluster: clients_with_clocks_hours_apart_agree_when_leases_end
 );
 
-/// MemoryStore keeps time by the clock it is given: a lease ends when that
+/// MemoryInbox keeps time by the clock it is given: a lease ends when that
 /// clock says so, with no waiting.
 #[tokio::test]
 async fn memory_store_keeps_time_by_its_clock() {
@@ -1099,7 +1099,7 @@ async fn memory_store_keeps_time_by_its_clock() {
     use std::sync::atomic::{AtomicU64, Ordering};
     let offset = Arc::new(AtomicU64::new(0));
     let clock_offset = Arc::clone(&offset);
-    let store = MemoryStore::new().with_options(StoreOptions::default().with_clock(move || {
+    let store = MemoryInbox::new().with_options(StoreOptions::default().with_clock(move || {
         std::time::SystemTime::now() + Duration::from_secs(clock_offset.load(Ordering::SeqCst))
     }));
     assert!(matches!(
@@ -1134,15 +1134,15 @@ async fn memory_store_keeps_time_by_its_clock() {
 async fn redis_refuses_a_server_that_keeps_no_append_only_file() {
     let server = support::Redis::start_with(&["--appendonly", "no", "--save", "60 1"]);
     let url = server.url();
-    let error = RedisStore::connect(&url).await.unwrap_err();
+    let error = RedisInbox::connect(&url).await.unwrap_err();
     assert!(matches!(&error, DedupError::NoPersistence(_)), "{error}");
     assert!(error.to_string().contains("appendonly yes"), "{error}");
     assert!(matches!(
-        RedisStore::insecure_connect_allowing_eviction(&url).await,
+        RedisInbox::insecure_connect_allowing_eviction(&url).await,
         Err(DedupError::NoPersistence(_))
     ));
     assert!(matches!(
-        hooklatch::sender::RedisDeliveries::connect(&url).await,
+        hooklatch::sender::RedisOutbox::connect(&url).await,
         Err(DedupError::NoPersistence(_))
     ));
     assert!(matches!(
@@ -1155,8 +1155,8 @@ async fn redis_refuses_a_server_that_keeps_no_append_only_file() {
             .unwrap()
             .insecure_allowing_no_persistence()
     };
-    RedisStore::new(unchecked().await).await.expect("opted out");
-    hooklatch::sender::RedisDeliveries::new(unchecked().await)
+    RedisInbox::new(unchecked().await).await.expect("opted out");
+    hooklatch::sender::RedisOutbox::new(unchecked().await)
         .await
         .expect("opted out");
     hooklatch::sequence::RedisSequences::new(unchecked().await)
@@ -1172,7 +1172,7 @@ async fn redis_refuses_a_server_that_keeps_no_append_only_file() {
         .query_async(&mut connection)
         .await
         .unwrap();
-    RedisStore::connect(&url).await.expect("AOF is on now");
+    RedisInbox::connect(&url).await.expect("AOF is on now");
 }
 
 /// Under an evicting `maxmemory-policy`, claims (the only keys with a time
@@ -1182,7 +1182,7 @@ async fn redis_refuses_a_server_that_keeps_no_append_only_file() {
 async fn redis_refuses_a_server_that_may_evict_keys() {
     let server = support::Redis::start();
     let url = server.url();
-    RedisStore::connect(&url)
+    RedisInbox::connect(&url)
         .await
         .expect("noeviction is accepted");
     let client = ::redis::Client::open(url.as_str()).unwrap();
@@ -1195,7 +1195,7 @@ async fn redis_refuses_a_server_that_may_evict_keys() {
             .query_async(&mut connection)
             .await
             .unwrap();
-        let error = RedisStore::connect(&url).await.unwrap_err();
+        let error = RedisInbox::connect(&url).await.unwrap_err();
         assert!(
             matches!(&error, DedupError::EvictionPolicy(p) if p == policy),
             "{error}"
@@ -1204,12 +1204,12 @@ async fn redis_refuses_a_server_that_may_evict_keys() {
             error.to_string().contains("maxmemory-policy noeviction"),
             "{error}"
         );
-        RedisStore::insecure_connect_allowing_eviction(&url)
+        RedisInbox::insecure_connect_allowing_eviction(&url)
             .await
             .expect("opted out");
         // The outbox and the sequence positions are refused the same way.
         assert!(matches!(
-            hooklatch::sender::RedisDeliveries::connect(&url).await,
+            hooklatch::sender::RedisOutbox::connect(&url).await,
             Err(DedupError::EvictionPolicy(_))
         ));
         assert!(matches!(
@@ -1236,7 +1236,7 @@ async fn postgres_migrations_are_versioned_and_run_once_at_a_time() {
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let (pool, prefix) = (pool.clone(), prefix.clone());
-            tokio::spawn(async move { PostgresStore::new(pool, &prefix).unwrap().migrate().await })
+            tokio::spawn(async move { PostgresInbox::new(pool, &prefix).unwrap().migrate().await })
         })
         .collect();
     for task in tasks {
@@ -1254,7 +1254,7 @@ async fn postgres_migrations_are_versioned_and_run_once_at_a_time() {
 
     // Tables made by an earlier release, with a row, and no version.
     let old = format!("{prefix}_old");
-    let store = PostgresStore::new(pool.clone(), &old).unwrap();
+    let store = PostgresInbox::new(pool.clone(), &old).unwrap();
     store.migrate().await.unwrap();
     assert_eq!(
         store.accept(&event("ns", "kept")).await.unwrap(),
@@ -1284,7 +1284,7 @@ async fn sqlite_migrations_are_versioned_and_run_once_at_a_time() {
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-        let store = SqliteStore::new(pool, "hooklatch").unwrap();
+        let store = SqliteInbox::new(pool, "hooklatch").unwrap();
         tasks.push(tokio::spawn(async move { store.migrate().await }));
     }
     for task in tasks {
@@ -1292,7 +1292,7 @@ async fn sqlite_migrations_are_versioned_and_run_once_at_a_time() {
             .unwrap()
             .expect("every concurrent migration succeeds");
     }
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
+    let store = SqliteInbox::open(dir.path().join("inbox.db"))
         .await
         .unwrap();
     let version: i64 = sqlx::query_scalar(
@@ -1316,7 +1316,7 @@ async fn sqlite_migrations_are_versioned_and_run_once_at_a_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_takes_and_acks_batches_larger_than_one_command() {
     let server = support::redis();
-    let store = RedisStore::connect(&server.url())
+    let store = RedisInbox::connect(&server.url())
         .await
         .unwrap()
         .with_options(StoreOptions::default().with_visibility_timeout(Duration::from_millis(500)))

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hooklatch::dedup::{
-    Acceptance, DedupError, Inbox, IncomingEvent, PostgresStore, RedisStore, SqliteStore,
+    Acceptance, DedupError, Inbox, IncomingEvent, PostgresInbox, RedisInbox, SqliteInbox,
 };
 use sqlx::AssertSqlSafe;
 
@@ -28,7 +28,7 @@ async fn postgres_failed_enqueue_leaves_no_claim() {
     let server = support::postgres();
     let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
     let prefix = support::unique("f");
-    let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    let store = PostgresInbox::new(pool.clone(), &prefix).unwrap();
     store.migrate().await.unwrap();
     // Inject a failure into the inbox insert, inside the atomic step.
     sqlx::query(AssertSqlSafe(format!(
@@ -60,7 +60,7 @@ async fn postgres_failed_enqueue_leaves_no_claim() {
 #[tokio::test]
 async fn sqlite_failed_enqueue_leaves_no_claim() {
     let dir = support::TempDir::new("sqlite-fault");
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
+    let store = SqliteInbox::open(dir.path().join("inbox.db"))
         .await
         .unwrap();
     sqlx::query(
@@ -88,7 +88,7 @@ async fn sqlite_failed_enqueue_leaves_no_claim() {
 async fn redis_failed_enqueue_leaves_no_claim() {
     let server = support::redis();
     // One shard: the keys below are the namespace's only stream and claim.
-    let store = RedisStore::connect(&server.url())
+    let store = RedisInbox::connect(&server.url())
         .await
         .unwrap()
         .with_shards(1)
@@ -138,7 +138,7 @@ async fn redis_failed_enqueue_leaves_no_claim() {
 async fn redis_shard_count_is_recorded_and_a_store_with_another_count_is_refused() {
     let server = support::redis();
     let namespace = support::unique("ns");
-    let sixteen = RedisStore::connect(&server.url()).await.unwrap();
+    let sixteen = RedisInbox::connect(&server.url()).await.unwrap();
     let four = sixteen.clone().with_shards(4).unwrap();
     assert_eq!(
         sixteen
@@ -172,7 +172,7 @@ async fn redis_shard_count_is_recorded_and_a_store_with_another_count_is_refused
         Acceptance::Accepted
     );
     assert!(matches!(
-        RedisStore::connect(&server.url())
+        RedisInbox::connect(&server.url())
             .await
             .unwrap()
             .with_shards(0),
@@ -187,7 +187,7 @@ async fn redis_shard_count_is_recorded_and_a_store_with_another_count_is_refused
 async fn redis_replica_acks_that_fall_short_fail_the_call_but_keep_the_write() {
     use hooklatch::dedup::{Claim, LeaseStore};
     let server = support::redis();
-    let plain = RedisStore::connect(&server.url()).await.unwrap();
+    let plain = RedisInbox::connect(&server.url()).await.unwrap();
     let waiting = plain
         .clone()
         .with_replica_acks(1, Duration::from_millis(50));
@@ -235,7 +235,7 @@ async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
     let server = support::redis();
     let namespace = support::unique("ns");
     // What a store made before shards left: the unsharded stream and claim.
-    let unsharded = RedisStore::connect(&server.url())
+    let unsharded = RedisInbox::connect(&server.url())
         .await
         .unwrap()
         .with_shards(1)
@@ -250,7 +250,7 @@ async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
         .query_async(&mut raw)
         .await
         .unwrap();
-    let default = RedisStore::connect(&server.url()).await.unwrap();
+    let default = RedisInbox::connect(&server.url()).await.unwrap();
     assert!(matches!(
         default.accept(&event(&namespace, "evt", SMALL)).await,
         Err(DedupError::ShardCountMismatch {
@@ -290,7 +290,7 @@ async fn redis_lease_namespace_from_before_shards_keeps_its_dedup_after_an_upgra
             .await
             .unwrap();
     }
-    let upgraded = RedisStore::connect(&server.url()).await.unwrap();
+    let upgraded = RedisInbox::connect(&server.url()).await.unwrap();
     assert!(
         matches!(
             upgraded
@@ -304,7 +304,7 @@ async fn redis_lease_namespace_from_before_shards_keeps_its_dedup_after_an_upgra
         ),
         "a store with the default shards must not claim afresh what the old layout holds"
     );
-    let one_shard = RedisStore::connect(&server.url())
+    let one_shard = RedisInbox::connect(&server.url())
         .await
         .unwrap()
         .with_shards(1)
@@ -346,7 +346,7 @@ async fn redis_fencing_tokens_stay_unique_across_a_restart_from_a_snapshot() {
         .unwrap()
         .insecure_allowing_no_persistence();
     let visibility = Duration::from_millis(300);
-    let store = RedisStore::new(connection)
+    let store = RedisInbox::new(connection)
         .await
         .unwrap()
         .with_shards(1)
@@ -430,7 +430,7 @@ async fn accepts_sharing_a_batch_each_get_their_own_outcome<S: Inbox + Clone + '
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_accepts_sharing_a_batch_each_get_their_own_outcome() {
     let dir = support::TempDir::new("sqlite-batch");
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
+    let store = SqliteInbox::open(dir.path().join("inbox.db"))
         .await
         .unwrap();
     accepts_sharing_a_batch_each_get_their_own_outcome(&store).await;
@@ -440,7 +440,7 @@ async fn sqlite_accepts_sharing_a_batch_each_get_their_own_outcome() {
 async fn postgres_accepts_sharing_a_batch_each_get_their_own_outcome() {
     let server = support::postgres();
     let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
-    let store = PostgresStore::new(pool, &support::unique("batch")).unwrap();
+    let store = PostgresInbox::new(pool, &support::unique("batch")).unwrap();
     store.migrate().await.unwrap();
     accepts_sharing_a_batch_each_get_their_own_outcome(&store).await;
 }
@@ -509,7 +509,7 @@ async fn a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims<
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims() {
     let dir = support::TempDir::new("sqlite-batch-fail");
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
+    let store = SqliteInbox::open(dir.path().join("inbox.db"))
         .await
         .unwrap();
     sqlx::query(
@@ -527,7 +527,7 @@ async fn postgres_a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims(
     let server = support::postgres();
     let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
     let prefix = support::unique("batchfail");
-    let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    let store = PostgresInbox::new(pool.clone(), &prefix).unwrap();
     store.migrate().await.unwrap();
     for statement in [
         "CREATE FUNCTION {prefix}_refuse() RETURNS trigger LANGUAGE plpgsql AS \
@@ -549,7 +549,7 @@ async fn postgres_rolled_back_caller_transaction_keeps_no_claim() {
     let server = support::postgres();
     let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
     let prefix = support::unique("tx");
-    let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    let store = PostgresInbox::new(pool.clone(), &prefix).unwrap();
     store.migrate().await.unwrap();
     sqlx::query(AssertSqlSafe(format!(
         "CREATE TABLE {prefix}_jobs (event_id TEXT PRIMARY KEY)"
@@ -589,7 +589,7 @@ async fn postgres_rolled_back_caller_transaction_keeps_no_claim() {
 #[tokio::test]
 async fn sqlite_rolled_back_caller_transaction_keeps_no_claim() {
     let dir = support::TempDir::new("sqlite-tx");
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
+    let store = SqliteInbox::open(dir.path().join("inbox.db"))
         .await
         .unwrap();
     let mut tx = store.pool().begin().await.unwrap();
@@ -619,7 +619,7 @@ async fn postgres_migrations_racing_each_other_both_succeed() {
             let (url, prefix) = (server.url(), prefix.clone());
             tokio::spawn(async move {
                 let pool = sqlx::PgPool::connect(&url).await.unwrap();
-                PostgresStore::new(pool, &prefix).unwrap().migrate().await
+                PostgresInbox::new(pool, &prefix).unwrap().migrate().await
             })
         })
         .collect();
@@ -637,7 +637,7 @@ async fn sqlite_migrations_racing_each_other_both_succeed() {
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let path = path.clone();
-            tokio::spawn(async move { SqliteStore::open(path).await.map(drop) })
+            tokio::spawn(async move { SqliteInbox::open(path).await.map(drop) })
         })
         .collect();
     for task in tasks {
@@ -650,12 +650,12 @@ async fn sqlite_migrations_racing_each_other_both_succeed() {
 /// the retention, old claims go and recent ones stay.
 #[tokio::test]
 async fn purge_never_forgets_a_claim_inside_the_retention() {
-    use hooklatch::dedup::{MemoryStore, StoreOptions};
+    use hooklatch::dedup::{MemoryInbox, StoreOptions};
     let dir = support::TempDir::new("sqlite-purge");
-    let sqlite = SqliteStore::open(dir.path().join("inbox.db"))
+    let sqlite = SqliteInbox::open(dir.path().join("inbox.db"))
         .await
         .unwrap();
-    let memory = MemoryStore::new();
+    let memory = MemoryInbox::new();
     let _ = sqlite.accept(&event("ns", "evt", SMALL)).await.unwrap();
     let _ = memory.accept(&event("ns", "evt", SMALL)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -709,7 +709,7 @@ async fn sqlite_refuses_a_pool_that_would_answer_before_the_flush() {
         .connect_with(options.clone().synchronous(SqliteSynchronous::Normal))
         .await
         .unwrap();
-    let error = SqliteStore::new(normal, "hooklatch")
+    let error = SqliteInbox::new(normal, "hooklatch")
         .unwrap()
         .migrate()
         .await
@@ -719,7 +719,7 @@ async fn sqlite_refuses_a_pool_that_would_answer_before_the_flush() {
         .connect_with(options.synchronous(SqliteSynchronous::Full))
         .await
         .unwrap();
-    SqliteStore::new(full, "hooklatch")
+    SqliteInbox::new(full, "hooklatch")
         .unwrap()
         .migrate()
         .await
@@ -733,7 +733,7 @@ async fn sqlite_refuses_a_pool_that_would_answer_before_the_flush() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_accepts_are_flushed_before_the_answer_even_with_synchronous_commit_off() {
     let (_server, admin, unflushed) = flush::postgres_with_lazy_wal_writer().await;
-    PostgresStore::new(admin.clone(), "hooklatch")
+    PostgresInbox::new(admin.clone(), "hooklatch")
         .unwrap()
         .migrate()
         .await
@@ -743,7 +743,7 @@ async fn postgres_accepts_are_flushed_before_the_answer_even_with_synchronous_co
         .connect_with(unflushed)
         .await
         .unwrap();
-    let store = PostgresStore::new(pool, "hooklatch").unwrap();
+    let store = PostgresInbox::new(pool, "hooklatch").unwrap();
     for n in 0..5 {
         let id = format!("evt_{n}");
         assert_eq!(
@@ -783,7 +783,7 @@ fn before_metadata(prefix: &str) -> [AssertSqlSafe<String>; 2] {
 async fn sqlite_inbox_from_before_metadata_upgrades_in_place_and_keeps_its_events() {
     let dir = support::TempDir::new("sqlite-upgrade");
     let path = dir.path().join("inbox.db");
-    let old = SqliteStore::open(&path).await.unwrap();
+    let old = SqliteInbox::open(&path).await.unwrap();
     let _ = old.accept(&event("ns", "old_evt", SMALL)).await.unwrap();
     drop(old);
     // A connection of its own: SQLite checks an `ALTER TABLE` against the
@@ -802,7 +802,7 @@ async fn sqlite_inbox_from_before_metadata_upgrades_in_place_and_keeps_its_event
             .unwrap();
     }
     drop(connection);
-    let upgraded = SqliteStore::open(&path).await.unwrap();
+    let upgraded = SqliteInbox::open(&path).await.unwrap();
     let meta = hooklatch::dedup::EventMeta::with_type("ping");
     let _ = upgraded
         .accept(&event("ns", "new_evt", SMALL).with_meta(&meta))
@@ -821,13 +821,13 @@ async fn postgres_inbox_from_before_metadata_upgrades_in_place_and_keeps_its_eve
     let server = support::postgres();
     let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
     let prefix = support::unique("upgrade");
-    let old = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    let old = PostgresInbox::new(pool.clone(), &prefix).unwrap();
     old.migrate().await.unwrap();
     let _ = old.accept(&event("ns", "old_evt", SMALL)).await.unwrap();
     for statement in before_metadata(&prefix) {
         sqlx::query(statement).execute(&pool).await.unwrap();
     }
-    let upgraded = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    let upgraded = PostgresInbox::new(pool.clone(), &prefix).unwrap();
     upgraded.migrate().await.unwrap();
     let meta = hooklatch::dedup::EventMeta::with_type("ping");
     let _ = upgraded
@@ -882,7 +882,7 @@ where
 async fn sqlite_purge_deletes_in_bounded_batches_and_misses_no_old_claim() {
     use hooklatch::dedup::{LeaseStore, PURGE_BATCH};
     let dir = support::TempDir::new("sqlite-purge-batches");
-    let store = SqliteStore::open(dir.path().join("inbox.db"))
+    let store = SqliteInbox::open(dir.path().join("inbox.db"))
         .await
         .unwrap();
     let count = 2 * PURGE_BATCH + 7;
@@ -905,7 +905,7 @@ async fn postgres_purge_deletes_in_bounded_batches_and_misses_no_old_claim() {
     let server = support::postgres();
     let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
     let prefix = support::unique("purge");
-    let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+    let store = PostgresInbox::new(pool.clone(), &prefix).unwrap();
     store.migrate().await.unwrap();
     let count = 2 * PURGE_BATCH + 7;
     sqlx::query(old_claims(&prefix, count))
@@ -1084,7 +1084,7 @@ async fn postgres_stopped_mid_run(callers: usize) {
         .connect(&server.url())
         .await
         .unwrap();
-    let store = PostgresStore::new(pool, "hooklatch").unwrap();
+    let store = PostgresInbox::new(pool, "hooklatch").unwrap();
     store.migrate().await.unwrap();
     let (stopper, restarter) = (server.clone(), server.clone());
     let (calls, down_since, up_again) = accept_through_outage(
@@ -1103,7 +1103,7 @@ async fn postgres_stopped_mid_run(callers: usize) {
 async fn redis_killed_mid_run_loses_and_doubles_nothing() {
     let server = Arc::new(std::sync::Mutex::new(support::Redis::start()));
     let url = server.lock().unwrap().url();
-    let store = RedisStore::connect(&url).await.unwrap();
+    let store = RedisInbox::connect(&url).await.unwrap();
     let (killer, restarter) = (server.clone(), server.clone());
     let (calls, down_since, up_again) = accept_through_outage(
         &store,

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
     Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError,
-    Dispatcher, EndpointRegistry, HealthChange, Keeping, Keyed, MemoryDeliveries, NewDelivery,
+    Dispatcher, EndpointRegistry, HealthChange, Keeping, Keyed, MemoryOutbox, NewDelivery,
     OutboxView, Policy, RecentAttempt, Response, Retention, SavedEndpoints, SendKey, Transport,
     TransportError, Wanted,
 };
@@ -25,7 +25,7 @@ use receiver::*;
 async fn the_concurrency_limit_holds_per_endpoint() {
     let receiver = Receiver::answering(200);
     receiver.set_delay(Duration::from_millis(30));
-    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    let dispatcher = dispatcher(MemoryOutbox::new(), &receiver);
     add(
         &dispatcher,
         every(Duration::from_millis(50), 3).with_concurrency(3),
@@ -59,7 +59,7 @@ async fn an_endpoint_failing_past_its_limit_is_disabled_and_its_owner_told() {
     let told: Arc<Mutex<Vec<Disabled>>> = Arc::default();
     let dispatcher = {
         let told = told.clone();
-        dispatcher(MemoryDeliveries::new(), &receiver)
+        dispatcher(MemoryOutbox::new(), &receiver)
             .on_disable(move |disabled| told.lock().unwrap().push(disabled.clone()))
     };
     let started = SystemTime::now();
@@ -111,7 +111,7 @@ async fn gone_disables_the_endpoint_and_holds_its_other_deliveries() {
     let told: Arc<Mutex<Vec<Disabled>>> = Arc::default();
     let dispatcher = {
         let told = told.clone();
-        dispatcher(MemoryDeliveries::new(), &receiver)
+        dispatcher(MemoryOutbox::new(), &receiver)
             .on_disable(move |disabled| told.lock().unwrap().push(disabled.clone()))
     };
     add(
@@ -152,7 +152,7 @@ async fn gone_disables_the_endpoint_and_holds_its_other_deliveries() {
 #[tokio::test]
 async fn an_open_breaker_sends_nothing_until_its_cool_down_ends() {
     let receiver = Receiver::answering(500);
-    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    let dispatcher = dispatcher(MemoryOutbox::new(), &receiver);
     add(
         &dispatcher,
         every(Duration::from_millis(10), 1000)
@@ -215,7 +215,7 @@ async fn a_probe_that_panics_does_not_hold_the_breaker_half_open() {
         calls: AtomicUsize::new(0),
         panic_on: 2,
     };
-    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), transport)
+    let dispatcher = Dispatcher::new(MemoryOutbox::new(), transport)
         .with_poll_interval(Duration::from_millis(20))
         .with_lease(Duration::from_secs(5))
         .unwrap();
@@ -256,7 +256,7 @@ async fn a_probe_that_panics_does_not_hold_the_breaker_half_open() {
 #[tokio::test]
 async fn sending_an_event_twice_stores_one_delivery() {
     let receiver = Receiver::answering(200);
-    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    let dispatcher = dispatcher(MemoryOutbox::new(), &receiver);
     add(&dispatcher, every(Duration::from_millis(10), 3)).await;
     assert!(dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
     assert!(!dispatcher.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
@@ -270,7 +270,7 @@ async fn sending_an_event_twice_stores_one_delivery() {
 #[tokio::test]
 async fn unknown_endpoints_and_bad_ids_are_refused() {
     let receiver = Receiver::answering(200);
-    let dispatcher = dispatcher(MemoryDeliveries::new(), &receiver);
+    let dispatcher = dispatcher(MemoryOutbox::new(), &receiver);
     assert!(matches!(
         dispatcher.send("nowhere", "msg_1", b"{}").await,
         Err(DispatchError::UnknownEndpoint(name)) if name == "nowhere"
@@ -311,7 +311,7 @@ async fn unknown_endpoints_and_bad_ids_are_refused() {
 #[tokio::test]
 async fn with_lease_after_add_endpoint_refuses_a_lease_too_short() {
     let receiver = Receiver::answering(200);
-    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver.clone());
+    let dispatcher = Dispatcher::new(MemoryOutbox::new(), receiver.clone());
     // 400 ms attempts, under the default 2 minute lease.
     add(&dispatcher, every(Duration::from_millis(10), 3)).await;
     let error = dispatcher
@@ -327,7 +327,7 @@ async fn with_lease_after_add_endpoint_refuses_a_lease_too_short() {
         "{error}"
     );
 
-    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver);
+    let dispatcher = Dispatcher::new(MemoryOutbox::new(), receiver);
     add(&dispatcher, every(Duration::from_millis(10), 3)).await;
     let dispatcher = dispatcher
         .with_lease(Duration::from_millis(401))
@@ -399,7 +399,7 @@ fn the_presets_are_complete_configurations() {
 /// looks for due deliveries, records an attempt, and reads an endpoint's
 /// health on its own.
 #[derive(Clone, Default)]
-struct Counting<S = MemoryDeliveries> {
+struct Counting<S = MemoryOutbox> {
     inner: S,
     takes: Arc<AtomicUsize>,
     finishes: Arc<AtomicUsize>,
@@ -568,7 +568,7 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
 /// covers them all.
 #[tokio::test]
 async fn store_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
-    calls_per_event_as_endpoints_grow(async || MemoryDeliveries::new()).await;
+    calls_per_event_as_endpoints_grow(async || MemoryOutbox::new()).await;
 }
 
 /// The same on Redis. These are calls to the store; what each costs the
@@ -579,7 +579,7 @@ async fn store_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
 async fn redis_store_calls_per_delivered_event_stay_constant_as_endpoints_grow() {
     let server = support::redis();
     calls_per_event_as_endpoints_grow(async || {
-        hooklatch::sender::RedisDeliveries::connect(&server.url())
+        hooklatch::sender::RedisOutbox::connect(&server.url())
             .await
             .unwrap()
             .with_prefix(&support::unique("calls"))
@@ -703,7 +703,7 @@ async fn an_unanswered_endpoint_keeps_the_health_last_seen() {
 #[tokio::test]
 async fn an_id_the_endpoint_cannot_sign_is_refused_when_sent() {
     let receiver = Receiver::answering(200);
-    let store = MemoryDeliveries::new();
+    let store = MemoryOutbox::new();
     let dispatcher = Dispatcher::new(store.clone(), receiver.clone());
     dispatcher
         .add_endpoint(

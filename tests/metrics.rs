@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use axum::Router;
 use axum::routing::post;
 use hooklatch::dedup::{
-    Acceptance, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, MemoryStore, NackOutcome,
+    Acceptance, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, MemoryInbox, NackOutcome,
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 use hooklatch_tower::WebhookLayer;
@@ -88,7 +88,7 @@ async fn each_outcome_is_counted_once_with_bounded_labels() {
         .install()
         .expect("the only recorder in this process");
 
-    let up = serve(layer(MemoryStore::new(), "orders")).await;
+    let up = serve(layer(MemoryInbox::new(), "orders")).await;
     let down = serve(layer(Down, "orders")).await;
     let now = SystemTime::now();
     let body = br#"{"type":"ping"}"#;

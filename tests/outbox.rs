@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
-    Final, HealthChange, OUTBOX_PURGE_BATCH, Policy, RedisDeliveries, Response, Step, Taken,
-    Transport, TransportError, Wanted,
+    Final, HealthChange, OUTBOX_PURGE_BATCH, Policy, RedisOutbox, Response, Step, Taken, Transport,
+    TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -647,7 +647,7 @@ async fn a_partial_take_keeps_what_it_leased(
 #[tokio::test]
 async fn sqlite_a_take_keeps_what_one_statement_leased_when_another_fails() {
     let dir = support::TempDir::new("partial");
-    let store = hooklatch::sender::SqliteDeliveries::open(dir.path().join("outbox.db"))
+    let store = hooklatch::sender::SqliteOutbox::open(dir.path().join("outbox.db"))
         .await
         .unwrap();
     let wanted = wanted_with_poison(&store, 6_000).await;
@@ -1016,7 +1016,7 @@ async fn an_outbox_from_before_the_due_index_still_delivers(backend: Redis) {
         );
     }
     assert!(store.replay("legacy", "x1", later).await.unwrap());
-    let again = RedisDeliveries::connect(&backend.server.url())
+    let again = RedisOutbox::connect(&backend.server.url())
         .await
         .unwrap()
         .with_prefix(prefix)
@@ -1067,7 +1067,7 @@ async fn redis_a_take_across_endpoints_makes_at_most_two_script_calls_a_shard() 
     let server = support::Redis::start();
     let url = server.url();
     let open = async || {
-        RedisDeliveries::connect(&url)
+        RedisOutbox::connect(&url)
             .await
             .unwrap()
             .with_prefix(&support::unique("take"))
@@ -1113,7 +1113,7 @@ async fn redis_script_calls_per_delivered_event_stay_constant_as_endpoints_grow(
     let mut per_event = Vec::new();
     for endpoints in [100, 1000] {
         let receiver = Receiver::answering(200);
-        let store = RedisDeliveries::connect(&url)
+        let store = RedisOutbox::connect(&url)
             .await
             .unwrap()
             .with_prefix(&support::unique("calls"))
@@ -1681,3 +1681,29 @@ suite!(sqlite_store, sqlite());
 suite!(postgres_store, postgres());
 suite!(redis_store, redis());
 suite!(redis_cluster_store, redis_cluster());
+
+/// `SqliteOutbox` opens by path or by `sqlite:` URL onto the same tables:
+/// a delivery enqueued through one is found through the other.
+#[tokio::test]
+async fn sqlite_outbox_opens_by_path_or_url_onto_the_same_deliveries() {
+    let dir = support::TempDir::new("outbox-url");
+    let path = dir.path().join("outbox.db");
+    let by_path = hooklatch::sender::SqliteOutbox::open(&path).await.unwrap();
+    assert!(
+        by_path
+            .enqueue("ep", "msg_1", b"{}", SystemTime::now())
+            .await
+            .unwrap()
+    );
+    let by_url = hooklatch::sender::SqliteOutbox::connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    assert!(by_url.delivery("ep", "msg_1").await.unwrap().is_some());
+    assert!(
+        !by_url
+            .enqueue("ep", "msg_1", b"{}", SystemTime::now())
+            .await
+            .unwrap(),
+        "the id is already there"
+    );
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, EndpointHealth, Final, HealthChange, PostgresDeliveries,
+    Attempt, DeliveryState, DeliveryStore, EndpointHealth, Final, HealthChange, PostgresOutbox,
     Step, Taken,
 };
 use outbox_backends::{Backend, postgres, sqlite};
@@ -322,7 +322,7 @@ async fn postgres_a_batch_refused_by_a_lock_timeout_fails_as_one_not_job_by_job(
         .connect_with(options.options([("lock_timeout", "500ms")]))
         .await
         .unwrap();
-    let store = PostgresDeliveries::new(pool.clone(), &prefix).unwrap();
+    let store = PostgresOutbox::new(pool.clone(), &prefix).unwrap();
     store.migrate().await.unwrap();
     let mut holder = pool.begin().await.unwrap();
     sqlx::query(AssertSqlSafe(format!(
@@ -379,7 +379,7 @@ type Round<'a> = (&'a [Change], &'a [Option<SystemTime>], Option<SystemTime>);
 /// on rows locked elsewhere while the records queue in order; that it was
 /// one transaction is checked by the rows' `xmin`.
 async fn in_one_batch(
-    store: &PostgresDeliveries,
+    store: &PostgresOutbox,
     pool: &sqlx::PgPool,
     prefix: &str,
     (endpoint, round): (&str, usize),
@@ -548,7 +548,7 @@ async fn postgres_stopped_mid_batch_loses_no_enqueue_or_record_it_answered() {
         .connect(&server.url())
         .await
         .unwrap();
-    let store = PostgresDeliveries::new(pool, "hooklatch").unwrap();
+    let store = PostgresOutbox::new(pool, "hooklatch").unwrap();
     store.migrate().await.unwrap();
     for n in 0..2_000 {
         let id = format!("leased_{n}");

@@ -10,7 +10,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hooklatch::sender::{DeliveryState, DeliveryStore, PostgresDeliveries, RedisDeliveries};
+use hooklatch::sender::{DeliveryState, DeliveryStore, PostgresOutbox, RedisOutbox};
 use receiver::*;
 
 /// The outbox's Postgres is stopped for two seconds while deliveries run.
@@ -23,7 +23,7 @@ async fn a_postgres_outbox_outage_loses_no_delivery() {
         .connect(&server.url())
         .await
         .unwrap();
-    let store = PostgresDeliveries::new(pool, "hooklatch").unwrap();
+    let store = PostgresOutbox::new(pool, "hooklatch").unwrap();
     store.migrate().await.unwrap();
     let (stopper, restarter) = (server.clone(), server.clone());
     outage_loses_no_delivery(
@@ -40,7 +40,7 @@ async fn a_postgres_outbox_outage_loses_no_delivery() {
 async fn a_redis_outbox_outage_loses_no_delivery() {
     let server = Arc::new(Mutex::new(support::Redis::start()));
     let url = server.lock().unwrap().url();
-    let store = RedisDeliveries::connect(&url).await.unwrap();
+    let store = RedisOutbox::connect(&url).await.unwrap();
     let (stopper, restarter) = (server.clone(), server.clone());
     outage_loses_no_delivery(
         store,
@@ -116,7 +116,7 @@ async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_wr
     use hooklatch::sender::DisableReason;
     let server = support::redis();
     let prefix = support::unique("acks");
-    let plain = RedisDeliveries::connect(&server.url())
+    let plain = RedisOutbox::connect(&server.url())
         .await
         .unwrap()
         .with_prefix(&prefix)
@@ -157,7 +157,7 @@ async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_sync
     use hooklatch::sender::{Attempt, Final, Step};
     use std::time::SystemTime;
     let (_server, admin, unflushed) = flush::postgres_with_lazy_wal_writer().await;
-    PostgresDeliveries::new(admin.clone(), "hooklatch")
+    PostgresOutbox::new(admin.clone(), "hooklatch")
         .unwrap()
         .migrate()
         .await
@@ -167,7 +167,7 @@ async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_sync
         .connect_with(unflushed)
         .await
         .unwrap();
-    let store = PostgresDeliveries::new(pool, "hooklatch").unwrap();
+    let store = PostgresOutbox::new(pool, "hooklatch").unwrap();
     let flushed = || flush::wal_flushed(&admin);
     for n in 0..3 {
         let id = format!("msg_{n}");

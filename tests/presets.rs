@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hooklatch::sender::{
     AddressPolicy, Attempt, DeliveryRecord, DeliveryState, DeliveryStore, DisableReason, Disabled,
-    DispatchError, Dispatcher, Endpoint, Final, MemoryDeliveries, Notice, NoticeKind, Policy,
-    Response, Step, Transport, TransportError, WaitReason, check_url, deliver,
+    DispatchError, Dispatcher, Endpoint, Final, MemoryOutbox, Notice, NoticeKind, Policy, Response,
+    Step, Transport, TransportError, WaitReason, check_url, deliver,
 };
 use hooklatch::verify::{Scheme, Signer, Validity};
 
@@ -201,11 +201,11 @@ async fn dispatcher(
     receiver: &Scripted,
     policy: Policy,
     poll: Duration,
-) -> (Dispatcher<MemoryDeliveries, Scripted>, Told) {
+) -> (Dispatcher<MemoryOutbox, Scripted>, Told) {
     let told = Told::default();
     let (notices, disabled) = (told.notices.clone(), told.disabled.clone());
     let now = clock();
-    let dispatcher = Dispatcher::new(MemoryDeliveries::new(), receiver.clone())
+    let dispatcher = Dispatcher::new(MemoryOutbox::new(), receiver.clone())
         .with_poll_interval(poll)
         .on_notice(move |notice| notices.lock().unwrap().push(notice.clone()))
         .on_disable(move |gone| disabled.lock().unwrap().push((offset(now()), gone.clone())));
@@ -219,7 +219,7 @@ async fn dispatcher(
 /// Sends `event_N` every `every` until the endpoint is disabled or
 /// `limit` has passed, and returns how many it sent.
 async fn send_until_disabled(
-    dispatcher: &Dispatcher<MemoryDeliveries, Scripted>,
+    dispatcher: &Dispatcher<MemoryOutbox, Scripted>,
     every: Duration,
     limit: Duration,
 ) -> usize {
@@ -550,7 +550,7 @@ async fn nine_attempts_pause_the_url_and_stop_on_410_or_a_private_address() {
 async fn dispatcher_for(
     receiver: &Scripted,
     policy: Policy,
-) -> (Dispatcher<MemoryDeliveries, Scripted>, Told) {
+) -> (Dispatcher<MemoryOutbox, Scripted>, Told) {
     dispatcher(receiver, policy, SECOND).await
 }
 
@@ -956,7 +956,7 @@ impl Shifted {
 }
 
 /// One delivery in each state, ended (or sent) now, through the store.
-async fn one_of_each(store: &MemoryDeliveries) {
+async fn one_of_each(store: &MemoryOutbox) {
     let now = SystemTime::now();
     for id in ["delivered", "gone", "dead"] {
         assert!(store.enqueue(ENDPOINT, id, b"{}", now).await.unwrap());
@@ -1015,7 +1015,7 @@ async fn every_preset_keeps_each_outcome_for_its_retention_then_purges_it() {
     ];
     let states = ["delivered", "gone", "dead", "pending"];
     for (seed, policy, days) in cases {
-        let store = MemoryDeliveries::new();
+        let store = MemoryOutbox::new();
         let shift = Shifted::default();
         let receiver = Scripted::new(|_| Answer::Status(200));
         let dispatcher = Dispatcher::new(store.clone(), receiver);

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use std::collections::HashMap;
 
-use hooklatch::dedup::{Inbox, LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::dedup::{Inbox, LeaseStore, MemoryInbox, PostgresInbox, RedisInbox, SqliteInbox};
 use hooklatch::receive::{Receiver, StaticTenants, Tenant, TenantKey, Tenants};
 use hooklatch::verify::{Scheme, Signer, Validity, Verifier};
 
@@ -288,18 +288,18 @@ trait Store {
 
 struct Memory;
 impl Store for Memory {
-    type Store = MemoryStore;
-    async fn open() -> (MemoryStore, Vec<Box<dyn Any + Send>>) {
-        (MemoryStore::new(), Vec::new())
+    type Store = MemoryInbox;
+    async fn open() -> (MemoryInbox, Vec<Box<dyn Any + Send>>) {
+        (MemoryInbox::new(), Vec::new())
     }
 }
 
 struct Sqlite;
 impl Store for Sqlite {
-    type Store = SqliteStore;
-    async fn open() -> (SqliteStore, Vec<Box<dyn Any + Send>>) {
+    type Store = SqliteInbox;
+    async fn open() -> (SqliteInbox, Vec<Box<dyn Any + Send>>) {
         let dir = support::TempDir::new("receiver");
-        let store = SqliteStore::open(dir.path().join("claims.db"))
+        let store = SqliteInbox::open(dir.path().join("claims.db"))
             .await
             .unwrap();
         (store, vec![Box::new(dir)])
@@ -308,20 +308,20 @@ impl Store for Sqlite {
 
 struct Postgres;
 impl Store for Postgres {
-    type Store = PostgresStore;
-    async fn open() -> (PostgresStore, Vec<Box<dyn Any + Send>>) {
+    type Store = PostgresInbox;
+    async fn open() -> (PostgresInbox, Vec<Box<dyn Any + Send>>) {
         let server = support::postgres();
-        let store = PostgresStore::connect(&server.url()).await.unwrap();
+        let store = PostgresInbox::connect(&server.url()).await.unwrap();
         (store, vec![Box::new(server)])
     }
 }
 
 struct Redis;
 impl Store for Redis {
-    type Store = RedisStore;
-    async fn open() -> (RedisStore, Vec<Box<dyn Any + Send>>) {
+    type Store = RedisInbox;
+    async fn open() -> (RedisInbox, Vec<Box<dyn Any + Send>>) {
         let server = support::redis();
-        let store = RedisStore::connect(&server.url()).await.unwrap();
+        let store = RedisInbox::connect(&server.url()).await.unwrap();
         (store, vec![Box::new(server)])
     }
 }

@@ -1,4 +1,4 @@
-//! RedisStore on a real Redis Cluster: a namespace spread over every
+//! RedisInbox on a real Redis Cluster: a namespace spread over every
 //! master; a master killed during the replica wait of an accept its
 //! replicas never received; and a failover drill on three masters with two
 //! replicas each that kills the master of a busy shard with SIGKILL while
@@ -11,13 +11,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hooklatch::dedup::{Acceptance, DedupError, Inbox, IncomingEvent, RedisStore};
+use hooklatch::dedup::{Acceptance, DedupError, Inbox, IncomingEvent, RedisInbox};
 use support::RedisCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_namespace_spreads_over_every_master() {
     let cluster = RedisCluster::start();
-    let store = RedisStore::connect(&cluster.url()).await.unwrap();
+    let store = RedisInbox::connect(&cluster.url()).await.unwrap();
     let namespace = support::unique("spread");
     for n in 0..200 {
         let id = format!("evt_{n}");
@@ -52,7 +52,7 @@ async fn a_master_lost_during_the_replica_wait_never_answers_2xx_for_an_accept_i
     let master = cluster.master_of(&claim);
     let replicas = cluster.replicas_of(master);
     let hold = cluster.hold_replication_of(master).await;
-    let store = RedisStore::connect(&cluster.url())
+    let store = RedisInbox::connect(&cluster.url())
         .await
         .unwrap()
         .with_shards(1)
@@ -145,7 +145,7 @@ async fn failover_drill(replica_acks: bool, ids: usize) -> Drill {
     let busy_key = format!("hooklatch:{{{namespace}/0}}:inbox");
     let old_master = cluster.master_of(&busy_key);
     let hold = cluster.hold_replication_of(old_master).await;
-    let mut store = RedisStore::connect(&cluster.url()).await.unwrap();
+    let mut store = RedisInbox::connect(&cluster.url()).await.unwrap();
     if replica_acks {
         store = store.with_replica_acks(1, Duration::from_millis(500));
     }

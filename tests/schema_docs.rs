@@ -10,7 +10,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use hooklatch::dedup::{PostgresStore, SqliteStore};
+use hooklatch::dedup::{PostgresInbox, SqliteInbox};
 use sqlx::{AssertSqlSafe, Row};
 
 /// The SQL in the ```sql block under `# Schema` of a store's doc comment,
@@ -165,7 +165,7 @@ async fn sqlite_schema_docs_are_the_tables_migrate_makes() {
     assert_eq!(tables, ["hooklatch_claims", "hooklatch_inbox"]);
     let dir = support::TempDir::new("schema-docs");
 
-    let store = SqliteStore::open(dir.path().join("real.db")).await.unwrap();
+    let store = SqliteInbox::open(dir.path().join("real.db")).await.unwrap();
     let made: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' \
          AND name NOT IN ('sqlite_sequence', 'hooklatch_schema_versions') ORDER BY name",
@@ -209,7 +209,7 @@ async fn postgres_schema_docs_are_the_tables_migrate_makes() {
         urls.push(format!("{base}/{database}"));
     }
 
-    let store = PostgresStore::connect(&urls[0]).await.unwrap();
+    let store = PostgresInbox::connect(&urls[0]).await.unwrap();
     let made: Vec<String> = sqlx::query_scalar(
         "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' \
          AND tablename <> 'hooklatch_schema_versions' ORDER BY tablename",

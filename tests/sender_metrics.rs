@@ -8,7 +8,7 @@ mod receiver;
 
 use std::time::Duration;
 
-use hooklatch::sender::{Breaker, DeliveryState, DeliveryStore, MemoryDeliveries};
+use hooklatch::sender::{Breaker, DeliveryState, DeliveryStore, MemoryOutbox};
 use hooklatch::verify::{Scheme, Signer};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use receiver::*;
@@ -21,7 +21,7 @@ async fn attempts_breaker_state_and_outbox_depth_are_recorded_by_endpoint() {
         .install()
         .expect("the only recorder in this process");
 
-    let store = MemoryDeliveries::new();
+    let store = MemoryOutbox::new();
     let receiver = Receiver::answering(200);
     // The first delivery fails once (503), then succeeds; the second is
     // delivered at once.

@@ -351,3 +351,25 @@ fn a_million_far_future_numbers_keep_the_buffer_bounded() {
     assert_eq!(buffer.len(), DEFAULT_MAX_HELD);
     assert!(refused >= 1_000_000 - DEFAULT_MAX_HELD as u64);
 }
+
+/// Every SQL position store opens by path or URL with the default table,
+/// and a second opening finds what the first kept.
+#[tokio::test]
+async fn sql_sequence_stores_open_by_path_or_url_and_keep_their_positions() {
+    let dir = support::TempDir::new("sequences");
+    let path = dir.path().join("sequences.db");
+    let resource = support::unique("order");
+    let by_path = SqliteSequences::open(&path).await.unwrap();
+    assert!(by_path.advance(&resource, 3).await.unwrap());
+    let by_url = SqliteSequences::connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(by_url.position(&resource).await.unwrap(), Some(3));
+    assert!(!by_url.advance(&resource, 3).await.unwrap());
+
+    let server = support::postgres();
+    let first = PostgresSequences::connect(&server.url()).await.unwrap();
+    assert!(first.advance(&resource, 5).await.unwrap());
+    let second = PostgresSequences::connect(&server.url()).await.unwrap();
+    assert_eq!(second.position(&resource).await.unwrap(), Some(5));
+}

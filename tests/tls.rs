@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hooklatch::RedisConnection;
-use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresStore, RedisStore};
+use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresInbox, RedisInbox};
 
 /// A certificate authority and a server certificate for 127.0.0.1 and
 /// localhost, made with `openssl`.
@@ -184,9 +184,9 @@ async fn redis_over_tls_verifies_the_server_and_accepts_each_event_once() {
         RedisConnection::open_with_root_certificate(&address, &certificates.authority())
             .await
             .expect("a TLS connection verified by the private authority");
-    accepts_once(&RedisStore::new(connection).await.unwrap()).await;
+    accepts_once(&RedisInbox::new(connection).await.unwrap()).await;
     // The system's roots do not include the private authority.
-    assert!(RedisStore::connect(&address).await.is_err());
+    assert!(RedisInbox::connect(&address).await.is_err());
 }
 
 #[tokio::test]
@@ -202,8 +202,8 @@ async fn postgres_over_tls_verifies_the_server_and_accepts_each_event_once() {
         server.url(),
         certificates.path("ca.crt").display()
     );
-    accepts_once(&PostgresStore::connect(&verified).await.unwrap()).await;
+    accepts_once(&PostgresInbox::connect(&verified).await.unwrap()).await;
     // `verify-full` without the authority cannot verify the server.
     let unverified = format!("{}?sslmode=verify-full", server.url());
-    assert!(PostgresStore::connect(&unverified).await.is_err());
+    assert!(PostgresInbox::connect(&unverified).await.is_err());
 }

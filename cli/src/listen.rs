@@ -13,7 +13,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use clap::Args;
 use hooklatch::RedisConnection;
-use hooklatch::dedup::{AnyInbox, DedupError, LeaseStore, RedisStore};
+use hooklatch::dedup::{AnyInbox, DedupError, LeaseStore, RedisInbox};
 use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
 use hooklatch_tower::{Rejection, VerifiedEvent, WebhookLayer};
 
@@ -122,7 +122,7 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
             id_header,
             args: &args,
         };
-        let redis = |store: RedisStore| {
+        let redis = |store: RedisInbox| {
             store.with_replica_acks(args.redis_wait_replicas, args.redis_wait_timeout)
         };
         let is_redis = [
@@ -136,13 +136,13 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
         if let Some(nodes) = &args.redis_cluster_nodes {
             let seeds: Vec<&str> = nodes.split(',').map(str::trim).collect();
             let connection = RedisConnection::open_cluster(&seeds).await?;
-            setup.serve(redis(RedisStore::new(connection).await?)).await
+            setup.serve(redis(RedisInbox::new(connection).await?)).await
         } else if args.redis_wait_replicas > 0 && !is_redis {
             Err(UsageError(format!(
                 "--redis-wait-replicas needs a Redis store, not `{store}`"
             )))
         } else if is_redis {
-            setup.serve(redis(RedisStore::connect(store).await?)).await
+            setup.serve(redis(RedisInbox::connect(store).await?)).await
         } else {
             // `memory` is the CLI's older spelling of `memory:`.
             let url = if store == "memory" { "memory:" } else { store };

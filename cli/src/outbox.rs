@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use clap::{Args, Subcommand};
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, PostgresDeliveries,
-    RedisDeliveries, SqliteDeliveries,
+    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, PostgresOutbox, RedisOutbox,
+    SqliteOutbox,
 };
 
 use crate::{UsageError, rfc3339};
@@ -86,19 +86,19 @@ fn when(text: &str) -> Result<SystemTime, String> {
 
 /// One of the outboxes the CLI can open.
 pub(crate) enum AnyOutbox {
-    Sqlite(SqliteDeliveries),
-    Postgres(PostgresDeliveries),
-    Redis(RedisDeliveries),
+    Sqlite(SqliteOutbox),
+    Postgres(PostgresOutbox),
+    Redis(RedisOutbox),
 }
 
 impl AnyOutbox {
     pub(crate) async fn open(spec: &str) -> Result<Result<Self, DedupError>, UsageError> {
         if let Some(path) = spec.strip_prefix("sqlite:") {
-            Ok(SqliteDeliveries::open(path).await.map(Self::Sqlite))
+            Ok(SqliteOutbox::open(path).await.map(Self::Sqlite))
         } else if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-            Ok(PostgresDeliveries::connect(spec).await.map(Self::Postgres))
+            Ok(PostgresOutbox::connect(spec).await.map(Self::Postgres))
         } else if spec.starts_with("redis") && spec.contains("://") {
-            Ok(RedisDeliveries::connect(spec).await.map(Self::Redis))
+            Ok(RedisOutbox::connect(spec).await.map(Self::Redis))
         } else {
             Err(UsageError(format!(
                 "--store `{spec}`: use sqlite:PATH, postgres://…, redis://… or redis+cluster://…"

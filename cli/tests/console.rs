@@ -17,8 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
-use hooklatch::dedup::{Inbox, IncomingEvent, PostgresStore, StoreOptions};
-use hooklatch::sender::{DeliveryState, DeliveryStore, PostgresDeliveries};
+use hooklatch::dedup::{Inbox, IncomingEvent, PostgresInbox, StoreOptions};
+use hooklatch::sender::{DeliveryState, DeliveryStore, PostgresOutbox};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-test-token-0123456789";
@@ -254,7 +254,7 @@ impl Browser {
 async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_delivery_in_a_real_browser()
  {
     let server = support::postgres();
-    let store = PostgresStore::connect(&server.url())
+    let store = PostgresInbox::connect(&server.url())
         .await
         .unwrap()
         .with_options(StoreOptions::default().with_max_attempts(1));
@@ -271,7 +271,7 @@ async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_deli
     }
     assert_eq!(store.stats(&namespace).await.unwrap().dead, 2);
 
-    let deliveries = PostgresDeliveries::connect(&server.url()).await.unwrap();
+    let deliveries = PostgresOutbox::connect(&server.url()).await.unwrap();
     let endpoint = support::unique("console");
     seed_failing_endpoint(&deliveries, &endpoint).await;
     let (_console, url) = start_console(&server.url(), &namespace, Some(&server.url()));
@@ -358,7 +358,7 @@ async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_deli
 
 /// An endpoint whose two deliveries died (a 503 and a refused connection)
 /// and that has been failing since.
-async fn seed_failing_endpoint(store: &PostgresDeliveries, endpoint: &str) {
+async fn seed_failing_endpoint(store: &PostgresOutbox, endpoint: &str) {
     let now = SystemTime::now();
     let plan = [
         ("dead_1", now, Ok(503)),

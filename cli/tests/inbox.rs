@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use hooklatch::dedup::{
-    EventMeta, Inbox, IncomingEvent, NackOutcome, PostgresStore, SqliteStore, StoreOptions,
+    EventMeta, Inbox, IncomingEvent, NackOutcome, PostgresInbox, SqliteInbox, StoreOptions,
 };
 
 /// Three events, two of them dead-lettered (one attempt each).
@@ -79,7 +79,7 @@ async fn the_inbox_commands_show_and_requeue_what_the_store_holds<S: Inbox>(stor
 async fn the_inbox_commands_work_on_sqlite() {
     let dir = support::TempDir::new("cli-inbox");
     let path = dir.path().join("inbox.db");
-    let store = SqliteStore::open(&path)
+    let store = SqliteInbox::open(&path)
         .await
         .unwrap()
         .with_options(StoreOptions::default().with_max_attempts(1));
@@ -90,7 +90,7 @@ async fn the_inbox_commands_work_on_sqlite() {
 #[tokio::test]
 async fn the_inbox_commands_work_on_postgres() {
     let server = support::postgres();
-    let store = PostgresStore::connect(&server.url())
+    let store = PostgresInbox::connect(&server.url())
         .await
         .unwrap()
         .with_options(StoreOptions::default().with_max_attempts(1));

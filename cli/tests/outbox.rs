@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
-    DeliveryState, DeliveryStore, DisableReason, PostgresDeliveries, SqliteDeliveries,
+    DeliveryState, DeliveryStore, DisableReason, PostgresOutbox, SqliteOutbox,
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -117,7 +117,7 @@ async fn the_outbox_commands_show_and_change_what_the_store_holds(
 async fn the_outbox_commands_work_on_sqlite() {
     let dir = support::TempDir::new("cli-outbox");
     let path = dir.path().join("outbox.db");
-    let store = SqliteDeliveries::open(&path).await.unwrap();
+    let store = SqliteOutbox::open(&path).await.unwrap();
     let spec = format!("sqlite:{}", path.display());
     the_outbox_commands_show_and_change_what_the_store_holds(&store, &spec).await;
 }
@@ -125,7 +125,7 @@ async fn the_outbox_commands_work_on_sqlite() {
 #[tokio::test]
 async fn the_outbox_commands_work_on_postgres() {
     let server = support::postgres();
-    let store = PostgresDeliveries::connect(&server.url()).await.unwrap();
+    let store = PostgresOutbox::connect(&server.url()).await.unwrap();
     the_outbox_commands_show_and_change_what_the_store_holds(&store, &server.url()).await;
 }
 

@@ -10,7 +10,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arbitrary::Arbitrary;
-use hooklatch::dedup::MemoryStore;
+use hooklatch::dedup::MemoryInbox;
 use hooklatch::sender::{
     AddressPolicy, Forbidden, MAX_RETRY_AFTER, check_address, check_url, parse_retry_after,
 };
@@ -193,7 +193,7 @@ pub fn tower_service(input: RequestInput) {
         .expect("builds");
     let layer = hooklatch_tower::WebhookLayer::new(verifier)
         .with_body_limit(256)
-        .with_inbox(MemoryStore::new(), "fuzz")
+        .with_inbox(MemoryInbox::new(), "fuzz")
         .expect("valid namespace");
     let mut service = tower_layer_apply(layer);
     let request = || {
@@ -251,8 +251,8 @@ pub fn tower_service(input: RequestInput) {
 }
 
 fn tower_layer_apply(
-    layer: hooklatch_tower::WebhookLayer<hooklatch_tower::InboxMode<MemoryStore>>,
-) -> hooklatch_tower::WebhookService<inner::Ok200, hooklatch_tower::InboxMode<MemoryStore>> {
+    layer: hooklatch_tower::WebhookLayer<hooklatch_tower::InboxMode<MemoryInbox>>,
+) -> hooklatch_tower::WebhookService<inner::Ok200, hooklatch_tower::InboxMode<MemoryInbox>> {
     use tower_layer::Layer as _;
     layer.layer(inner::Ok200)
 }

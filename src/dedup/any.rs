@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{
     Acceptance, Claim, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, Lease, LeaseStore,
-    MemoryStore, NackOutcome, StoreOptions,
+    MemoryInbox, NackOutcome, StoreOptions,
 };
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, DedupError>> + Send + 'a>>;
@@ -71,10 +71,10 @@ impl AnyInbox {
     ///
     /// | URL | store | feature |
     /// |---|---|---|
-    /// | `sqlite:webhooks.db` | `SqliteStore` | `sqlite` |
-    /// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` |
-    /// | `redis://…`, `rediss://…`, `redis+cluster://…`, `rediss+cluster://…` | `RedisStore` | `redis` |
-    /// | `memory:` | [`MemoryStore`], in this process only (tests) | |
+    /// | `sqlite:webhooks.db` | `SqliteInbox` | `sqlite` |
+    /// | `postgres://…`, `postgresql://…` | `PostgresInbox` | `postgres` |
+    /// | `redis://…`, `rediss://…`, `redis+cluster://…`, `rediss+cluster://…` | `RedisInbox` | `redis` |
+    /// | `memory:` | [`MemoryInbox`], in this process only (tests) | |
     ///
     /// A URL of another scheme, or of a store this build leaves out, is
     /// [`DedupError::StoreUrl`], which names the scheme but never the rest
@@ -106,17 +106,17 @@ impl AnyInbox {
             )));
         };
         match feature {
-            "" => Ok(Self::of(MemoryStore::new().with_options(options), "memory")),
+            "" => Ok(Self::of(MemoryInbox::new().with_options(options), "memory")),
             #[cfg(feature = "sqlite")]
-            "sqlite" => super::SqliteStore::connect(url)
+            "sqlite" => super::SqliteInbox::connect(url)
                 .await
                 .map(|store| Self::of(store.with_options(options), "sqlite")),
             #[cfg(feature = "postgres")]
-            "postgres" => super::PostgresStore::connect(url)
+            "postgres" => super::PostgresInbox::connect(url)
                 .await
                 .map(|store| Self::of(store.with_options(options), "postgres")),
             #[cfg(feature = "redis")]
-            "redis" => super::RedisStore::connect(url)
+            "redis" => super::RedisInbox::connect(url)
                 .await
                 .map(|store| Self::of(store.with_options(options), "redis")),
             missing => Err(DedupError::StoreUrl(format!(

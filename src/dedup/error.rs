@@ -40,7 +40,7 @@ pub enum DedupError {
     #[error(
         "redis maxmemory-policy is `{0}`: evicted claims let retries in again and evicted \
          events are lost; set `maxmemory-policy noeviction`, or connect with \
-         `RedisStore::insecure_connect_allowing_eviction`"
+         `RedisInbox::insecure_connect_allowing_eviction`"
     )]
     EvictionPolicy(String),
     /// A Redis node keeps no append-only file, so a restart would bring
@@ -73,7 +73,7 @@ pub enum DedupError {
         configured: u16,
     },
     /// The event was kept, but fewer replicas than asked for confirmed it
-    /// in time (`RedisStore::with_replica_acks`):
+    /// in time (`RedisInbox::with_replica_acks`):
     /// a failover now could lose it. Answer 5xx; the sender's retry is a
     /// duplicate once the replicas have it.
     #[error("only {acked} of {wanted} replicas confirmed the write in time")]

@@ -1,6 +1,6 @@
 //! Accepts in batches: the Postgres inbox's jobs for the group commit
 //! (`crate::store::group_commit`; SQLite's accepts are writes on its one
-//! writer, `SqliteStore`). A batch claims and enqueues each of its
+//! writer, `SqliteInbox`). A batch claims and enqueues each of its
 //! events in one transaction, in the order they came: a duplicate inside
 //! the batch is answered duplicate, the first of its id accepted. When the
 //! batch fails every caller in it is answered 5xx and no claim of it is

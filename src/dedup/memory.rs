@@ -1,4 +1,4 @@
-//! [`MemoryStore`]: claims and inbox in process memory.
+//! [`MemoryInbox`]: claims and inbox in process memory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,7 +14,7 @@ use super::{
 /// Nothing survives a restart and nothing is shared between processes: use
 /// it in tests and single-process tools. Cloning shares the same store.
 #[derive(Debug, Clone, Default)]
-pub struct MemoryStore {
+pub struct MemoryInbox {
     state: Arc<Mutex<State>>,
     options: StoreOptions,
 }
@@ -51,7 +51,7 @@ struct Row {
     dead: bool,
 }
 
-impl MemoryStore {
+impl MemoryInbox {
     /// An empty store with default [`StoreOptions`].
     pub fn new() -> Self {
         Self::default()
@@ -137,7 +137,7 @@ impl MemoryStore {
     }
 }
 
-impl Inbox for MemoryStore {
+impl Inbox for MemoryInbox {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
         let now = self.options.now_millis();
@@ -329,7 +329,7 @@ impl Inbox for MemoryStore {
     }
 }
 
-impl LeaseStore for MemoryStore {
+impl LeaseStore for MemoryInbox {
     async fn claim(
         &self,
         namespace: &str,

@@ -24,21 +24,21 @@
 //!
 //! | store | feature | atomic step | durability |
 //! |---|---|---|---|
-//! | [`MemoryStore`] | always | a mutex | none: tests and single processes |
-//! | `SqliteStore` | `sqlite` (the adapters' default) | one transaction | WAL, `synchronous=FULL` |
-//! | `PostgresStore` | `postgres` | one statement (a data-modifying CTE) | the server's |
-//! | `RedisStore` | `redis` | one Lua script | the server's AOF / RDB settings |
+//! | [`MemoryInbox`] | always | a mutex | none: tests and single processes |
+//! | `SqliteInbox` | `sqlite` (the adapters' default) | one transaction | WAL, `synchronous=FULL` |
+//! | `PostgresInbox` | `postgres` | one statement (a data-modifying CTE) | the server's |
+//! | `RedisInbox` | `redis` | one Lua script | the server's AOF / RDB settings |
 //!
 //! Claims are kept for the [retention](StoreOptions::with_retention) (default
 //! 7 days), which must be longer than the sender's retry window, or a late
 //! retry would be accepted again.
 //!
 //! ```
-//! use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, MemoryStore};
+//! use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, MemoryInbox};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
-//! let store = MemoryStore::new();
+//! let store = MemoryInbox::new();
 //! let event = IncomingEvent::new("stripe", "evt_1", br#"{"id":"evt_1"}"#);
 //! assert_eq!(store.accept(&event).await?, Acceptance::Accepted);
 //! assert_eq!(store.accept(&event).await?, Acceptance::Duplicate);
@@ -74,17 +74,17 @@ mod sqlite;
 
 pub use any::AnyInbox;
 pub use error::{DedupError, StoreError};
-pub use memory::MemoryStore;
+pub use memory::MemoryInbox;
 pub use meta::EventMeta;
 pub use options::StoreOptions;
 #[cfg(feature = "postgres")]
-pub use postgres::PostgresStore;
+pub use postgres::PostgresInbox;
 #[cfg(feature = "redis")]
-pub use redis::{DEFAULT_SHARDS, MAX_SHARDS, RedisStore};
+pub use redis::{DEFAULT_SHARDS, MAX_SHARDS, RedisInbox};
 #[cfg(all(feature = "redis", feature = "sender"))]
 pub(crate) use redis::{check_eviction_policy, check_persistence};
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
+pub use sqlite::SqliteInbox;
 
 /// The longest namespace accepted, in bytes.
 pub const MAX_NAMESPACE_LEN: usize = store::MAX_NAMESPACE_LEN;
@@ -183,12 +183,12 @@ impl InboxEntry {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use hooklatch::dedup::{Inbox, IncomingEvent, MemoryStore};
+    /// use hooklatch::dedup::{Inbox, IncomingEvent, MemoryInbox};
     ///
     /// #[derive(serde::Deserialize)]
     /// struct InvoicePaid { id: String }
     ///
-    /// let store = MemoryStore::new();
+    /// let store = MemoryInbox::new();
     /// store.accept(&IncomingEvent::new("stripe", "evt_1", br#"{"id":"evt_1"}"#)).await?;
     /// let entry = store.take("stripe", "worker", 1).await?.remove(0);
     /// let paid: InvoicePaid = entry.json()?;
@@ -300,7 +300,7 @@ pub trait Inbox: Send + Sync {
     /// other shards'), and acking them again reports them lost.
     ///
     /// ```no_run
-    /// # async fn run(store: hooklatch::dedup::SqliteStore) -> Result<(), hooklatch::dedup::DedupError> {
+    /// # async fn run(store: hooklatch::dedup::SqliteInbox) -> Result<(), hooklatch::dedup::DedupError> {
     /// use hooklatch::dedup::Inbox;
     ///
     /// let batch = store.take("stripe", "worker-1", 256).await?;

@@ -60,7 +60,7 @@ impl StoreOptions {
         self
     }
 
-    /// The clock [`MemoryStore`](super::MemoryStore) keeps time by. Defaults to the system
+    /// The clock [`MemoryInbox`](super::MemoryInbox) keeps time by. Defaults to the system
     /// clock.
     ///
     /// Shared stores never decide on the client's clock: SQLite reads the

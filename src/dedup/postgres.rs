@@ -1,4 +1,4 @@
-//! [`PostgresStore`]: claims and inbox in Postgres.
+//! [`PostgresInbox`]: claims and inbox in Postgres.
 
 use sqlx::postgres::{PgConnection, PgPool, PgRow};
 
@@ -71,9 +71,9 @@ use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 /// # Claiming inside your own transaction
 ///
 /// ```no_run
-/// use hooklatch::dedup::{Acceptance, PostgresStore};
+/// use hooklatch::dedup::{Acceptance, PostgresInbox};
 ///
-/// # async fn example(store: PostgresStore, pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn example(store: PostgresInbox, pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 /// let mut tx = pool.begin().await?;
 /// if store.claim_in(&mut tx, "stripe", "evt_1").await? == Acceptance::Accepted {
 ///     sqlx::query("INSERT INTO jobs (kind, payload) VALUES ('invoice.paid', $1)")
@@ -86,14 +86,14 @@ use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct PostgresStore {
+pub struct PostgresInbox {
     pool: PgPool,
     options: StoreOptions,
     statements: Statements,
     group: GroupCommit<Batch<sqlx::Postgres>>,
 }
 
-impl PostgresStore {
+impl PostgresInbox {
     /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate).
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
@@ -102,7 +102,7 @@ impl PostgresStore {
 }
 
 super::sql::sql_store_common!(
-    PostgresStore,
+    PostgresInbox,
     PgConnection,
     sqlx::postgres::PgRow,
     POSTGRES,
@@ -157,7 +157,7 @@ fn accept_many_statement(
     )
 }
 
-impl PostgresStore {
+impl PostgresInbox {
     fn assemble(pool: PgPool, statements: Statements) -> Self {
         let options = StoreOptions::default();
         Self {
@@ -227,7 +227,7 @@ fn ack_many_statement(inbox: &str) -> String {
 /// Runs `ack_many` on `taken` (entries and tokens); the entries acked,
 /// each with the token it was acked by.
 async fn ack_many_rows(
-    store: &PostgresStore,
+    store: &PostgresInbox,
     taken: &[(i64, &str)],
 ) -> Result<Vec<(i64, String)>, DedupError> {
     let (entries, tokens): (Vec<i64>, Vec<&str>) = taken.iter().copied().unzip();
@@ -327,7 +327,7 @@ mod tests {
         };
         let pool = PgPool::connect(&url).await.unwrap();
         let prefix = format!("plan_{}", crate::store::new_token().replace('-', "_"));
-        let store = PostgresStore::new(pool.clone(), &prefix).unwrap();
+        let store = PostgresInbox::new(pool.clone(), &prefix).unwrap();
         store.migrate().await.unwrap();
         let inbox = format!("{prefix}_inbox");
         let _ = store

@@ -1,4 +1,4 @@
-//! [`SqliteStore`]: claims and inbox in an embedded SQLite file.
+//! [`SqliteInbox`]: claims and inbox in an embedded SQLite file.
 
 use std::path::Path;
 use std::str::FromStr as _;
@@ -67,13 +67,13 @@ use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 /// hooklatch store in the file.
 ///
 /// ```
-/// use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, SqliteStore};
+/// use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, SqliteInbox};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
 /// # let dir = std::env::temp_dir().join(format!("hooklatch-doc-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir).unwrap();
-/// let store = SqliteStore::open(dir.join("webhooks.db")).await?;
+/// let store = SqliteInbox::open(dir.join("webhooks.db")).await?;
 /// let event = IncomingEvent::new("github", "72d3162e", b"{}");
 /// assert_eq!(store.accept(&event).await?, Acceptance::Accepted);
 /// assert_eq!(store.accept(&event).await?, Acceptance::Duplicate);
@@ -82,14 +82,14 @@ use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct SqliteStore {
+pub struct SqliteInbox {
     pool: SqlitePool,
     options: StoreOptions,
     statements: Statements,
     writer: GroupCommit<Writer>,
 }
 
-impl SqliteStore {
+impl SqliteInbox {
     /// Opens (creating if needed) the database file at `path` and runs
     /// [`migrate`](Self::migrate).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
@@ -108,7 +108,7 @@ impl SqliteStore {
 }
 
 sql_store_common!(
-    SqliteStore,
+    SqliteInbox,
     SqliteConnection,
     sqlx::sqlite::SqliteRow,
     SQLITE,
@@ -155,7 +155,7 @@ fn ack_many_statement(inbox: &str) -> String {
 /// Runs `ack_many` on `taken` (entries and tokens); the entries acked,
 /// each with the token it was acked by.
 async fn ack_many_rows(
-    store: &SqliteStore,
+    store: &SqliteInbox,
     taken: &[(i64, &str)],
 ) -> Result<Vec<(i64, String)>, DedupError> {
     let pairs = serde_json::to_string(taken).map_err(|error| {
@@ -172,7 +172,7 @@ async fn ack_many_rows(
     Ok(acked)
 }
 
-impl SqliteStore {
+impl SqliteInbox {
     fn assemble(pool: SqlitePool, statements: Statements) -> Self {
         Self {
             writer: GroupCommit::new(Writer {
@@ -295,7 +295,7 @@ type AcceptArgs<'a> = (
     Option<&'a str>,
 );
 
-/// The arguments of an accept (see [`SqliteStore::accept_event`]).
+/// The arguments of an accept (see [`SqliteInbox::accept_event`]).
 fn accept_args(write: &Write) -> Option<AcceptArgs<'_>> {
     match &write.args[..] {
         [
@@ -409,7 +409,7 @@ mod tests {
         let dir =
             std::env::temp_dir().join(format!("hooklatch-plan-{}", crate::store::new_token()));
         std::fs::create_dir_all(&dir).unwrap();
-        let store = SqliteStore::open(dir.join("inbox.db")).await.unwrap();
+        let store = SqliteInbox::open(dir.join("inbox.db")).await.unwrap();
         let _ = store
             .accept(&IncomingEvent::new("ns", "first", b"{}"))
             .await

@@ -124,11 +124,11 @@ pub(crate) fn store_took(op: &'static str, took: Duration) {
 /// interval of your choice; each call is one `stats` per namespace.
 ///
 /// ```
-/// use hooklatch::dedup::{Inbox, IncomingEvent, MemoryStore};
+/// use hooklatch::dedup::{Inbox, IncomingEvent, MemoryInbox};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
-/// let store = MemoryStore::new();
+/// let store = MemoryInbox::new();
 /// store.accept(&IncomingEvent::new("stripe", "evt_1", b"{}")).await?;
 /// // Every 15 s, say, in a task of its own:
 /// hooklatch::receive::report_inbox_depth(&store, &["stripe"]).await?;

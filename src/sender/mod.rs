@@ -39,14 +39,14 @@ pub use endpoint::Endpoint;
 pub use endpoint_config::{EndpointConfig, EndpointConfigError};
 pub use guard::{AddressPolicy, Forbidden, IpNet, Url, check_address, check_url, mask_url};
 #[cfg(feature = "postgres")]
-pub use outbox::PostgresDeliveries;
+pub use outbox::PostgresOutbox;
 #[cfg(feature = "redis")]
-pub use outbox::RedisDeliveries;
+pub use outbox::RedisOutbox;
 #[cfg(feature = "sqlite")]
-pub use outbox::SqliteDeliveries;
+pub use outbox::SqliteOutbox;
 pub use outbox::{
     DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
-    EndpointRegistry, EndpointSummary, HealthChange, Keeping, Keyed, MemoryDeliveries, NewDelivery,
+    EndpointRegistry, EndpointSummary, HealthChange, Keeping, Keyed, MemoryOutbox, NewDelivery,
     OUTBOX_PURGE_BATCH, OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey,
     StoredDelivery, Taken, Wanted,
 };

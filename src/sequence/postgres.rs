@@ -2,6 +2,8 @@
 
 use sqlx::postgres::{PgConnection, PgPool};
 
+use super::SequenceError;
+
 /// Positions in the Postgres table `{prefix}_sequences (resource TEXT
 /// PRIMARY KEY, position BIGINT NOT NULL)`.
 ///
@@ -36,3 +38,14 @@ super::sql::sql_sequences!(
     crate::store::sql::POSTGRES,
     crate::store::sql::migrate_postgres
 );
+
+impl PostgresSequences {
+    /// Connects to `url` (`postgres://user:password@host/database`), with
+    /// the table `hooklatch_sequences`, and runs [`migrate`](Self::migrate).
+    pub async fn connect(url: &str) -> Result<Self, SequenceError> {
+        let pool = crate::store::sql::postgres_pool(url).await?;
+        let sequences = Self::new(pool, "hooklatch")?;
+        sequences.migrate().await?;
+        Ok(sequences)
+    }
+}

@@ -5,9 +5,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use hooklatch::sender::{
-    DeliveryStore, MemoryDeliveries, PostgresDeliveries, RedisDeliveries, SqliteDeliveries,
-};
+use hooklatch::sender::{DeliveryStore, MemoryOutbox, PostgresOutbox, RedisOutbox, SqliteOutbox};
 
 use crate::support;
 
@@ -17,19 +15,19 @@ pub trait Backend: Send + Sync + 'static {
     async fn open(&self) -> Self::Store;
 }
 
-pub struct Memory(pub MemoryDeliveries);
+pub struct Memory(pub MemoryOutbox);
 impl Backend for Memory {
-    type Store = MemoryDeliveries;
-    async fn open(&self) -> MemoryDeliveries {
+    type Store = MemoryOutbox;
+    async fn open(&self) -> MemoryOutbox {
         self.0.clone()
     }
 }
 
 pub struct Sqlite(pub support::TempDir);
 impl Backend for Sqlite {
-    type Store = SqliteDeliveries;
-    async fn open(&self) -> SqliteDeliveries {
-        SqliteDeliveries::open(self.0.path().join("outbox.db"))
+    type Store = SqliteOutbox;
+    async fn open(&self) -> SqliteOutbox {
+        SqliteOutbox::open(self.0.path().join("outbox.db"))
             .await
             .expect("open sqlite")
     }
@@ -40,14 +38,14 @@ pub struct Postgres {
     pub prefix: String,
 }
 impl Backend for Postgres {
-    type Store = PostgresDeliveries;
-    async fn open(&self) -> PostgresDeliveries {
+    type Store = PostgresOutbox;
+    async fn open(&self) -> PostgresOutbox {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(8)
             .connect(&self.server.url())
             .await
             .expect("connect to postgres");
-        let store = PostgresDeliveries::new(pool, &self.prefix).expect("prefix");
+        let store = PostgresOutbox::new(pool, &self.prefix).expect("prefix");
         store.migrate().await.expect("migrate");
         store
     }
@@ -58,9 +56,9 @@ pub struct Redis {
     pub prefix: String,
 }
 impl Backend for Redis {
-    type Store = RedisDeliveries;
-    async fn open(&self) -> RedisDeliveries {
-        RedisDeliveries::connect(&self.server.url())
+    type Store = RedisOutbox;
+    async fn open(&self) -> RedisOutbox {
+        RedisOutbox::connect(&self.server.url())
             .await
             .expect("connect to redis")
             .with_prefix(&self.prefix)
@@ -69,7 +67,7 @@ impl Backend for Redis {
 }
 
 pub fn memory() -> Memory {
-    Memory(MemoryDeliveries::new())
+    Memory(MemoryOutbox::new())
 }
 
 pub fn sqlite() -> Sqlite {

@@ -48,14 +48,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 #[cfg(test)]
 mod tests {
-    use hooklatch::dedup::MemoryStore;
+    use hooklatch::dedup::MemoryInbox;
 
     use super::support::check;
     use super::*;
 
     #[actix_web::test]
     async fn each_event_is_handled_once_however_often_it_is_sent() {
-        let store = MemoryStore::new();
+        let store = MemoryInbox::new();
         let (handled, mut handled_ids) = tokio::sync::mpsc::unbounded_channel();
         actix_web::rt::spawn(worker(store.clone(), handled));
         let config = WebhookConfig::new(check::verifier())

@@ -84,14 +84,14 @@ impl<S: LeaseStore> DynLease for S {
 ///
 /// ```
 /// use actix_web::{App, web};
-/// use hooklatch::dedup::MemoryStore;
+/// use hooklatch::dedup::MemoryInbox;
 /// use hooklatch::verify::{Scheme, Verifier};
 /// use hooklatch_actix::WebhookConfig;
 ///
 /// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
 /// let config = WebhookConfig::new(verifier)
 ///     .with_body_limit(256 * 1024)
-///     .with_inbox(MemoryStore::new(), "github")?;
+///     .with_inbox(MemoryInbox::new(), "github")?;
 /// let app = App::new().app_data(config);
 /// # let _ = app;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -158,12 +158,12 @@ impl WebhookConfig {
     /// key are each tenant's [`Receiver`]'s.
     ///
     /// ```
-    /// use hooklatch::dedup::MemoryStore;
+    /// use hooklatch::dedup::MemoryInbox;
     /// use hooklatch::receive::{StaticTenants, TenantKey, Tenants};
     /// use hooklatch_actix::WebhookConfig;
     ///
     /// let tenants = Tenants::new(TenantKey::LastPathSegment, StaticTenants::default());
-    /// let config = WebhookConfig::for_tenants(tenants).with_inbox(MemoryStore::new(), "hooks")?;
+    /// let config = WebhookConfig::for_tenants(tenants).with_inbox(MemoryInbox::new(), "hooks")?;
     /// # let _ = config;
     /// # Ok::<(), hooklatch::dedup::DedupError>(())
     /// ```

@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! use actix_web::{App, HttpServer, post};
-//! use hooklatch::dedup::SqliteStore;
+//! use hooklatch::dedup::SqliteInbox;
 //! use hooklatch::verify::{Scheme, Verifier};
 //! use hooklatch_actix::{InboxWebhook, WebhookConfig};
 //!
@@ -33,7 +33,7 @@
 //!         .with_secret(&std::env::var("HOOKLATCH_SECRET")?)?
 //!         .build()?;
 //!     let config = WebhookConfig::new(verifier)
-//!         .with_inbox(SqliteStore::open("webhooks.db").await?, "acme")?;
+//!         .with_inbox(SqliteInbox::open("webhooks.db").await?, "acme")?;
 //!     HttpServer::new(move || App::new().app_data(config.clone()).service(receive))
 //!         .bind("127.0.0.1:3000")?
 //!         .run()
@@ -55,7 +55,7 @@ pub use extract::{InboxWebhook, LeasedWebhook, RawWebhook, Webhook};
 pub use headers::ActixHeaders;
 /// The core crate, with what this crate's features turn on in it (the
 /// SQLite store by default; `postgres`, `redis`, `sender-http`, ... pass
-/// through): `hooklatch_actix::hooklatch::dedup::SqliteStore`. To write
+/// through): `hooklatch_actix::hooklatch::dedup::SqliteInbox`. To write
 /// `hooklatch::...`, add `hooklatch` as well (`cargo add hooklatch`); cargo
 /// builds one copy with the features of both lines.
 pub use hooklatch;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use actix_web::{App, HttpResponse, HttpServer, web};
-use hooklatch::dedup::{LeaseStore, MemoryStore, PostgresStore};
+use hooklatch::dedup::{LeaseStore, MemoryInbox, PostgresInbox};
 use hooklatch::verify::{Scheme, Signer, Verifier};
 use hooklatch_actix::{InboxWebhook, LeasedWebhook, RawWebhook, Webhook, WebhookConfig};
 
@@ -76,7 +76,7 @@ fn inbox_routes(config: &mut web::ServiceConfig) {
 async fn postgres_outage_answers_503_then_the_retry_is_accepted() {
     let server = support::Postgres::start();
     let pool = sqlx_pool(&server.url()).await;
-    let store = PostgresStore::new(pool, "hooklatch").unwrap();
+    let store = PostgresInbox::new(pool, "hooklatch").unwrap();
     store.migrate().await.unwrap();
     let config = WebhookConfig::new(verifier())
         .with_inbox(store.clone(), "outage")
@@ -131,7 +131,7 @@ async fn concurrent_delivery_gets_409_while_the_first_runs() {
         );
     }
     let config = WebhookConfig::new(verifier())
-        .with_lease(MemoryStore::new(), "slow", Duration::from_secs(30))
+        .with_lease(MemoryInbox::new(), "slow", Duration::from_secs(30))
         .unwrap();
     let url = serve(config, routes);
     let client = reqwest::Client::new();
@@ -216,7 +216,7 @@ async fn missing_config_is_a_500() {
 
 #[actix_web::test]
 async fn chunked_body_over_the_limit_is_refused() {
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     let config = WebhookConfig::new(verifier())
         .with_body_limit(LIMIT)
         .with_inbox(store.clone(), "chunked")
@@ -244,7 +244,7 @@ async fn slow_loris_body_is_cut_off_at_the_timeout() {
 
     let config = WebhookConfig::new(verifier())
         .with_body_timeout(Duration::from_secs(1))
-        .with_inbox(MemoryStore::new(), "slow")
+        .with_inbox(MemoryInbox::new(), "slow")
         .unwrap();
     let url = serve(config, inbox_routes);
     let address = url
@@ -285,7 +285,7 @@ async fn slow_loris_body_is_cut_off_at_the_timeout() {
 /// it with no configuration, and a retry signed anew is a duplicate.
 #[actix_web::test]
 async fn stripe_events_are_claimed_by_the_body_id_by_default() {
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     let stripe = Verifier::builder(Scheme::stripe())
         .with_secret("whsec_stripe")
         .unwrap()
@@ -348,7 +348,7 @@ async fn a_leased_webhook_dropped_in_any_task_or_thread_never_panics() {
             }),
         );
     }
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     let config = WebhookConfig::new(verifier())
         .with_lease(store.clone(), "actix-drop", Duration::from_millis(800))
         .unwrap();

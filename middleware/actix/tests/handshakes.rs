@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix_web::{App, HttpServer, web};
-use hooklatch::dedup::{Inbox as _, MemoryStore};
+use hooklatch::dedup::{Inbox as _, MemoryInbox};
 use hooklatch_actix::{InboxWebhook, RawWebhook, WebhookConfig};
 
 /// Serves `config` with `/webhooks` taking every method (Meta's check is
@@ -48,7 +48,7 @@ fn serve(config: WebhookConfig, calls: Arc<AtomicUsize>) -> String {
 async fn each_providers_handshake_is_answered_by_the_extractor_never_claimed_nor_handled() {
     for case in handshakes::cases() {
         let provider = case.provider;
-        let store = MemoryStore::new();
+        let store = MemoryInbox::new();
         let calls = Arc::new(AtomicUsize::new(0));
         let config = WebhookConfig::new(case.verifier.clone())
             .with_handshake(case.handshake.clone())

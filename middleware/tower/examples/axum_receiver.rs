@@ -113,14 +113,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 #[cfg(test)]
 mod tests {
-    use hooklatch::dedup::MemoryStore;
+    use hooklatch::dedup::MemoryInbox;
 
     use super::support::check;
     use super::*;
 
     #[tokio::test]
     async fn each_event_is_handled_once_however_often_it_is_sent() {
-        let store = MemoryStore::new();
+        let store = MemoryInbox::new();
         let (handled, mut handled_ids) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(worker(store.clone(), handled));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -141,7 +141,7 @@ mod tests {
             tokio::spawn(async move { axum::serve(listener, app).await });
             address
         };
-        let store = MemoryStore::new();
+        let store = MemoryInbox::new();
         let receiver = serve(app(check::verifier(), store.clone(), "metrics-test")).await;
         let scrape = serve(metrics_app(metrics)).await;
         let url = format!("http://{receiver}/webhooks");

@@ -175,7 +175,7 @@ async fn main() -> Served {
 mod tests {
     use std::time::{Instant, SystemTime};
 
-    use hooklatch::dedup::MemoryStore;
+    use hooklatch::dedup::MemoryInbox;
     use hooklatch::verify::Signer;
 
     use super::*;
@@ -248,7 +248,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let store = MemoryStore::new();
+        let store = MemoryInbox::new();
         let tenants = StaticTenants::default();
         tokio::spawn(keep_loading(file.clone(), tenants.clone()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -31,7 +31,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::State;
 use axum::routing::post;
-use hooklatch::dedup::{LeaseStore, PostgresStore, SqliteStore};
+use hooklatch::dedup::{LeaseStore, PostgresInbox, SqliteInbox};
 use hooklatch::receive::Handshake;
 use hooklatch::verify::{Scheme, Verifier};
 use hooklatch_tower::{RawWebhook, Rejection, Webhook, WebhookLayer};
@@ -302,8 +302,8 @@ async fn serve<S: LeaseStore + Clone + 'static>(
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match std::env::var("DATABASE_URL") {
-        Ok(url) => serve(PostgresStore::connect(&url).await?).await,
-        Err(_) => serve(SqliteStore::open("hooklatch.db").await?).await,
+        Ok(url) => serve(PostgresInbox::connect(&url).await?).await,
+        Err(_) => serve(SqliteInbox::open("hooklatch.db").await?).await,
     }
 }
 
@@ -311,7 +311,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 mod tests {
     use std::time::SystemTime;
 
-    use hooklatch::dedup::MemoryStore;
+    use hooklatch::dedup::MemoryInbox;
     use hooklatch::verify::Signer;
     use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -337,7 +337,7 @@ mod tests {
             stripe: verifier(Scheme::stripe(), STRIPE_SECRET),
             twitch: verifier(Scheme::twitch(), TWITCH_SECRET),
         };
-        let app = app(verifiers, MemoryStore::new(), false, events);
+        let app = app(verifiers, MemoryInbox::new(), false, events);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });

@@ -18,7 +18,7 @@ use hooklatch::verify::EventKey;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hooklatch::dedup::MemoryStore;
+/// use hooklatch::dedup::MemoryInbox;
 /// use hooklatch::verify::{Scheme, Verifier};
 /// use hooklatch_tower::WebhookLayer;
 ///
@@ -28,7 +28,7 @@ use hooklatch::verify::EventKey;
 ///     .build()?;
 /// let layer = WebhookLayer::new(verifier)
 ///     .with_body_limit(256 * 1024)
-///     .with_inbox(MemoryStore::new(), "stripe")?;
+///     .with_inbox(MemoryInbox::new(), "stripe")?;
 /// # let _ = layer;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -94,13 +94,13 @@ impl WebhookLayer {
     /// and the event key are each tenant's [`Receiver`]'s.
     ///
     /// ```
-    /// use hooklatch::dedup::MemoryStore;
+    /// use hooklatch::dedup::MemoryInbox;
     /// use hooklatch::receive::{StaticTenants, TenantKey, Tenants};
     /// use hooklatch_tower::WebhookLayer;
     ///
     /// let tenants = StaticTenants::default(); // filled, and refilled, at run time
     /// let layer = WebhookLayer::for_tenants(Tenants::new(TenantKey::LastPathSegment, tenants))
-    ///     .with_inbox(MemoryStore::new(), "hooks")?; // POST /webhooks/{tenant}
+    ///     .with_inbox(MemoryInbox::new(), "hooks")?; // POST /webhooks/{tenant}
     /// # let _ = layer;
     /// # Ok::<(), hooklatch::dedup::DedupError>(())
     /// ```
@@ -321,12 +321,12 @@ impl<S: Inbox + Clone + 'static> WebhookLayer<InboxMode<S>> {
     ///
     /// ```
     /// use axum::{Router, routing::post_service};
-    /// use hooklatch::dedup::MemoryStore;
+    /// use hooklatch::dedup::MemoryInbox;
     /// use hooklatch::verify::{Scheme, Verifier};
     /// use hooklatch_tower::WebhookLayer;
     ///
     /// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
-    /// let inbox = WebhookLayer::new(verifier).with_inbox(MemoryStore::new(), "github")?;
+    /// let inbox = WebhookLayer::new(verifier).with_inbox(MemoryInbox::new(), "github")?;
     /// let app: Router = Router::new().route("/webhooks", post_service(inbox.into_endpoint()));
     /// # let _ = app;
     /// # Ok::<(), Box<dyn std::error::Error>>(())

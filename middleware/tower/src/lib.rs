@@ -31,7 +31,7 @@
 //!
 //! ```no_run
 //! use axum::{Router, routing::post};
-//! use hooklatch::dedup::SqliteStore;
+//! use hooklatch::dedup::SqliteInbox;
 //! use hooklatch::verify::{Scheme, Verifier};
 //! use hooklatch_tower::WebhookLayer;
 //!
@@ -40,7 +40,7 @@
 //! let verifier = Verifier::builder(Scheme::standard_webhooks())
 //!     .with_secret(&std::env::var("HOOKLATCH_SECRET")?)?
 //!     .build()?;
-//! let inbox = SqliteStore::open("webhooks.db").await?;
+//! let inbox = SqliteInbox::open("webhooks.db").await?;
 //! let app = Router::new()
 //!     // In inbox mode the layer answers; the handler is never called.
 //!     .route("/webhooks", post(|| async {}))
@@ -68,7 +68,7 @@ pub use extract::{RawWebhook, VerifiedBody, VerifiedJson, VerifiedRejection, Web
 pub use future::ResponseFuture;
 /// The core crate, with what this crate's features turn on in it (the
 /// SQLite store by default; `postgres`, `redis`, `sender-http`, ... pass
-/// through): `hooklatch_tower::hooklatch::dedup::SqliteStore`. To write
+/// through): `hooklatch_tower::hooklatch::dedup::SqliteInbox`. To write
 /// `hooklatch::...`, add `hooklatch` as well (`cargo add hooklatch`); cargo
 /// builds one copy with the features of both lines.
 pub use hooklatch;

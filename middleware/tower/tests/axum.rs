@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use axum::body::Body;
 use axum::routing::post;
 use axum::{Extension, Router};
-use hooklatch::dedup::{Inbox, LeaseStore, MemoryStore, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::dedup::{Inbox, LeaseStore, MemoryInbox, PostgresInbox, RedisInbox, SqliteInbox};
 use hooklatch::verify::{Scheme, SignedHeaders, Signer, Verifier};
 use hooklatch_tower::{EventKey, RawWebhook, Rejection, VerifiedEvent, Webhook, WebhookLayer};
 use http::{Request, StatusCode};
@@ -128,7 +128,7 @@ async fn postgres_outage_answers_503_then_the_retry_is_accepted() {
         .connect(&server.url())
         .await
         .unwrap();
-    let store = PostgresStore::new(pool, "hooklatch").unwrap();
+    let store = PostgresInbox::new(pool, "hooklatch").unwrap();
     store.migrate().await.unwrap();
     let (stopper, starter) = (server.clone(), server.clone());
     store_outage_answers_503_then_the_retry_is_accepted(
@@ -143,7 +143,7 @@ async fn postgres_outage_answers_503_then_the_retry_is_accepted() {
 async fn redis_outage_answers_503_then_the_retry_is_accepted() {
     let server = Arc::new(std::sync::Mutex::new(support::Redis::start()));
     let url = server.lock().unwrap().url();
-    let store = RedisStore::connect(&url).await.unwrap();
+    let store = RedisInbox::connect(&url).await.unwrap();
     let (killer, starter) = (server.clone(), server.clone());
     store_outage_answers_503_then_the_retry_is_accepted(
         store,
@@ -242,13 +242,13 @@ async fn lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does() {
-    lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(MemoryStore::new()).await;
+    lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(MemoryInbox::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does() {
     let dir = support::TempDir::new("tower-deadline");
-    let store = SqliteStore::open(dir.path().join("lease.db"))
+    let store = SqliteInbox::open(dir.path().join("lease.db"))
         .await
         .unwrap();
     lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(store).await;
@@ -257,14 +257,14 @@ async fn sqlite_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_do
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does() {
     let server = support::postgres();
-    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let store = PostgresInbox::connect(&server.url()).await.unwrap();
     lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does() {
     let server = support::redis();
-    let store = RedisStore::connect(&server.url()).await.unwrap();
+    let store = RedisInbox::connect(&server.url()).await.unwrap();
     lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does(store).await;
 }
 
@@ -273,7 +273,7 @@ async fn redis_lease_mode_keeps_its_deadline_and_settles_whatever_the_client_doe
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lease_mode_completes_after_the_store_comes_back() {
     let server = support::Postgres::start();
-    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let store = PostgresInbox::connect(&server.url()).await.unwrap();
     let namespace = support::unique("comeback");
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::new(tokio::sync::Notify::new());
@@ -309,7 +309,7 @@ async fn lease_mode_completes_after_the_store_comes_back() {
     stopped.notify_one();
     assert_eq!(request.await.unwrap(), StatusCode::OK);
     let server = restart.await.unwrap();
-    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let store = PostgresInbox::connect(&server.url()).await.unwrap();
     assert_eq!(
         store
             .claim(&namespace, "msg_comeback", Duration::from_secs(1))
@@ -338,7 +338,7 @@ async fn concurrent_delivery_gets_409_while_the_first_runs() {
     };
     let app = Router::new().route("/webhooks", post(handler)).layer(
         WebhookLayer::new(verifier())
-            .with_lease(MemoryStore::new(), "lease", Duration::from_secs(30))
+            .with_lease(MemoryInbox::new(), "lease", Duration::from_secs(30))
             .unwrap(),
     );
     let url = serve(app).await;
@@ -437,7 +437,7 @@ impl futures_core::Stream for Unreadable {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn chunked_body_over_the_limit_is_refused_after_reading_at_most_one_frame_more() {
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     // Count, on the server, every body byte the layer pulls.
     let read = Arc::new(AtomicUsize::new(0));
     let counter = read.clone();
@@ -532,7 +532,7 @@ async fn extractor_verifies_alone_with_a_verifier_extension() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stripe_events_are_claimed_by_the_body_id_by_default() {
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     let stripe = Verifier::builder(Scheme::stripe())
         .with_secret("whsec_stripe")
         .unwrap()
@@ -573,7 +573,7 @@ async fn github_replays_under_a_fresh_delivery_id_are_duplicates() {
             .unwrap()
     };
     let signer = Signer::new(Scheme::github(), [secret]).unwrap();
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     let app = |key: EventKey, namespace: &str| {
         Router::new().route("/webhooks", post(|| async {})).layer(
             WebhookLayer::new(github())
@@ -655,7 +655,7 @@ async fn slow_loris_body_is_cut_off_at_the_timeout() {
     let app = Router::new().route("/webhooks", post(|| async {})).layer(
         WebhookLayer::new(verifier())
             .with_body_timeout(Duration::from_secs(1))
-            .with_inbox(MemoryStore::new(), "slow")
+            .with_inbox(MemoryInbox::new(), "slow")
             .unwrap(),
     );
     let url = serve(app).await;
@@ -763,7 +763,7 @@ async fn rejections_are_answered_by_the_applications_hook_where_it_gives_one() {
 /// A custom answer to a 409 still tells the sender when to come back.
 #[tokio::test]
 async fn a_custom_answer_keeps_retry_after() {
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     let body = b"{}".to_vec();
     let headers = pairs(&sign("msg_busy", &body));
     let held = store
@@ -809,7 +809,7 @@ async fn a_custom_answer_keeps_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_acks_that_fall_short_answer_503_and_the_retry_finds_the_work_kept() {
     let server = support::redis();
-    let plain = RedisStore::connect(&server.url()).await.unwrap();
+    let plain = RedisInbox::connect(&server.url()).await.unwrap();
     let waiting = plain
         .clone()
         .with_replica_acks(1, Duration::from_millis(50));
@@ -826,7 +826,7 @@ async fn replica_acks_that_fall_short_answer_503_and_the_retry_finds_the_work_ke
     assert_eq!((status, text.as_str()), (StatusCode::OK, "duplicate"));
 
     let runs = Arc::new(AtomicUsize::new(0));
-    let lease_app = |store: RedisStore| {
+    let lease_app = |store: RedisInbox| {
         let runs = Arc::clone(&runs);
         Router::new()
             .route(
@@ -924,7 +924,7 @@ async fn handlers_see_the_event_type_delivery_id_and_kept_headers() {
 /// The inbox as a route's own service: no dummy handler, the same answers.
 #[tokio::test]
 async fn the_inbox_endpoint_needs_no_handler() {
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     let inbox = WebhookLayer::new(verifier())
         .with_inbox(store.clone(), "endpoint")
         .unwrap();
@@ -1127,7 +1127,7 @@ async fn twilio_forms_through_the_layer_are_accepted_once_however_reordered() {
         .unwrap()
         .build()
         .unwrap();
-    let store = MemoryStore::new();
+    let store = MemoryInbox::new();
     let app = Router::new().route("/webhooks", post(|| async {})).layer(
         WebhookLayer::new(verifier)
             .with_inbox(store.clone(), "twilio")

@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use hooklatch::dedup::MemoryStore;
-use hooklatch::sender::{DeliveryState, DeliveryStore, DisableReason, MemoryDeliveries};
+use hooklatch::dedup::MemoryInbox;
+use hooklatch::sender::{DeliveryState, DeliveryStore, DisableReason, MemoryOutbox};
 use hooklatch_tower::console::Console;
 use tower::ServiceExt as _;
 
@@ -24,8 +24,8 @@ const TOKEN: &str = "outbox-console-token-0123456789";
 /// An outbox with endpoint `orders`, failing since an hour ago: two dead
 /// deliveries (a 500, and an error whose text is a script) and a delivered
 /// one.
-async fn seeded() -> MemoryDeliveries {
-    let store = MemoryDeliveries::new();
+async fn seeded() -> MemoryOutbox {
+    let store = MemoryOutbox::new();
     let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
     let plan = [
         ("dead_1", an_hour_ago, Ok(500)),
@@ -38,8 +38,8 @@ async fn seeded() -> MemoryDeliveries {
 
 /// The console nested under `/ops`, as an app mounts it: every link,
 /// form and redirect must name its full path.
-fn app(store: MemoryDeliveries) -> axum::Router {
-    let console = Console::new(MemoryStore::new(), TOKEN, ["stripe"])
+fn app(store: MemoryOutbox) -> axum::Router {
+    let console = Console::new(MemoryInbox::new(), TOKEN, ["stripe"])
         .unwrap()
         .with_outbox(store);
     axum::Router::new().nest("/ops", console.router())
@@ -271,7 +271,7 @@ fn utc(seconds: u64) -> String {
 #[tokio::test]
 async fn the_endpoint_list_comes_a_page_of_100_at_a_time() {
     use hooklatch::sender::{EndpointConfig, EndpointRegistry as _};
-    let store = MemoryDeliveries::new();
+    let store = MemoryOutbox::new();
     let config = EndpointConfig::new(
         "https://hooks.example/in",
         "standard",

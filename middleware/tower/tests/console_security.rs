@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, StatusCode, header};
 use hmac::{Hmac, KeyInit as _, Mac as _};
-use hooklatch::dedup::MemoryStore;
-use hooklatch::sender::MemoryDeliveries;
+use hooklatch::dedup::MemoryInbox;
+use hooklatch::sender::MemoryOutbox;
 use hooklatch_tower::console::Console;
 use sha2::Sha256;
 
@@ -25,17 +25,17 @@ const TOKEN: &str = "security-console-token-0123456789";
 /// nested under `/ops` as an app mounts it, served on a loopback socket:
 /// the headers checked are those a browser gets, after hyper wrote them.
 async fn app() -> Served {
-    let outbox = MemoryDeliveries::new();
+    let outbox = MemoryOutbox::new();
     let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
     seed::seed_endpoint(&outbox, "orders", &[("dead_1", an_hour_ago, Ok(500))]).await;
-    let console = Console::new(MemoryStore::new(), TOKEN, ["stripe"])
+    let console = Console::new(MemoryInbox::new(), TOKEN, ["stripe"])
         .unwrap()
         .with_outbox(outbox);
     serve(console).await
 }
 
 /// Serves `console` under `/ops` on a loopback socket.
-async fn serve(console: Console<MemoryStore>) -> Served {
+async fn serve(console: Console<MemoryInbox>) -> Served {
     let app = axum::Router::new().nest("/ops", console.router());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -318,7 +318,7 @@ async fn a_decoy_cookie_of_the_same_name_does_not_lock_an_operator_out() {
 #[tokio::test]
 async fn endpoint_urls_are_shown_without_their_credentials() {
     use hooklatch::sender::{EndpointConfig, EndpointRegistry as _};
-    let outbox = MemoryDeliveries::new();
+    let outbox = MemoryOutbox::new();
     let url =
         "https://ops:hunter2@hooks.slack.com/services/T0SECRET/B0SECRET/XSECRET?token=QSECRET";
     let config =
@@ -327,7 +327,7 @@ async fn endpoint_urls_are_shown_without_their_credentials() {
         .save_endpoint("slack", &config.to_json())
         .await
         .unwrap();
-    let console = Console::new(MemoryStore::new(), TOKEN, ["stripe"])
+    let console = Console::new(MemoryInbox::new(), TOKEN, ["stripe"])
         .unwrap()
         .with_outbox(outbox);
     let app = serve(console).await;

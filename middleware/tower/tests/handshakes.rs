@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::routing::post;
-use hooklatch::dedup::{Inbox as _, MemoryStore};
+use hooklatch::dedup::{Inbox as _, MemoryInbox};
 use hooklatch_tower::WebhookLayer;
 
 async fn serve(app: Router) -> String {
@@ -29,7 +29,7 @@ async fn each_providers_handshake_is_answered_by_the_layer_never_claimed_nor_han
     for case in handshakes::cases() {
         let provider = case.provider;
         let calls = Arc::new(AtomicUsize::new(0));
-        let store = MemoryStore::new();
+        let store = MemoryInbox::new();
         let inbox = Router::new()
             .route("/webhooks", post(|| async { "never called" }))
             .layer(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use redis::AsyncCommands as _;
 
-use super::RedisStore;
+use super::RedisInbox;
 use super::scripts::{
     ACCEPT, ACCEPT_SCRIPT, GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT,
 };
@@ -18,7 +18,7 @@ use crate::dedup::{
     Receipt, check_key, check_namespace, millis,
 };
 
-impl Inbox for RedisStore {
+impl Inbox for RedisInbox {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
         self.check_shards(event.namespace).await?;

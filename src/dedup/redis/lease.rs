@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::RedisStore;
+use super::RedisInbox;
 use super::scripts::{
     CLAIM_SCRIPT, COMPLETE, COMPLETE_SCRIPT, EXTEND_LEASE_SCRIPT, RELEASE_SCRIPT,
 };
 use crate::dedup::{Claim, DedupError, Lease, LeaseStore, check_key, millis, new_token};
 
-impl LeaseStore for RedisStore {
+impl LeaseStore for RedisInbox {
     async fn claim(
         &self,
         namespace: &str,
@@ -37,7 +37,7 @@ impl LeaseStore for RedisStore {
         })
     }
 
-    /// With [replica acks](RedisStore::with_replica_acks), answers once
+    /// With [replica acks](RedisInbox::with_replica_acks), answers once
     /// the done mark is on enough replicas, or fails with
     /// [`DedupError::ReplicasBehind`]: the mark is kept on the master, so a
     /// retried delivery is most likely answered done, and runs again only
@@ -70,7 +70,7 @@ impl LeaseStore for RedisStore {
     }
 }
 
-impl RedisStore {
+impl RedisInbox {
     /// Runs a fenced script on a lease (complete, heartbeat, release), with
     /// an optional milliseconds argument: it answers 1 when the lease's token
     /// still holds the claim.

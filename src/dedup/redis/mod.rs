@@ -1,4 +1,4 @@
-//! [`RedisStore`]: claims and inbox in Redis, one Lua script per step, on
+//! [`RedisInbox`]: claims and inbox in Redis, one Lua script per step, on
 //! one server or a Redis Cluster, each namespace spread over shards.
 
 mod inbox;
@@ -84,7 +84,7 @@ use shards::{Shards, parse_receipt_entry, receipt_entry};
 /// was answered 2xx. [`with_replica_acks`](Self::with_replica_acks) closes
 /// that window: an accept is answered only once enough replicas have it.
 #[derive(Clone)]
-pub struct RedisStore {
+pub struct RedisInbox {
     connection: RedisConnection,
     options: StoreOptions,
     shards: Shards,
@@ -93,9 +93,9 @@ pub struct RedisStore {
     next_shard: Arc<AtomicUsize>,
 }
 
-impl std::fmt::Debug for RedisStore {
+impl std::fmt::Debug for RedisInbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStore")
+        f.debug_struct("RedisInbox")
             .field("connection", &self.connection)
             .field("prefix", &self.shards.prefix)
             .field("shards", &self.shards.count)
@@ -124,7 +124,7 @@ pub(crate) async fn check_persistence(connection: &mut RedisConnection) -> Resul
     }
 }
 
-impl RedisStore {
+impl RedisInbox {
     /// Connects to `address`: one server (`redis://127.0.0.1:6379`,
     /// `rediss://` for TLS) or a cluster
     /// (`redis+cluster://10.0.0.1:7000,10.0.0.2:7000`; see
@@ -371,7 +371,7 @@ impl RedisStore {
 
 type TakenRow = (String, String, Vec<u8>, String, String, String, String);
 
-impl RedisStore {
+impl RedisInbox {
     /// Runs a fenced script on a taken entry (`ack`, heartbeat), with an
     /// optional milliseconds argument: it answers 1 when this delivery
     /// still holds the entry.

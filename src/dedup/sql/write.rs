@@ -2,7 +2,7 @@
 //! a statement, its arguments and what its caller wants back. The Postgres
 //! store runs a write on its pool at once; the SQLite store hands every
 //! write to its one writer, which commits what queued together in one
-//! transaction (see `SqliteStore`).
+//! transaction (see `SqliteInbox`).
 
 use sqlx::SqlStr;
 

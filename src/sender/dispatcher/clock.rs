@@ -122,7 +122,7 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
-    use crate::sender::MemoryDeliveries;
+    use crate::sender::MemoryOutbox;
 
     #[tokio::test]
     async fn a_skewed_local_clock_reads_the_stores_time_once_synced() {
@@ -130,7 +130,7 @@ mod tests {
         let ahead = Duration::from_secs(180);
         clock.set_local(Arc::new(move || SystemTime::now() + ahead));
         assert!(clock.now() > SystemTime::now() + Duration::from_secs(170));
-        clock.sync(&MemoryDeliveries::new()).await;
+        clock.sync(&MemoryOutbox::new()).await;
         let apart = match clock.now().duration_since(SystemTime::now()) {
             Ok(ahead) => ahead,
             Err(behind) => behind.duration(),

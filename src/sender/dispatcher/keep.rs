@@ -21,13 +21,13 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use hooklatch::sender::{Dispatcher, MemoryDeliveries, Policy, Response, transport_fn};
+    /// use hooklatch::sender::{Dispatcher, MemoryOutbox, Policy, Response, transport_fn};
     /// use hooklatch::verify::{Scheme, Signer};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let ok = transport_fn(|_, _, _| async { Ok(Response::new(200)) });
-    /// let dispatcher = Dispatcher::new(MemoryDeliveries::new(), ok);
+    /// let dispatcher = Dispatcher::new(MemoryOutbox::new(), ok);
     /// let signer = Signer::new(Scheme::standard_webhooks(), ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?;
     /// let policy = Policy::svix().with_idempotency_window(Some(Duration::from_secs(24 * 3600)));
     /// dispatcher.add_endpoint("orders", "https://example.com/hooks", signer, policy).await?;

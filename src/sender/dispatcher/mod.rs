@@ -139,7 +139,7 @@ type NoticeHook = Arc<dyn Fn(&Notice) + Send + Sync>;
 /// ```
 /// use std::time::Duration;
 /// use hooklatch::sender::{
-///     Dispatcher, MemoryDeliveries, Policy, Response, Schedule, Transport, TransportError,
+///     Dispatcher, MemoryOutbox, Policy, Response, Schedule, Transport, TransportError,
 /// };
 /// use hooklatch::verify::{Scheme, Signer};
 ///
@@ -157,7 +157,7 @@ type NoticeHook = Arc<dyn Fn(&Notice) + Send + Sync>;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let dispatcher = Dispatcher::new(MemoryDeliveries::new(), AlwaysOk)
+/// let dispatcher = Dispatcher::new(MemoryOutbox::new(), AlwaysOk)
 ///     .with_poll_interval(Duration::from_millis(10));
 /// let signer = Signer::new(Scheme::standard_webhooks(), ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?;
 /// dispatcher.add_endpoint("orders", "https://example.com/hooks", signer, Policy::svix()).await?;
@@ -307,12 +307,12 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
-    /// use hooklatch::sender::{Dispatcher, MemoryDeliveries, Response, transport_fn};
+    /// use hooklatch::sender::{Dispatcher, MemoryOutbox, Response, transport_fn};
     ///
     /// let ok = transport_fn(|_, _, _| async { Ok(Response::new(200)) });
     /// let three_minutes_fast = || SystemTime::now() + Duration::from_secs(180);
     /// let dispatcher =
-    ///     Dispatcher::new(MemoryDeliveries::new(), ok).with_local_clock(three_minutes_fast);
+    ///     Dispatcher::new(MemoryOutbox::new(), ok).with_local_clock(three_minutes_fast);
     /// # let _ = dispatcher;
     /// ```
     #[must_use]

@@ -61,11 +61,11 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use hooklatch::sender::{Dispatcher, EndpointConfig, MemoryDeliveries, Policy, Response, transport_fn};
+    /// use hooklatch::sender::{Dispatcher, EndpointConfig, MemoryOutbox, Policy, Response, transport_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let store = MemoryDeliveries::new();
+    /// let store = MemoryOutbox::new();
     /// let ok = || transport_fn(|_url, _headers, _body| async { Ok(Response::new(204)) });
     /// let config = EndpointConfig::new(
     ///     "https://example.com/hooks",

@@ -1,4 +1,4 @@
-//! [`MemoryDeliveries`]: deliveries in a map, for tests and one-off runs.
+//! [`MemoryOutbox`]: deliveries in a map, for tests and one-off runs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,7 +15,7 @@ use crate::store::new_token;
 
 /// Deliveries in memory: lost when the process ends. Clones share the map.
 #[derive(Debug, Clone, Default)]
-pub struct MemoryDeliveries {
+pub struct MemoryOutbox {
     deliveries: Arc<Mutex<Deliveries>>,
     registry: Arc<MemoryRegistry>,
 }
@@ -41,7 +41,7 @@ pub(super) struct Entry {
     pub(super) finished_at: Option<SystemTime>,
 }
 
-impl MemoryDeliveries {
+impl MemoryOutbox {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -128,7 +128,7 @@ impl Deliveries {
     }
 }
 
-impl super::EndpointRegistry for MemoryDeliveries {
+impl super::EndpointRegistry for MemoryOutbox {
     async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
         crate::dedup::validate_namespace(name)?;
         Ok(self.registry.save(name, config))
@@ -147,7 +147,7 @@ impl super::EndpointRegistry for MemoryDeliveries {
     }
 }
 
-impl super::OutboxView for MemoryDeliveries {
+impl super::OutboxView for MemoryOutbox {
     async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
         let mut names: std::collections::BTreeSet<String> =
             self.registry.all().endpoints.into_keys().collect();
@@ -216,7 +216,7 @@ impl super::OutboxView for MemoryDeliveries {
     }
 }
 
-impl DeliveryStore for MemoryDeliveries {
+impl DeliveryStore for MemoryOutbox {
     async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
         Ok(self.with(|deliveries| deliveries.add(&new)))
     }

@@ -1,7 +1,7 @@
 //! The outbox: where a [`Dispatcher`](super::Dispatcher) keeps deliveries,
 //! their attempts and each endpoint's health. [`DeliveryStore`] is the
-//! contract; [`MemoryDeliveries`] is for tests, and `SqliteDeliveries`,
-//! `PostgresDeliveries` and `RedisDeliveries` keep deliveries across a
+//! contract; [`MemoryOutbox`] is for tests, and `SqliteOutbox`,
+//! `PostgresOutbox` and `RedisOutbox` keep deliveries across a
 //! restart.
 
 pub(crate) mod across;
@@ -33,14 +33,14 @@ use crate::dedup::DedupError;
 
 pub use across::{DueAcross, Wanted};
 pub use keep::{Keeping, Keyed, Retention, SendKey};
-pub use memory::MemoryDeliveries;
+pub use memory::MemoryOutbox;
 #[cfg(feature = "postgres")]
-pub use postgres::PostgresDeliveries;
+pub use postgres::PostgresOutbox;
 #[cfg(feature = "redis")]
-pub use redis::RedisDeliveries;
+pub use redis::RedisOutbox;
 pub use registry::{EndpointRegistry, SavedEndpoints};
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteDeliveries;
+pub use sqlite::SqliteOutbox;
 pub use view::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt};
 
 /// How many finished deliveries a SQL or Redis outbox purges in one
@@ -159,8 +159,8 @@ impl<'a> NewDelivery<'a> {
     }
 }
 
-/// Where a [`Dispatcher`](super::Dispatcher) keeps deliveries: [`MemoryDeliveries`] for tests;
-/// `SqliteDeliveries`, `PostgresDeliveries` or `RedisDeliveries` (features
+/// Where a [`Dispatcher`](super::Dispatcher) keeps deliveries: [`MemoryOutbox`] for tests;
+/// `SqliteOutbox`, `PostgresOutbox` or `RedisOutbox` (features
 /// `sqlite`, `postgres`, `redis`) so that a restart loses nothing.
 ///
 /// A delivery is keyed by endpoint name and webhook id. A dispatcher
@@ -179,7 +179,7 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
     /// clock), Redis's `TIME` (on a cluster, from the master of the
     /// outbox's first shard, so every dispatcher reads one server), in
     /// milliseconds. The default, for a store without a clock of its own
-    /// (such as [`MemoryDeliveries`]), is this process's clock; a store
+    /// (such as [`MemoryOutbox`]), is this process's clock; a store
     /// that wraps another should pass the inner store's on.
     ///
     /// A [`Dispatcher`](super::Dispatcher) reads it every few seconds and
@@ -191,11 +191,11 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
-    /// use hooklatch::sender::{DeliveryStore, MemoryDeliveries};
+    /// use hooklatch::sender::{DeliveryStore, MemoryOutbox};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
-    /// let now = MemoryDeliveries::new().store_time().await?;
+    /// let now = MemoryOutbox::new().store_time().await?;
     /// let apart = now.duration_since(SystemTime::now()).unwrap_or_default();
     /// assert!(apart < Duration::from_secs(1));
     /// # Ok(())
@@ -468,9 +468,9 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
     /// use std::time::SystemTime;
-    /// use hooklatch::sender::{DeliveryStore, MemoryDeliveries};
+    /// use hooklatch::sender::{DeliveryStore, MemoryOutbox};
     ///
-    /// let store = MemoryDeliveries::new();
+    /// let store = MemoryOutbox::new();
     /// let mut after: Option<String> = None;
     /// loop {
     ///     let page = store.endpoint_page(after.as_deref(), 100, SystemTime::now()).await?;

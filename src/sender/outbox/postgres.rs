@@ -1,4 +1,4 @@
-//! [`PostgresDeliveries`]: deliveries in Postgres.
+//! [`PostgresOutbox`]: deliveries in Postgres.
 
 use sqlx::postgres::PgPool;
 
@@ -17,19 +17,19 @@ use crate::store::sql::POSTGRES;
 /// and a delivery whose dispatcher stopped mid-attempt is taken again when
 /// its lease ends.
 ///
-/// The tables are those of [`SqliteDeliveries`](super::SqliteDeliveries),
+/// The tables are those of [`SqliteOutbox`](super::SqliteOutbox),
 /// with `BIGINT` and `BYTEA` columns.
 ///
 /// ```no_run
-/// use hooklatch::sender::PostgresDeliveries;
+/// use hooklatch::sender::PostgresOutbox;
 ///
 /// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
-/// let store = PostgresDeliveries::connect("postgres://localhost/app").await?;
+/// let store = PostgresOutbox::connect("postgres://localhost/app").await?;
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct PostgresDeliveries {
+pub struct PostgresOutbox {
     pool: PgPool,
     prefix: String,
     statements: Statements,
@@ -39,7 +39,7 @@ pub struct PostgresDeliveries {
     writes: Writes<sqlx::Postgres>,
 }
 
-impl PostgresDeliveries {
+impl PostgresOutbox {
     /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate)
     /// for the prefix `hooklatch`.
@@ -88,7 +88,7 @@ impl PostgresDeliveries {
     }
 }
 
-sql_delivery_store!(PostgresDeliveries, POSTGRES);
-sql_endpoint_registry!(PostgresDeliveries);
-sql_outbox_view!(PostgresDeliveries);
-sql_keeping!(PostgresDeliveries);
+sql_delivery_store!(PostgresOutbox, POSTGRES);
+sql_endpoint_registry!(PostgresOutbox);
+sql_outbox_view!(PostgresOutbox);
+sql_keeping!(PostgresOutbox);

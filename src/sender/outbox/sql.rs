@@ -1,5 +1,5 @@
-//! SQL shared by [`SqliteDeliveries`](super::SqliteDeliveries) and
-//! [`PostgresDeliveries`](super::PostgresDeliveries): the schema and the
+//! SQL shared by [`SqliteOutbox`](super::SqliteOutbox) and
+//! [`PostgresOutbox`](super::PostgresOutbox): the schema and the
 //! statements, which differ only in column types and row locking.
 //!
 //! Times are milliseconds since the Unix epoch; states and wait reasons are

@@ -1,4 +1,4 @@
-//! [`SqliteDeliveries`]: deliveries in a SQLite file.
+//! [`SqliteOutbox`]: deliveries in a SQLite file.
 
 use std::path::Path;
 
@@ -28,13 +28,13 @@ use crate::store::sql::SQLITE;
 /// expires).
 ///
 /// ```
-/// use hooklatch::sender::{DeliveryStore, SqliteDeliveries};
+/// use hooklatch::sender::{DeliveryStore, SqliteOutbox};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
 /// # let dir = std::env::temp_dir().join(format!("hooklatch-doc-deliveries-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir).unwrap();
-/// let store = SqliteDeliveries::open(dir.join("outbox.db")).await?;
+/// let store = SqliteOutbox::open(dir.join("outbox.db")).await?;
 /// assert!(store.enqueue("orders", "msg_1", b"{}", std::time::SystemTime::now()).await?);
 /// assert!(!store.enqueue("orders", "msg_1", b"{}", std::time::SystemTime::now()).await?);
 /// # std::fs::remove_dir_all(&dir).ok();
@@ -42,7 +42,7 @@ use crate::store::sql::SQLITE;
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct SqliteDeliveries {
+pub struct SqliteOutbox {
     pool: SqlitePool,
     prefix: String,
     statements: Statements,
@@ -52,7 +52,7 @@ pub struct SqliteDeliveries {
     writes: Writes<sqlx::Sqlite>,
 }
 
-impl SqliteDeliveries {
+impl SqliteOutbox {
     /// Opens (creating if needed) the database file at `path`, in WAL mode
     /// with `synchronous=FULL`, and runs [`migrate`](Self::migrate).
     ///
@@ -62,7 +62,16 @@ impl SqliteDeliveries {
     /// first, up to 100 ms): with several connections, the dispatcher's
     /// concurrent attempts spent more time asleep there than writing.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
-        let options = SqliteConnectOptions::new().filename(path);
+        Self::open_with(SqliteConnectOptions::new().filename(path)).await
+    }
+
+    /// Opens the database at a `sqlite:` URL, such as `sqlite:outbox.db`,
+    /// as [`open`](Self::open) does.
+    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+        Self::open_with(<SqliteConnectOptions as std::str::FromStr>::from_str(url)?).await
+    }
+
+    async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
         let pool = crate::store::sql::sqlite_pool(options, 1).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
@@ -106,7 +115,7 @@ impl SqliteDeliveries {
     }
 }
 
-sql_delivery_store!(SqliteDeliveries, SQLITE);
-sql_endpoint_registry!(SqliteDeliveries);
-sql_outbox_view!(SqliteDeliveries);
-sql_keeping!(SqliteDeliveries);
+sql_delivery_store!(SqliteOutbox, SQLITE);
+sql_endpoint_registry!(SqliteOutbox);
+sql_outbox_view!(SqliteOutbox);
+sql_keeping!(SqliteOutbox);

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use hooklatch::RedisConnection;
-use hooklatch::dedup::{Inbox, PostgresStore, RedisStore, SqliteStore};
+use hooklatch::dedup::{Inbox, PostgresInbox, RedisInbox, SqliteInbox};
 use hooklatch::verify::{Scheme, Verifier};
 
 /// The inbox namespace both examples accept events into.
@@ -105,7 +105,7 @@ pub(crate) fn address_from_env() -> String {
 /// it.
 pub(crate) async fn with_store_from_env(server: impl Serve) -> Served {
     match store_choice(|name| std::env::var(name).ok())? {
-        StoreChoice::Postgres(url) => server.serve(PostgresStore::connect(&url).await?).await,
+        StoreChoice::Postgres(url) => server.serve(PostgresInbox::connect(&url).await?).await,
         StoreChoice::Redis {
             nodes,
             cluster,
@@ -116,12 +116,12 @@ pub(crate) async fn with_store_from_env(server: impl Serve) -> Served {
             } else {
                 RedisConnection::open(&nodes[0]).await?
             };
-            let store = RedisStore::new(connection)
+            let store = RedisInbox::new(connection)
                 .await?
                 .with_replica_acks(wait_replicas, Duration::from_secs(1));
             server.serve(store).await
         }
-        StoreChoice::Sqlite => server.serve(SqliteStore::open("hooklatch.db").await?).await,
+        StoreChoice::Sqlite => server.serve(SqliteInbox::open("hooklatch.db").await?).await,
     }
 }
 

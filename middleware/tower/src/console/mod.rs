@@ -43,10 +43,10 @@ use subtle::ConstantTimeEq as _;
 /// The console's settings: the token, the store and the namespaces shown.
 ///
 /// ```
-/// use hooklatch::dedup::MemoryStore;
+/// use hooklatch::dedup::MemoryInbox;
 /// use hooklatch_tower::console::Console;
 ///
-/// let console = Console::new(MemoryStore::new(), "a long random token", ["stripe", "github"])?;
+/// let console = Console::new(MemoryInbox::new(), "a long random token", ["stripe", "github"])?;
 /// let app: axum::Router = axum::Router::new().nest("/ops", console.router());
 /// # let _ = app;
 /// # Ok::<(), hooklatch_tower::console::ConsoleError>(())
@@ -144,12 +144,12 @@ impl<S: Inbox + Clone + 'static> Console<S> {
     /// tried in a time range, and enable / disable.
     ///
     /// ```
-    /// use hooklatch::dedup::MemoryStore;
-    /// use hooklatch::sender::MemoryDeliveries;
+    /// use hooklatch::dedup::MemoryInbox;
+    /// use hooklatch::sender::MemoryOutbox;
     /// use hooklatch_tower::console::Console;
     ///
-    /// let console = Console::new(MemoryStore::new(), "a long random token", ["stripe"])?
-    ///     .with_outbox(MemoryDeliveries::new());
+    /// let console = Console::new(MemoryInbox::new(), "a long random token", ["stripe"])?
+    ///     .with_outbox(MemoryOutbox::new());
     /// let app: axum::Router = axum::Router::new().nest("/ops", console.router());
     /// # let _ = app;
     /// # Ok::<(), hooklatch_tower::console::ConsoleError>(())

@@ -1,4 +1,4 @@
-//! [`Keeping`] for [`MemoryDeliveries`]: the keys in a map next to the
+//! [`Keeping`] for [`MemoryOutbox`]: the keys in a map next to the
 //! deliveries, changed under the same lock.
 
 use std::time::SystemTime;
@@ -6,9 +6,9 @@ use std::time::SystemTime;
 use super::{Keeping, Keyed, Retention, SendKey};
 use crate::dedup::DedupError;
 use crate::sender::outbox::memory::Entry;
-use crate::sender::{DeliveryState, MemoryDeliveries, NewDelivery};
+use crate::sender::{DeliveryState, MemoryOutbox, NewDelivery};
 
-impl Keeping for MemoryDeliveries {
+impl Keeping for MemoryOutbox {
     async fn add_keyed_delivery(
         &self,
         key: SendKey<'_>,

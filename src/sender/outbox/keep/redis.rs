@@ -1,4 +1,4 @@
-//! [`Keeping`] for [`RedisDeliveries`]: each endpoint's idempotency keys in
+//! [`Keeping`] for [`RedisOutbox`]: each endpoint's idempotency keys in
 //! a hash (key to id) and a sorted set (key by expiry) under the
 //! endpoint's hash tag, claimed by the enqueue's own script; the purge of
 //! each outcome reads a state's set by send time and deletes a bounded
@@ -11,7 +11,7 @@ use redis::{AsyncCommands as _, Script, Value};
 
 use super::{Keeping, Keyed, Retention, SendKey, cutoff_millis};
 use crate::dedup::{DedupError, check_namespace};
-use crate::sender::{DeliveryState, NewDelivery, OUTBOX_PURGE_BATCH, RedisDeliveries};
+use crate::sender::{DeliveryState, NewDelivery, OUTBOX_PURGE_BATCH, RedisOutbox};
 use crate::store::{millis, now_millis, unix_millis};
 
 static KEYED_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
@@ -37,7 +37,7 @@ const STATES: [DeliveryState; 4] = [
     DeliveryState::Pending,
 ];
 
-impl RedisDeliveries {
+impl RedisOutbox {
     /// The endpoint's hash of keys and ids and its keys by expiry.
     fn send_keys(&self, endpoint: &str) -> [String; 2] {
         [self.key(endpoint, "keys"), self.key(endpoint, "key_expiry")]
@@ -95,7 +95,7 @@ impl RedisDeliveries {
     }
 }
 
-impl Keeping for RedisDeliveries {
+impl Keeping for RedisOutbox {
     async fn add_keyed_delivery(
         &self,
         key: SendKey<'_>,

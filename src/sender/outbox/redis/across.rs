@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use redis::Script;
 
-use super::RedisDeliveries;
+use super::RedisOutbox;
 use crate::dedup::{DedupError, check_namespace};
 use crate::sender::outbox::across::round_robin;
 use crate::sender::outbox::codes::{HealthFields, TakenRow, due, health_from_fields};
@@ -46,7 +46,7 @@ type Found = (Vec<String>, Vec<(String, Vec<String>)>);
 /// One endpoint's health and leased deliveries, from `lua/take.lua`.
 pub(super) type Leased = (String, HealthFields, Vec<TakenRow>);
 
-impl RedisDeliveries {
+impl RedisOutbox {
     /// Leases, in one script in `shard`, what `groups` name, and reads
     /// each group's endpoint's health.
     pub(super) async fn lease(

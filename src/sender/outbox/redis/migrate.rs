@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use redis::{AsyncCommands as _, Script};
 
-use super::RedisDeliveries;
+use super::RedisOutbox;
 use crate::dedup::{DedupError, check_namespace};
 
 static RESTORE_SCRIPT: LazyLock<Script> =
@@ -28,7 +28,7 @@ const MOVE_BATCH: usize = 500;
 /// An endpoint's sorted sets, in the order `lua/migrate.lua` takes them.
 const SETS: [&str; 6] = ["due", "s:0", "s:1", "s:2", "s:3", "finished"];
 
-impl RedisDeliveries {
+impl RedisOutbox {
     /// The key `name` of `endpoint` in the earlier layout.
     fn earlier_key(&self, endpoint: &str, name: &str) -> String {
         format!("{}:{{{endpoint}}}:out:{name}", self.prefix)

@@ -1,4 +1,4 @@
-//! [`RedisDeliveries`]: Redis deliveries, a Lua script per step, sharded
+//! [`RedisOutbox`]: Redis deliveries, a Lua script per step, sharded
 //! with a due index each (`across.rs`); older outboxes move (`migrate.rs`).
 
 use std::collections::HashMap;
@@ -87,16 +87,16 @@ const SHARDS: u16 = 16;
 /// write after the move is moved only by the next store made on it.
 ///
 /// ```no_run
-/// use hooklatch::sender::RedisDeliveries;
+/// use hooklatch::sender::RedisOutbox;
 ///
 /// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
-/// let store = RedisDeliveries::connect("redis://127.0.0.1:6379").await?;
+/// let store = RedisOutbox::connect("redis://127.0.0.1:6379").await?;
 /// # let _ = store;
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct RedisDeliveries {
+pub struct RedisOutbox {
     pub(super) connection: RedisConnection,
     pub(super) prefix: String,
     /// Set once an outbox in the earlier layout has been moved.
@@ -104,16 +104,16 @@ pub struct RedisDeliveries {
     replica_acks: Option<(u32, Duration)>,
 }
 
-impl std::fmt::Debug for RedisDeliveries {
+impl std::fmt::Debug for RedisOutbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisDeliveries")
+        f.debug_struct("RedisOutbox")
             .field("prefix", &self.prefix)
             .field("replica_acks", &self.replica_acks)
             .finish_non_exhaustive()
     }
 }
 
-impl RedisDeliveries {
+impl RedisOutbox {
     /// Connects to `url` (such as `redis://127.0.0.1:6379`). The connection
     /// reconnects by itself; while the server is unreachable, every call
     /// fails (after at most 5 seconds).
@@ -281,7 +281,7 @@ fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
         .unwrap_or(0)
 }
 
-impl DeliveryStore for RedisDeliveries {
+impl DeliveryStore for RedisOutbox {
     async fn endpoint_page(
         &self,
         after: Option<&str>,

@@ -5,13 +5,13 @@ use std::time::SystemTime;
 
 use redis::{AsyncCommands as _, ScriptInvocation};
 
-use super::{PURGE_SCRIPT, RedisDeliveries};
+use super::{PURGE_SCRIPT, RedisOutbox};
 use crate::dedup::DedupError;
 use crate::sender::DeliveryState;
 use crate::store::redis::RedisConnection;
 use crate::store::unix_millis;
 
-impl RedisDeliveries {
+impl RedisOutbox {
     /// Deletes the endpoint's deliveries that ended before
     /// `finished_before`, a bounded batch a script, and returns how many.
     pub(super) async fn purge_endpoint(

@@ -50,7 +50,7 @@ pub trait EndpointRegistry: Send + Sync + 'static {
     fn saved_endpoints(&self) -> impl Future<Output = Result<SavedEndpoints, DedupError>> + Send;
 }
 
-/// The registry of [`MemoryDeliveries`](super::MemoryDeliveries).
+/// The registry of [`MemoryOutbox`](super::MemoryOutbox).
 #[derive(Debug, Default)]
 pub(crate) struct MemoryRegistry {
     saved: std::sync::Mutex<SavedEndpoints>,

@@ -1,4 +1,4 @@
-//! The endpoint registry of [`RedisDeliveries`]: a hash of configurations
+//! The endpoint registry of [`RedisOutbox`]: a hash of configurations
 //! and a version counter under one hash tag, changed together by one
 //! script.
 
@@ -8,7 +8,7 @@ use redis::Script;
 
 use super::{EndpointRegistry, SavedEndpoints};
 use crate::dedup::{DedupError, validate_namespace};
-use crate::sender::RedisDeliveries;
+use crate::sender::RedisOutbox;
 
 /// KEYS[1] configurations, KEYS[2] version; ARGV[1] name, ARGV[2] config.
 static SAVE: LazyLock<Script> = LazyLock::new(|| {
@@ -36,7 +36,7 @@ static ALL: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-impl RedisDeliveries {
+impl RedisOutbox {
     /// The registry's keys: `PREFIX:{PREFIX:endpoints}:configs` and
     /// `…:version`, one slot.
     fn registry_keys(&self) -> [String; 2] {
@@ -61,7 +61,7 @@ impl RedisDeliveries {
     }
 }
 
-impl RedisDeliveries {
+impl RedisOutbox {
     /// The names of every saved endpoint, without their configurations.
     pub(in crate::sender::outbox) async fn saved_names(&self) -> Result<Vec<String>, DedupError> {
         let mut connection = self.connection.clone();
@@ -87,7 +87,7 @@ impl RedisDeliveries {
     }
 }
 
-impl EndpointRegistry for RedisDeliveries {
+impl EndpointRegistry for RedisOutbox {
     async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
         validate_namespace(name)?;
         self.run_registry_script(&SAVE, &[name, config]).await

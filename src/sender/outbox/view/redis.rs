@@ -1,4 +1,4 @@
-//! [`OutboxView`] for [`RedisDeliveries`]: counts from the state sets'
+//! [`OutboxView`] for [`RedisOutbox`]: counts from the state sets'
 //! sizes, the latest attempts from the newest deliveries of each state.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use super::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt, newest};
 use crate::dedup::DedupError;
 use crate::sender::outbox::codes::{HealthFields, health_from_fields};
-use crate::sender::{DeliveryState, DeliveryStore as _, RedisDeliveries};
+use crate::sender::{DeliveryState, DeliveryStore as _, RedisOutbox};
 use crate::store::unix_millis;
 
 const STATES: [DeliveryState; 4] = [
@@ -20,7 +20,7 @@ const STATES: [DeliveryState; 4] = [
 /// The health hash's fields, in the order [`HealthFields`] holds them.
 const HEALTH_FIELDS: [&str; 3] = ["failing_since", "disabled", "disabled_after_ms"];
 
-impl RedisDeliveries {
+impl RedisOutbox {
     /// Every endpoint's name, in order.
     async fn all_names(&self) -> Result<BTreeSet<String>, DedupError> {
         let used_or_disabled = self.endpoints_used_or_disabled().await?;
@@ -110,7 +110,7 @@ impl RedisDeliveries {
     }
 }
 
-impl OutboxView for RedisDeliveries {
+impl OutboxView for RedisOutbox {
     async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
         Ok(self.all_names().await?.into_iter().collect())
     }
