@@ -56,10 +56,10 @@ use std::time::Duration;
 use crate::store;
 pub(crate) use crate::store::{millis, new_token};
 
+#[cfg(feature = "postgres")]
+pub(crate) mod accept_batch;
 mod any;
 mod error;
-#[cfg(feature = "postgres")]
-pub(crate) mod group_commit;
 mod memory;
 mod meta;
 mod options;

@@ -2,7 +2,7 @@
 
 use sqlx::postgres::{PgConnection, PgPool, PgRow};
 
-use super::group_commit::{Batch, Job};
+use super::accept_batch::{Batch, Job};
 use super::sql::write::{Write, Written, run_write};
 use super::sql::{
     AcceptParts, BuildAccept, Statements, TAKE_ORDER, ready_condition, take_assignments,
@@ -197,7 +197,7 @@ impl PostgresInbox {
     }
 
     async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
-        super::group_commit::accept(&self.group, event).await
+        super::accept_batch::accept(&self.group, event).await
     }
 }
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::clock::{Clock, SystemClock};
 use super::error::ConfigError;
-use super::keys::{Algorithm, Key, SecretFormat};
 use super::scheme::Scheme;
+use super::secrets::{Algorithm, Key, SecretFormat};
 use super::validity::Validity;
 use super::verifier::{DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, Inner, Verifier};
 

@@ -5,8 +5,8 @@
 use super::clock::parse_rfc3339;
 use super::error::{Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
-use super::keys::Algorithm;
 use super::scheme::{Format, Scheme, TimestampFormat, TimestampSource};
+use super::secrets::Algorithm;
 
 /// The most signatures one header may carry. Rotation needs two or three;
 /// the cap bounds the work an attacker can ask for.

@@ -66,11 +66,11 @@ mod clock;
 mod encoding;
 mod envelope;
 mod error;
+mod event_key;
 mod form;
 mod headers;
-mod key;
-mod keys;
 mod scheme;
+mod secrets;
 mod signer;
 mod template;
 mod twilio;
@@ -83,12 +83,12 @@ pub use encoding::Encoding;
 pub use envelope::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
 pub use error::{ConfigError, Malformed, VerifyError};
 #[cfg(feature = "http")]
+pub(crate) use event_key::json_field;
+pub(crate) use event_key::key_problem;
+pub use event_key::{EventKey, KeyError};
+#[cfg(feature = "http")]
 pub(crate) use form::{form_decode, form_pairs};
 pub use headers::{HeaderKey, HeaderLookup, Headers};
-#[cfg(feature = "http")]
-pub(crate) use key::json_field;
-pub(crate) use key::key_problem;
-pub use key::{EventKey, KeyError};
 pub use scheme::Scheme;
 pub use signer::{SignedHeaders, Signer};
 pub use validity::Validity;

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use super::encoding::Encoding;
 use super::error::{ConfigError, VerifyError};
 use super::headers::HeaderKey;
-use super::keys::SecretFormat;
+use super::secrets::SecretFormat;
 use super::template::{Segment, Template};
 use super::twilio::{BodyProblem, SignedUrls};
 

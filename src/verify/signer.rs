@@ -9,8 +9,8 @@ use super::clock::{rfc3339_nanos, unix_seconds};
 use super::envelope::{MAX_ID_LEN, MAX_SIGNATURES};
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
-use super::keys::{Algorithm, Key};
 use super::scheme::{Format, Scheme, TimestampFormat, TimestampSource};
+use super::secrets::{Algorithm, Key};
 use super::validity::Validity;
 
 /// Signs webhooks for one scheme with one or more secrets.

@@ -11,8 +11,8 @@ use super::encoding::MAX_SIGNATURE_BYTES;
 use super::envelope::{self, Envelope};
 use super::error::{Malformed, VerifyError};
 use super::headers::Headers;
-use super::keys::{Algorithm, Key};
 use super::scheme::Scheme;
+use super::secrets::{Algorithm, Key};
 use super::validity::Validity;
 
 /// The default tolerance for timestamps in the past and in the future.

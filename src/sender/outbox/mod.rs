@@ -4,7 +4,6 @@
 //! `PostgresOutbox` and `RedisOutbox` keep deliveries across a
 //! restart.
 
-pub(crate) mod across;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod batch;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
@@ -22,6 +21,7 @@ pub(crate) mod sql;
 mod sql_store;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub(crate) mod take_across;
 pub(crate) mod view;
 
 use std::future::Future;
@@ -31,7 +31,6 @@ use super::rules::{Attempt, Step, WaitReason};
 pub use super::rules::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
 use crate::dedup::DedupError;
 
-pub use across::{DueAcross, Wanted};
 pub use keep::{Keeping, Keyed, Retention, SendKey};
 pub use memory::MemoryOutbox;
 #[cfg(feature = "postgres")]
@@ -41,6 +40,7 @@ pub use redis::RedisOutbox;
 pub use registry::{EndpointRegistry, SavedEndpoints};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteOutbox;
+pub use take_across::{DueAcross, Wanted};
 pub use view::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt};
 
 /// How many finished deliveries a SQL or Redis outbox purges in one
@@ -306,7 +306,7 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
                     }
                 }
             }
-            found.taken = across::round_robin(taken);
+            found.taken = take_across::round_robin(taken);
             found.or_failed(error, unanswered)
         }
     }

@@ -25,7 +25,7 @@ macro_rules! sql_delivery_store {
             use $crate::store::{millis, new_token, unix_millis};
 
             impl DeliveryStore for $store {
-                $crate::sender::outbox::across::sql_take_due_across!($dialect);
+                $crate::sender::outbox::take_across::sql_take_due_across!($dialect);
                 $crate::sender::outbox::view::sql::sql_endpoint_page!();
 
                 async fn store_time(&self) -> Result<SystemTime, DedupError> {

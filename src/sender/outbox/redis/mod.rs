@@ -33,9 +33,9 @@ macro_rules! with_head {
     };
 }
 
-mod across;
 mod migrate;
 mod purge;
+mod take_across;
 
 // One Lua script per step; each file says what it does.
 
@@ -352,7 +352,7 @@ impl DeliveryStore for RedisOutbox {
                 .zrangebyscore_limit(self.key(endpoint, "due"), "-inf", now, 0, count)
                 .await?
         };
-        let group = across::Group {
+        let group = take_across::Group {
             endpoint,
             now,
             until: now.saturating_add(millis(lease)),

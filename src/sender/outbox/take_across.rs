@@ -272,14 +272,14 @@ macro_rules! sql_take_due_across {
             lease: Duration,
         ) -> Result<$crate::sender::DueAcross, DedupError> {
             use sqlx::Row as _;
-            use $crate::sender::outbox::across::{disabled_sql, take_across_sql};
             use $crate::sender::outbox::codes::{TakenRow, due};
+            use $crate::sender::outbox::take_across::{disabled_sql, take_across_sql};
             let mut found = $crate::sender::DueAcross::default();
             if wanted.is_empty() {
                 return Ok(found);
             }
             let token = new_token();
-            let chunk = $crate::sender::outbox::across::ACROSS_CHUNK;
+            let chunk = $crate::sender::outbox::take_across::ACROSS_CHUNK;
             // Each row of `take_across_sql`: the endpoint, a take's row
             // (`TakenRow`), then the endpoint's failing time.
             let mut by_endpoint: std::collections::HashMap<String, Vec<TakenRow>> =
@@ -346,7 +346,7 @@ macro_rules! sql_take_due_across {
             let taken = by_endpoint.into_iter().flat_map(|(endpoint, rows)| {
                 due(&endpoint, &token, EndpointHealth::default(), rows).taken
             });
-            found.taken = $crate::sender::outbox::across::round_robin(taken.collect());
+            found.taken = $crate::sender::outbox::take_across::round_robin(taken.collect());
             // Without `LATERAL`, the disabled endpoints' health is a
             // statement of its own.
             if !$dialect.lateral {

@@ -21,8 +21,8 @@ use redis::Script;
 
 use super::RedisOutbox;
 use crate::dedup::{DedupError, check_namespace};
-use crate::sender::outbox::across::round_robin;
 use crate::sender::outbox::codes::{HealthFields, TakenRow, due, health_from_fields};
+use crate::sender::outbox::take_across::round_robin;
 use crate::sender::{DueAcross, Taken, Wanted};
 use crate::store::{millis, new_token, unix_millis};
 
