@@ -10,7 +10,10 @@ use super::{
     MemoryInbox, NackOutcome, StoreOptions,
 };
 
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, DedupError>> + Send + 'a>>;
+/// A store call's answer.
+type Answer<T> = Result<T, DedupError>;
+
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = Answer<T>> + Send + 'a>>;
 
 /// An [`Inbox`] and [`LeaseStore`] whose store is chosen at run time: from
 /// a URL ([`connect`](Self::connect)), or any store of your own
@@ -221,75 +224,57 @@ impl<S: Inbox + LeaseStore> ErasedStore for S {
 }
 
 impl Inbox for AnyInbox {
-    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+    async fn accept(&self, event: &IncomingEvent<'_>) -> Answer<Acceptance> {
         self.store.accept(event).await
     }
 
-    async fn take(
-        &self,
-        namespace: &str,
-        consumer: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
+    async fn take(&self, namespace: &str, consumer: &str, max: usize) -> Answer<Vec<InboxEntry>> {
         self.store.take(namespace, consumer, max).await
     }
 
-    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
+    async fn ack(&self, delivery: &InboxEntry) -> Answer<()> {
         self.store.ack(delivery).await
     }
 
-    async fn ack_many(&self, deliveries: &[InboxEntry]) -> Result<Vec<bool>, DedupError> {
+    async fn ack_many(&self, deliveries: &[InboxEntry]) -> Answer<Vec<bool>> {
         self.store.ack_many(deliveries).await
     }
 
-    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &InboxEntry) -> Answer<()> {
         self.store.extend_visibility(delivery).await
     }
 
-    async fn nack(
-        &self,
-        delivery: &InboxEntry,
-        retry_in: Duration,
-    ) -> Result<NackOutcome, DedupError> {
+    async fn nack(&self, delivery: &InboxEntry, retry_in: Duration) -> Answer<NackOutcome> {
         self.store.nack(delivery, retry_in).await
     }
 
-    async fn dead_letters(
-        &self,
-        namespace: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
+    async fn dead_letters(&self, namespace: &str, max: usize) -> Answer<Vec<InboxEntry>> {
         self.store.dead_letters(namespace, max).await
     }
 
-    async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
+    async fn stats(&self, namespace: &str) -> Answer<InboxStats> {
         self.store.stats(namespace).await
     }
 
-    async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Result<u64, DedupError> {
+    async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Answer<u64> {
         self.store.requeue_dead(namespace, id).await
     }
 }
 
 impl LeaseStore for AnyInbox {
-    async fn claim(
-        &self,
-        namespace: &str,
-        id: &str,
-        lease_for: Duration,
-    ) -> Result<Claim, DedupError> {
+    async fn claim(&self, namespace: &str, id: &str, lease_for: Duration) -> Answer<Claim> {
         self.store.claim(namespace, id, lease_for).await
     }
 
-    async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
+    async fn complete(&self, lease: &Lease) -> Answer<()> {
         self.store.complete(lease).await
     }
 
-    async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
+    async fn release(&self, lease: &Lease) -> Answer<()> {
         self.store.release(lease).await
     }
 
-    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
+    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Answer<()> {
         self.store.extend_lease(lease, lease_for).await
     }
 }
