@@ -133,11 +133,11 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
         a: &Attempt,
         s: Step,
         c: Option<HealthChange>,
-    ) -> Result<Option<EndpointHealth>, DedupError> {
+    ) -> Result<EndpointHealth, DedupError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.finish(t, a, s, c).await
     }
-    async fn put_back(&self, t: &Taken, due: SystemTime) -> Result<bool, DedupError> {
+    async fn put_back(&self, t: &Taken, due: SystemTime) -> Result<(), DedupError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.put_back(t, due).await
     }

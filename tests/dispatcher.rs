@@ -505,7 +505,7 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         attempt: &hooklatch::sender::Attempt,
         step: hooklatch::sender::Step,
         change: Option<HealthChange>,
-    ) -> Result<Option<hooklatch::sender::EndpointHealth>, hooklatch::dedup::DedupError> {
+    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
         self.finishes.fetch_add(1, Ordering::SeqCst);
         self.inner.finish(taken, attempt, step, change).await
     }
@@ -513,7 +513,7 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         &self,
         taken: &hooklatch::sender::Taken,
         due: SystemTime,
-    ) -> Result<bool, hooklatch::dedup::DedupError> {
+    ) -> Result<(), hooklatch::dedup::DedupError> {
         self.put_backs.fetch_add(1, Ordering::SeqCst);
         self.inner.put_back(taken, due).await
     }

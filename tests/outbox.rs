@@ -415,13 +415,10 @@ async fn purge_takes_every_batch(backend: impl Backend) {
             async move {
                 let attempt = Attempt::new(taken.attempts + 1, SystemTime::now(), Ok(200));
                 let step = Step::Done(Final::Delivered);
-                assert!(
-                    store
-                        .finish(taken, &attempt, step, None)
-                        .await
-                        .unwrap()
-                        .is_some()
-                );
+                store
+                    .finish(taken, &attempt, step, None)
+                    .await
+                    .expect("the lease held");
             }
         })
         .await;
@@ -841,7 +838,7 @@ async fn every_step_keeps_a_delivery_findable_across_endpoints(backend: impl Bac
         .await
         .pop()
         .expect("lease ended again");
-    assert!(store.put_back(&taken, at(60_400)).await.unwrap());
+    store.put_back(&taken, at(60_400)).await.unwrap();
     assert!(
         take(at(60_350), long).await.is_empty(),
         "put back for later"
@@ -853,36 +850,27 @@ async fn every_step_keeps_a_delivery_findable_across_endpoints(backend: impl Bac
         wait: Duration::from_secs(10),
         reason: hooklatch::sender::WaitReason::Schedule,
     };
-    assert!(
-        store
-            .finish(&taken, &attempt, retry, None)
-            .await
-            .unwrap()
-            .is_some()
-    );
+    store
+        .finish(&taken, &attempt, retry, None)
+        .await
+        .expect("the lease held");
     assert!(take(at(69_999), long).await.is_empty(), "retried later");
     let taken = take(at(70_000), long).await.pop().expect("retry due");
     let attempt = Attempt::new(taken.attempts + 1, at(70_000), Ok(500));
     let dead = Step::Done(Final::Dead);
-    assert!(
-        store
-            .finish(&taken, &attempt, dead, None)
-            .await
-            .unwrap()
-            .is_some()
-    );
+    store
+        .finish(&taken, &attempt, dead, None)
+        .await
+        .expect("the lease held");
     assert!(take(at(999_000), long).await.is_empty(), "dead");
     assert!(store.replay("steps", "s1", at(80_000)).await.unwrap());
     let taken = take(at(80_000), long).await.pop().expect("replayed");
     let attempt = Attempt::new(taken.attempts + 1, at(80_000), Ok(200));
     let done = Step::Done(Final::Delivered);
-    assert!(
-        store
-            .finish(&taken, &attempt, done, None)
-            .await
-            .unwrap()
-            .is_some()
-    );
+    store
+        .finish(&taken, &attempt, done, None)
+        .await
+        .expect("the lease held");
     assert!(take(at(999_000), long).await.is_empty(), "delivered");
     let purged = store.purge(SystemTime::now() + long).await.unwrap();
     assert_eq!(purged, 1);
@@ -1007,13 +995,10 @@ async fn an_outbox_from_before_the_due_index_still_delivers(backend: Redis) {
     for t in &found.taken {
         let attempt = Attempt::new(1, SystemTime::now(), Ok(200));
         let step = Step::Done(Final::Delivered);
-        assert!(
-            store
-                .finish(t, &attempt, step, None)
-                .await
-                .unwrap()
-                .is_some()
-        );
+        store
+            .finish(t, &attempt, step, None)
+            .await
+            .expect("the lease held");
     }
     assert!(store.replay("legacy", "x1", later).await.unwrap());
     let again = RedisOutbox::connect(&backend.server.url())
@@ -1181,10 +1166,14 @@ async fn record(
     change: Option<HealthChange>,
 ) -> Option<EndpointHealth> {
     let attempt = Attempt::new(taken.attempts + 1, SystemTime::now(), Ok(500));
-    store
+    match store
         .finish(taken, &attempt, Step::Done(Final::Dead), change)
         .await
-        .unwrap()
+    {
+        Ok(health) => Some(health),
+        Err(hooklatch::dedup::DedupError::LeaseLost) => None,
+        Err(error) => panic!("cannot record: {error}"),
+    }
 }
 
 /// Recording an attempt merges it into the endpoint's health and returns
@@ -1334,8 +1323,9 @@ async fn a_take_reports_health_and_leases_nothing_while_disabled(backend: impl B
 }
 
 /// A dispatcher whose lease ran out, and whose delivery another took,
-/// records nothing and merges nothing into the endpoint's health: the
-/// attempt that counts is the new holder's.
+/// records nothing and merges nothing into the endpoint's health (its
+/// `finish` and `put_back` fail with `LeaseLost`): the attempt that counts
+/// is the new holder's.
 async fn a_lost_lease_records_and_merges_nothing(backend: impl Backend) {
     let store = backend.open().await;
     let now = now_in_millis();
@@ -1362,6 +1352,11 @@ async fn a_lost_lease_records_and_merges_nothing(backend: impl Backend) {
     );
     let stored = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
     assert!(stored.attempts.is_empty(), "nothing recorded");
+    // Nor can the old holder put it back: the same error, the same rule.
+    assert!(matches!(
+        store.put_back(&first[0], later).await,
+        Err(hooklatch::dedup::DedupError::LeaseLost)
+    ));
 
     let merged = record(&store, &second[0], failed).await.unwrap();
     assert_eq!(merged.failing_since, Some(now));

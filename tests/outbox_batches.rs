@@ -38,21 +38,23 @@ fn delivered(number: u32, excerpt: &[u8]) -> Attempt {
     attempt
 }
 
-/// Records `taken` as delivered with `excerpt`.
+/// Records `taken` as delivered with `excerpt`; `None` if the lease was
+/// lost.
 async fn finish_delivered<S: DeliveryStore>(
     store: &S,
     taken: &Taken,
     excerpt: &[u8],
 ) -> Result<Option<EndpointHealth>, DedupError> {
     let step = Step::Done(Final::Delivered);
-    store
-        .finish(
-            taken,
-            &delivered(1, excerpt),
-            step,
-            Some(HealthChange::Succeeded),
-        )
+    let change = Some(HealthChange::Succeeded);
+    match store
+        .finish(taken, &delivered(1, excerpt), step, change)
         .await
+    {
+        Ok(health) => Ok(Some(health)),
+        Err(DedupError::LeaseLost) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// 300 enqueues at once: 50 ids on each of 3 endpoints, each sent twice
@@ -465,7 +467,7 @@ async fn in_one_batch(
     }
     let mut told = Vec::new();
     for answer in answers {
-        told.push(answer.await.unwrap().unwrap().unwrap().failing_since);
+        told.push(answer.await.unwrap().unwrap().failing_since);
     }
     let transactions: HashSet<String> = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT xmin::text FROM {prefix}_deliveries WHERE event_id LIKE 'r{round}\\_%'"

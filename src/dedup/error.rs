@@ -20,9 +20,13 @@ pub enum DedupError {
     /// A table name given to a SQL store is not a plain identifier.
     #[error("invalid table name `{0}`: use 1 to 48 of a-z, 0-9 and _, starting with a letter")]
     InvalidTableName(String),
-    /// The lease expired and another delivery took the id, so this one
-    /// cannot complete or release it.
-    #[error("lease lost: it expired and another delivery claimed the event")]
+    /// The lease expired and another holder took it, so this one cannot
+    /// act under it: a claim another delivery of the event took (it cannot
+    /// complete or release it), or an outbox delivery another dispatcher
+    /// took (it cannot record an attempt or put it back). The one rule for a
+    /// lost lease everywhere; a taken inbox event has its own
+    /// [`DeliveryLost`](Self::DeliveryLost).
+    #[error("lease lost: it expired and another holder took it")]
     LeaseLost,
     /// The visibility timeout passed and another worker took the event, so
     /// this delivery cannot ack or nack it.

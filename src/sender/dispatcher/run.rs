@@ -4,13 +4,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::task::JoinSet;
 
 use super::health::health_change;
 use super::state::{Inner, Route};
+use crate::dedup::DedupError;
 use crate::sender::deliver::attempt_once;
 use crate::sender::metrics;
 use crate::sender::outbox::{DeliveryStore, DueAcross, EndpointHealth, Taken, Wanted};
@@ -163,13 +164,22 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 // Only this loop acquires, so a slot counted free is free;
                 // a store that leased more than asked gets it back.
                 let due_at = delivery.due_at;
-                if let Err(error) = self.store.put_back(&delivery, due_at).await {
-                    tracing::warn!(endpoint = %route.name, %error, "cannot put a delivery back");
-                }
+                self.put_back(&route.name, &delivery, due_at).await;
                 continue;
             };
             let (inner, route) = (Arc::clone(self), Arc::clone(route));
             in_flight.spawn(async move { inner.attempt(&route, delivery, permit).await });
+        }
+    }
+
+    /// Ends `taken`'s lease unattempted, due at `due`. A lease lost
+    /// meanwhile needs nothing: the dispatcher that took it decides.
+    async fn put_back(&self, endpoint: &str, taken: &Taken, due: SystemTime) {
+        match self.store.put_back(taken, due).await {
+            Ok(()) | Err(DedupError::LeaseLost) => {}
+            Err(error) => {
+                tracing::warn!(endpoint, id = %taken.id, %error, "cannot put a delivery back");
+            }
         }
     }
 
@@ -181,9 +191,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 metrics::breaker(&route.name, route.endpoint.breaker_state());
                 route.probe_unused();
                 let due = later(route.policy.now(), wait);
-                if let Err(error) = self.store.put_back(&taken, due).await {
-                    tracing::warn!(endpoint = %route.name, id = %taken.id, %error, "cannot put a delivery back");
-                }
+                self.put_back(&route.name, &taken, due).await;
                 return;
             }
         };
@@ -233,13 +241,13 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             .finish(&taken, &tried.attempt, step, change)
             .await
         {
-            Ok(Some(health)) if test => route.set_health(health),
-            Ok(Some(health)) => {
+            Ok(health) if test => route.set_health(health),
+            Ok(health) => {
                 self.after_attempt(route, &taken.id, (tried.outcome, step), health);
                 self.track_health(route, tried.attempt.sent_at, tried.outcome, health)
                     .await;
             }
-            Ok(None) => tracing::warn!(
+            Err(DedupError::LeaseLost) => tracing::warn!(
                 endpoint = %route.name, id = %taken.id,
                 "lease lost during an attempt: another dispatcher took the delivery"
             ),

@@ -314,8 +314,8 @@ impl DeliveryStore for MemoryOutbox {
         attempt: &Attempt,
         step: Step,
         change: Option<HealthChange>,
-    ) -> Result<Option<EndpointHealth>, DedupError> {
-        Ok(self.with(|deliveries| {
+    ) -> Result<EndpointHealth, DedupError> {
+        self.with(|deliveries| {
             let entry = deliveries.leased(taken)?;
             entry.lease = None;
             entry.tries += 1;
@@ -337,18 +337,18 @@ impl DeliveryStore for MemoryOutbox {
                 deliveries.health.insert(taken.endpoint.clone(), merged);
             }
             Some(merged)
-        }))
+        })
+        .ok_or(DedupError::LeaseLost)
     }
 
-    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<bool, DedupError> {
-        Ok(self.with(|deliveries| {
-            let Some(entry) = deliveries.leased(taken) else {
-                return false;
-            };
+    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), DedupError> {
+        self.with(|deliveries| {
+            let entry = deliveries.leased(taken)?;
             entry.lease = None;
             entry.stored.due_at = Some(due);
-            true
-        }))
+            Some(())
+        })
+        .ok_or(DedupError::LeaseLost)
     }
 
     async fn delivery(

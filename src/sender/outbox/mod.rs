@@ -319,23 +319,25 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
     /// `failing_since`. Neither touches a disable: only
     /// [`enable`](Self::enable) ends one.
     ///
-    /// Returns `None`, recording and merging nothing, if the lease was lost
-    /// to another dispatcher: the attempt that counts is that dispatcher's.
+    /// Fails with [`DedupError::LeaseLost`], recording and merging nothing,
+    /// if the lease was lost to another dispatcher: the attempt that counts
+    /// is that dispatcher's.
     fn finish(
         &self,
         taken: &Taken,
         attempt: &Attempt,
         step: Step,
         change: Option<HealthChange>,
-    ) -> impl Future<Output = Result<Option<EndpointHealth>, DedupError>> + Send;
+    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
 
     /// Ends the lease without an attempt, due again at `due` (an open
-    /// breaker held it back). Returns false if the lease was lost.
+    /// breaker held it back). Fails with [`DedupError::LeaseLost`] if the
+    /// lease was lost.
     fn put_back(
         &self,
         taken: &Taken,
         due: SystemTime,
-    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+    ) -> impl Future<Output = Result<(), DedupError>> + Send;
 
     /// The delivery with its attempts, if there is one.
     fn delivery(

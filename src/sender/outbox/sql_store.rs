@@ -88,16 +88,16 @@ macro_rules! sql_delivery_store {
                     attempt: &Attempt,
                     step: Step,
                     change: Option<HealthChange>,
-                ) -> Result<Option<EndpointHealth>, DedupError> {
+                ) -> Result<EndpointHealth, DedupError> {
                     let job = Finish::new(taken, attempt, step, change);
-                    Ok(self.writes.finishes.submit(job).await?)
+                    self.writes
+                        .finishes
+                        .submit(job)
+                        .await?
+                        .ok_or(DedupError::LeaseLost)
                 }
 
-                async fn put_back(
-                    &self,
-                    taken: &Taken,
-                    due: SystemTime,
-                ) -> Result<bool, DedupError> {
+                async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), DedupError> {
                     let updated = sqlx::query(self.statements.put_back.clone())
                         .bind(&taken.endpoint)
                         .bind(&taken.id)
@@ -106,7 +106,10 @@ macro_rules! sql_delivery_store {
                         .execute(&self.pool)
                         .await?
                         .rows_affected();
-                    Ok(updated == 1)
+                    match updated {
+                        1 => Ok(()),
+                        _ => Err(DedupError::LeaseLost),
+                    }
                 }
 
                 async fn delivery(

@@ -384,7 +384,7 @@ impl DeliveryStore for RedisOutbox {
         attempt: &Attempt,
         step: Step,
         change: Option<HealthChange>,
-    ) -> Result<Option<EndpointHealth>, DedupError> {
+    ) -> Result<EndpointHealth, DedupError> {
         let (state, due, waited, reason) = step_fields(step);
         let (
             number,
@@ -433,14 +433,13 @@ impl DeliveryStore for RedisOutbox {
             .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
-        if health.is_some() {
-            self.replicated(&self.delivery_key(endpoint, &taken.id))
-                .await?;
-        }
-        Ok(health.map(health_from_fields))
+        let health = health.ok_or(DedupError::LeaseLost)?;
+        self.replicated(&self.delivery_key(endpoint, &taken.id))
+            .await?;
+        Ok(health_from_fields(health))
     }
 
-    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<bool, DedupError> {
+    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), DedupError> {
         let mut connection = self.connection().await?;
         let put: i64 = PUT_BACK_SCRIPT
             .key(self.delivery_key(&taken.endpoint, &taken.id))
@@ -452,7 +451,10 @@ impl DeliveryStore for RedisOutbox {
             .arg(&taken.endpoint)
             .invoke_async(&mut connection)
             .await?;
-        Ok(put == 1)
+        match put {
+            1 => Ok(()),
+            _ => Err(DedupError::LeaseLost),
+        }
     }
 
     async fn delivery(
