@@ -1,9 +1,47 @@
 //! [`OutboxView`](super::OutboxView) for the SQL outboxes.
 
-use sqlx::SqlStr;
+use sqlx::{Decode, Row, SqlStr, Type};
 
+use super::RecentAttempt;
+use crate::sender::outbox::codes::{AttemptRow, attempt_from_fields};
 use crate::sender::outbox::sql::tables;
 use crate::store::sql::{Schema, statement};
+
+/// A recent attempt as the view reads it: the delivery's id, then the
+/// attempt's columns in [`AttemptRow`]'s order.
+pub(crate) struct RecentRow(String, AttemptRow);
+
+impl<'r, R: Row> sqlx::FromRow<'r, R> for RecentRow
+where
+    usize: sqlx::ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        let attempt = (
+            row.try_get(1)?,
+            row.try_get(2)?,
+            row.try_get(3)?,
+            row.try_get(4)?,
+            row.try_get(5)?,
+            row.try_get(6)?,
+            row.try_get(7)?,
+            row.try_get(8)?,
+            row.try_get(9)?,
+        );
+        Ok(Self(row.try_get(0)?, attempt))
+    }
+}
+
+impl From<RecentRow> for RecentAttempt {
+    fn from(RecentRow(id, attempt): RecentRow) -> Self {
+        Self {
+            id,
+            attempt: attempt_from_fields(attempt),
+        }
+    }
+}
 
 /// An index for the latest attempts of an endpoint (version 1).
 pub(crate) fn schema(prefix: &str) -> Schema {
@@ -130,35 +168,15 @@ macro_rules! sql_outbox_view {
                 endpoint: &str,
                 limit: usize,
             ) -> Result<Vec<$crate::sender::RecentAttempt>, $crate::dedup::DedupError> {
-                type Row = (
-                    String,
-                    i64,
-                    i64,
-                    i64,
-                    i64,
-                    i64,
-                    Option<i64>,
-                    Option<String>,
-                    i64,
-                    Vec<u8>,
-                );
-                let rows: Vec<Row> = sqlx::query_as(self.view.recent.clone())
-                    .bind(endpoint)
-                    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-                    .fetch_all(&self.pool)
-                    .await?;
+                let rows: Vec<$crate::sender::outbox::view::sql::RecentRow> =
+                    sqlx::query_as(self.view.recent.clone())
+                        .bind(endpoint)
+                        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                        .fetch_all(&self.pool)
+                        .await?;
                 Ok(rows
                     .into_iter()
-                    .map(
-                        |(id, n, sent, waited, reason, held, status, error, took, excerpt)| {
-                            $crate::sender::RecentAttempt {
-                                id,
-                                attempt: $crate::sender::outbox::codes::attempt_from_fields((
-                                    n, sent, waited, reason, held, status, error, took, excerpt,
-                                )),
-                            }
-                        },
-                    )
+                    .map($crate::sender::RecentAttempt::from)
                     .collect())
             }
         }
