@@ -1014,8 +1014,9 @@ for_every_store!(
 
 /// `AnyInbox::connect` picks the store by the URL's scheme, with that
 /// store's checks and behaviour: an event accepted through it is a
-/// duplicate the second time and is taken and acked from the same store
-/// opened directly.
+/// duplicate the second time, is taken from the same store opened
+/// directly (the memory store, which lives in its `AnyInbox`, through it),
+/// and acked through the `AnyInbox` is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_inbox_opens_the_store_its_url_names() {
     let postgres = support::postgres();
@@ -1067,6 +1068,11 @@ async fn any_inbox_opens_the_store_its_url_names() {
             "{kind}: the event is in the store the URL names"
         );
         assert_eq!(taken[0].id, "evt_any");
+        assert_eq!(store.ack_many(&taken).await.unwrap(), [true]);
+        assert_eq!(
+            store.stats(&namespace).await.unwrap(),
+            InboxStats::default()
+        );
     }
 }
 

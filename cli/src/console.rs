@@ -72,7 +72,7 @@ async fn serve<S: Inbox + Clone + 'static>(
             Ok(AnyOutbox::Postgres(outbox)) => console.with_outbox(outbox),
             Ok(AnyOutbox::Redis(outbox)) => console.with_outbox(outbox),
             Err(error) => {
-                eprintln!("hooklatch: cannot open {spec}: {error}");
+                eprintln!("hooklatch: cannot open {}: {error}", crate::shown(spec));
                 return Ok(ExitCode::FAILURE);
             }
         };

@@ -47,10 +47,14 @@ enum InboxCommand {
 /// reached (exit 1). A `spec` that names no store is a usage error.
 pub(crate) async fn open_or_say(spec: &str) -> Result<Option<AnyInbox>, UsageError> {
     match AnyInbox::connect(spec).await {
+        // A store in this process is empty: the receiver's is elsewhere.
+        Ok(store) if store.kind() == "memory" => Err(UsageError(
+            "--store memory: is an empty store in this process; name the receiver's store".into(),
+        )),
         Ok(store) => Ok(Some(store)),
         Err(DedupError::StoreUrl(why)) => Err(UsageError(format!("--store: {why}"))),
         Err(error) => {
-            eprintln!("hooklatch: cannot open {spec}: {error}");
+            eprintln!("hooklatch: cannot open {}: {error}", crate::shown(spec));
             Ok(None)
         }
     }

@@ -139,7 +139,8 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
             setup.serve(redis(RedisInbox::new(connection).await?)).await
         } else if args.redis_wait_replicas > 0 && !is_redis {
             Err(UsageError(format!(
-                "--redis-wait-replicas needs a Redis store, not `{store}`"
+                "--redis-wait-replicas needs a Redis store, not `{}`",
+                crate::shown(store)
             )))
         } else if is_redis {
             setup.serve(redis(RedisInbox::connect(store).await?)).await
@@ -183,7 +184,7 @@ impl Setup<'_> {
         println!(
             "listening on http://{address} (store {}, namespace {}{})",
             self.args.redis_cluster_nodes.as_ref().map_or_else(
-                || self.args.store.clone(),
+                || crate::shown(&self.args.store),
                 |nodes| format!("redis cluster {nodes}")
             ),
             self.args.namespace,

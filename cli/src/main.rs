@@ -251,6 +251,23 @@ fn default_id() -> String {
 /// A failure before any signature was examined: bad flags, secrets or files.
 struct UsageError(String);
 
+/// A store URL as it may be shown in a message: a user and password, and a
+/// query (which may carry a password too), replaced by `***`.
+fn shown(spec: &str) -> String {
+    let (spec, query) = match spec.split_once('?') {
+        Some((before, _)) => (before, "?***"),
+        None => (spec, ""),
+    };
+    let Some((scheme, rest)) = spec.split_once("://") else {
+        return format!("{spec}{query}");
+    };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://***@{}{query}", &rest[at + 1..]),
+        None => format!("{spec}{query}"),
+    }
+}
+
 /// `2026-11-29T17:50:01.123Z`: a time in UTC, to the millisecond.
 fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
@@ -370,6 +387,25 @@ mod tests {
     /// this only when a subcommand is first parsed, so a clash (a shared
     /// flag named like one of the subcommand's own) would otherwise
     /// surface as a panic at run time.
+    #[test]
+    fn a_store_url_is_shown_without_its_password_or_query() {
+        use super::shown;
+        assert_eq!(
+            shown("postgres://app:hunter2@db:5432/hooks"),
+            "postgres://***@db:5432/hooks"
+        );
+        assert_eq!(
+            shown("postgres://db/hooks?password=hunter2"),
+            "postgres://db/hooks?***"
+        );
+        assert_eq!(
+            shown("redis+cluster://:hunter2@a:7000,b:7000"),
+            "redis+cluster://***@a:7000,b:7000"
+        );
+        assert_eq!(shown("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(shown("sqlite:hooks.db"), "sqlite:hooks.db");
+    }
+
     #[test]
     fn every_subcommands_flags_are_well_formed() {
         super::Cli::command().debug_assert();

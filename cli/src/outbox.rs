@@ -93,15 +93,16 @@ pub(crate) enum AnyOutbox {
 
 impl AnyOutbox {
     pub(crate) async fn open(spec: &str) -> Result<Result<Self, DedupError>, UsageError> {
-        if let Some(path) = spec.strip_prefix("sqlite:") {
-            Ok(SqliteOutbox::open(path).await.map(Self::Sqlite))
+        if spec.starts_with("sqlite:") {
+            Ok(SqliteOutbox::connect(spec).await.map(Self::Sqlite))
         } else if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
             Ok(PostgresOutbox::connect(spec).await.map(Self::Postgres))
         } else if spec.starts_with("redis") && spec.contains("://") {
             Ok(RedisOutbox::connect(spec).await.map(Self::Redis))
         } else {
             Err(UsageError(format!(
-                "--store `{spec}`: use sqlite:PATH, postgres://…, redis://… or redis+cluster://…"
+                "--store `{}`: use sqlite:PATH, postgres://…, redis://… or redis+cluster://…",
+                crate::shown(spec)
             )))
         }
     }
@@ -242,7 +243,10 @@ pub(crate) fn outbox(args: OutboxArgs) -> Result<ExitCode, UsageError> {
         let store = match AnyOutbox::open(&args.store).await? {
             Ok(store) => store,
             Err(error) => {
-                eprintln!("hooklatch: cannot open {}: {error}", args.store);
+                eprintln!(
+                    "hooklatch: cannot open {}: {error}",
+                    crate::shown(&args.store)
+                );
                 return Ok(ExitCode::FAILURE);
             }
         };

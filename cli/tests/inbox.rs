@@ -130,3 +130,33 @@ fn a_store_url_of_no_store_is_a_usage_error_that_hides_the_password() {
     assert!(said.contains("`mysql:`"), "{said}");
     assert!(!said.contains("hunter2"), "{said}");
 }
+
+/// A store that is down is named without its password (exit 1), and the
+/// in-process `memory:` store, always empty to a separate command, is a
+/// usage error.
+#[test]
+fn a_store_that_is_down_is_named_without_its_password() {
+    let port = support::free_port();
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([
+            "inbox",
+            "--store",
+            &format!("postgres://app:hunter2@127.0.0.1:{port}/db"),
+            "stats",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("cannot open postgres://***@127.0.0.1"),
+        "{said}"
+    );
+    assert!(!said.contains("hunter2"), "{said}");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["inbox", "--store", "memory:", "stats"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}

@@ -6,12 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Acceptance, Claim, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, Lease, LeaseStore,
-    MemoryInbox, NackOutcome, StoreOptions,
+    Acceptance, Answer, Claim, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, Lease,
+    LeaseStore, MemoryInbox, NackOutcome, StoreOptions,
 };
-
-/// A store call's answer.
-type Answer<T> = Result<T, DedupError>;
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = Answer<T>> + Send + 'a>>;
 
@@ -53,9 +50,9 @@ const SCHEMES: &[(&str, &str)] = &[
     ("postgres://", "postgres"),
     ("postgresql://", "postgres"),
     ("redis://", "redis"),
-    ("rediss://", "redis"),
+    ("rediss://", "redis-tls"),
     ("redis+cluster://", "redis"),
-    ("rediss+cluster://", "redis"),
+    ("rediss+cluster://", "redis-tls"),
     ("memory:", ""),
 ];
 
@@ -76,7 +73,8 @@ impl AnyInbox {
     /// |---|---|---|
     /// | `sqlite:webhooks.db` | `SqliteInbox` | `sqlite` |
     /// | `postgres://…`, `postgresql://…` | `PostgresInbox` | `postgres` |
-    /// | `redis://…`, `rediss://…`, `redis+cluster://…`, `rediss+cluster://…` | `RedisInbox` | `redis` |
+    /// | `redis://…`, `redis+cluster://…` | `RedisInbox` | `redis` |
+    /// | `rediss://…`, `rediss+cluster://…` (TLS) | `RedisInbox` | `redis-tls` |
     /// | `memory:` | [`MemoryInbox`], in this process only (tests) | |
     ///
     /// A URL of another scheme, or of a store this build leaves out, is
@@ -102,11 +100,23 @@ impl AnyInbox {
     pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Self, DedupError> {
         let Some(&(scheme, feature)) = SCHEMES.iter().find(|(scheme, _)| url.starts_with(scheme))
         else {
-            let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-            return Err(DedupError::StoreUrl(format!(
-                "`{scheme}:` is no store's scheme; use sqlite:PATH, postgres://…, redis://…, \
-                 redis+cluster://… or memory:"
-            )));
+            const USE: &str =
+                "use sqlite:PATH, postgres://…, redis://…, redis+cluster://… or memory:";
+            // Only a scheme's characters are shown: what follows may be a
+            // password, and so may a value that has no scheme at all.
+            let scheme = url
+                .split_once(':')
+                .map(|(scheme, _)| scheme)
+                .filter(|scheme| {
+                    scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                        && scheme
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+                });
+            return Err(DedupError::StoreUrl(match scheme {
+                Some(scheme) => format!("`{scheme}:` is no store's scheme; {USE}"),
+                None => format!("a store URL starts with its scheme; {USE}"),
+            }));
         };
         match feature {
             "" => Ok(Self::of(MemoryInbox::new().with_options(options), "memory")),
@@ -120,6 +130,10 @@ impl AnyInbox {
                 .map(|store| Self::of(store.with_options(options), "postgres")),
             #[cfg(feature = "redis")]
             "redis" => super::RedisInbox::connect(url)
+                .await
+                .map(|store| Self::of(store.with_options(options), "redis")),
+            #[cfg(feature = "redis-tls")]
+            "redis-tls" => super::RedisInbox::connect(url)
                 .await
                 .map(|store| Self::of(store.with_options(options), "redis")),
             missing => Err(DedupError::StoreUrl(format!(
@@ -292,9 +306,77 @@ mod tests {
         assert!(matches!(error, DedupError::StoreUrl(_)), "{text}");
         assert!(text.contains("`mysql:`"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
+        for no_scheme in ["webhooks.db", "memory", "password=hunter2 host=db:5432"] {
+            let error = AnyInbox::connect(no_scheme).await.unwrap_err();
+            let text = error.to_string();
+            assert!(matches!(error, DedupError::StoreUrl(_)), "{text}");
+            assert!(text.contains("starts with its scheme"), "{text}");
+            assert!(!text.contains("hunter2"), "{text}");
+        }
+    }
+
+    /// A store whose batched ack differs from acking one by one, so that a
+    /// wrapper that fell back to the trait's default would show.
+    struct BatchesOnly;
+
+    impl Inbox for BatchesOnly {
+        async fn accept(&self, _: &IncomingEvent<'_>) -> Answer<Acceptance> {
+            unreachable!()
+        }
+        async fn take(&self, _: &str, _: &str, _: usize) -> Answer<Vec<InboxEntry>> {
+            unreachable!()
+        }
+        async fn ack(&self, _: &InboxEntry) -> Answer<()> {
+            Err(DedupError::DeliveryLost)
+        }
+        async fn ack_many(&self, deliveries: &[InboxEntry]) -> Answer<Vec<bool>> {
+            Ok(vec![true; deliveries.len()])
+        }
+        async fn extend_visibility(&self, _: &InboxEntry) -> Answer<()> {
+            unreachable!()
+        }
+        async fn nack(&self, _: &InboxEntry, _: Duration) -> Answer<NackOutcome> {
+            unreachable!()
+        }
+        async fn dead_letters(&self, _: &str, _: usize) -> Answer<Vec<InboxEntry>> {
+            unreachable!()
+        }
+        async fn stats(&self, _: &str) -> Answer<InboxStats> {
+            unreachable!()
+        }
+        async fn requeue_dead(&self, _: &str, _: Option<&str>) -> Answer<u64> {
+            unreachable!()
+        }
+    }
+
+    impl LeaseStore for BatchesOnly {
+        async fn claim(&self, _: &str, _: &str, _: Duration) -> Answer<Claim> {
+            unreachable!()
+        }
+        async fn complete(&self, _: &Lease) -> Answer<()> {
+            unreachable!()
+        }
+        async fn release(&self, _: &Lease) -> Answer<()> {
+            unreachable!()
+        }
+        async fn extend_lease(&self, _: &Lease, _: Duration) -> Answer<()> {
+            unreachable!()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_stores_own_batched_ack_is_the_one_called() {
+        let memory = MemoryInbox::new();
+        let event = IncomingEvent::new("ns", "evt_1", b"{}");
+        let accepted = Inbox::accept(&memory, &event).await.unwrap();
+        assert_eq!(accepted, Acceptance::Accepted);
+        let taken = Inbox::take(&memory, "ns", "w", 1).await.unwrap();
+        let store = AnyInbox::new(BatchesOnly);
+        assert_eq!(store.kind(), "custom");
+        assert_eq!(Inbox::ack_many(&store, &taken).await.unwrap(), [true]);
         assert!(matches!(
-            AnyInbox::connect("webhooks.db").await,
-            Err(DedupError::StoreUrl(_))
+            Inbox::ack(&store, &taken[0]).await,
+            Err(DedupError::DeliveryLost)
         ));
     }
 

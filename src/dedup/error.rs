@@ -43,8 +43,8 @@ pub enum DedupError {
     /// `noeviction`), which would drop claims or accepted events.
     #[error(
         "redis maxmemory-policy is `{0}`: evicted claims let retries in again and evicted \
-         events are lost; set `maxmemory-policy noeviction`, or connect with \
-         `RedisInbox::insecure_connect_allowing_eviction`"
+         events are lost; set `maxmemory-policy noeviction` (an inbox can opt out with \
+         `RedisInbox::insecure_connect_allowing_eviction`)"
     )]
     EvictionPolicy(String),
     /// A Redis node keeps no append-only file, so a restart would bring

@@ -5,8 +5,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    Acceptance, Claim, DedupError, EventMeta, Inbox, InboxEntry, InboxStats, IncomingEvent, Lease,
-    LeaseStore, NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
+    Acceptance, Answer, Claim, DedupError, EventMeta, Inbox, InboxEntry, InboxStats, IncomingEvent,
+    Lease, LeaseStore, NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis,
+    new_token,
 };
 
 /// Claims and inbox in process memory, behind one mutex.
@@ -138,7 +139,7 @@ impl MemoryInbox {
 }
 
 impl Inbox for MemoryInbox {
-    async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+    async fn accept(&self, event: &IncomingEvent<'_>) -> Answer<Acceptance> {
         check_key(event.namespace, event.id)?;
         let now = self.options.now_millis();
         let mut state = self.lock();
@@ -177,12 +178,7 @@ impl Inbox for MemoryInbox {
         Ok(Acceptance::Accepted)
     }
 
-    async fn take(
-        &self,
-        namespace: &str,
-        _consumer: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
+    async fn take(&self, namespace: &str, _consumer: &str, max: usize) -> Answer<Vec<InboxEntry>> {
         check_namespace(namespace)?;
         let now = self.options.now_millis();
         let visible_until = now.saturating_add(millis(self.options.visibility_timeout()));
@@ -218,13 +214,13 @@ impl Inbox for MemoryInbox {
         Ok(taken)
     }
 
-    async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
+    async fn ack(&self, delivery: &InboxEntry) -> Answer<()> {
         self.with_taken_row(delivery, |rows, entry| {
             rows.remove(&entry);
         })
     }
 
-    async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
+    async fn extend_visibility(&self, delivery: &InboxEntry) -> Answer<()> {
         let now = self.options.now_millis();
         let until = now.saturating_add(millis(self.options.visibility_timeout()));
         // A heartbeat after the visibility lapsed is refused, as on every
@@ -245,11 +241,7 @@ impl Inbox for MemoryInbox {
         }
     }
 
-    async fn nack(
-        &self,
-        delivery: &InboxEntry,
-        retry_in: Duration,
-    ) -> Result<NackOutcome, DedupError> {
+    async fn nack(&self, delivery: &InboxEntry, retry_in: Duration) -> Answer<NackOutcome> {
         let max_attempts = self.options.max_attempts();
         self.with_taken_row(delivery, |rows, entry| {
             let Some(row) = rows.get_mut(&entry) else {
@@ -266,11 +258,7 @@ impl Inbox for MemoryInbox {
         })
     }
 
-    async fn dead_letters(
-        &self,
-        namespace: &str,
-        max: usize,
-    ) -> Result<Vec<InboxEntry>, DedupError> {
+    async fn dead_letters(&self, namespace: &str, max: usize) -> Answer<Vec<InboxEntry>> {
         check_namespace(namespace)?;
         let state = self.lock();
         Ok(state
@@ -284,7 +272,7 @@ impl Inbox for MemoryInbox {
             .collect())
     }
 
-    async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
+    async fn stats(&self, namespace: &str) -> Answer<InboxStats> {
         check_namespace(namespace)?;
         let now = self.options.now_millis();
         let state = self.lock();
@@ -306,7 +294,7 @@ impl Inbox for MemoryInbox {
         Ok(stats)
     }
 
-    async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Result<u64, DedupError> {
+    async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Answer<u64> {
         check_namespace(namespace)?;
         let now = self.options.now_millis();
         let mut state = self.lock();
@@ -330,12 +318,7 @@ impl Inbox for MemoryInbox {
 }
 
 impl LeaseStore for MemoryInbox {
-    async fn claim(
-        &self,
-        namespace: &str,
-        id: &str,
-        lease_for: Duration,
-    ) -> Result<Claim, DedupError> {
+    async fn claim(&self, namespace: &str, id: &str, lease_for: Duration) -> Answer<Claim> {
         check_key(namespace, id)?;
         let now = self.options.now_millis();
         let mut state = self.lock();
@@ -367,7 +350,7 @@ impl LeaseStore for MemoryInbox {
         Ok(Claim::Fresh(Lease::new(namespace, id, token)))
     }
 
-    async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
+    async fn complete(&self, lease: &Lease) -> Answer<()> {
         let mut state = self.lock();
         let key = (lease.namespace().to_owned(), lease.id().to_owned());
         match state.claims.get_mut(&key) {
@@ -385,7 +368,7 @@ impl LeaseStore for MemoryInbox {
         }
     }
 
-    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Result<(), DedupError> {
+    async fn extend_lease(&self, lease: &Lease, lease_for: Duration) -> Answer<()> {
         let now = self.options.now_millis();
         let until = now.saturating_add(millis(lease_for));
         let mut state = self.lock();
@@ -400,7 +383,7 @@ impl LeaseStore for MemoryInbox {
         Ok(())
     }
 
-    async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
+    async fn release(&self, lease: &Lease) -> Answer<()> {
         let mut state = self.lock();
         let key = (lease.namespace().to_owned(), lease.id().to_owned());
         let held = state.claims.get(&key).is_some_and(|claim| {

@@ -257,6 +257,10 @@ impl Lease {
     }
 }
 
+/// A store call's answer: what the store's implementations write, so that
+/// their signatures read on one line.
+pub(crate) type Answer<T> = Result<T, DedupError>;
+
 /// A durable queue of accepted events, with exactly-once acceptance.
 ///
 /// Implementations make [`accept`](Self::accept) one atomic step: after an

@@ -1,7 +1,7 @@
 //! The one implementation of [`DeliveryStore`](super::DeliveryStore) both
 //! SQL outboxes share, as a macro over the store type and its dialect: on
 //! top of the statements (`sql.rs`), the batched writes (`batch/`) and the
-//! take across endpoints (`across.rs`).
+//! take across endpoints (`take_across.rs`).
 
 /// Implements [`DeliveryStore`](super::DeliveryStore) for a SQL store with
 /// the fields `pool` and `statements`: the code is the same for SQLite and

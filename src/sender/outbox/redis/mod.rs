@@ -1,5 +1,5 @@
 //! [`RedisOutbox`]: Redis deliveries, a Lua script per step, sharded
-//! with a due index each (`across.rs`); older outboxes move (`migrate.rs`).
+//! with a due index each (`take_across.rs`); older outboxes move (`migrate.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
