@@ -118,6 +118,11 @@ impl AnyInbox {
                 None => format!("a store URL starts with its scheme; {USE}"),
             }));
         };
+        // A TLS scheme opens the same store, once its feature is built.
+        let feature = match feature {
+            "redis-tls" if cfg!(feature = "redis-tls") => "redis",
+            other => other,
+        };
         match feature {
             "" => Ok(Self::of(MemoryInbox::new().with_options(options), "memory")),
             #[cfg(feature = "sqlite")]
@@ -130,10 +135,6 @@ impl AnyInbox {
                 .map(|store| Self::of(store.with_options(options), "postgres")),
             #[cfg(feature = "redis")]
             "redis" => super::RedisInbox::connect(url)
-                .await
-                .map(|store| Self::of(store.with_options(options), "redis")),
-            #[cfg(feature = "redis-tls")]
-            "redis-tls" => super::RedisInbox::connect(url)
                 .await
                 .map(|store| Self::of(store.with_options(options), "redis")),
             missing => Err(DedupError::StoreUrl(format!(
