@@ -630,18 +630,39 @@ async fn postgres_migrations_racing_each_other_both_succeed() {
     }
 }
 
+/// Stores opening one new file at once all succeed: the first switches it
+/// to WAL, which SQLite refuses the others at once (no busy wait), and
+/// they try again instead of failing. Repeated, as one round rarely
+/// meets the race.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_migrations_racing_each_other_both_succeed() {
-    let dir = support::TempDir::new("sqlite-race");
-    let path = dir.path().join("inbox.db");
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let path = path.clone();
-            tokio::spawn(async move { SqliteInbox::open(path).await.map(drop) })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap().expect("every concurrent open succeeds");
+    use hooklatch::sequence::SqliteSequences;
+    for round in 0..20 {
+        let dir = support::TempDir::new("sqlite-race");
+        let path = dir.path().join("inbox.db");
+        let tasks: Vec<_> = (0..8)
+            .map(|opener| {
+                let path = path.clone();
+                tokio::spawn(async move {
+                    if opener % 2 == 0 {
+                        SqliteInbox::open(path)
+                            .await
+                            .map(drop)
+                            .map_err(|e| e.to_string())
+                    } else {
+                        SqliteSequences::open(path)
+                            .await
+                            .map(drop)
+                            .map_err(|e| e.to_string())
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            if let Err(error) = task.await.unwrap() {
+                panic!("round {round}: every concurrent open succeeds: {error}");
+            }
+        }
     }
 }
 

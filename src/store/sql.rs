@@ -237,8 +237,18 @@ pub(crate) async fn migrate_postgres(
     bring_up_to_date!(tx, schema, POSTGRES)
 }
 
+/// How long a SQLite connection waits for another's lock.
+#[cfg(feature = "sqlite")]
+const SQLITE_BUSY_WAIT: Duration = Duration::from_secs(10);
+
 /// A pool of up to `connections` connections on a file made durable: WAL,
 /// `synchronous=FULL`, created if missing, waiting up to 10 s for a lock.
+///
+/// Opening a new file races other processes (or stores) opening it too:
+/// switching it to WAL upgrades a read lock to a write lock, where SQLite
+/// answers `SQLITE_BUSY` at once instead of waiting (waiting could
+/// deadlock). Only the first opener switches the file, so the others
+/// try again, within the same 10 s.
 #[cfg(feature = "sqlite")]
 pub(crate) async fn sqlite_pool(
     options: sqlx::sqlite::SqliteConnectOptions,
@@ -249,11 +259,34 @@ pub(crate) async fn sqlite_pool(
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(Duration::from_secs(10));
-    SqlitePoolOptions::new()
-        .max_connections(connections)
-        .connect_with(options)
-        .await
+        .busy_timeout(SQLITE_BUSY_WAIT);
+    let deadline = tokio::time::Instant::now() + SQLITE_BUSY_WAIT;
+    loop {
+        let opened = SqlitePoolOptions::new()
+            .max_connections(connections)
+            .connect_with(options.clone())
+            .await;
+        match opened {
+            Err(error) if sqlite_busy(&error) && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            opened => return opened,
+        }
+    }
+}
+
+/// Whether SQLite refused `error` because another connection holds a lock
+/// (`SQLITE_BUSY` or one of its extended codes).
+#[cfg(feature = "sqlite")]
+fn sqlite_busy(error: &sqlx::Error) -> bool {
+    const SQLITE_BUSY: i32 = 5;
+    let sqlx::Error::Database(error) = error else {
+        return false;
+    };
+    error
+        .code()
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| code & 0xff == SQLITE_BUSY)
 }
 
 /// Brings `schema` up to date in one immediate transaction: a second
