@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use common::StoreBench;
 use criterion::{BenchmarkId, Criterion};
-use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresInbox, RedisInbox, SqliteInbox};
+use hooklatch::dedup::{
+    Acceptance, InboxQueue, IncomingEvent, PostgresInbox, RedisInbox, SqliteInbox,
+};
 use sqlx::AssertSqlSafe;
 
 const CALLERS: [usize; 2] = [1, 32];
@@ -72,7 +74,7 @@ fn bench_pair<S, F, Fut>(
     store: S,
     floor: F,
 ) where
-    S: Inbox + Clone + 'static,
+    S: InboxQueue + Clone + 'static,
     F: Fn(String) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = ()> + Send,
 {

@@ -29,7 +29,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
 use common::support;
-use hooklatch::dedup::{Inbox, PostgresInbox, RedisInbox, SqliteInbox};
+use hooklatch::dedup::{InboxQueue, PostgresInbox, RedisInbox, SqliteInbox};
 use hooklatch::verify::{Scheme, Signer};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -237,7 +237,7 @@ impl Drop for Example {
 
 /// How long the inbox took to empty after the load, or what it still held
 /// after 10 s.
-async fn drained<S: Inbox>(store: &S) -> Result<Duration, u64> {
+async fn drained<S: InboxQueue>(store: &S) -> Result<Duration, u64> {
     let started = Instant::now();
     loop {
         let stats = store.stats(NAMESPACE).await.expect("stats");

@@ -17,7 +17,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::support;
-use hooklatch::dedup::{Inbox, PostgresInbox, SqliteInbox};
+use hooklatch::dedup::{InboxQueue, PostgresInbox, SqliteInbox};
 use sqlx::AssertSqlSafe;
 
 const BATCH: usize = 256;
@@ -27,7 +27,7 @@ const ROUNDS: usize = 40;
 const TAKEN: u64 = (BATCH * ROUNDS) as u64;
 
 /// Times `ROUNDS` takes of `BATCH` and their `ack_many`; the median.
-async fn median_take<S: Inbox>(store: &S) -> Duration {
+async fn median_take<S: InboxQueue>(store: &S) -> Duration {
     let mut took = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let started = Instant::now();

@@ -42,7 +42,7 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use hooklatch::dedup::{Inbox, SqliteInbox};
+use hooklatch::dedup::{InboxQueue, SqliteInbox};
 use hooklatch::sender::{
     AddressPolicy, Breaker, DeliveryState, DisableReason, Dispatcher, HttpTransport, Jitter,
     NoticeKind, Policy, Schedule, SqliteOutbox, Transport,

@@ -9,8 +9,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use hooklatch::dedup::{
-    Acceptance, AnyInbox, Claim, DedupError, EventMeta, Inbox, InboxStats, IncomingEvent,
-    LeaseStore, MemoryInbox, NackOutcome, PostgresInbox, RedisInbox, SqliteInbox, StoreOptions,
+    Acceptance, AnyInbox, Claim, DedupError, EventMeta, Inbox, InboxQueue, InboxStats,
+    IncomingEvent, LeaseStore, MemoryInbox, NackOutcome, PostgresInbox, RedisInbox, SqliteInbox,
+    StoreOptions,
 };
 
 /// A store for one test, a namespace no other test uses, and whatever must
@@ -22,7 +23,7 @@ struct Fixture<S> {
 }
 
 trait Backend {
-    type Store: Inbox + LeaseStore + Clone + Send + Sync + 'static;
+    type Store: InboxQueue + LeaseStore + Clone + Send + Sync + 'static;
     /// Whether `take` hands out a namespace's events oldest first across
     /// the whole namespace; a sharded Redis store does so per shard.
     const ORDERED_ACROSS_THE_NAMESPACE: bool = true;
@@ -205,7 +206,7 @@ fn event<'a>(namespace: &'a str, id: &'a str) -> IncomingEvent<'a> {
 }
 
 /// Takes everything ready in `namespace`, acking each, in batches.
-async fn drain<S: Inbox>(store: &S, namespace: &str) -> Vec<String> {
+async fn drain<S: InboxQueue>(store: &S, namespace: &str) -> Vec<String> {
     let mut ids = Vec::new();
     loop {
         let batch = store.take(namespace, "drain", 500).await.expect("take");

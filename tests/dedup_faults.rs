@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hooklatch::dedup::{
-    Acceptance, DedupError, Inbox, IncomingEvent, PostgresInbox, RedisInbox, SqliteInbox,
+    Acceptance, DedupError, Inbox, InboxQueue, IncomingEvent, PostgresInbox, RedisInbox,
+    SqliteInbox,
 };
 use sqlx::AssertSqlSafe;
 
@@ -396,7 +397,9 @@ async fn redis_fencing_tokens_stay_unique_across_a_restart_from_a_snapshot() {
 /// deliveries each, many sharing a batch. Each id is accepted exactly once,
 /// every other delivery is answered duplicate, and the inbox holds each id
 /// once.
-async fn accepts_sharing_a_batch_each_get_their_own_outcome<S: Inbox + Clone + 'static>(store: &S) {
+async fn accepts_sharing_a_batch_each_get_their_own_outcome<S: InboxQueue + Clone + 'static>(
+    store: &S,
+) {
     let tasks: Vec<_> = (0..512)
         .map(|n| {
             let store = store.clone();
@@ -451,7 +454,7 @@ async fn postgres_accepts_sharing_a_batch_each_get_their_own_outcome() {
 /// (its retry is accepted). Callers that gave up do not break the batch.
 /// The store refuses bodies of 100 bytes or more (`injected failure`).
 async fn a_failed_batch_fails_each_caller_and_keeps_none_of_its_claims<
-    S: Inbox + Clone + 'static,
+    S: InboxQueue + Clone + 'static,
 >(
     store: &S,
 ) {
@@ -877,7 +880,7 @@ fn old_claims(prefix: &str, count: u64) -> AssertSqlSafe<String> {
 /// bounded batches, and a recent claim and a held lease survive.
 async fn purge_takes_every_old_claim_in_batches<S>(store: &S, count: u64, purged: u64)
 where
-    S: Inbox + hooklatch::dedup::LeaseStore,
+    S: InboxQueue + hooklatch::dedup::LeaseStore,
 {
     assert_eq!(purged, count, "every old claim is purged");
     assert_eq!(
@@ -946,7 +949,7 @@ async fn postgres_purge_deletes_in_bounded_batches_and_misses_no_old_claim() {
 /// `stop` (which returns once the server is down), waits [`OUTAGE`], calls
 /// `restart` (which returns once it is up), and lets the tasks finish.
 /// Returns the calls and when the server went down and came back.
-async fn accept_through_outage<S: Inbox + Clone + 'static>(
+async fn accept_through_outage<S: InboxQueue + Clone + 'static>(
     store: &S,
     namespace: &str,
     (callers, ids): (usize, usize),
@@ -1007,7 +1010,7 @@ async fn accept_through_outage<S: Inbox + Clone + 'static>(
 /// Retries every id whose call failed, until the store answers, then checks
 /// that each id is in the inbox exactly once and that nothing was accepted
 /// twice or while the server was down.
-async fn check_after_restart<S: Inbox>(
+async fn check_after_restart<S: InboxQueue>(
     store: &S,
     namespace: &str,
     ids: usize,

@@ -7,9 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::routing::post;
-use hooklatch::dedup::{
-    Acceptance, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, MemoryInbox, NackOutcome,
-};
+use hooklatch::dedup::{Acceptance, DedupError, Inbox, IncomingEvent, MemoryInbox};
 use hooklatch::verify::{Scheme, Signer, Verifier};
 use hooklatch_tower::WebhookLayer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -22,27 +20,6 @@ struct Down;
 
 impl Inbox for Down {
     async fn accept(&self, _: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
-        Err(DedupError::LeaseLost)
-    }
-    async fn take(&self, _: &str, _: &str, _: usize) -> Result<Vec<InboxEntry>, DedupError> {
-        Ok(Vec::new())
-    }
-    async fn ack(&self, _: &InboxEntry) -> Result<(), DedupError> {
-        Ok(())
-    }
-    async fn extend_visibility(&self, _: &InboxEntry) -> Result<(), DedupError> {
-        Ok(())
-    }
-    async fn nack(&self, _: &InboxEntry, _: Duration) -> Result<NackOutcome, DedupError> {
-        Ok(NackOutcome::WillRetry)
-    }
-    async fn dead_letters(&self, _: &str, _: usize) -> Result<Vec<InboxEntry>, DedupError> {
-        Ok(Vec::new())
-    }
-    async fn stats(&self, _: &str) -> Result<InboxStats, DedupError> {
-        Err(DedupError::LeaseLost)
-    }
-    async fn requeue_dead(&self, _: &str, _: Option<&str>) -> Result<u64, DedupError> {
         Err(DedupError::LeaseLost)
     }
 }

@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime};
 
 use std::collections::HashMap;
 
-use hooklatch::dedup::{Inbox, LeaseStore, MemoryInbox, PostgresInbox, RedisInbox, SqliteInbox};
+use hooklatch::dedup::{
+    InboxQueue, LeaseStore, MemoryInbox, PostgresInbox, RedisInbox, SqliteInbox,
+};
 use hooklatch::receive::{Receiver, StaticTenants, Tenant, TenantKey, Tenants};
 use hooklatch::verify::{Scheme, Signer, Validity, Verifier};
 
@@ -87,7 +89,7 @@ impl Script {
 /// A framework adapter serving the receiver.
 trait Framework {
     /// Inbox mode: 202 new, 200 duplicate.
-    fn serve_inbox<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> String;
+    fn serve_inbox<S: InboxQueue + Clone + 'static>(store: S, namespace: &str) -> String;
     /// Lease mode, running `script` as the handler.
     fn serve_lease<S: LeaseStore + Clone + 'static>(
         store: S,
@@ -96,7 +98,7 @@ trait Framework {
     ) -> String;
     /// Inbox mode for many tenants at `/webhooks/{tenant}`; returns the
     /// URL without the tenant.
-    fn serve_tenants<S: Inbox + Clone + 'static>(
+    fn serve_tenants<S: InboxQueue + Clone + 'static>(
         store: S,
         namespace: &str,
         tenants: Tenants,
@@ -105,7 +107,7 @@ trait Framework {
 
 struct Axum;
 impl Framework for Axum {
-    fn serve_inbox<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> String {
+    fn serve_inbox<S: InboxQueue + Clone + 'static>(store: S, namespace: &str) -> String {
         use axum::{Router, routing::post};
         use hooklatch_tower::WebhookLayer;
         let app = Router::new()
@@ -144,7 +146,7 @@ impl Framework for Axum {
         serve_axum(app)
     }
 
-    fn serve_tenants<S: Inbox + Clone + 'static>(
+    fn serve_tenants<S: InboxQueue + Clone + 'static>(
         store: S,
         namespace: &str,
         tenants: Tenants,
@@ -154,7 +156,7 @@ impl Framework for Axum {
 }
 
 impl Axum {
-    fn tenants_app<S: Inbox + Clone + 'static>(
+    fn tenants_app<S: InboxQueue + Clone + 'static>(
         store: S,
         namespace: &str,
         tenants: Tenants,
@@ -191,7 +193,7 @@ fn serve_axum(app: axum::Router) -> String {
 
 struct Actix;
 impl Framework for Actix {
-    fn serve_inbox<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> String {
+    fn serve_inbox<S: InboxQueue + Clone + 'static>(store: S, namespace: &str) -> String {
         use hooklatch_actix::{InboxWebhook, WebhookConfig};
         let config = WebhookConfig::new(verifier())
             .with_body_limit(LIMIT)
@@ -236,7 +238,7 @@ impl Framework for Actix {
         })
     }
 
-    fn serve_tenants<S: Inbox + Clone + 'static>(
+    fn serve_tenants<S: InboxQueue + Clone + 'static>(
         store: S,
         namespace: &str,
         tenants: Tenants,
@@ -282,7 +284,7 @@ where
 
 /// A claim store for one test, and what must live as long as it.
 trait Store {
-    type Store: Inbox + LeaseStore + Clone + 'static;
+    type Store: InboxQueue + LeaseStore + Clone + 'static;
     async fn open() -> (Self::Store, Vec<Box<dyn Any + Send>>);
 }
 

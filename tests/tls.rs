@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hooklatch::RedisConnection;
-use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, PostgresInbox, RedisInbox};
+use hooklatch::dedup::{Acceptance, InboxQueue, IncomingEvent, PostgresInbox, RedisInbox};
 
 /// A certificate authority and a server certificate for 127.0.0.1 and
 /// localhost, made with `openssl`.
@@ -107,7 +107,7 @@ impl Certificates {
     }
 }
 
-async fn accepts_once(store: &impl Inbox) {
+async fn accepts_once(store: &impl InboxQueue) {
     let namespace = support::unique("tls");
     let event = IncomingEvent::new(&namespace, "evt_tls", b"{}");
     assert_eq!(store.accept(&event).await.unwrap(), Acceptance::Accepted);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use hooklatch::dedup::Inbox;
+use hooklatch::dedup::InboxQueue;
 use hooklatch_tower::console::Console;
 
 use crate::UsageError;
@@ -60,7 +60,7 @@ impl ConsoleArgs {
     }
 }
 
-async fn serve<S: Inbox + Clone + 'static>(
+async fn serve<S: InboxQueue + Clone + 'static>(
     store: S,
     args: &ConsoleArgs,
     token: &str,

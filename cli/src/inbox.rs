@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use hooklatch::dedup::{AnyInbox, DedupError, Inbox};
+use hooklatch::dedup::{AnyInbox, DedupError, InboxQueue};
 
 use crate::UsageError;
 

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
-use hooklatch::dedup::{Inbox, IncomingEvent, PostgresInbox, StoreOptions};
+use hooklatch::dedup::{Inbox, InboxQueue, IncomingEvent, PostgresInbox, StoreOptions};
 use hooklatch::sender::{DeliveryState, DeliveryStore, PostgresOutbox};
 use serde_json::{Value, json};
 

@@ -8,11 +8,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use hooklatch::dedup::{
-    EventMeta, Inbox, IncomingEvent, NackOutcome, PostgresInbox, SqliteInbox, StoreOptions,
+    EventMeta, InboxQueue, IncomingEvent, NackOutcome, PostgresInbox, SqliteInbox, StoreOptions,
 };
 
 /// Three events, two of them dead-lettered (one attempt each).
-async fn seed<S: Inbox>(store: &S, namespace: &str) {
+async fn seed<S: InboxQueue>(store: &S, namespace: &str) {
     let meta = EventMeta::with_type("invoice.paid");
     for id in ["evt_a", "evt_b", "evt_c"] {
         let event = IncomingEvent::new(namespace, id, br#"{"amount":100}"#).with_meta(&meta);
@@ -38,7 +38,10 @@ fn run(store: &str, namespace: &str, args: &[&str]) -> (i32, String) {
     )
 }
 
-async fn the_inbox_commands_show_and_requeue_what_the_store_holds<S: Inbox>(store: &S, spec: &str) {
+async fn the_inbox_commands_show_and_requeue_what_the_store_holds<S: InboxQueue>(
+    store: &S,
+    spec: &str,
+) {
     let namespace = support::unique("cli");
     seed(store, &namespace).await;
     assert_eq!(

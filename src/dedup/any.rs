@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Acceptance, Answer, Claim, DedupError, Inbox, InboxEntry, InboxStats, IncomingEvent, Lease,
-    LeaseStore, MemoryInbox, NackOutcome, StoreOptions,
+    Acceptance, Answer, Claim, DedupError, Inbox, InboxEntry, InboxQueue, InboxStats,
+    IncomingEvent, Lease, LeaseStore, MemoryInbox, NackOutcome, StoreOptions,
 };
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = Answer<T>> + Send + 'a>>;
@@ -21,7 +21,7 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = Answer<T>> + Send + 'a>>;
 /// at compile time can use it directly.
 ///
 /// ```no_run
-/// use hooklatch::dedup::{AnyInbox, Inbox};
+/// use hooklatch::dedup::{AnyInbox, InboxQueue};
 ///
 /// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
 /// let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "sqlite:hooklatch.db".into());
@@ -59,7 +59,7 @@ const SCHEMES: &[(&str, &str)] = &[
 impl AnyInbox {
     /// Wraps `store`: any store that is both an inbox and a lease store,
     /// this crate's or your own.
-    pub fn new<S: Inbox + LeaseStore + 'static>(store: S) -> Self {
+    pub fn new<S: InboxQueue + LeaseStore + 'static>(store: S) -> Self {
         Self {
             store: Arc::new(store),
             kind: "custom",
@@ -143,7 +143,7 @@ impl AnyInbox {
         }
     }
 
-    fn of<S: Inbox + LeaseStore + 'static>(store: S, kind: &'static str) -> Self {
+    fn of<S: InboxQueue + LeaseStore + 'static>(store: S, kind: &'static str) -> Self {
         Self {
             store: Arc::new(store),
             kind,
@@ -186,7 +186,7 @@ trait ErasedStore: Send + Sync {
     fn extend_lease<'a>(&'a self, lease: &'a Lease, lease_for: Duration) -> Boxed<'a, ()>;
 }
 
-impl<S: Inbox + LeaseStore> ErasedStore for S {
+impl<S: InboxQueue + LeaseStore> ErasedStore for S {
     fn accept<'a>(&'a self, event: &'a IncomingEvent<'a>) -> Boxed<'a, Acceptance> {
         Box::pin(Inbox::accept(self, event))
     }
@@ -196,28 +196,28 @@ impl<S: Inbox + LeaseStore> ErasedStore for S {
         consumer: &'a str,
         max: usize,
     ) -> Boxed<'a, Vec<InboxEntry>> {
-        Box::pin(Inbox::take(self, namespace, consumer, max))
+        Box::pin(InboxQueue::take(self, namespace, consumer, max))
     }
     fn ack<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()> {
-        Box::pin(Inbox::ack(self, delivery))
+        Box::pin(InboxQueue::ack(self, delivery))
     }
     fn ack_many<'a>(&'a self, deliveries: &'a [InboxEntry]) -> Boxed<'a, Vec<bool>> {
-        Box::pin(Inbox::ack_many(self, deliveries))
+        Box::pin(InboxQueue::ack_many(self, deliveries))
     }
     fn extend_visibility<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()> {
-        Box::pin(Inbox::extend_visibility(self, delivery))
+        Box::pin(InboxQueue::extend_visibility(self, delivery))
     }
     fn nack<'a>(&'a self, delivery: &'a InboxEntry, retry_in: Duration) -> Boxed<'a, NackOutcome> {
-        Box::pin(Inbox::nack(self, delivery, retry_in))
+        Box::pin(InboxQueue::nack(self, delivery, retry_in))
     }
     fn dead_letters<'a>(&'a self, namespace: &'a str, max: usize) -> Boxed<'a, Vec<InboxEntry>> {
-        Box::pin(Inbox::dead_letters(self, namespace, max))
+        Box::pin(InboxQueue::dead_letters(self, namespace, max))
     }
     fn stats<'a>(&'a self, namespace: &'a str) -> Boxed<'a, InboxStats> {
-        Box::pin(Inbox::stats(self, namespace))
+        Box::pin(InboxQueue::stats(self, namespace))
     }
     fn requeue_dead<'a>(&'a self, namespace: &'a str, id: Option<&'a str>) -> Boxed<'a, u64> {
-        Box::pin(Inbox::requeue_dead(self, namespace, id))
+        Box::pin(InboxQueue::requeue_dead(self, namespace, id))
     }
     fn claim<'a>(
         &'a self,
@@ -242,7 +242,9 @@ impl Inbox for AnyInbox {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Answer<Acceptance> {
         self.store.accept(event).await
     }
+}
 
+impl InboxQueue for AnyInbox {
     async fn take(&self, namespace: &str, consumer: &str, max: usize) -> Answer<Vec<InboxEntry>> {
         self.store.take(namespace, consumer, max).await
     }
@@ -324,6 +326,9 @@ mod tests {
         async fn accept(&self, _: &IncomingEvent<'_>) -> Answer<Acceptance> {
             unreachable!()
         }
+    }
+
+    impl InboxQueue for BatchesOnly {
         async fn take(&self, _: &str, _: &str, _: usize) -> Answer<Vec<InboxEntry>> {
             unreachable!()
         }
@@ -371,12 +376,12 @@ mod tests {
         let event = IncomingEvent::new("ns", "evt_1", b"{}");
         let accepted = Inbox::accept(&memory, &event).await.unwrap();
         assert_eq!(accepted, Acceptance::Accepted);
-        let taken = Inbox::take(&memory, "ns", "w", 1).await.unwrap();
+        let taken = InboxQueue::take(&memory, "ns", "w", 1).await.unwrap();
         let store = AnyInbox::new(BatchesOnly);
         assert_eq!(store.kind(), "custom");
-        assert_eq!(Inbox::ack_many(&store, &taken).await.unwrap(), [true]);
+        assert_eq!(InboxQueue::ack_many(&store, &taken).await.unwrap(), [true]);
         assert!(matches!(
-            Inbox::ack(&store, &taken[0]).await,
+            InboxQueue::ack(&store, &taken[0]).await,
             Err(DedupError::DeliveryLost)
         ));
     }
@@ -386,7 +391,7 @@ mod tests {
         let store = AnyInbox::connect("memory:").await.unwrap();
         assert_eq!(store.kind(), "memory");
         assert_eq!(
-            Inbox::stats(&store, "ns").await.unwrap(),
+            InboxQueue::stats(&store, "ns").await.unwrap(),
             InboxStats::default()
         );
     }

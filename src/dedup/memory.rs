@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    Acceptance, Answer, Claim, DedupError, EventMeta, Inbox, InboxEntry, InboxStats, IncomingEvent,
-    Lease, LeaseStore, NackOutcome, Receipt, StoreOptions, check_key, check_namespace, millis,
-    new_token,
+    Acceptance, Answer, Claim, DedupError, EventMeta, Inbox, InboxEntry, InboxQueue, InboxStats,
+    IncomingEvent, Lease, LeaseStore, NackOutcome, Receipt, StoreOptions, check_key,
+    check_namespace, millis, new_token,
 };
 
 /// Claims and inbox in process memory, behind one mutex.
@@ -177,7 +177,9 @@ impl Inbox for MemoryInbox {
             );
         Ok(Acceptance::Accepted)
     }
+}
 
+impl InboxQueue for MemoryInbox {
     async fn take(&self, namespace: &str, _consumer: &str, max: usize) -> Answer<Vec<InboxEntry>> {
         check_namespace(namespace)?;
         let now = self.options.now_millis();

@@ -34,7 +34,7 @@
 //! retry would be accepted again.
 //!
 //! ```
-//! use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, MemoryInbox};
+//! use hooklatch::dedup::{Acceptance, Inbox, InboxQueue, IncomingEvent, MemoryInbox};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
@@ -183,7 +183,7 @@ impl InboxEntry {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use hooklatch::dedup::{Inbox, IncomingEvent, MemoryInbox};
+    /// use hooklatch::dedup::{Inbox, InboxQueue, IncomingEvent, MemoryInbox};
     ///
     /// #[derive(serde::Deserialize)]
     /// struct InvoicePaid { id: String }
@@ -261,10 +261,44 @@ impl Lease {
 /// their signatures read on one line.
 pub(crate) type Answer<T> = Result<T, DedupError>;
 
-/// A durable queue of accepted events, with exactly-once acceptance.
+/// Where a receiver accepts events: each event id claimed once, the event
+/// kept durably with its claim. This is all the tower layer and the
+/// actix extractor call, so a store of your own that hands events to
+/// something else (a broker, say) implements this alone; a store a worker
+/// drains implements [`InboxQueue`] too.
 ///
 /// Implementations make [`accept`](Self::accept) one atomic step: after an
 /// error, neither the claim nor the event is kept.
+///
+/// ```
+/// use std::collections::HashSet;
+/// use std::sync::Mutex;
+/// use hooklatch::dedup::{Acceptance, DedupError, Inbox, IncomingEvent};
+///
+/// /// Remembers ids in memory and hands each new event on (to a channel,
+/// /// say): a sketch, as a real store keeps both durably, in one step.
+/// #[derive(Default)]
+/// struct Remember(Mutex<HashSet<(String, String)>>);
+///
+/// impl Inbox for Remember {
+///     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+///         let key = (event.namespace.to_owned(), event.id.to_owned());
+///         Ok(match self.0.lock().unwrap().insert(key) {
+///             true => Acceptance::Accepted,
+///             false => Acceptance::Duplicate,
+///         })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), DedupError> {
+/// let store = Remember::default();
+/// let event = IncomingEvent::new("github", "72d3162e", b"{}");
+/// assert_eq!(store.accept(&event).await?, Acceptance::Accepted);
+/// assert_eq!(store.accept(&event).await?, Acceptance::Duplicate);
+/// # Ok(())
+/// # }
+/// ```
 pub trait Inbox: Send + Sync {
     /// Claims `event.id` in `event.namespace` and enqueues the event, in one
     /// atomic step.
@@ -272,7 +306,22 @@ pub trait Inbox: Send + Sync {
         &self,
         event: &IncomingEvent<'_>,
     ) -> impl Future<Output = Result<Acceptance, DedupError>> + Send;
+}
 
+/// The worker's and the operator's side of an [`Inbox`]: a durable queue
+/// of the accepted events, taken, acked, retried and dead-lettered.
+///
+/// ```no_run
+/// use hooklatch::dedup::{InboxQueue, SqliteInbox};
+///
+/// # async fn run(store: SqliteInbox) -> Result<(), hooklatch::dedup::DedupError> {
+/// let batch = store.take("stripe", "worker-1", 256).await?;
+/// // handle each event, then:
+/// store.ack_many(&batch).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub trait InboxQueue: Inbox {
     /// Takes up to `max` events of `namespace` that are ready, oldest first,
     /// hiding them from other workers for the visibility timeout. A Redis
     /// store spread over shards hands out each shard's events oldest first
@@ -305,7 +354,7 @@ pub trait Inbox: Send + Sync {
     ///
     /// ```no_run
     /// # async fn run(store: hooklatch::dedup::SqliteInbox) -> Result<(), hooklatch::dedup::DedupError> {
-    /// use hooklatch::dedup::Inbox;
+    /// use hooklatch::dedup::InboxQueue;
     ///
     /// let batch = store.take("stripe", "worker-1", 256).await?;
     /// for delivery in &batch {
@@ -378,7 +427,7 @@ pub trait Inbox: Send + Sync {
     ) -> impl Future<Output = Result<u64, DedupError>> + Send;
 }
 
-/// What [`Inbox::stats`] counts.
+/// What [`InboxQueue::stats`] counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InboxStats {

@@ -308,7 +308,7 @@ impl Batch<sqlx::Postgres> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dedup::{Inbox as _, IncomingEvent};
+    use crate::dedup::{Inbox as _, InboxQueue as _, IncomingEvent};
 
     /// The take reads the `_due` index in its own order, whatever the
     /// backlog: no scan of the namespace, no sort of what is ready. (Its

@@ -399,7 +399,7 @@ async fn accept_run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dedup::{Inbox as _, IncomingEvent};
+    use crate::dedup::{Inbox as _, InboxQueue as _, IncomingEvent};
 
     /// The take reads the `_due` index in its own order, whatever the
     /// backlog: no scan of the namespace, no sort of what is ready. (Its

@@ -119,7 +119,7 @@ pub(crate) fn store_took(op: &'static str, took: Duration) {
 }
 
 /// Sets the `hooklatch_inbox_events` gauges (feature `metrics`) of each of
-/// `namespaces` from the store's [`stats`](crate::dedup::Inbox::stats):
+/// `namespaces` from the store's [`stats`](crate::dedup::InboxQueue::stats):
 /// events waiting, taken by a worker, and dead-lettered. Call it on an
 /// interval of your choice; each call is one `stats` per namespace.
 ///
@@ -135,7 +135,7 @@ pub(crate) fn store_took(op: &'static str, took: Duration) {
 /// # Ok(())
 /// # }
 /// ```
-pub async fn report_inbox_depth<S: crate::dedup::Inbox, N: AsRef<str>>(
+pub async fn report_inbox_depth<S: crate::dedup::InboxQueue, N: AsRef<str>>(
     store: &S,
     namespaces: &[N],
 ) -> Result<(), crate::dedup::DedupError> {

@@ -449,7 +449,7 @@ pub fn script_calls(url: &str) -> u64 {
 
 /// Takes everything ready in `namespace` from `store`, acking each, and
 /// returns the ids in the order taken.
-pub async fn drain<S: hooklatch::dedup::Inbox>(store: &S, namespace: &str) -> Vec<String> {
+pub async fn drain<S: hooklatch::dedup::InboxQueue>(store: &S, namespace: &str) -> Vec<String> {
     let mut ids = Vec::new();
     loop {
         let batch = store.take(namespace, "drain", 500).await.expect("take");

@@ -9,7 +9,7 @@
 //! `REDIS_URL` for a shared store (otherwise the SQLite file `hooklatch.db`).
 
 use actix_web::{App, HttpServer, web};
-use hooklatch::dedup::Inbox;
+use hooklatch::dedup::InboxQueue;
 use hooklatch_actix::{InboxWebhook, WebhookConfig};
 
 mod support;
@@ -28,7 +28,7 @@ fn app(config: &mut web::ServiceConfig) {
 struct Actix(Settings);
 
 impl Serve for Actix {
-    async fn serve<S: Inbox + Clone + 'static>(self, store: S) -> Served {
+    async fn serve<S: InboxQueue + Clone + 'static>(self, store: S) -> Served {
         let Actix(settings) = self;
         let (handled, _) = tokio::sync::mpsc::unbounded_channel();
         actix_web::rt::spawn(worker(store.clone(), handled));

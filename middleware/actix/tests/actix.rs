@@ -539,3 +539,42 @@ async fn reason_in_body_names_the_kind_only_when_opted_in() {
         );
     }
 }
+
+/// A store of the user's own that implements only `Inbox::accept` is all
+/// `with_inbox` needs: a new event is 202, its retry 200, and the store
+/// saw it once.
+#[actix_web::test]
+async fn a_store_that_only_accepts_serves_the_extractor() {
+    use hooklatch::dedup::{Acceptance, DedupError, Inbox, IncomingEvent};
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    #[derive(Clone, Default)]
+    struct HandOn(Arc<Mutex<(HashSet<String>, Vec<Vec<u8>>)>>);
+
+    impl Inbox for HandOn {
+        async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+            let mut state = self.0.lock().unwrap();
+            if !state.0.insert(format!("{}/{}", event.namespace, event.id)) {
+                return Ok(Acceptance::Duplicate);
+            }
+            state.1.push(event.body.to_vec());
+            Ok(Acceptance::Accepted)
+        }
+    }
+
+    let store = HandOn::default();
+    let config = WebhookConfig::new(verifier())
+        .with_inbox(store.clone(), "own")
+        .unwrap();
+    let url = serve(config, inbox_routes);
+    let client = reqwest::Client::new();
+    let body = br#"{"n":1}"#.to_vec();
+    let headers = sign("msg_own_store", &body);
+    let (first, _) = post(&client, &url, &headers, body.clone()).await;
+    let (retry, _) = post(&client, &url, &headers, body.clone()).await;
+    assert_eq!((first, retry), (202, 200));
+    let state = store.0.lock().unwrap();
+    assert_eq!(state.0, HashSet::from(["own/msg_own_store".to_owned()]));
+    assert_eq!(state.1, [body]);
+}

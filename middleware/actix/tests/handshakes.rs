@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use actix_web::{App, HttpServer, web};
-use hooklatch::dedup::{Inbox as _, MemoryInbox};
+use hooklatch::dedup::{InboxQueue as _, MemoryInbox};
 use hooklatch_actix::{InboxWebhook, RawWebhook, WebhookConfig};
 
 /// Serves `config` with `/webhooks` taking every method (Meta's check is

@@ -23,7 +23,7 @@
 
 use axum::Router;
 use axum::routing::{get, post_service};
-use hooklatch::dedup::Inbox;
+use hooklatch::dedup::{Inbox, InboxQueue};
 use hooklatch::receive::report_inbox_depth;
 use hooklatch::verify::Verifier;
 use hooklatch_tower::WebhookLayer;
@@ -79,7 +79,7 @@ fn prometheus() -> PrometheusHandle {
 struct Axum(Settings);
 
 impl Serve for Axum {
-    async fn serve<S: Inbox + Clone + 'static>(self, store: S) -> Served {
+    async fn serve<S: InboxQueue + Clone + 'static>(self, store: S) -> Served {
         let Axum(settings) = self;
         let (handled, _) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(worker(store.clone(), handled));

@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime};
 use axum::body::Body;
 use axum::routing::post;
 use axum::{Extension, Router};
-use hooklatch::dedup::{Inbox, LeaseStore, MemoryInbox, PostgresInbox, RedisInbox, SqliteInbox};
+use hooklatch::dedup::{
+    Inbox, InboxQueue, LeaseStore, MemoryInbox, PostgresInbox, RedisInbox, SqliteInbox,
+};
 use hooklatch::verify::{Scheme, SignedHeaders, Signer, Verifier};
 use hooklatch_tower::{EventKey, RawWebhook, Rejection, VerifiedEvent, Webhook, WebhookLayer};
 use http::{Request, StatusCode};
@@ -87,7 +89,7 @@ fn inbox_app<S: Inbox + Clone + 'static>(store: S, namespace: &str) -> Router {
 }
 
 /// Store down -> 503 and nothing claimed; back up -> the retry gets 202.
-async fn store_outage_answers_503_then_the_retry_is_accepted<S: Inbox + Clone + 'static>(
+async fn store_outage_answers_503_then_the_retry_is_accepted<S: InboxQueue + Clone + 'static>(
     store: S,
     stop: impl FnOnce(),
     start: impl FnOnce(),
@@ -1153,4 +1155,40 @@ async fn twilio_forms_through_the_layer_are_accepted_once_however_reordered() {
     let taken = store.take("twilio", "test", 10).await.unwrap();
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].body, text("body").as_bytes());
+}
+
+/// A store of the user's own that implements only `Inbox::accept` (here:
+/// ids kept in memory, each event handed to a list) is all the layer
+/// needs: a new event is 202, its retry 200, and the store saw it once.
+#[tokio::test]
+async fn a_store_that_only_accepts_serves_the_layer() {
+    use hooklatch::dedup::{Acceptance, DedupError, IncomingEvent};
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    #[derive(Clone, Default)]
+    struct HandOn(Arc<Mutex<(HashSet<String>, Vec<Vec<u8>>)>>);
+
+    impl Inbox for HandOn {
+        async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+            let mut state = self.0.lock().unwrap();
+            if !state.0.insert(format!("{}/{}", event.namespace, event.id)) {
+                return Ok(Acceptance::Duplicate);
+            }
+            state.1.push(event.body.to_vec());
+            Ok(Acceptance::Accepted)
+        }
+    }
+
+    let store = HandOn::default();
+    let url = serve(inbox_app(store.clone(), "own")).await;
+    let client = reqwest::Client::new();
+    let body = br#"{"n":1}"#.to_vec();
+    let headers = pairs(&sign("msg_own_store", &body));
+    let (first, _) = post_signed(&client, &url, &headers, body.clone()).await;
+    let (retry, _) = post_signed(&client, &url, &headers, body.clone()).await;
+    assert_eq!((first, retry), (StatusCode::ACCEPTED, StatusCode::OK));
+    let state = store.0.lock().unwrap();
+    assert_eq!(state.0, HashSet::from(["own/msg_own_store".to_owned()]));
+    assert_eq!(state.1, [body]);
 }

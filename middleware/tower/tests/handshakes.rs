@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::routing::post;
-use hooklatch::dedup::{Inbox as _, MemoryInbox};
+use hooklatch::dedup::{InboxQueue as _, MemoryInbox};
 use hooklatch_tower::WebhookLayer;
 
 async fn serve(app: Router) -> String {

@@ -14,8 +14,8 @@ use super::scripts::{
 use super::scripts::{ACK_MANY_SCRIPT, ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
 use super::shards::parse_receipt_entry;
 use crate::dedup::{
-    Acceptance, DedupError, EventMeta, Inbox, InboxEntry, InboxStats, IncomingEvent, NackOutcome,
-    Receipt, check_key, check_namespace, millis,
+    Acceptance, DedupError, EventMeta, Inbox, InboxEntry, InboxQueue, InboxStats, IncomingEvent,
+    NackOutcome, Receipt, check_key, check_namespace, millis,
 };
 
 impl Inbox for RedisInbox {
@@ -53,7 +53,9 @@ impl Inbox for RedisInbox {
             Acceptance::Duplicate
         })
     }
+}
 
+impl InboxQueue for RedisInbox {
     /// Asks the shards for a fair share each, all at once, starting at a
     /// different shard each call; then asks those that gave their whole
     /// share for a share of what is still missing, all at once again, until

@@ -285,7 +285,9 @@ macro_rules! sql_store_common {
                 $crate::dedup::check_key(event.namespace, event.id)?;
                 self.accept_event(event).await
             }
+        }
 
+        impl $crate::dedup::InboxQueue for $store {
             async fn take(
                 &self,
                 namespace: &str,

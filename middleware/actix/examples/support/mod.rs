@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use hooklatch::RedisConnection;
-use hooklatch::dedup::{Inbox, PostgresInbox, RedisInbox, SqliteInbox};
+use hooklatch::dedup::{InboxQueue, PostgresInbox, RedisInbox, SqliteInbox};
 use hooklatch::verify::{Scheme, Verifier};
 
 /// The inbox namespace both examples accept events into.
@@ -24,7 +24,7 @@ pub(crate) type Served = Result<(), Box<dyn std::error::Error>>;
 /// Serves the receiver on a store, whichever the environment picked.
 pub(crate) trait Serve {
     /// Serves until the server stops.
-    async fn serve<S: Inbox + Clone + 'static>(self, store: S) -> Served;
+    async fn serve<S: InboxQueue + Clone + 'static>(self, store: S) -> Served;
 }
 
 /// The store the environment names.
@@ -136,7 +136,7 @@ const FILL_PAUSE: Duration = Duration::from_millis(5);
 /// one step (`ack_many`: one commit, not one per event), so it keeps up
 /// with a burst; after a short batch it waits 5 ms, so that takes stay
 /// few and full under a steady load.
-pub(crate) async fn worker<S: Inbox>(
+pub(crate) async fn worker<S: InboxQueue>(
     store: S,
     handled: tokio::sync::mpsc::UnboundedSender<String>,
 ) {

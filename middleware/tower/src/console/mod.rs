@@ -35,7 +35,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hmac::{Hmac, KeyInit as _, Mac as _};
-use hooklatch::dedup::{Inbox, validate_namespace};
+use hooklatch::dedup::{InboxQueue, validate_namespace};
 use hooklatch::sender::DeliveryStore;
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
@@ -109,7 +109,7 @@ async fn protect(mut response: Response) -> Response {
     response
 }
 
-impl<S: Inbox + Clone + 'static> Console<S> {
+impl<S: InboxQueue + Clone + 'static> Console<S> {
     /// A console over `store` for `namespaces`, for whoever holds `token`
     /// (16 characters or more).
     pub fn new<N: AsRef<str>>(
@@ -332,7 +332,7 @@ fn login_page(root: &str) -> Response {
         .into_response()
 }
 
-async fn page<S: Inbox + Clone + 'static>(
+async fn page<S: InboxQueue + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
     uri: OriginalUri,
     headers: HeaderMap,
@@ -408,7 +408,7 @@ struct Login {
     token: String,
 }
 
-async fn login<S: Inbox + Clone + 'static>(
+async fn login<S: InboxQueue + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
     uri: OriginalUri,
     headers: HeaderMap,
@@ -465,7 +465,7 @@ struct RequeueForm {
     id: Option<String>,
 }
 
-async fn requeue<S: Inbox + Clone + 'static>(
+async fn requeue<S: InboxQueue + Clone + 'static>(
     State(console): State<Arc<Console<S>>>,
     uri: OriginalUri,
     headers: HeaderMap,
