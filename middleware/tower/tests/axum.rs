@@ -1166,16 +1166,22 @@ async fn a_store_that_only_accepts_serves_the_layer() {
     use std::collections::HashSet;
     use std::sync::Mutex;
 
+    #[derive(Default)]
+    struct Handed {
+        seen: HashSet<String>,
+        bodies: Vec<Vec<u8>>,
+    }
+
     #[derive(Clone, Default)]
-    struct HandOn(Arc<Mutex<(HashSet<String>, Vec<Vec<u8>>)>>);
+    struct HandOn(Arc<Mutex<Handed>>);
 
     impl Inbox for HandOn {
         async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
             let mut state = self.0.lock().unwrap();
-            if !state.0.insert(format!("{}/{}", event.namespace, event.id)) {
+            if !state.seen.insert(format!("{}/{}", event.namespace, event.id)) {
                 return Ok(Acceptance::Duplicate);
             }
-            state.1.push(event.body.to_vec());
+            state.bodies.push(event.body.to_vec());
             Ok(Acceptance::Accepted)
         }
     }
@@ -1189,6 +1195,6 @@ async fn a_store_that_only_accepts_serves_the_layer() {
     let (retry, _) = post_signed(&client, &url, &headers, body.clone()).await;
     assert_eq!((first, retry), (StatusCode::ACCEPTED, StatusCode::OK));
     let state = store.0.lock().unwrap();
-    assert_eq!(state.0, HashSet::from(["own/msg_own_store".to_owned()]));
-    assert_eq!(state.1, [body]);
+    assert_eq!(state.seen, HashSet::from(["own/msg_own_store".to_owned()]));
+    assert_eq!(state.bodies, [body]);
 }
