@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::StoreBench;
 use criterion::Criterion;
-use hooklatch::sender::{DeliveryStore, PostgresOutbox, RedisOutbox, SendKey, SqliteOutbox};
+use hooklatch::sender::{Keeping, PostgresOutbox, RedisOutbox, SendKey, SqliteOutbox};
 
 /// Sends per measured iteration.
 const BATCH: usize = 100;
@@ -32,7 +32,7 @@ enum Kind {
 }
 
 /// `BATCH` sends of `kind` on a round's own endpoint.
-async fn sends<S: DeliveryStore>(store: &S, round: usize, kind: Kind) -> Duration {
+async fn sends<S: Keeping>(store: &S, round: usize, kind: Kind) -> Duration {
     let endpoint = format!("bench{round}");
     let now = SystemTime::now();
     if let Kind::SameKey = kind {
@@ -73,7 +73,7 @@ async fn sends<S: DeliveryStore>(store: &S, round: usize, kind: Kind) -> Duratio
     start.elapsed()
 }
 
-fn bench_store<S: DeliveryStore>(
+fn bench_store<S: Keeping>(
     criterion: &mut Criterion,
     runtime: &tokio::runtime::Runtime,
     name: &str,

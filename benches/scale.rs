@@ -71,19 +71,16 @@ impl<S: DeliveryStore + Clone> EndpointRegistry for Counting<S> {
     }
 }
 
-impl<S: DeliveryStore + Clone> OutboxView for Counting<S> {
+impl<S: OutboxView + Clone> OutboxView for Counting<S> {
     async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
         self.inner.endpoint_names().await
-    }
-    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
-        self.inner.counts(e, now).await
     }
     async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, DedupError> {
         self.inner.recent_attempts(e, n).await
     }
 }
 
-impl<S: DeliveryStore + Clone> Keeping for Counting<S> {
+impl<S: Keeping + Clone> Keeping for Counting<S> {
     async fn add_keyed_delivery(
         &self,
         key: SendKey<'_>,
@@ -101,6 +98,10 @@ impl<S: DeliveryStore + Clone> Keeping for Counting<S> {
         now: SystemTime,
     ) -> Result<u64, DedupError> {
         self.inner.purge_outcomes(e, retention, now).await
+    }
+
+    async fn purge(&self, before: SystemTime) -> Result<u64, DedupError> {
+        self.inner.purge(before).await
     }
 }
 
@@ -155,9 +156,6 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
     async fn replay(&self, e: &str, id: &str, now: SystemTime) -> Result<bool, DedupError> {
         self.inner.replay(e, id, now).await
     }
-    async fn purge(&self, before: SystemTime) -> Result<u64, DedupError> {
-        self.inner.purge(before).await
-    }
     async fn health(&self, e: &str) -> Result<EndpointHealth, DedupError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.health(e).await
@@ -173,6 +171,10 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
     }
     async fn enable(&self, e: &str) -> Result<(), DedupError> {
         self.inner.enable(e).await
+    }
+
+    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
+        self.inner.counts(e, now).await
     }
 }
 

@@ -425,19 +425,16 @@ impl<S: DeliveryStore> EndpointRegistry for Counting<S> {
     }
 }
 
-impl<S: DeliveryStore> OutboxView for Counting<S> {
+impl<S: OutboxView> OutboxView for Counting<S> {
     async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
         self.inner.endpoint_names().await
-    }
-    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
-        self.inner.counts(e, now).await
     }
     async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, DedupError> {
         self.inner.recent_attempts(e, n).await
     }
 }
 
-impl<S: DeliveryStore> Keeping for Counting<S> {
+impl<S: Keeping> Keeping for Counting<S> {
     async fn add_keyed_delivery(
         &self,
         key: SendKey<'_>,
@@ -455,6 +452,10 @@ impl<S: DeliveryStore> Keeping for Counting<S> {
         now: SystemTime,
     ) -> Result<u64, DedupError> {
         self.inner.purge_outcomes(e, retention, now).await
+    }
+
+    async fn purge(&self, before: SystemTime) -> Result<u64, hooklatch::dedup::DedupError> {
+        self.inner.purge(before).await
     }
 }
 
@@ -540,9 +541,6 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
     ) -> Result<bool, hooklatch::dedup::DedupError> {
         self.inner.replay(endpoint, id, now).await
     }
-    async fn purge(&self, before: SystemTime) -> Result<u64, hooklatch::dedup::DedupError> {
-        self.inner.purge(before).await
-    }
     async fn health(
         &self,
         endpoint: &str,
@@ -560,6 +558,10 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
     }
     async fn enable(&self, endpoint: &str) -> Result<(), hooklatch::dedup::DedupError> {
         self.inner.enable(endpoint).await
+    }
+
+    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
+        self.inner.counts(e, now).await
     }
 }
 
@@ -731,5 +733,116 @@ async fn an_id_the_endpoint_cannot_sign_is_refused_when_sent() {
             .send(ENDPOINT, "order_created_42", b"{}")
             .await
             .unwrap()
+    );
+}
+
+/// A backend of one's own needs the 14 required methods of `DeliveryStore`
+/// and `EndpointRegistry` and nothing more to send: this one forwards
+/// exactly those (no `Keeping`, no `OutboxView`, no provided method) and
+/// a dispatcher on it delivers, refuses a second send of an id and reads
+/// the delivery back.
+#[tokio::test]
+async fn a_backend_with_only_the_required_methods_delivers() {
+    struct Plain(MemoryOutbox);
+
+    impl EndpointRegistry for Plain {
+        async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+            self.0.save_endpoint(name, config).await
+        }
+        async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+            self.0.remove_endpoint(name).await
+        }
+        async fn endpoints_version(&self) -> Result<u64, DedupError> {
+            self.0.endpoints_version().await
+        }
+        async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
+            self.0.saved_endpoints().await
+        }
+    }
+
+    impl DeliveryStore for Plain {
+        async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+            self.0.add_delivery(new).await
+        }
+        async fn take_due(
+            &self,
+            endpoint: &str,
+            now: SystemTime,
+            limit: usize,
+            lease: Duration,
+        ) -> Result<hooklatch::sender::Due, DedupError> {
+            self.0.take_due(endpoint, now, limit, lease).await
+        }
+        async fn finish(
+            &self,
+            taken: &hooklatch::sender::Taken,
+            attempt: &hooklatch::sender::Attempt,
+            step: hooklatch::sender::Step,
+            change: Option<HealthChange>,
+        ) -> Result<hooklatch::sender::EndpointHealth, DedupError> {
+            self.0.finish(taken, attempt, step, change).await
+        }
+        async fn put_back(
+            &self,
+            taken: &hooklatch::sender::Taken,
+            due: SystemTime,
+        ) -> Result<(), DedupError> {
+            self.0.put_back(taken, due).await
+        }
+        async fn delivery(
+            &self,
+            endpoint: &str,
+            id: &str,
+        ) -> Result<Option<hooklatch::sender::StoredDelivery>, DedupError> {
+            self.0.delivery(endpoint, id).await
+        }
+        async fn list(
+            &self,
+            endpoint: &str,
+            state: DeliveryState,
+            limit: usize,
+        ) -> Result<Vec<String>, DedupError> {
+            self.0.list(endpoint, state, limit).await
+        }
+        async fn replay(
+            &self,
+            endpoint: &str,
+            id: &str,
+            now: SystemTime,
+        ) -> Result<bool, DedupError> {
+            self.0.replay(endpoint, id, now).await
+        }
+        async fn counts(
+            &self,
+            endpoint: &str,
+            now: SystemTime,
+        ) -> Result<DeliveryCounts, DedupError> {
+            self.0.counts(endpoint, now).await
+        }
+        async fn disable(
+            &self,
+            endpoint: &str,
+            reason: DisableReason,
+            now: SystemTime,
+        ) -> Result<bool, DedupError> {
+            self.0.disable(endpoint, reason, now).await
+        }
+        async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
+            self.0.enable(endpoint).await
+        }
+    }
+
+    let receiver = Receiver::answering(200);
+    let dispatcher = dispatcher(Plain(MemoryOutbox::new()), &receiver);
+    add(&dispatcher, every(Duration::from_millis(10), 3)).await;
+    assert!(dispatcher.send(ENDPOINT, "msg_plain", b"{}").await.unwrap());
+    assert!(!dispatcher.send(ENDPOINT, "msg_plain", b"{}").await.unwrap());
+    let running = dispatcher.start();
+    wait_until("delivered", || async { receiver.successes().len() == 1 }).await;
+    running.stop().await;
+    let stored = dispatcher.delivery(ENDPOINT, "msg_plain").await.unwrap();
+    assert_eq!(
+        stored.map(|delivery| delivery.state),
+        Some(DeliveryState::Delivered)
     );
 }

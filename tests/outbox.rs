@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::{
     Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
-    Final, HealthChange, OUTBOX_PURGE_BATCH, Policy, RedisOutbox, Response, Step, Taken, Transport,
-    TransportError, Wanted,
+    Final, HealthChange, Keeping, OUTBOX_PURGE_BATCH, Policy, RedisOutbox, Response, Step, Taken,
+    Transport, TransportError, Wanted,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;

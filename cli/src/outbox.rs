@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use clap::{Args, Subcommand};
 use hooklatch::dedup::DedupError;
 use hooklatch::sender::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, PostgresOutbox, RedisOutbox,
+    DeliveryState, DisableReason, EndpointHealth, OutboxView, PostgresOutbox, RedisOutbox,
     SqliteOutbox,
 };
 
@@ -130,7 +130,7 @@ fn health_text(health: EndpointHealth) -> String {
 /// Endpoints read at a time by `outbox endpoints`.
 const PAGE: usize = 500;
 
-async fn run(store: &impl DeliveryStore, command: OutboxCommand) -> Result<(), DedupError> {
+async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), DedupError> {
     let now = SystemTime::now();
     match command {
         OutboxCommand::Endpoints => {

@@ -5,13 +5,15 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use hooklatch::sender::{DeliveryStore, MemoryOutbox, PostgresOutbox, RedisOutbox, SqliteOutbox};
+use hooklatch::sender::{
+    Keeping, MemoryOutbox, OutboxView, PostgresOutbox, RedisOutbox, SqliteOutbox,
+};
 
 use crate::support;
 
 /// Opens the same store again, as a restarted process would.
 pub trait Backend: Send + Sync + 'static {
-    type Store: DeliveryStore + Clone;
+    type Store: OutboxView + Keeping + Clone;
     async fn open(&self) -> Self::Store;
 }
 

@@ -561,7 +561,10 @@ async fn a_store_that_only_accepts_serves_the_extractor() {
     impl Inbox for HandOn {
         async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
             let mut state = self.0.lock().unwrap();
-            if !state.seen.insert(format!("{}/{}", event.namespace, event.id)) {
+            if !state
+                .seen
+                .insert(format!("{}/{}", event.namespace, event.id))
+            {
                 return Ok(Acceptance::Duplicate);
             }
             state.bodies.push(event.body.to_vec());

@@ -2,13 +2,16 @@
 //! send under an idempotency key remembered for the policy's window, and
 //! the purge of each outcome after the policy's retention.
 
+use std::time::{Duration, UNIX_EPOCH};
+
 use super::state::Route;
 use super::{DispatchError, Dispatcher};
-use crate::sender::outbox::{DeliveryStore, Keyed, SendKey};
+use crate::sender::outbox::{DeliveryStore, Keeping, Keyed, SendKey};
 use crate::sender::rules::{first_wait, later};
 use crate::sender::transport::Transport;
+use crate::verify::Clock as _;
 
-impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
+impl<S: Keeping, T: Transport + 'static> Dispatcher<S, T> {
     /// Sends as [`send`](Self::send) does, under the idempotency key `key`
     /// (such as a client's `Idempotency-Key` header), remembered for the
     /// policy's [`idempotency_window`](crate::sender::Policy::idempotency_window):
@@ -65,29 +68,6 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         Ok(keyed)
     }
 
-    /// Refuses an id the endpoint's signer could never sign.
-    pub(super) fn check_id(&self, route: &Route, id: &str) -> Result<(), DispatchError> {
-        route
-            .endpoint
-            .signer()
-            .check_id(id)
-            .map_err(|reason| DispatchError::UnsignableId {
-                endpoint: route.name.clone(),
-                reason,
-            })
-    }
-
-    /// Refuses a body over the policy's [`max_body`](crate::sender::Policy::max_body).
-    pub(super) fn check_body(&self, route: &Route, body: &[u8]) -> Result<(), DispatchError> {
-        match route.policy.max_body().filter(|max| body.len() > *max) {
-            Some(max) => Err(DispatchError::TooLarge {
-                len: body.len(),
-                max,
-            }),
-            None => Ok(()),
-        }
-    }
-
     /// For every endpoint this dispatcher sends to, deletes the
     /// deliveries its policy's [`retention`](crate::sender::Policy::retention)
     /// no longer keeps, with their attempts
@@ -110,5 +90,42 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
                 .await?;
         }
         Ok(purged)
+    }
+
+    /// Deletes delivered and gone deliveries that ended more than
+    /// `older_than` ago, with their attempts; see
+    /// [`DeliveryStore::purge`]. Run it (or [`purge_by_policy`](Self::purge_by_policy))
+    /// now and then: the outbox keeps every delivery until purged.
+    pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
+        self.inner.clock.sync(&self.inner.store).await;
+        let now = self.inner.clock.now();
+        let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);
+        Ok(self.inner.store.purge(before).await?)
+    }
+}
+
+/// The checks every send makes, keyed or not.
+impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
+    /// Refuses an id the endpoint's signer could never sign.
+    pub(super) fn check_id(&self, route: &Route, id: &str) -> Result<(), DispatchError> {
+        route
+            .endpoint
+            .signer()
+            .check_id(id)
+            .map_err(|reason| DispatchError::UnsignableId {
+                endpoint: route.name.clone(),
+                reason,
+            })
+    }
+
+    /// Refuses a body over the policy's [`max_body`](crate::sender::Policy::max_body).
+    pub(super) fn check_body(&self, route: &Route, body: &[u8]) -> Result<(), DispatchError> {
+        match route.policy.max_body().filter(|max| body.len() > *max) {
+            Some(max) => Err(DispatchError::TooLarge {
+                len: body.len(),
+                max,
+            }),
+            None => Ok(()),
+        }
     }
 }

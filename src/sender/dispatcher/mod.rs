@@ -14,7 +14,7 @@ mod trouble;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{Notify, watch};
 
@@ -455,17 +455,6 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
             .await?;
         self.inner.wake.notify_one();
         Ok(replayed)
-    }
-
-    /// Deletes delivered and gone deliveries that ended more than
-    /// `older_than` ago, with their attempts; see
-    /// [`DeliveryStore::purge`]. Run it (or [`purge_by_policy`](Self::purge_by_policy))
-    /// now and then: the outbox keeps every delivery until purged.
-    pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
-        self.inner.clock.sync(&self.inner.store).await;
-        let now = self.inner.clock.now();
-        let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);
-        Ok(self.inner.store.purge(before).await?)
     }
 
     /// Why the endpoint is disabled, if it is, as this dispatcher last saw

@@ -163,33 +163,6 @@ impl super::OutboxView for MemoryOutbox {
         Ok(names.into_iter().collect())
     }
 
-    async fn counts(
-        &self,
-        endpoint: &str,
-        now: SystemTime,
-    ) -> Result<super::DeliveryCounts, DedupError> {
-        Ok(self.with(|deliveries| {
-            let mut counts = super::DeliveryCounts::default();
-            for entry in deliveries.by_key.values() {
-                if entry.stored.endpoint != endpoint {
-                    continue;
-                }
-                match entry.stored.state {
-                    DeliveryState::Pending => {
-                        counts.pending += 1;
-                        let leased = entry.lease.as_ref().is_some_and(|(_, until)| *until > now);
-                        let due = entry.stored.due_at.is_some_and(|due| due <= now);
-                        counts.due += u64::from(due && !leased);
-                    }
-                    DeliveryState::Delivered => counts.delivered += 1,
-                    DeliveryState::Gone => counts.gone += 1,
-                    DeliveryState::Dead => counts.dead += 1,
-                }
-            }
-            counts
-        }))
-    }
-
     async fn recent_attempts(
         &self,
         endpoint: &str,
@@ -405,20 +378,6 @@ impl DeliveryStore for MemoryOutbox {
         }))
     }
 
-    async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
-        Ok(self.with(|deliveries| {
-            let before = deliveries.by_key.len();
-            deliveries.by_key.retain(|_, entry| {
-                let finished = matches!(
-                    entry.stored.state,
-                    DeliveryState::Delivered | DeliveryState::Gone
-                );
-                !(finished && entry.finished_at.is_some_and(|at| at < finished_before))
-            });
-            (before - deliveries.by_key.len()) as u64
-        }))
-    }
-
     async fn disable(
         &self,
         endpoint: &str,
@@ -445,5 +404,32 @@ impl DeliveryStore for MemoryOutbox {
     async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
         self.with(|deliveries| deliveries.health.remove(endpoint));
         Ok(())
+    }
+
+    async fn counts(
+        &self,
+        endpoint: &str,
+        now: SystemTime,
+    ) -> Result<super::DeliveryCounts, DedupError> {
+        Ok(self.with(|deliveries| {
+            let mut counts = super::DeliveryCounts::default();
+            for entry in deliveries.by_key.values() {
+                if entry.stored.endpoint != endpoint {
+                    continue;
+                }
+                match entry.stored.state {
+                    DeliveryState::Pending => {
+                        counts.pending += 1;
+                        let leased = entry.lease.as_ref().is_some_and(|(_, until)| *until > now);
+                        let due = entry.stored.due_at.is_some_and(|due| due <= now);
+                        counts.due += u64::from(due && !leased);
+                    }
+                    DeliveryState::Delivered => counts.delivered += 1,
+                    DeliveryState::Gone => counts.gone += 1,
+                    DeliveryState::Dead => counts.dead += 1,
+                }
+            }
+            counts
+        }))
     }
 }

@@ -169,11 +169,14 @@ impl<'a> NewDelivery<'a> {
 /// receiver may see an attempt twice and must deduplicate, as it must
 /// anyway.
 ///
-/// Every delivery store is an [`EndpointRegistry`] too (the endpoints the
-/// dispatchers on it send to are kept next to their deliveries), an
-/// [`OutboxView`] (what an operator reads of it) and [`Keeping`]
-/// (idempotency keys, and retention per outcome).
-pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync + 'static {
+/// Every delivery store is an [`EndpointRegistry`] too: the endpoints the
+/// dispatchers on it send to are kept next to their deliveries. That is
+/// all a [`Dispatcher`](super::Dispatcher) needs to send; two extensions
+/// add what some of its callers need, bound only where used:
+/// [`Keeping`] (idempotency keys and retention: `send_keyed`, `purge`,
+/// `purge_by_policy`) and [`OutboxView`] (what an operator reads: the
+/// console and the CLI). Every store here implements all three.
+pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
     /// The time now on the store's own clock: Postgres's
     /// `statement_timestamp()`, SQLite's `julianday('now')` (the host's
     /// clock), Redis's `TIME` (on a cluster, from the master of the
@@ -430,18 +433,6 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
         }
     }
 
-    /// Deletes the delivered and gone deliveries that ended before
-    /// `finished_before`, with their attempts, and returns how many.
-    /// Pending and dead deliveries are kept (dead ones can be replayed).
-    /// A purged id is forgotten: sending it again delivers it again. The
-    /// SQL and Redis stores delete [`OUTBOX_PURGE_BATCH`] deliveries at a
-    /// time, each batch in its own short transaction or script; a failure
-    /// stops the purge, and what was deleted stays deleted.
-    fn purge(
-        &self,
-        finished_before: SystemTime,
-    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
-
     /// The endpoint's health as saved; the default if never saved. It is
     /// what [`take_due`](Self::take_due) reports when it leases nothing.
     fn health(
@@ -456,63 +447,13 @@ pub trait DeliveryStore: EndpointRegistry + OutboxView + Keeping + Send + Sync +
         }
     }
 
-    /// Up to `limit` endpoints, in name order after `after` (from the
-    /// first when `None`), each with its health, its counts (`due` as of
-    /// `now`) and its saved configuration: one page of an operator's
-    /// list, such as the console's.
-    ///
-    /// The SQL stores read a page in one statement and Redis in one
-    /// pipeline per shard the page touches, however many endpoints it
-    /// holds; the default, which the memory store keeps, reads every name,
-    /// then each endpoint of the page on its own.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
-    /// use std::time::SystemTime;
-    /// use hooklatch::sender::{DeliveryStore, MemoryOutbox};
-    ///
-    /// let store = MemoryOutbox::new();
-    /// let mut after: Option<String> = None;
-    /// loop {
-    ///     let page = store.endpoint_page(after.as_deref(), 100, SystemTime::now()).await?;
-    ///     for endpoint in &page {
-    ///         println!("{} dead={}", endpoint.name, endpoint.counts.dead);
-    ///     }
-    ///     match page.last() {
-    ///         Some(last) if page.len() == 100 => after = Some(last.name.clone()),
-    ///         _ => break,
-    ///     }
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    fn endpoint_page(
+    /// How many of the endpoint's deliveries are in each state, `due` as
+    /// of `now`.
+    fn counts(
         &self,
-        after: Option<&str>,
-        limit: usize,
+        endpoint: &str,
         now: SystemTime,
-    ) -> impl Future<Output = Result<Vec<EndpointSummary>, DedupError>> + Send {
-        async move {
-            let mut names = self.endpoint_names().await?;
-            names.sort();
-            names.dedup();
-            let skipped = after.map_or(0, |after| {
-                names.partition_point(|name| name.as_str() <= after)
-            });
-            let mut saved = self.saved_endpoints().await?.endpoints;
-            let mut page = Vec::new();
-            for name in names.into_iter().skip(skipped).take(limit) {
-                page.push(EndpointSummary {
-                    health: self.health(&name).await?,
-                    counts: self.counts(&name, now).await?,
-                    saved: saved.remove(&name),
-                    name,
-                });
-            }
-            Ok(page)
-        }
-    }
+    ) -> impl Future<Output = Result<DeliveryCounts, DedupError>> + Send;
 
     /// Disables the endpoint for `reason`, in one atomic step, unless it is
     /// disabled already (the first reason stays). For

@@ -12,12 +12,11 @@ macro_rules! sql_delivery_store {
             use std::time::{Duration, SystemTime};
 
             use $crate::dedup::DedupError;
-            use $crate::sender::outbox::OUTBOX_PURGE_BATCH;
             use $crate::sender::outbox::batch::{Enqueue, Finish};
             use $crate::sender::outbox::codes::{
                 AttemptRow, attempt_from_fields, disable_fields, due, health_from_fields, stored,
             };
-            use $crate::sender::outbox::sql::{TakeRow, purge_attempts};
+            use $crate::sender::outbox::sql::TakeRow;
             use $crate::sender::{
                 Attempt, DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth,
                 HealthChange, Step, StoredDelivery, Taken,
@@ -26,7 +25,6 @@ macro_rules! sql_delivery_store {
 
             impl DeliveryStore for $store {
                 $crate::sender::outbox::take_across::sql_take_due_across!($dialect);
-                $crate::sender::outbox::view::sql::sql_endpoint_page!();
 
                 async fn store_time(&self) -> Result<SystemTime, DedupError> {
                     let now: i64 = sqlx::query_scalar(self.statements.now.clone())
@@ -165,34 +163,6 @@ macro_rules! sql_delivery_store {
                     Ok(updated == 1)
                 }
 
-                async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
-                    let before = unix_millis(finished_before);
-                    let batch = OUTBOX_PURGE_BATCH;
-                    let mut purged = 0;
-                    loop {
-                        let mut tx = self.pool.begin().await?;
-                        let deleted: Vec<(String, String)> =
-                            sqlx::query_as(self.statements.purge_deliveries.clone())
-                                .bind(before)
-                                .bind(i64::try_from(batch).unwrap_or(i64::MAX))
-                                .fetch_all(&mut *tx)
-                                .await?;
-                        if !deleted.is_empty() {
-                            let sql = purge_attempts(&self.prefix, deleted.len());
-                            let mut query = sqlx::query(sql);
-                            for (endpoint, id) in &deleted {
-                                query = query.bind(endpoint).bind(id);
-                            }
-                            query.execute(&mut *tx).await?;
-                        }
-                        tx.commit().await?;
-                        purged += u64::try_from(deleted.len()).unwrap_or(u64::MAX);
-                        if u64::try_from(deleted.len()).unwrap_or(u64::MAX) < batch {
-                            return Ok(purged);
-                        }
-                    }
-                }
-
                 async fn disable(
                     &self,
                     endpoint: &str,
@@ -221,6 +191,33 @@ macro_rules! sql_delivery_store {
                         .execute(&self.pool)
                         .await?;
                     Ok(())
+                }
+
+                async fn counts(
+                    &self,
+                    endpoint: &str,
+                    now: std::time::SystemTime,
+                ) -> Result<$crate::sender::DeliveryCounts, $crate::dedup::DedupError> {
+                    let rows: Vec<(i64, i64, Option<i64>)> =
+                        sqlx::query_as(self.view.counts.clone())
+                            .bind(endpoint)
+                            .bind($crate::store::unix_millis(now))
+                            .fetch_all(&self.pool)
+                            .await?;
+                    let mut counts = $crate::sender::DeliveryCounts::default();
+                    for (state, count, due) in rows {
+                        let count = u64::try_from(count).unwrap_or(0);
+                        match $crate::sender::DeliveryState::from_code(state) {
+                            $crate::sender::DeliveryState::Pending => {
+                                counts.pending = count;
+                                counts.due = u64::try_from(due.unwrap_or(0)).unwrap_or(0);
+                            }
+                            $crate::sender::DeliveryState::Delivered => counts.delivered = count,
+                            $crate::sender::DeliveryState::Gone => counts.gone = count,
+                            $crate::sender::DeliveryState::Dead => counts.dead = count,
+                        }
+                    }
+                    Ok(counts)
                 }
             }
         };

@@ -36,7 +36,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hmac::{Hmac, KeyInit as _, Mac as _};
 use hooklatch::dedup::{InboxQueue, validate_namespace};
-use hooklatch::sender::DeliveryStore;
+use hooklatch::sender::OutboxView;
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
 
@@ -155,7 +155,7 @@ impl<S: InboxQueue + Clone + 'static> Console<S> {
     /// # Ok::<(), hooklatch_tower::console::ConsoleError>(())
     /// ```
     #[must_use]
-    pub fn with_outbox<D: DeliveryStore + Clone>(mut self, deliveries: D) -> Self {
+    pub fn with_outbox<D: OutboxView + Clone>(mut self, deliveries: D) -> Self {
         self.outbox = Some(outbox::router(deliveries, self.guard.clone()));
         self
     }

@@ -12,9 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hooklatch::dedup::validate_namespace;
-use hooklatch::sender::{
-    DeliveryState, DeliveryStore, DisableReason, EndpointHealth, RecentAttempt,
-};
+use hooklatch::sender::{DeliveryState, DisableReason, EndpointHealth, OutboxView, RecentAttempt};
 
 use super::time::{parse_utc, utc_text};
 use super::{Guard, escape, home, preview, root_of, shell};
@@ -29,7 +27,7 @@ struct Outbox<D> {
 const SHOWN: usize = 50;
 const REPLAY_LIMIT: usize = 10_000;
 
-pub(super) fn router<D: DeliveryStore + Clone>(store: D, guard: Guard) -> Router {
+pub(super) fn router<D: OutboxView + Clone>(store: D, guard: Guard) -> Router {
     Router::new()
         .route("/", get(endpoints::<D>))
         .route("/endpoint", get(endpoint::<D>))
@@ -102,7 +100,7 @@ struct Page {
     after: Option<String>,
 }
 
-async fn endpoints<D: DeliveryStore + Clone>(
+async fn endpoints<D: OutboxView + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
     uri: OriginalUri,
     headers: HeaderMap,
@@ -179,7 +177,7 @@ struct Named {
     name: String,
 }
 
-async fn endpoint<D: DeliveryStore + Clone>(
+async fn endpoint<D: OutboxView + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
     uri: OriginalUri,
     headers: HeaderMap,
@@ -327,7 +325,7 @@ fn url_encoded(text: &str) -> String {
     })
 }
 
-async fn replay<D: DeliveryStore + Clone>(
+async fn replay<D: OutboxView + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
     uri: OriginalUri,
     headers: HeaderMap,
@@ -352,7 +350,7 @@ async fn replay<D: DeliveryStore + Clone>(
     done(replayed, &root, &form.name)
 }
 
-async fn enable<D: DeliveryStore + Clone>(
+async fn enable<D: OutboxView + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
     uri: OriginalUri,
     headers: HeaderMap,
@@ -367,7 +365,7 @@ async fn enable<D: DeliveryStore + Clone>(
     done(enabled.await.map(drop), &root, &form.name)
 }
 
-async fn disable<D: DeliveryStore + Clone>(
+async fn disable<D: OutboxView + Clone>(
     State(outbox): State<Arc<Outbox<D>>>,
     uri: OriginalUri,
     headers: HeaderMap,

@@ -73,4 +73,18 @@ impl Keeping for MemoryOutbox {
             (before - deliveries.by_key.len()) as u64
         }))
     }
+
+    async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
+        Ok(self.with(|deliveries| {
+            let before = deliveries.by_key.len();
+            deliveries.by_key.retain(|_, entry| {
+                let finished = matches!(
+                    entry.stored.state,
+                    DeliveryState::Delivered | DeliveryState::Gone
+                );
+                !(finished && entry.finished_at.is_some_and(|at| at < finished_before))
+            });
+            (before - deliveries.by_key.len()) as u64
+        }))
+    }
 }

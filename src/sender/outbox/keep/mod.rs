@@ -12,7 +12,7 @@ pub(crate) mod sql;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use super::NewDelivery;
+use super::{DeliveryStore, NewDelivery};
 use crate::dedup::DedupError;
 pub use crate::sender::rules::Retention;
 
@@ -41,9 +41,9 @@ pub struct Keyed {
 }
 
 /// What an outbox keeps and for how long: idempotency keys for a window,
-/// and deliveries for each outcome's retention. Every
-/// [`DeliveryStore`](super::DeliveryStore) is one.
-pub trait Keeping: Send + Sync + 'static {
+/// and deliveries for each outcome's retention. Every outbox here
+/// implements it.
+pub trait Keeping: DeliveryStore {
     /// Enqueues, as [`DeliveryStore::enqueue`](super::DeliveryStore::enqueue)
     /// does, the delivery `id` under the idempotency key `key.key`, unless
     /// the endpoint has a live key of that name (recorded before and
@@ -100,6 +100,18 @@ pub trait Keeping: Send + Sync + 'static {
         endpoint: &str,
         retention: &Retention,
         now: SystemTime,
+    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
+
+    /// Deletes the delivered and gone deliveries that ended before
+    /// `finished_before`, with their attempts, and returns how many.
+    /// Pending and dead deliveries are kept (dead ones can be replayed).
+    /// A purged id is forgotten: sending it again delivers it again. The
+    /// SQL and Redis stores delete [`OUTBOX_PURGE_BATCH`] deliveries at a
+    /// time, each batch in its own short transaction or script; a failure
+    /// stops the purge, and what was deleted stays deleted.
+    fn purge(
+        &self,
+        finished_before: SystemTime,
     ) -> impl Future<Output = Result<u64, DedupError>> + Send;
 }
 

@@ -175,4 +175,12 @@ impl Keeping for RedisOutbox {
         }
         Ok(purged)
     }
+
+    async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
+        let mut purged = 0;
+        for endpoint in self.endpoints_with_deliveries().await? {
+            purged += self.purge_endpoint(&endpoint, finished_before).await?;
+        }
+        Ok(purged)
+    }
 }

@@ -213,6 +213,34 @@ macro_rules! sql_keeping {
                     })
                     .await
                 }
+
+                async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
+                    let before = unix_millis(finished_before);
+                    let batch = OUTBOX_PURGE_BATCH;
+                    let mut purged = 0;
+                    loop {
+                        let mut tx = self.pool.begin().await?;
+                        let deleted: Vec<(String, String)> =
+                            sqlx::query_as(self.statements.purge_deliveries.clone())
+                                .bind(before)
+                                .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+                                .fetch_all(&mut *tx)
+                                .await?;
+                        if !deleted.is_empty() {
+                            let sql = purge_attempts(&self.prefix, deleted.len());
+                            let mut query = sqlx::query(sql);
+                            for (endpoint, id) in &deleted {
+                                query = query.bind(endpoint).bind(id);
+                            }
+                            query.execute(&mut *tx).await?;
+                        }
+                        tx.commit().await?;
+                        purged += u64::try_from(deleted.len()).unwrap_or(u64::MAX);
+                        if u64::try_from(deleted.len()).unwrap_or(u64::MAX) < batch {
+                            return Ok(purged);
+                        }
+                    }
+                }
             }
         };
     };

@@ -13,13 +13,21 @@ use super::codes::{
     health_from_fields, step_fields, stored,
 };
 use super::{
-    DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
-    Step, StoredDelivery, Taken, Wanted,
+    DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
+    HealthChange, Step, StoredDelivery, Taken, Wanted,
 };
 use crate::dedup::{DedupError, check_namespace};
 use crate::sender::{Attempt, NewDelivery};
 use crate::store::redis::RedisConnection;
 use crate::store::{millis, new_token, now_millis, unix_millis};
+
+/// Every state a delivery can be in, each with its own sorted set.
+pub(in crate::sender::outbox) const STATES: [DeliveryState; 4] = [
+    DeliveryState::Pending,
+    DeliveryState::Delivered,
+    DeliveryState::Gone,
+    DeliveryState::Dead,
+];
 
 /// A script changing a due set: `lua/head.lua` (ready set), then `lua/$file`.
 macro_rules! with_head {
@@ -282,15 +290,6 @@ fn number(fields: &HashMap<String, Vec<u8>>, name: &str) -> i64 {
 }
 
 impl DeliveryStore for RedisOutbox {
-    async fn endpoint_page(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-        now: SystemTime,
-    ) -> Result<Vec<crate::sender::EndpointSummary>, DedupError> {
-        self.read_endpoint_page(after, limit, now).await
-    }
-
     /// `TIME`, on a cluster from the master of shard 0's slot: the
     /// command goes in one pipeline after one on a key of that shard, so
     /// every dispatcher on the outbox reads the same server's clock.
@@ -539,14 +538,6 @@ impl DeliveryStore for RedisOutbox {
         Ok(replayed == 1)
     }
 
-    async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
-        let mut purged = 0;
-        for endpoint in self.endpoints_with_deliveries().await? {
-            purged += self.purge_endpoint(&endpoint, finished_before).await?;
-        }
-        Ok(purged)
-    }
-
     async fn disable(
         &self,
         endpoint: &str,
@@ -581,5 +572,24 @@ impl DeliveryStore for RedisOutbox {
             .invoke_async(&mut connection)
             .await?;
         self.replicated(&self.health_key(endpoint)).await
+    }
+
+    async fn counts(&self, endpoint: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
+        let mut connection = self.connection().await?;
+        let mut pipe = redis::pipe();
+        for state in STATES {
+            pipe.zcard(self.state_key(endpoint, state));
+        }
+        // A leased delivery's score in the due set is its lease's end.
+        pipe.zcount(self.key(endpoint, "due"), "-inf", unix_millis(now));
+        let (pending, delivered, gone, dead, due): (u64, u64, u64, u64, u64) =
+            pipe.query_async(&mut connection).await?;
+        Ok(DeliveryCounts {
+            pending,
+            due,
+            delivered,
+            gone,
+            dead,
+        })
     }
 }

@@ -14,7 +14,7 @@ use crate::store::unix_millis;
 impl RedisOutbox {
     /// Deletes the endpoint's deliveries that ended before
     /// `finished_before`, a bounded batch a script, and returns how many.
-    pub(super) async fn purge_endpoint(
+    pub(in crate::sender::outbox) async fn purge_endpoint(
         &self,
         endpoint: &str,
         finished_before: SystemTime,

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::time::SystemTime;
 
 use crate::dedup::DedupError;
-use crate::sender::{Attempt, EndpointHealth};
+use crate::sender::{Attempt, DeliveryStore, EndpointHealth};
 
 /// How many of an endpoint's deliveries are in each state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,20 +66,12 @@ pub struct RecentAttempt {
     pub attempt: Attempt,
 }
 
-/// What an operator reads of an outbox. Every
-/// [`DeliveryStore`](super::DeliveryStore) is one.
-pub trait OutboxView: Send + Sync + 'static {
+/// What an operator reads of an outbox, for the console and the CLI. Every
+/// outbox here implements it.
+pub trait OutboxView: DeliveryStore {
     /// Every endpoint with a delivery, a saved health or a saved
     /// configuration, by name.
     fn endpoint_names(&self) -> impl Future<Output = Result<Vec<String>, DedupError>> + Send;
-
-    /// How many of the endpoint's deliveries are in each state, `due` as
-    /// of `now`.
-    fn counts(
-        &self,
-        endpoint: &str,
-        now: SystemTime,
-    ) -> impl Future<Output = Result<DeliveryCounts, DedupError>> + Send;
 
     /// Up to `limit` of the endpoint's latest attempts, newest first.
     ///
@@ -90,6 +82,64 @@ pub trait OutboxView: Send + Sync + 'static {
         endpoint: &str,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<RecentAttempt>, DedupError>> + Send;
+
+    /// Up to `limit` endpoints, in name order after `after` (from the
+    /// first when `None`), each with its health, its counts (`due` as of
+    /// `now`) and its saved configuration: one page of an operator's
+    /// list, such as the console's.
+    ///
+    /// The SQL stores read a page in one statement and Redis in one
+    /// pipeline per shard the page touches, however many endpoints it
+    /// holds; the default, which the memory store keeps, reads every name,
+    /// then each endpoint of the page on its own.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+    /// use std::time::SystemTime;
+    /// use hooklatch::sender::{MemoryOutbox, OutboxView};
+    ///
+    /// let store = MemoryOutbox::new();
+    /// let mut after: Option<String> = None;
+    /// loop {
+    ///     let page = store.endpoint_page(after.as_deref(), 100, SystemTime::now()).await?;
+    ///     for endpoint in &page {
+    ///         println!("{} dead={}", endpoint.name, endpoint.counts.dead);
+    ///     }
+    ///     match page.last() {
+    ///         Some(last) if page.len() == 100 => after = Some(last.name.clone()),
+    ///         _ => break,
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn endpoint_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<Vec<EndpointSummary>, DedupError>> + Send {
+        async move {
+            let mut names = self.endpoint_names().await?;
+            names.sort();
+            names.dedup();
+            let skipped = after.map_or(0, |after| {
+                names.partition_point(|name| name.as_str() <= after)
+            });
+            let mut saved = self.saved_endpoints().await?.endpoints;
+            let mut page = Vec::new();
+            for name in names.into_iter().skip(skipped).take(limit) {
+                page.push(EndpointSummary {
+                    health: self.health(&name).await?,
+                    counts: self.counts(&name, now).await?,
+                    saved: saved.remove(&name),
+                    name,
+                });
+            }
+            Ok(page)
+        }
+    }
 }
 
 /// Newest first, then the `limit` first.

@@ -7,15 +7,9 @@ use std::time::SystemTime;
 use super::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt, newest};
 use crate::dedup::DedupError;
 use crate::sender::outbox::codes::{HealthFields, health_from_fields};
-use crate::sender::{DeliveryState, DeliveryStore as _, RedisOutbox};
+use crate::sender::outbox::redis::STATES;
+use crate::sender::{DeliveryStore as _, RedisOutbox};
 use crate::store::unix_millis;
-
-const STATES: [DeliveryState; 4] = [
-    DeliveryState::Pending,
-    DeliveryState::Delivered,
-    DeliveryState::Gone,
-    DeliveryState::Dead,
-];
 
 /// The health hash's fields, in the order [`HealthFields`] holds them.
 const HEALTH_FIELDS: [&str; 3] = ["failing_since", "disabled", "disabled_after_ms"];
@@ -115,25 +109,6 @@ impl OutboxView for RedisOutbox {
         Ok(self.all_names().await?.into_iter().collect())
     }
 
-    async fn counts(&self, endpoint: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
-        let mut connection = self.connection().await?;
-        let mut pipe = redis::pipe();
-        for state in STATES {
-            pipe.zcard(self.state_key(endpoint, state));
-        }
-        // A leased delivery's score in the due set is its lease's end.
-        pipe.zcount(self.key(endpoint, "due"), "-inf", unix_millis(now));
-        let (pending, delivered, gone, dead, due): (u64, u64, u64, u64, u64) =
-            pipe.query_async(&mut connection).await?;
-        Ok(DeliveryCounts {
-            pending,
-            due,
-            delivered,
-            gone,
-            dead,
-        })
-    }
-
     async fn recent_attempts(
         &self,
         endpoint: &str,
@@ -159,5 +134,14 @@ impl OutboxView for RedisOutbox {
             }
         }
         Ok(newest(attempts, limit))
+    }
+
+    async fn endpoint_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        now: SystemTime,
+    ) -> Result<Vec<crate::sender::EndpointSummary>, DedupError> {
+        self.read_endpoint_page(after, limit, now).await
     }
 }

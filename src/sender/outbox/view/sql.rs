@@ -131,36 +131,12 @@ impl ViewStatements {
 macro_rules! sql_outbox_view {
     ($store:ty) => {
         impl $crate::sender::OutboxView for $store {
+            $crate::sender::outbox::view::sql::sql_endpoint_page!();
+
             async fn endpoint_names(&self) -> Result<Vec<String>, $crate::dedup::DedupError> {
                 Ok(sqlx::query_scalar(self.view.names.clone())
                     .fetch_all(&self.pool)
                     .await?)
-            }
-
-            async fn counts(
-                &self,
-                endpoint: &str,
-                now: std::time::SystemTime,
-            ) -> Result<$crate::sender::DeliveryCounts, $crate::dedup::DedupError> {
-                let rows: Vec<(i64, i64, Option<i64>)> = sqlx::query_as(self.view.counts.clone())
-                    .bind(endpoint)
-                    .bind($crate::store::unix_millis(now))
-                    .fetch_all(&self.pool)
-                    .await?;
-                let mut counts = $crate::sender::DeliveryCounts::default();
-                for (state, count, due) in rows {
-                    let count = u64::try_from(count).unwrap_or(0);
-                    match $crate::sender::DeliveryState::from_code(state) {
-                        $crate::sender::DeliveryState::Pending => {
-                            counts.pending = count;
-                            counts.due = u64::try_from(due.unwrap_or(0)).unwrap_or(0);
-                        }
-                        $crate::sender::DeliveryState::Delivered => counts.delivered = count,
-                        $crate::sender::DeliveryState::Gone => counts.gone = count,
-                        $crate::sender::DeliveryState::Dead => counts.dead = count,
-                    }
-                }
-                Ok(counts)
             }
 
             async fn recent_attempts(
