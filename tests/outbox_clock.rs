@@ -238,6 +238,7 @@ macro_rules! suite {
 
 suite!(memory_store, memory());
 suite!(sqlite_store, sqlite());
+suite!(any_sqlite_store, any_sqlite());
 suite!(postgres_store, postgres());
 suite!(redis_store, redis());
 suite!(redis_cluster_store, redis_cluster());

@@ -293,6 +293,7 @@ macro_rules! suite {
 
 suite!(on_memory, memory());
 suite!(on_sqlite, sqlite());
+suite!(on_any_sqlite, any_sqlite());
 suite!(on_postgres, postgres());
 suite!(on_redis, redis());
 suite!(on_redis_cluster, redis_cluster());

@@ -10,7 +10,6 @@ use hooklatch_tower::console::Console;
 
 use crate::UsageError;
 use crate::inbox::open_or_say;
-use crate::outbox::AnyOutbox;
 
 #[derive(Debug, Args)]
 pub(crate) struct ConsoleArgs {
@@ -67,15 +66,10 @@ async fn serve<S: InboxQueue + Clone + 'static>(
 ) -> Result<ExitCode, UsageError> {
     let mut console = Console::new(store, token, &args.namespaces)?;
     if let Some(spec) = &args.outbox {
-        console = match AnyOutbox::open(spec).await? {
-            Ok(AnyOutbox::Sqlite(outbox)) => console.with_outbox(outbox),
-            Ok(AnyOutbox::Postgres(outbox)) => console.with_outbox(outbox),
-            Ok(AnyOutbox::Redis(outbox)) => console.with_outbox(outbox),
-            Err(error) => {
-                eprintln!("hooklatch: cannot open {}: {error}", crate::shown(spec));
-                return Ok(ExitCode::FAILURE);
-            }
+        let Some(outbox) = crate::outbox::open_or_say(spec, "--outbox").await? else {
+            return Ok(ExitCode::FAILURE);
         };
+        console = console.with_outbox(outbox);
     }
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await

@@ -6,10 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
 use hooklatch::dedup::DedupError;
-use hooklatch::sender::{
-    DeliveryState, DisableReason, EndpointHealth, OutboxView, PostgresOutbox, RedisOutbox,
-    SqliteOutbox,
-};
+use hooklatch::sender::{AnyOutbox, DeliveryState, DisableReason, EndpointHealth, OutboxView};
 
 use crate::{UsageError, rfc3339};
 
@@ -84,26 +81,20 @@ fn when(text: &str) -> Result<SystemTime, String> {
     })
 }
 
-/// One of the outboxes the CLI can open.
-pub(crate) enum AnyOutbox {
-    Sqlite(SqliteOutbox),
-    Postgres(PostgresOutbox),
-    Redis(RedisOutbox),
-}
-
-impl AnyOutbox {
-    pub(crate) async fn open(spec: &str) -> Result<Result<Self, DedupError>, UsageError> {
-        if spec.starts_with("sqlite:") {
-            Ok(SqliteOutbox::connect(spec).await.map(Self::Sqlite))
-        } else if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-            Ok(PostgresOutbox::connect(spec).await.map(Self::Postgres))
-        } else if spec.starts_with("redis") && spec.contains("://") {
-            Ok(RedisOutbox::connect(spec).await.map(Self::Redis))
-        } else {
-            Err(UsageError(format!(
-                "--store `{}`: use sqlite:PATH, postgres://…, redis://… or redis+cluster://…",
-                crate::shown(spec)
-            )))
+/// The outbox `spec` (given as `flag`) names; `None`, having said why,
+/// when it cannot be reached (exit 1). A `spec` that names no outbox is a
+/// usage error.
+pub(crate) async fn open_or_say(spec: &str, flag: &str) -> Result<Option<AnyOutbox>, UsageError> {
+    match AnyOutbox::connect(spec).await {
+        // An outbox in this process is empty: the dispatcher's is elsewhere.
+        Ok(store) if store.kind() == "memory" => Err(UsageError(format!(
+            "{flag} memory: is an empty outbox in this process; name the dispatchers' store"
+        ))),
+        Ok(store) => Ok(Some(store)),
+        Err(DedupError::StoreUrl(why)) => Err(UsageError(format!("{flag}: {why}"))),
+        Err(error) => {
+            eprintln!("hooklatch: cannot open {}: {error}", crate::shown(spec));
+            Ok(None)
         }
     }
 }
@@ -240,21 +231,10 @@ pub(crate) fn outbox(args: OutboxArgs) -> Result<ExitCode, UsageError> {
     }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let store = match AnyOutbox::open(&args.store).await? {
-            Ok(store) => store,
-            Err(error) => {
-                eprintln!(
-                    "hooklatch: cannot open {}: {error}",
-                    crate::shown(&args.store)
-                );
-                return Ok(ExitCode::FAILURE);
-            }
+        let Some(store) = open_or_say(&args.store, "--store").await? else {
+            return Ok(ExitCode::FAILURE);
         };
-        let done = match &store {
-            AnyOutbox::Sqlite(store) => run(store, args.command).await,
-            AnyOutbox::Postgres(store) => run(store, args.command).await,
-            AnyOutbox::Redis(store) => run(store, args.command).await,
-        };
+        let done = run(&store, args.command).await;
         match done {
             Ok(()) => Ok(ExitCode::SUCCESS),
             Err(error) => {

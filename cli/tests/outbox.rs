@@ -135,3 +135,25 @@ fn an_outbox_that_is_down_is_exit_one() {
     let store = format!("postgres://x@127.0.0.1:{port}/db");
     assert_eq!(run(&store, &["endpoints"]).0, 1);
 }
+
+/// `--store` naming no outbox, or the in-process `memory:` one, is a usage
+/// error (exit 2) that names the scheme and never the rest of the URL.
+#[test]
+fn a_store_url_of_no_outbox_is_a_usage_error_without_its_password() {
+    for (store, said) in [
+        (
+            "mysql://user:hunter2@db/outbox",
+            "`mysql:` is no store's scheme",
+        ),
+        ("memory:", "empty outbox in this process"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+            .args(["outbox", "--store", store, "endpoints"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{store}: {stderr}");
+        assert!(stderr.contains(said), "{store}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+}

@@ -98,31 +98,7 @@ impl AnyInbox {
     /// # }
     /// ```
     pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Self, DedupError> {
-        let Some(&(scheme, feature)) = SCHEMES.iter().find(|(scheme, _)| url.starts_with(scheme))
-        else {
-            const USE: &str =
-                "use sqlite:PATH, postgres://…, redis://…, redis+cluster://… or memory:";
-            // Only a scheme's characters are shown: what follows may be a
-            // password, and so may a value that has no scheme at all.
-            let scheme = url
-                .split_once(':')
-                .map(|(scheme, _)| scheme)
-                .filter(|scheme| {
-                    scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-                        && scheme
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-                });
-            return Err(DedupError::StoreUrl(match scheme {
-                Some(scheme) => format!("`{scheme}:` is no store's scheme; {USE}"),
-                None => format!("a store URL starts with its scheme; {USE}"),
-            }));
-        };
-        // A TLS scheme opens the same store, once its feature is built.
-        let feature = match feature {
-            "redis-tls" if cfg!(feature = "redis-tls") => "redis",
-            other => other,
-        };
+        let feature = store_feature(url)?;
         match feature {
             "" => Ok(Self::of(MemoryInbox::new().with_options(options), "memory")),
             #[cfg(feature = "sqlite")]
@@ -137,9 +113,7 @@ impl AnyInbox {
             "redis" => super::RedisInbox::connect(url)
                 .await
                 .map(|store| Self::of(store.with_options(options), "redis")),
-            missing => Err(DedupError::StoreUrl(format!(
-                "`{scheme}` needs hooklatch's `{missing}` feature, which this build leaves out"
-            ))),
+            missing => Err(store_left_out(url, missing)),
         }
     }
 
@@ -156,6 +130,47 @@ impl AnyInbox {
     pub fn kind(&self) -> &'static str {
         self.kind
     }
+}
+
+/// The feature that builds the store `url` names: `""` for `memory:`, and
+/// a TLS scheme's plain one once its TLS feature is built. A URL of no
+/// store is [`DedupError::StoreUrl`], naming its scheme but never the rest
+/// (it may hold a password).
+pub(crate) fn store_feature(url: &str) -> Result<&'static str, DedupError> {
+    let Some(&(_, feature)) = SCHEMES.iter().find(|(scheme, _)| url.starts_with(scheme)) else {
+        const USE: &str = "use sqlite:PATH, postgres://…, redis://…, redis+cluster://… or memory:";
+        // Only a scheme's characters are shown: what follows may be a
+        // password, and so may a value that has no scheme at all.
+        let scheme = url
+            .split_once(':')
+            .map(|(scheme, _)| scheme)
+            .filter(|scheme| {
+                scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && scheme
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+            });
+        return Err(DedupError::StoreUrl(match scheme {
+            Some(scheme) => format!("`{scheme}:` is no store's scheme; {USE}"),
+            None => format!("a store URL starts with its scheme; {USE}"),
+        }));
+    };
+    // A TLS scheme opens the same store, once its feature is built.
+    Ok(match feature {
+        "redis-tls" if cfg!(feature = "redis-tls") => "redis",
+        other => other,
+    })
+}
+
+/// The error for a store `url` names that this build leaves out.
+pub(crate) fn store_left_out(url: &str, feature: &str) -> DedupError {
+    let scheme = SCHEMES
+        .iter()
+        .find(|(scheme, _)| url.starts_with(scheme))
+        .map_or("this scheme", |(scheme, _)| scheme);
+    DedupError::StoreUrl(format!(
+        "`{scheme}` needs hooklatch's `{feature}` feature, which this build leaves out"
+    ))
 }
 
 /// The stores' methods with boxed futures, so that a store can stand

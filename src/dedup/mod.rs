@@ -11,8 +11,8 @@
 //!   both happened and are durable; [`Acceptance::Duplicate`] means the id
 //!   was claimed before and nothing was enqueued; an error means nothing was
 //!   kept and the sender must retry (answer 5xx). Workers then
-//!   [`take`](Inbox::take) events, [`ack`](Inbox::ack) them when done, or
-//!   [`nack`](Inbox::nack) them to retry later; an event whose worker died
+//!   [`take`](InboxQueue::take) events, [`ack`](InboxQueue::ack) them when done, or
+//!   [`nack`](InboxQueue::nack) them to retry later; an event whose worker died
 //!   comes back after the visibility timeout, and one that failed
 //!   `max_attempts` times is dead-lettered.
 //! - **[`LeaseStore`]**, for handlers that run inline: [`claim`](LeaseStore::claim)
@@ -58,7 +58,7 @@ pub(crate) use crate::store::{millis, new_token};
 
 #[cfg(feature = "postgres")]
 pub(crate) mod accept_batch;
-mod any;
+pub(crate) mod any;
 mod error;
 mod memory;
 mod meta;
@@ -177,7 +177,7 @@ pub struct InboxEntry {
 impl InboxEntry {
     /// The body deserialized into `T`: verify now, deserialize in the
     /// worker. A body that does not parse is the sender's mistake and will
-    /// not parse on a retry either, so [`nack`](Inbox::nack) it towards the
+    /// not parse on a retry either, so [`nack`](InboxQueue::nack) it towards the
     /// dead letters or ack and log it, rather than answer the sender 4xx.
     ///
     /// ```
@@ -210,14 +210,14 @@ pub(crate) struct Receipt {
     pub(crate) token: String,
 }
 
-/// What [`Inbox::nack`] did.
+/// What [`InboxQueue::nack`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NackOutcome {
     /// The event will be delivered again after the delay.
     WillRetry,
     /// The event failed `max_attempts` times and was moved to the dead
-    /// letters; see [`Inbox::dead_letters`].
+    /// letters; see [`InboxQueue::dead_letters`].
     DeadLettered,
 }
 
@@ -488,7 +488,7 @@ pub(crate) fn check_key(namespace: &str, id: &str) -> Result<(), DedupError> {
 /// millions of round trips.
 pub const PURGE_BATCH: u64 = 5_000;
 
-/// How many deliveries one statement of [`Inbox::ack_many`] acks on the SQL
+/// How many deliveries one statement of [`InboxQueue::ack_many`] acks on the SQL
 /// stores; more are acked in several.
 pub const ACK_BATCH: usize = 1_000;
 

@@ -45,9 +45,9 @@ pub use outbox::RedisOutbox;
 #[cfg(feature = "sqlite")]
 pub use outbox::SqliteOutbox;
 pub use outbox::{
-    DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
-    EndpointRegistry, EndpointSummary, HealthChange, Keeping, Keyed, MemoryOutbox, NewDelivery,
-    OUTBOX_PURGE_BATCH, OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey,
+    AnyOutbox, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross,
+    EndpointHealth, EndpointRegistry, EndpointSummary, HealthChange, Keeping, Keyed, MemoryOutbox,
+    NewDelivery, OUTBOX_PURGE_BATCH, OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey,
     StoredDelivery, Taken, Wanted,
 };
 pub use rules::{

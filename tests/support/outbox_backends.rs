@@ -1,12 +1,12 @@
 //! The delivery stores the outbox tests run on, each opened again as a
-//! restarted process would: memory, SQLite, Postgres, and Redis on one
-//! server and as a cluster. Included with `#[path]` by tests/outbox.rs and
+//! restarted process would: memory, SQLite (directly and through
+//! `AnyOutbox`), Postgres, and Redis on one server and as a cluster. Included with `#[path]` by tests/outbox.rs and
 //! tests/endpoint_registry.rs.
 
 #![allow(dead_code, unreachable_pub)]
 
 use hooklatch::sender::{
-    Keeping, MemoryOutbox, OutboxView, PostgresOutbox, RedisOutbox, SqliteOutbox,
+    AnyOutbox, Keeping, MemoryOutbox, OutboxView, PostgresOutbox, RedisOutbox, SqliteOutbox,
 };
 
 use crate::support;
@@ -32,6 +32,19 @@ impl Backend for Sqlite {
         SqliteOutbox::open(self.0.path().join("outbox.db"))
             .await
             .expect("open sqlite")
+    }
+}
+
+/// SQLite opened by URL through [`AnyOutbox`]: the suite through the
+/// type-erased outbox.
+pub struct AnySqlite(pub support::TempDir);
+impl Backend for AnySqlite {
+    type Store = AnyOutbox;
+    async fn open(&self) -> AnyOutbox {
+        let url = format!("sqlite:{}", self.0.path().join("outbox.db").display());
+        let store = AnyOutbox::connect(&url).await.expect("open sqlite by URL");
+        assert_eq!(store.kind(), "sqlite");
+        store
     }
 }
 
@@ -74,6 +87,10 @@ pub fn memory() -> Memory {
 
 pub fn sqlite() -> Sqlite {
     Sqlite(support::TempDir::new("deliveries"))
+}
+
+pub fn any_sqlite() -> AnySqlite {
+    AnySqlite(support::TempDir::new("any-deliveries"))
 }
 
 pub fn redis() -> Redis {

@@ -266,7 +266,7 @@ fn utc(seconds: u64) -> String {
 
 /// With many endpoints the list comes a page of 100 at a time, in name
 /// order, each page linking to the next (the store reads a page at once:
-/// `DeliveryStore::endpoint_page`, stamped over every store in
+/// `OutboxView::endpoint_page`, stamped over every store in
 /// tests/outbox_view.rs).
 #[tokio::test]
 async fn the_endpoint_list_comes_a_page_of_100_at_a_time() {

@@ -37,7 +37,7 @@ use shards::{Shards, parse_receipt_entry, receipt_entry};
 /// group `hooklatch`; `XAUTOCLAIM` hands entries whose worker died to
 /// another), `…:attempts`, `…:delayed` and `…:dead`. An event's claim and
 /// its inbox entry are in the shard its id hashes to, so claiming and
-/// enqueueing stay one script on one node. [`take`](super::Inbox::take) asks every
+/// enqueueing stay one script on one node. [`take`](super::InboxQueue::take) asks every
 /// shard, starting at a different one each call. With one shard the tag is
 /// `{ns}`: the layout of stores made before shards.
 ///

@@ -94,7 +94,7 @@ impl<S: Keeping, T: Transport + 'static> Dispatcher<S, T> {
 
     /// Deletes delivered and gone deliveries that ended more than
     /// `older_than` ago, with their attempts; see
-    /// [`DeliveryStore::purge`]. Run it (or [`purge_by_policy`](Self::purge_by_policy))
+    /// [`Keeping::purge`]. Run it (or [`purge_by_policy`](Self::purge_by_policy))
     /// now and then: the outbox keeps every delivery until purged.
     pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
         self.inner.clock.sync(&self.inner.store).await;

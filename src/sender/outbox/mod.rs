@@ -4,6 +4,7 @@
 //! `PostgresOutbox` and `RedisOutbox` keep deliveries across a
 //! restart.
 
+mod any;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod batch;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
@@ -31,6 +32,7 @@ use super::rules::{Attempt, Step, WaitReason};
 pub use super::rules::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
 use crate::dedup::DedupError;
 
+pub use any::AnyOutbox;
 pub use keep::{Keeping, Keyed, Retention, SendKey};
 pub use memory::MemoryOutbox;
 #[cfg(feature = "postgres")]

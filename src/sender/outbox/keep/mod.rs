@@ -106,7 +106,7 @@ pub trait Keeping: DeliveryStore {
     /// `finished_before`, with their attempts, and returns how many.
     /// Pending and dead deliveries are kept (dead ones can be replayed).
     /// A purged id is forgotten: sending it again delivers it again. The
-    /// SQL and Redis stores delete [`OUTBOX_PURGE_BATCH`] deliveries at a
+    /// SQL and Redis stores delete [`OUTBOX_PURGE_BATCH`](crate::sender::OUTBOX_PURGE_BATCH) deliveries at a
     /// time, each batch in its own short transaction or script; a failure
     /// stops the purge, and what was deleted stays deleted.
     fn purge(

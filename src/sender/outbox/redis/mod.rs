@@ -76,7 +76,7 @@ const SHARDS: u16 = 16;
 /// every key starts with `hooklatch:{hooklatch/out/S}:E/`: `d:ID` (a
 /// hash: body, state, due time, lease), `a:ID:N` (attempt N), `due` (due
 /// times), `s:0` to `s:3` (ids by state), `finished` (end times, for
-/// [`purge`](DeliveryStore::purge)), `health`, and `keys` and
+/// [`purge`](crate::sender::Keeping::purge)), `health`, and `keys` and
 /// `key_expiry` (idempotency keys: the id each names, and when it
 /// expires). Each shard has a due
 /// index, `hooklatch:{hooklatch/out/S}:ready` (each endpoint with due

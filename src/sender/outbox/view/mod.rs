@@ -30,7 +30,7 @@ pub struct DeliveryCounts {
 
 /// One endpoint as an operator's list shows it: its health, its
 /// deliveries' counts and its saved configuration. A page of them is what
-/// [`DeliveryStore::endpoint_page`](super::DeliveryStore::endpoint_page)
+/// [`OutboxView::endpoint_page`]
 /// reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointSummary {

@@ -22,7 +22,7 @@ impl RedisOutbox {
         Ok(used_or_disabled.into_iter().chain(saved).collect())
     }
 
-    /// [`DeliveryStore::endpoint_page`](crate::sender::DeliveryStore::endpoint_page):
+    /// [`OutboxView::endpoint_page`](crate::sender::OutboxView::endpoint_page):
     /// the names as [`endpoint_names`](OutboxView::endpoint_names) reads
     /// them, then one pipeline per shard the page touches (its endpoints'
     /// keys share the shard's slot) for their counts and health, and one

@@ -161,7 +161,7 @@ macro_rules! sql_outbox_view {
 
 pub(crate) use sql_outbox_view;
 
-/// [`DeliveryStore::endpoint_page`](crate::sender::DeliveryStore::endpoint_page)
+/// [`OutboxView::endpoint_page`](crate::sender::OutboxView::endpoint_page)
 /// in one statement, for a SQL store with `pool` and `view` fields.
 macro_rules! sql_endpoint_page {
     () => {
