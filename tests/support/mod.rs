@@ -462,3 +462,42 @@ pub async fn drain<S: hooklatch::dedup::InboxQueue>(store: &S, namespace: &str) 
         }
     }
 }
+
+/// A store of a user's own that implements only `Inbox::accept`: it keeps
+/// each claimed `namespace/id` and hands each new event's body on, in
+/// memory. Enough for the receivers, which call nothing else.
+#[derive(Clone, Default)]
+pub struct AcceptOnly(std::sync::Arc<std::sync::Mutex<Handed>>);
+
+/// What an [`AcceptOnly`] store was given.
+#[derive(Debug, Default)]
+pub struct Handed {
+    /// Every `namespace/id` claimed.
+    pub seen: std::collections::HashSet<String>,
+    /// The bodies of the new events, in order.
+    pub bodies: Vec<Vec<u8>>,
+}
+
+impl AcceptOnly {
+    /// What the store was given so far.
+    pub fn handed(&self) -> std::sync::MutexGuard<'_, Handed> {
+        self.0.lock().unwrap()
+    }
+}
+
+impl hooklatch::dedup::Inbox for AcceptOnly {
+    async fn accept(
+        &self,
+        event: &hooklatch::dedup::IncomingEvent<'_>,
+    ) -> Result<hooklatch::dedup::Acceptance, hooklatch::dedup::DedupError> {
+        let mut handed = self.handed();
+        if !handed
+            .seen
+            .insert(format!("{}/{}", event.namespace, event.id))
+        {
+            return Ok(hooklatch::dedup::Acceptance::Duplicate);
+        }
+        handed.bodies.push(event.body.to_vec());
+        Ok(hooklatch::dedup::Acceptance::Accepted)
+    }
+}

@@ -545,34 +545,7 @@ async fn reason_in_body_names_the_kind_only_when_opted_in() {
 /// saw it once.
 #[actix_web::test]
 async fn a_store_that_only_accepts_serves_the_extractor() {
-    use hooklatch::dedup::{Acceptance, DedupError, Inbox, IncomingEvent};
-    use std::collections::HashSet;
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    struct Handed {
-        seen: HashSet<String>,
-        bodies: Vec<Vec<u8>>,
-    }
-
-    #[derive(Clone, Default)]
-    struct HandOn(Arc<Mutex<Handed>>);
-
-    impl Inbox for HandOn {
-        async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
-            let mut state = self.0.lock().unwrap();
-            if !state
-                .seen
-                .insert(format!("{}/{}", event.namespace, event.id))
-            {
-                return Ok(Acceptance::Duplicate);
-            }
-            state.bodies.push(event.body.to_vec());
-            Ok(Acceptance::Accepted)
-        }
-    }
-
-    let store = HandOn::default();
+    let store = support::AcceptOnly::default();
     let config = WebhookConfig::new(verifier())
         .with_inbox(store.clone(), "own")
         .unwrap();
@@ -583,7 +556,10 @@ async fn a_store_that_only_accepts_serves_the_extractor() {
     let (first, _) = post(&client, &url, &headers, body.clone()).await;
     let (retry, _) = post(&client, &url, &headers, body.clone()).await;
     assert_eq!((first, retry), (202, 200));
-    let state = store.0.lock().unwrap();
-    assert_eq!(state.seen, HashSet::from(["own/msg_own_store".to_owned()]));
-    assert_eq!(state.bodies, [body]);
+    let handed = store.handed();
+    assert_eq!(
+        handed.seen,
+        std::collections::HashSet::from(["own/msg_own_store".to_owned()])
+    );
+    assert_eq!(handed.bodies, [body]);
 }

@@ -1162,34 +1162,7 @@ async fn twilio_forms_through_the_layer_are_accepted_once_however_reordered() {
 /// needs: a new event is 202, its retry 200, and the store saw it once.
 #[tokio::test]
 async fn a_store_that_only_accepts_serves_the_layer() {
-    use hooklatch::dedup::{Acceptance, DedupError, IncomingEvent};
-    use std::collections::HashSet;
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    struct Handed {
-        seen: HashSet<String>,
-        bodies: Vec<Vec<u8>>,
-    }
-
-    #[derive(Clone, Default)]
-    struct HandOn(Arc<Mutex<Handed>>);
-
-    impl Inbox for HandOn {
-        async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
-            let mut state = self.0.lock().unwrap();
-            if !state
-                .seen
-                .insert(format!("{}/{}", event.namespace, event.id))
-            {
-                return Ok(Acceptance::Duplicate);
-            }
-            state.bodies.push(event.body.to_vec());
-            Ok(Acceptance::Accepted)
-        }
-    }
-
-    let store = HandOn::default();
+    let store = support::AcceptOnly::default();
     let url = serve(inbox_app(store.clone(), "own")).await;
     let client = reqwest::Client::new();
     let body = br#"{"n":1}"#.to_vec();
@@ -1197,7 +1170,10 @@ async fn a_store_that_only_accepts_serves_the_layer() {
     let (first, _) = post_signed(&client, &url, &headers, body.clone()).await;
     let (retry, _) = post_signed(&client, &url, &headers, body.clone()).await;
     assert_eq!((first, retry), (StatusCode::ACCEPTED, StatusCode::OK));
-    let state = store.0.lock().unwrap();
-    assert_eq!(state.seen, HashSet::from(["own/msg_own_store".to_owned()]));
-    assert_eq!(state.bodies, [body]);
+    let handed = store.handed();
+    assert_eq!(
+        handed.seen,
+        std::collections::HashSet::from(["own/msg_own_store".to_owned()])
+    );
+    assert_eq!(handed.bodies, [body]);
 }
