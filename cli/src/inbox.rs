@@ -52,7 +52,7 @@ pub(crate) async fn open_or_say(spec: &str) -> Result<Option<AnyInbox>, UsageErr
             "--store memory: is an empty store in this process; name the receiver's store".into(),
         )),
         Ok(store) => Ok(Some(store)),
-        Err(DedupError::StoreUrl(why)) => Err(UsageError(format!("--store: {why}"))),
+        Err(DedupError::StoreUrl(why)) => Err(crate::no_shared_store("--store", &why)),
         Err(error) => {
             eprintln!("hooklatch: cannot open {}: {error}", crate::shown(spec));
             Ok(None)

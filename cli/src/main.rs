@@ -251,6 +251,13 @@ fn default_id() -> String {
 /// A failure before any signature was examined: bad flags, secrets or files.
 struct UsageError(String);
 
+/// The usage error for a `flag` whose URL names no store (`why`), for a
+/// command that needs a store other processes share: the list of schemes
+/// leaves out the in-process `memory:`, which such a command refuses.
+fn no_shared_store(flag: &str, why: &str) -> UsageError {
+    UsageError(format!("{flag}: {}", why.replace(" or memory:", "")))
+}
+
 /// A store URL as it may be shown in a message: a user and password, and a
 /// query (which may carry a password too), replaced by `***`.
 fn shown(spec: &str) -> String {

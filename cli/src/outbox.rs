@@ -91,7 +91,7 @@ pub(crate) async fn open_or_say(spec: &str, flag: &str) -> Result<Option<AnyOutb
             "{flag} memory: is an empty outbox in this process; name the dispatchers' store"
         ))),
         Ok(store) => Ok(Some(store)),
-        Err(DedupError::StoreUrl(why)) => Err(UsageError(format!("{flag}: {why}"))),
+        Err(DedupError::StoreUrl(why)) => Err(crate::no_shared_store(flag, &why)),
         Err(error) => {
             eprintln!("hooklatch: cannot open {}: {error}", crate::shown(spec));
             Ok(None)

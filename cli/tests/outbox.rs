@@ -156,4 +156,12 @@ fn a_store_url_of_no_outbox_is_a_usage_error_without_its_password() {
         assert!(stderr.contains(said), "{store}: {stderr}");
         assert!(!stderr.contains("hunter2"), "{stderr}");
     }
+    // The schemes it lists are those it takes: not the in-process one.
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["outbox", "--store", "mysql://db/outbox", "endpoints"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("sqlite:PATH"), "{stderr}");
+    assert!(!stderr.contains("memory:"), "{stderr}");
 }

@@ -12,7 +12,7 @@ use super::{
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = Answer<T>> + Send + 'a>>;
 
-/// An [`Inbox`] and [`LeaseStore`] whose store is chosen at run time: from
+/// An [`Inbox`], [`InboxQueue`] and [`LeaseStore`] whose store is chosen at run time: from
 /// a URL ([`connect`](Self::connect)), or any store of your own
 /// ([`new`](Self::new)). For a service that reads its store from its
 /// settings, and tools that open whichever store they are pointed at.
@@ -52,13 +52,15 @@ const SCHEMES: &[(&str, &str)] = &[
     ("redis://", "redis"),
     ("rediss://", "redis-tls"),
     ("redis+cluster://", "redis"),
+    ("redis+unix://", "redis"),
     ("rediss+cluster://", "redis-tls"),
     ("memory:", ""),
 ];
 
 impl AnyInbox {
-    /// Wraps `store`: any store that is both an inbox and a lease store,
-    /// this crate's or your own.
+    /// Wraps `store`: any store that is an [`InboxQueue`] (so an
+    /// [`Inbox`] too) and a [`LeaseStore`], this crate's or your own. A
+    /// store that only accepts goes to the receivers as it is.
     pub fn new<S: InboxQueue + LeaseStore + 'static>(store: S) -> Self {
         Self {
             store: Arc::new(store),
@@ -73,7 +75,7 @@ impl AnyInbox {
     /// |---|---|---|
     /// | `sqlite:webhooks.db` | `SqliteInbox` | `sqlite` |
     /// | `postgres://…`, `postgresql://…` | `PostgresInbox` | `postgres` |
-    /// | `redis://…`, `redis+cluster://…` | `RedisInbox` | `redis` |
+    /// | `redis://…`, `redis+cluster://…`, `redis+unix:///path.sock` | `RedisInbox` | `redis` |
     /// | `rediss://…`, `rediss+cluster://…` (TLS) | `RedisInbox` | `redis-tls` |
     /// | `memory:` | [`MemoryInbox`], in this process only (tests) | |
     ///
@@ -331,6 +333,18 @@ mod tests {
             assert!(text.contains("starts with its scheme"), "{text}");
             assert!(!text.contains("hunter2"), "{text}");
         }
+    }
+
+    /// A Redis socket URL reaches Redis (which finds no socket here): it
+    /// is a store's scheme, not a usage error.
+    #[cfg(feature = "redis")]
+    #[tokio::test]
+    async fn a_redis_socket_url_is_opened_as_redis() {
+        let missing =
+            std::env::temp_dir().join(format!("hooklatch-none-{}.sock", std::process::id()));
+        let url = format!("redis+unix://{}", missing.display());
+        let error = AnyInbox::connect(&url).await.unwrap_err();
+        assert!(!matches!(error, DedupError::StoreUrl(_)), "{error}");
     }
 
     /// A store whose batched ack differs from acking one by one, so that a

@@ -12,7 +12,8 @@ pub(crate) use statements::{
 
 /// The parts of the SQLite and Postgres stores that differ only in the
 /// database type: claiming in the caller's transaction, purging, the whole
-/// [`Inbox`](super::Inbox) but how accepts commit, and the whole
+/// [`InboxQueue`](super::InboxQueue) and [`Inbox`](super::Inbox) but how
+/// accepts commit, and the whole
 /// [`LeaseStore`](super::LeaseStore).
 ///
 /// `$store` must have the fields `pool`, `options` and `statements`, and

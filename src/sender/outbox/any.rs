@@ -62,7 +62,7 @@ impl AnyOutbox {
     /// |---|---|---|
     /// | `sqlite:outbox.db` | `SqliteOutbox` | `sqlite` |
     /// | `postgres://…`, `postgresql://…` | `PostgresOutbox` | `postgres` |
-    /// | `redis://…`, `redis+cluster://…` | `RedisOutbox` | `redis` |
+    /// | `redis://…`, `redis+cluster://…`, `redis+unix:///path.sock` | `RedisOutbox` | `redis` |
     /// | `rediss://…`, `rediss+cluster://…` (TLS) | `RedisOutbox` | `redis-tls` |
     /// | `memory:` | [`MemoryOutbox`], in this process only (tests) | |
     ///
@@ -111,6 +111,13 @@ trait ErasedOutbox: Send + Sync {
     fn endpoints_version<'a>(&'a self) -> Boxed<'a, u64>;
     fn saved_endpoints<'a>(&'a self) -> Boxed<'a, SavedEndpoints>;
     fn store_time<'a>(&'a self) -> Boxed<'a, SystemTime>;
+    fn enqueue<'a>(
+        &'a self,
+        endpoint: &'a str,
+        id: &'a str,
+        body: &'a [u8],
+        due: SystemTime,
+    ) -> Boxed<'a, bool>;
     fn add_delivery<'a>(&'a self, delivery: NewDelivery<'a>) -> Boxed<'a, bool>;
     fn take_due<'a>(
         &'a self,
@@ -141,6 +148,16 @@ trait ErasedOutbox: Send + Sync {
         limit: usize,
     ) -> Boxed<'a, Vec<String>>;
     fn replay<'a>(&'a self, endpoint: &'a str, id: &'a str, now: SystemTime) -> Boxed<'a, bool>;
+    fn replay_between<'a>(
+        &'a self,
+        endpoint: &'a str,
+        since: SystemTime,
+        until: SystemTime,
+        now: SystemTime,
+        limit: usize,
+    ) -> Boxed<'a, Vec<String>>;
+    fn enable_as_saved<'a>(&'a self, endpoint: &'a str, now: SystemTime) -> Boxed<'a, u64>;
+    fn health<'a>(&'a self, endpoint: &'a str) -> Boxed<'a, EndpointHealth>;
     fn counts<'a>(&'a self, endpoint: &'a str, now: SystemTime) -> Boxed<'a, DeliveryCounts>;
     fn disable<'a>(
         &'a self,
@@ -149,6 +166,14 @@ trait ErasedOutbox: Send + Sync {
         now: SystemTime,
     ) -> Boxed<'a, bool>;
     fn enable<'a>(&'a self, endpoint: &'a str) -> Boxed<'a, ()>;
+    fn enqueue_keyed<'a>(
+        &'a self,
+        endpoint: &'a str,
+        key: SendKey<'a>,
+        id: &'a str,
+        body: &'a [u8],
+        due: SystemTime,
+    ) -> Boxed<'a, Keyed>;
     fn add_keyed_delivery<'a>(
         &'a self,
         key: SendKey<'a>,
@@ -191,6 +216,15 @@ impl<S: OutboxView + Keeping> ErasedOutbox for S {
     }
     fn store_time<'a>(&'a self) -> Boxed<'a, SystemTime> {
         Box::pin(DeliveryStore::store_time(self))
+    }
+    fn enqueue<'a>(
+        &'a self,
+        endpoint: &'a str,
+        id: &'a str,
+        body: &'a [u8],
+        due: SystemTime,
+    ) -> Boxed<'a, bool> {
+        Box::pin(DeliveryStore::enqueue(self, endpoint, id, body, due))
     }
     fn add_delivery<'a>(&'a self, delivery: NewDelivery<'a>) -> Boxed<'a, bool> {
         Box::pin(DeliveryStore::add_delivery(self, delivery))
@@ -238,6 +272,24 @@ impl<S: OutboxView + Keeping> ErasedOutbox for S {
     fn replay<'a>(&'a self, endpoint: &'a str, id: &'a str, now: SystemTime) -> Boxed<'a, bool> {
         Box::pin(DeliveryStore::replay(self, endpoint, id, now))
     }
+    fn replay_between<'a>(
+        &'a self,
+        endpoint: &'a str,
+        since: SystemTime,
+        until: SystemTime,
+        now: SystemTime,
+        limit: usize,
+    ) -> Boxed<'a, Vec<String>> {
+        Box::pin(DeliveryStore::replay_between(
+            self, endpoint, since, until, now, limit,
+        ))
+    }
+    fn enable_as_saved<'a>(&'a self, endpoint: &'a str, now: SystemTime) -> Boxed<'a, u64> {
+        Box::pin(DeliveryStore::enable_as_saved(self, endpoint, now))
+    }
+    fn health<'a>(&'a self, endpoint: &'a str) -> Boxed<'a, EndpointHealth> {
+        Box::pin(DeliveryStore::health(self, endpoint))
+    }
     fn counts<'a>(&'a self, endpoint: &'a str, now: SystemTime) -> Boxed<'a, DeliveryCounts> {
         Box::pin(DeliveryStore::counts(self, endpoint, now))
     }
@@ -251,6 +303,16 @@ impl<S: OutboxView + Keeping> ErasedOutbox for S {
     }
     fn enable<'a>(&'a self, endpoint: &'a str) -> Boxed<'a, ()> {
         Box::pin(DeliveryStore::enable(self, endpoint))
+    }
+    fn enqueue_keyed<'a>(
+        &'a self,
+        endpoint: &'a str,
+        key: SendKey<'a>,
+        id: &'a str,
+        body: &'a [u8],
+        due: SystemTime,
+    ) -> Boxed<'a, Keyed> {
+        Box::pin(Keeping::enqueue_keyed(self, endpoint, key, id, body, due))
     }
     fn add_keyed_delivery<'a>(
         &'a self,
@@ -312,6 +374,15 @@ impl DeliveryStore for AnyOutbox {
     async fn store_time(&self) -> Answer<SystemTime> {
         self.store.store_time().await
     }
+    async fn enqueue(
+        &self,
+        endpoint: &str,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Answer<bool> {
+        self.store.enqueue(endpoint, id, body, due).await
+    }
     async fn add_delivery(&self, delivery: NewDelivery<'_>) -> Answer<bool> {
         self.store.add_delivery(delivery).await
     }
@@ -358,6 +429,24 @@ impl DeliveryStore for AnyOutbox {
     async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Answer<bool> {
         self.store.replay(endpoint, id, now).await
     }
+    async fn replay_between(
+        &self,
+        endpoint: &str,
+        since: SystemTime,
+        until: SystemTime,
+        now: SystemTime,
+        limit: usize,
+    ) -> Answer<Vec<String>> {
+        self.store
+            .replay_between(endpoint, since, until, now, limit)
+            .await
+    }
+    async fn enable_as_saved(&self, endpoint: &str, now: SystemTime) -> Answer<u64> {
+        self.store.enable_as_saved(endpoint, now).await
+    }
+    async fn health(&self, endpoint: &str) -> Answer<EndpointHealth> {
+        self.store.health(endpoint).await
+    }
     async fn counts(&self, endpoint: &str, now: SystemTime) -> Answer<DeliveryCounts> {
         self.store.counts(endpoint, now).await
     }
@@ -375,6 +464,16 @@ impl DeliveryStore for AnyOutbox {
 }
 
 impl Keeping for AnyOutbox {
+    async fn enqueue_keyed(
+        &self,
+        endpoint: &str,
+        key: SendKey<'_>,
+        id: &str,
+        body: &[u8],
+        due: SystemTime,
+    ) -> Answer<Keyed> {
+        self.store.enqueue_keyed(endpoint, key, id, body, due).await
+    }
     async fn add_keyed_delivery(
         &self,
         key: SendKey<'_>,
@@ -427,9 +526,9 @@ mod tests {
         SendKey, Step, StoredDelivery, Taken, Wanted,
     };
 
-    /// An outbox whose own `store_time`, `take_due_across` and
-    /// `endpoint_page` differ from the traits' defaults, so that a wrapper
-    /// that fell back to a default would show.
+    /// An outbox whose own versions of the provided methods differ from
+    /// the traits' defaults, so that a wrapper that fell back to a default
+    /// would show.
     struct Marked(MemoryOutbox);
 
     const MARKED_TIME: Duration = Duration::from_secs(86_400);
@@ -457,6 +556,28 @@ mod tests {
             let mut due = DueAcross::default();
             due.unanswered.push("marked".to_owned());
             Ok(due)
+        }
+        async fn enqueue(&self, _: &str, _: &str, _: &[u8], _: SystemTime) -> Answer<bool> {
+            Ok(false)
+        }
+        async fn replay_between(
+            &self,
+            _: &str,
+            _: SystemTime,
+            _: SystemTime,
+            _: SystemTime,
+            _: usize,
+        ) -> Answer<Vec<String>> {
+            Ok(vec!["marked".to_owned()])
+        }
+        async fn enable_as_saved(&self, _: &str, _: SystemTime) -> Answer<u64> {
+            Ok(7)
+        }
+        async fn health(&self, _: &str) -> Answer<EndpointHealth> {
+            Ok(EndpointHealth {
+                failing_since: Some(UNIX_EPOCH + MARKED_TIME),
+                disabled: None,
+            })
         }
         async fn add_delivery(&self, delivery: NewDelivery<'_>) -> Answer<bool> {
             self.0.add_delivery(delivery).await
@@ -503,6 +624,19 @@ mod tests {
     }
 
     impl Keeping for Marked {
+        async fn enqueue_keyed(
+            &self,
+            _: &str,
+            _: SendKey<'_>,
+            _: &str,
+            _: &[u8],
+            _: SystemTime,
+        ) -> Answer<Keyed> {
+            Ok(Keyed {
+                id: "marked".to_owned(),
+                enqueued: false,
+            })
+        }
         async fn add_keyed_delivery(&self, key: SendKey<'_>, d: NewDelivery<'_>) -> Answer<Keyed> {
             self.0.add_keyed_delivery(key, d).await
         }
@@ -547,6 +681,21 @@ mod tests {
         // The default page would read the one listed name.
         let page = store.endpoint_page(None, 10, SystemTime::now()).await;
         assert!(page.unwrap().is_empty());
+        let health = store.health("unknown").await.unwrap();
+        assert_eq!(health.failing_since, Some(UNIX_EPOCH + MARKED_TIME));
+        let (now, epoch) = (SystemTime::now(), UNIX_EPOCH);
+        let replayed = store.replay_between("unknown", epoch, now, now, 10).await;
+        assert_eq!(replayed.unwrap(), ["marked"]);
+        assert_eq!(store.enable_as_saved("unknown", now).await.unwrap(), 7);
+        // The defaults would add these deliveries to the memory outbox.
+        assert!(!store.enqueue("unknown", "id", b"{}", now).await.unwrap());
+        let key = SendKey {
+            key: "k",
+            now,
+            window: Duration::from_secs(60),
+        };
+        let keyed = store.enqueue_keyed("unknown", key, "id", b"{}", now).await;
+        assert_eq!(keyed.unwrap().id, "marked");
     }
 
     #[tokio::test]

@@ -175,7 +175,7 @@ impl<'a> NewDelivery<'a> {
 /// dispatchers on it send to are kept next to their deliveries. That is
 /// all a [`Dispatcher`](super::Dispatcher) needs to send; two extensions
 /// add what some of its callers need, bound only where used:
-/// [`Keeping`] (idempotency keys and retention: `send_keyed`, `purge`,
+/// [`Keeping`] (idempotency keys and retention: `send_with_key`, `purge`,
 /// `purge_by_policy`) and [`OutboxView`] (what an operator reads: the
 /// console and the CLI). Every store here implements all three.
 pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
