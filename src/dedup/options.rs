@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use crate::verify::{Clock, SystemClock};
 
-/// Settings every store shares.
+/// A claim and inbox store's settings: retention, visibility timeout and
+/// attempts, which every store takes, and a clock, which only
+/// [`MemoryInbox`](super::MemoryInbox) keeps time by (see
+/// [`with_clock`](Self::with_clock)).
 #[derive(Clone)]
 pub struct StoreOptions {
     retention: Duration,
