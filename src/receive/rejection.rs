@@ -53,8 +53,10 @@ pub enum Rejection {
     },
     /// The body is not the JSON the handler expects (422; extractors only).
     InvalidJson(String),
-    /// An extractor found neither the layer's verified event nor a
-    /// `Verifier` in the request extensions (500: a configuration error).
+    /// An extractor ran with nothing to verify the request: in axum, a
+    /// `Webhook<T>` or `RawWebhook` on a route without a `WebhookLayer`;
+    /// in actix-web, no `WebhookConfig` (or none with an inbox where the
+    /// extractor accepts into one). 500: a configuration error.
     NotConfigured,
     /// The request names no tenant, or one that does not exist (404: a
     /// retry cannot help, and a 5xx would keep the sender retrying).
@@ -293,7 +295,9 @@ impl Rejection {
             }
             Self::InvalidJson(reason) => format!("invalid JSON: {reason}"),
             Self::NotConfigured => {
-                "no hooklatch layer ran and no Verifier is in the request extensions".to_owned()
+                "the route has no webhook layer (axum: add a WebhookLayer, or verify with \
+                 VerifiedJson and a Receiver in the state; actix-web: add a WebhookConfig)"
+                    .to_owned()
             }
             Self::UnknownTenant => "the request names no known tenant".to_owned(),
             Self::TenantLookupFailed(reason) => format!("tenant lookup failed: {reason}"),

@@ -3,20 +3,24 @@
 use axum::extract::{FromRef, FromRequest, Request};
 use axum::response::{IntoResponse, Response};
 use hooklatch::receive::{HandshakeAnswer, Received, Receiver, Rejection, VerifiedEvent};
-use hooklatch::verify::Verifier;
 use serde::de::DeserializeOwned;
 
-/// A verified webhook with its JSON body deserialized into `T`.
+/// A verified webhook with its JSON body deserialized into `T`, behind a
+/// [`WebhookLayer`](crate::WebhookLayer): the layer has read the body,
+/// verified it and (in lease mode) claimed the event; this extractor reads
+/// the event the layer left and parses it. A body that does not parse as
+/// `T` is answered 422 ([`Rejection::InvalidJson`]).
 ///
-/// Behind a [`WebhookLayer`](crate::WebhookLayer) it takes the layer's
-/// verified event. Alone, it verifies the request itself with the
-/// [`Verifier`] found in the request extensions (add it with
-/// `axum::Extension(verifier)`), reading at most the verifier's body limit.
+/// To verify in the handler without a layer, use [`VerifiedJson`], which
+/// verifies with the [`Receiver`] in the router's state. On a route with
+/// no layer, `Webhook<T>` answers 500 ([`Rejection::NotConfigured`]).
 ///
 /// ```
-/// use axum::{Extension, Router, routing::post};
+/// use axum::{Router, routing::post};
+/// use hooklatch::dedup::MemoryInbox;
 /// use hooklatch::verify::{Scheme, Verifier};
-/// use hooklatch_tower::Webhook;
+/// use hooklatch_tower::{Webhook, WebhookLayer};
+/// use std::time::Duration;
 ///
 /// #[derive(serde::Deserialize)]
 /// struct InvoicePaid { invoice: String }
@@ -30,16 +34,22 @@ use serde::de::DeserializeOwned;
 /// let verifier = Verifier::builder(Scheme::standard_webhooks())
 ///     .with_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")?
 ///     .build()?;
-/// let app = Router::new()
-///     .route("/webhooks", post(invoice_paid))
-///     .layer(Extension(verifier));
+/// let layer = WebhookLayer::new(verifier).with_lease(
+///     MemoryInbox::new(),
+///     "billing",
+///     Duration::from_secs(30),
+/// )?;
+/// let app = Router::new().route("/webhooks", post(invoice_paid).layer(layer));
 /// # Ok(app)
 /// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct Webhook<T>(pub T);
 
-/// A verified webhook as received: id, timestamp, scheme and raw body.
+/// A verified webhook as received, behind a
+/// [`WebhookLayer`](crate::WebhookLayer): id, timestamp, scheme, raw body
+/// and metadata. Without a layer, use [`VerifiedBody`]; on a route with no
+/// layer, `RawWebhook` answers 500 ([`Rejection::NotConfigured`]).
 #[derive(Debug, Clone)]
 pub struct RawWebhook(pub VerifiedEvent);
 
@@ -47,19 +57,11 @@ impl<S: Send + Sync> FromRequest<S> for RawWebhook {
     type Rejection = Rejection;
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, Rejection> {
-        if let Some(event) = request.extensions().get::<VerifiedEvent>() {
-            return Ok(Self(event.clone()));
-        }
-        let verifier = request
+        request
             .extensions()
-            .get::<Verifier>()
-            .cloned()
-            .ok_or(Rejection::NotConfigured)?;
-        let (parts, body) = request.into_parts();
-        let event = Receiver::new(verifier)
-            .receive(&parts.headers, body.into_data_stream())
-            .await?;
-        Ok(Self(event))
+            .get::<VerifiedEvent>()
+            .map(|event| Self(event.clone()))
+            .ok_or(Rejection::NotConfigured)
     }
 }
 
@@ -74,7 +76,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Webhook<T> {
 
 /// A webhook verified with the [`Receiver`] in the router's state, its JSON
 /// body deserialized into `T`: a router without a `Receiver` in its state
-/// does not compile, where [`Webhook`] finds its verifier at run time.
+/// does not compile. Behind a [`WebhookLayer`](crate::WebhookLayer) it
+/// takes the layer's verified event, as [`Webhook`] does.
 ///
 /// The state is the `Receiver` itself, or any state it can be taken from
 /// (`#[derive(FromRef)]`). A verified body that does not parse as `T` is

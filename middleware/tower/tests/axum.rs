@@ -484,26 +484,34 @@ async fn chunked_body_over_the_limit_is_refused_after_reading_at_most_one_frame_
     assert!(support::drain(&store, "chunked").await.is_empty());
 }
 
+/// `Webhook<T>` and `RawWebhook` read the event the layer verified; on a
+/// route with no layer they refuse with a 500 that names the fix, and never
+/// hand an unverified body to the handler (a `Verifier` in an `Extension`,
+/// which they once verified with, is not enough).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn extractor_verifies_alone_with_a_verifier_extension() {
+async fn the_typed_extractors_take_only_what_a_layer_verified() {
     #[derive(serde::Deserialize)]
     struct Paid {
         invoice: String,
     }
+    let layer = || {
+        WebhookLayer::new(verifier())
+            .with_lease(MemoryInbox::new(), "typed", Duration::from_secs(30))
+            .unwrap()
+    };
+    let typed = post(|Webhook(paid): Webhook<Paid>| async move { paid.invoice });
+    let raw = post(|RawWebhook(event): RawWebhook| async move { event.key().unwrap().to_owned() });
     let app = Router::new()
-        .route(
-            "/webhooks",
-            post(|Webhook(paid): Webhook<Paid>| async move { paid.invoice }),
-        )
-        .route(
-            "/raw",
-            post(|RawWebhook(event): RawWebhook| async move { event.key().unwrap().to_owned() }),
-        )
+        .route("/webhooks", typed.clone().layer(layer()))
+        .route("/raw", raw.clone().layer(layer()))
+        .route("/bare/webhooks", typed)
+        .route("/bare/raw", raw)
         .layer(Extension(verifier()));
     let url = serve(app).await;
     let client = reqwest::Client::new();
     let body = br#"{"invoice":"in_42"}"#.to_vec();
     let headers = pairs(&sign("msg_x", &body));
+    let raw_url = url.replace("/webhooks", "/raw");
     assert_eq!(
         post_signed(&client, &url, &headers, body.clone()).await,
         (StatusCode::OK, "in_42".into())
@@ -511,17 +519,19 @@ async fn extractor_verifies_alone_with_a_verifier_extension() {
     assert_eq!(
         post_signed(
             &client,
-            &url.replace("/webhooks", "/raw"),
-            &headers,
+            &raw_url,
+            &pairs(&sign("msg_r", &body)),
             body.clone()
         )
         .await,
-        (StatusCode::OK, "msg_x".into())
+        (StatusCode::OK, "msg_r".into())
     );
     let mut forged = body.clone();
     forged[3] ^= 1;
     assert_eq!(
-        post_signed(&client, &url, &headers, forged).await.0,
+        post_signed(&client, &url, &pairs(&sign("msg_f", &body)), forged)
+            .await
+            .0,
         StatusCode::BAD_REQUEST
     );
     let not_json = b"plain".to_vec();
@@ -529,6 +539,22 @@ async fn extractor_verifies_alone_with_a_verifier_extension() {
     assert_eq!(
         post_signed(&client, &url, &headers, not_json).await.0,
         StatusCode::UNPROCESSABLE_ENTITY
+    );
+    for bare in [
+        url.replace("/webhooks", "/bare/webhooks"),
+        url.replace("/webhooks", "/bare/raw"),
+    ] {
+        let headers = pairs(&sign("msg_bare", &body));
+        assert_eq!(
+            post_signed(&client, &bare, &headers, body.clone()).await.0,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "{bare}"
+        );
+    }
+    assert_eq!(
+        Rejection::NotConfigured.reason(),
+        "the route has no webhook layer (axum: add a WebhookLayer, or verify with \
+         VerifiedJson and a Receiver in the state; actix-web: add a WebhookConfig)"
     );
 }
 
