@@ -247,8 +247,10 @@ const SQLITE_BUSY_WAIT: Duration = Duration::from_secs(10);
 /// Opening a new file races other processes (or stores) opening it too:
 /// switching it to WAL upgrades a read lock to a write lock, where SQLite
 /// answers `SQLITE_BUSY` at once instead of waiting (waiting could
-/// deadlock). Only the first opener switches the file, so the others
-/// try again, within the same 10 s.
+/// deadlock). Only the first opener switches the file, so the others try
+/// again, backing off from 5 to 100 ms, within the same 10 s: each try
+/// gets only the time left, so opening gives up after 10 s however the
+/// tries fall.
 #[cfg(feature = "sqlite")]
 pub(crate) async fn sqlite_pool(
     options: sqlx::sqlite::SqliteConnectOptions,
@@ -261,14 +263,18 @@ pub(crate) async fn sqlite_pool(
         .synchronous(SqliteSynchronous::Full)
         .busy_timeout(SQLITE_BUSY_WAIT);
     let deadline = tokio::time::Instant::now() + SQLITE_BUSY_WAIT;
+    let mut pause = Duration::from_millis(5);
     loop {
-        let opened = SqlitePoolOptions::new()
+        let opening = SqlitePoolOptions::new()
             .max_connections(connections)
-            .connect_with(options.clone())
-            .await;
+            .connect_with(options.clone());
+        let opened = tokio::time::timeout_at(deadline, opening)
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut));
         match opened {
-            Err(error) if sqlite_busy(&error) && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+            Err(error) if sqlite_busy(&error) && tokio::time::Instant::now() + pause < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
             }
             opened => return opened,
         }

@@ -30,6 +30,13 @@ macro_rules! sql_store_common {
             /// `{prefix}_inbox`. The prefix is 1 to 48 of `a-z 0-9 _`,
             /// starting with a letter. Call [`migrate`](Self::migrate) before
             /// use.
+            ///
+            /// The pool is used as you built it. On SQLite, `open` and
+            /// `connect` also make the file durable (WAL,
+            /// `synchronous=FULL`), wait up to 10 s for another
+            /// connection's lock, and retry while another process switches
+            /// a new file to WAL; a pool of your own should set the first
+            /// two, and be opened once the file exists.
             pub fn new(
                 pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
                 prefix: &str,
