@@ -26,9 +26,10 @@ use std::time::{Duration, Instant, SystemTime};
 use common::StoreBench;
 use criterion::Criterion;
 use futures_util::StreamExt;
+use hooklatch::sender::outbox::DeliveryStore;
 use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, Dispatcher, Final, HealthChange, Jitter, Policy,
-    PostgresOutbox, RedisOutbox, Response, Schedule, SqliteOutbox, Step, Transport, transport_fn,
+    Attempt, DeliveryState, Dispatcher, Final, HealthChange, Jitter, Policy, PostgresOutbox,
+    RedisOutbox, Response, Schedule, SqliteOutbox, Step, Transport, transport_fn,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::StoreBench;
 use criterion::Criterion;
-use hooklatch::sender::{Keeping, PostgresOutbox, RedisOutbox, SendKey, SqliteOutbox};
+use hooklatch::sender::outbox::Keeping;
+use hooklatch::sender::{PostgresOutbox, RedisOutbox, SendKey, SqliteOutbox};
 
 /// Sends per measured iteration.
 const BATCH: usize = 100;

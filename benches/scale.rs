@@ -23,12 +23,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::http::HeaderMap;
-use hooklatch::dedup::DedupError;
+use hooklatch::sender::OutboxError;
+use hooklatch::sender::outbox::{
+    DeliveryCounts, DeliveryStore, Due, DueAcross, EndpointRegistry, Keeping, NewDelivery,
+    OutboxView, RecentAttempt, SavedEndpoints, StoredDelivery, Taken, Wanted,
+};
 use hooklatch::sender::{
-    AddressPolicy, Attempt, Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason,
-    Dispatcher, Due, DueAcross, EndpointHealth, EndpointRegistry, HealthChange, HttpTransport,
-    Jitter, Keeping, Keyed, NewDelivery, OutboxView, Policy, PostgresOutbox, RecentAttempt,
-    RedisOutbox, Retention, SavedEndpoints, Schedule, SendKey, Step, StoredDelivery, Taken, Wanted,
+    AddressPolicy, Attempt, Breaker, DeliveryState, DisableReason, Dispatcher, EndpointHealth,
+    HealthChange, HttpTransport, Jitter, Keyed, Policy, PostgresOutbox, RedisOutbox, Retention,
+    Schedule, SendKey, Step,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::net::TcpListener;
@@ -54,28 +57,28 @@ struct Counting<S> {
 }
 
 impl<S: DeliveryStore + Clone> EndpointRegistry for Counting<S> {
-    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, OutboxError> {
         self.inner.save_endpoint(name, config).await
     }
-    async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+    async fn remove_endpoint(&self, name: &str) -> Result<bool, OutboxError> {
         self.inner.remove_endpoint(name).await
     }
     // The dispatcher's refresh: counted, as it runs on every dispatcher.
-    async fn endpoints_version(&self) -> Result<u64, DedupError> {
+    async fn endpoints_version(&self) -> Result<u64, OutboxError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.endpoints_version().await
     }
-    async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
+    async fn saved_endpoints(&self) -> Result<SavedEndpoints, OutboxError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.saved_endpoints().await
     }
 }
 
 impl<S: OutboxView + Clone> OutboxView for Counting<S> {
-    async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
+    async fn endpoint_names(&self) -> Result<Vec<String>, OutboxError> {
         self.inner.endpoint_names().await
     }
-    async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, DedupError> {
+    async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, OutboxError> {
         self.inner.recent_attempts(e, n).await
     }
 }
@@ -85,10 +88,10 @@ impl<S: Keeping + Clone> Keeping for Counting<S> {
         &self,
         key: SendKey<'_>,
         new: NewDelivery<'_>,
-    ) -> Result<Keyed, DedupError> {
+    ) -> Result<Keyed, OutboxError> {
         self.inner.add_keyed_delivery(key, new).await
     }
-    async fn forget_keys(&self, e: &str, now: SystemTime) -> Result<u64, DedupError> {
+    async fn forget_keys(&self, e: &str, now: SystemTime) -> Result<u64, OutboxError> {
         self.inner.forget_keys(e, now).await
     }
     async fn purge_outcomes(
@@ -96,17 +99,17 @@ impl<S: Keeping + Clone> Keeping for Counting<S> {
         e: &str,
         retention: &Retention,
         now: SystemTime,
-    ) -> Result<u64, DedupError> {
+    ) -> Result<u64, OutboxError> {
         self.inner.purge_outcomes(e, retention, now).await
     }
 
-    async fn purge(&self, before: SystemTime) -> Result<u64, DedupError> {
+    async fn purge(&self, before: SystemTime) -> Result<u64, OutboxError> {
         self.inner.purge(before).await
     }
 }
 
 impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
-    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, OutboxError> {
         self.inner.add_delivery(new).await
     }
     async fn take_due(
@@ -115,7 +118,7 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<Due, DedupError> {
+    ) -> Result<Due, OutboxError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.take_due(e, now, limit, lease).await
     }
@@ -124,7 +127,7 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
         w: &[Wanted],
         n: usize,
         l: Duration,
-    ) -> Result<DueAcross, DedupError> {
+    ) -> Result<DueAcross, OutboxError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.take_due_across(w, n, l).await
     }
@@ -134,15 +137,15 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
         a: &Attempt,
         s: Step,
         c: Option<HealthChange>,
-    ) -> Result<EndpointHealth, DedupError> {
+    ) -> Result<EndpointHealth, OutboxError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.finish(t, a, s, c).await
     }
-    async fn put_back(&self, t: &Taken, due: SystemTime) -> Result<(), DedupError> {
+    async fn put_back(&self, t: &Taken, due: SystemTime) -> Result<(), OutboxError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.put_back(t, due).await
     }
-    async fn delivery(&self, e: &str, id: &str) -> Result<Option<StoredDelivery>, DedupError> {
+    async fn delivery(&self, e: &str, id: &str) -> Result<Option<StoredDelivery>, OutboxError> {
         self.inner.delivery(e, id).await
     }
     async fn list(
@@ -150,13 +153,13 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
         e: &str,
         s: DeliveryState,
         limit: usize,
-    ) -> Result<Vec<String>, DedupError> {
+    ) -> Result<Vec<String>, OutboxError> {
         self.inner.list(e, s, limit).await
     }
-    async fn replay(&self, e: &str, id: &str, now: SystemTime) -> Result<bool, DedupError> {
+    async fn replay(&self, e: &str, id: &str, now: SystemTime) -> Result<bool, OutboxError> {
         self.inner.replay(e, id, now).await
     }
-    async fn health(&self, e: &str) -> Result<EndpointHealth, DedupError> {
+    async fn health(&self, e: &str) -> Result<EndpointHealth, OutboxError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.health(e).await
     }
@@ -165,15 +168,15 @@ impl<S: DeliveryStore + Clone> DeliveryStore for Counting<S> {
         e: &str,
         r: DisableReason,
         now: SystemTime,
-    ) -> Result<bool, DedupError> {
+    ) -> Result<bool, OutboxError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.disable(e, r, now).await
     }
-    async fn enable(&self, e: &str) -> Result<(), DedupError> {
+    async fn enable(&self, e: &str) -> Result<(), OutboxError> {
         self.inner.enable(e).await
     }
 
-    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
+    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, OutboxError> {
         self.inner.counts(e, now).await
     }
 }

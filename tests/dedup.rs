@@ -1150,7 +1150,7 @@ async fn redis_refuses_a_server_that_keeps_no_append_only_file() {
     ));
     assert!(matches!(
         hooklatch::sender::RedisOutbox::connect(&url).await,
-        Err(DedupError::NoPersistence(_))
+        Err(hooklatch::sender::OutboxError::NoPersistence(_))
     ));
     assert!(matches!(
         hooklatch::sequence::RedisSequences::connect(&url).await,
@@ -1217,7 +1217,7 @@ async fn redis_refuses_a_server_that_may_evict_keys() {
         // The outbox and the sequence positions are refused the same way.
         assert!(matches!(
             hooklatch::sender::RedisOutbox::connect(&url).await,
-            Err(DedupError::EvictionPolicy(_))
+            Err(hooklatch::sender::OutboxError::EvictionPolicy(_))
         ));
         assert!(matches!(
             hooklatch::sequence::RedisSequences::connect(&url).await,

@@ -11,12 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use hooklatch::dedup::DedupError;
+use hooklatch::sender::OutboxError;
+use hooklatch::sender::outbox::{
+    DeliveryCounts, DeliveryStore, EndpointRegistry, Keeping, NewDelivery, OutboxView,
+    RecentAttempt, SavedEndpoints, Wanted,
+};
 use hooklatch::sender::{
-    Breaker, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Disabled, DispatchError,
-    Dispatcher, EndpointRegistry, HealthChange, Keeping, Keyed, MemoryOutbox, NewDelivery,
-    OutboxView, Policy, RecentAttempt, Response, Retention, SavedEndpoints, SendKey, Transport,
-    TransportError, Wanted,
+    Breaker, DeliveryState, DisableReason, Disabled, DispatchError, Dispatcher, HealthChange,
+    Keyed, MemoryOutbox, Policy, Response, Retention, SendKey, Transport, TransportError,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -411,25 +413,25 @@ struct Counting<S = MemoryOutbox> {
 }
 
 impl<S: DeliveryStore> EndpointRegistry for Counting<S> {
-    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, OutboxError> {
         self.inner.save_endpoint(name, config).await
     }
-    async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+    async fn remove_endpoint(&self, name: &str) -> Result<bool, OutboxError> {
         self.inner.remove_endpoint(name).await
     }
-    async fn endpoints_version(&self) -> Result<u64, DedupError> {
+    async fn endpoints_version(&self) -> Result<u64, OutboxError> {
         self.inner.endpoints_version().await
     }
-    async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
+    async fn saved_endpoints(&self) -> Result<SavedEndpoints, OutboxError> {
         self.inner.saved_endpoints().await
     }
 }
 
 impl<S: OutboxView> OutboxView for Counting<S> {
-    async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
+    async fn endpoint_names(&self) -> Result<Vec<String>, OutboxError> {
         self.inner.endpoint_names().await
     }
-    async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, DedupError> {
+    async fn recent_attempts(&self, e: &str, n: usize) -> Result<Vec<RecentAttempt>, OutboxError> {
         self.inner.recent_attempts(e, n).await
     }
 }
@@ -439,10 +441,10 @@ impl<S: Keeping> Keeping for Counting<S> {
         &self,
         key: SendKey<'_>,
         new: NewDelivery<'_>,
-    ) -> Result<Keyed, DedupError> {
+    ) -> Result<Keyed, OutboxError> {
         self.inner.add_keyed_delivery(key, new).await
     }
-    async fn forget_keys(&self, e: &str, now: SystemTime) -> Result<u64, DedupError> {
+    async fn forget_keys(&self, e: &str, now: SystemTime) -> Result<u64, OutboxError> {
         self.inner.forget_keys(e, now).await
     }
     async fn purge_outcomes(
@@ -450,11 +452,11 @@ impl<S: Keeping> Keeping for Counting<S> {
         e: &str,
         retention: &Retention,
         now: SystemTime,
-    ) -> Result<u64, DedupError> {
+    ) -> Result<u64, OutboxError> {
         self.inner.purge_outcomes(e, retention, now).await
     }
 
-    async fn purge(&self, before: SystemTime) -> Result<u64, hooklatch::dedup::DedupError> {
+    async fn purge(&self, before: SystemTime) -> Result<u64, hooklatch::sender::OutboxError> {
         self.inner.purge(before).await
     }
 }
@@ -473,7 +475,7 @@ impl<S> Counting<S> {
 }
 
 impl<S: DeliveryStore> DeliveryStore for Counting<S> {
-    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, OutboxError> {
         self.inner.add_delivery(new).await
     }
     async fn take_due(
@@ -482,7 +484,7 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<hooklatch::sender::Due, hooklatch::dedup::DedupError> {
+    ) -> Result<hooklatch::sender::outbox::Due, hooklatch::sender::OutboxError> {
         self.takes.fetch_add(1, Ordering::SeqCst);
         self.inner.take_due(endpoint, now, limit, lease).await
     }
@@ -491,7 +493,7 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         wanted: &[Wanted],
         limit: usize,
         lease: Duration,
-    ) -> Result<hooklatch::sender::DueAcross, hooklatch::dedup::DedupError> {
+    ) -> Result<hooklatch::sender::outbox::DueAcross, hooklatch::sender::OutboxError> {
         self.takes.fetch_add(1, Ordering::SeqCst);
         let mut due = self.inner.take_due_across(wanted, limit, lease).await?;
         for failed in self.unanswered.lock().unwrap().iter() {
@@ -502,19 +504,19 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
     }
     async fn finish(
         &self,
-        taken: &hooklatch::sender::Taken,
+        taken: &hooklatch::sender::outbox::Taken,
         attempt: &hooklatch::sender::Attempt,
         step: hooklatch::sender::Step,
         change: Option<HealthChange>,
-    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
+    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::sender::OutboxError> {
         self.finishes.fetch_add(1, Ordering::SeqCst);
         self.inner.finish(taken, attempt, step, change).await
     }
     async fn put_back(
         &self,
-        taken: &hooklatch::sender::Taken,
+        taken: &hooklatch::sender::outbox::Taken,
         due: SystemTime,
-    ) -> Result<(), hooklatch::dedup::DedupError> {
+    ) -> Result<(), hooklatch::sender::OutboxError> {
         self.put_backs.fetch_add(1, Ordering::SeqCst);
         self.inner.put_back(taken, due).await
     }
@@ -522,7 +524,8 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         &self,
         endpoint: &str,
         id: &str,
-    ) -> Result<Option<hooklatch::sender::StoredDelivery>, hooklatch::dedup::DedupError> {
+    ) -> Result<Option<hooklatch::sender::outbox::StoredDelivery>, hooklatch::sender::OutboxError>
+    {
         self.inner.delivery(endpoint, id).await
     }
     async fn list(
@@ -530,7 +533,7 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         endpoint: &str,
         state: DeliveryState,
         limit: usize,
-    ) -> Result<Vec<String>, hooklatch::dedup::DedupError> {
+    ) -> Result<Vec<String>, hooklatch::sender::OutboxError> {
         self.inner.list(endpoint, state, limit).await
     }
     async fn replay(
@@ -538,13 +541,13 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         endpoint: &str,
         id: &str,
         now: SystemTime,
-    ) -> Result<bool, hooklatch::dedup::DedupError> {
+    ) -> Result<bool, hooklatch::sender::OutboxError> {
         self.inner.replay(endpoint, id, now).await
     }
     async fn health(
         &self,
         endpoint: &str,
-    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::dedup::DedupError> {
+    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::sender::OutboxError> {
         self.health_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.health(endpoint).await
     }
@@ -553,14 +556,14 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
         endpoint: &str,
         reason: DisableReason,
         now: SystemTime,
-    ) -> Result<bool, hooklatch::dedup::DedupError> {
+    ) -> Result<bool, hooklatch::sender::OutboxError> {
         self.inner.disable(endpoint, reason, now).await
     }
-    async fn enable(&self, endpoint: &str) -> Result<(), hooklatch::dedup::DedupError> {
+    async fn enable(&self, endpoint: &str) -> Result<(), hooklatch::sender::OutboxError> {
         self.inner.enable(endpoint).await
     }
 
-    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
+    async fn counts(&self, e: &str, now: SystemTime) -> Result<DeliveryCounts, OutboxError> {
         self.inner.counts(e, now).await
     }
 }
@@ -746,22 +749,22 @@ async fn a_backend_with_only_the_required_methods_delivers() {
     struct Plain(MemoryOutbox);
 
     impl EndpointRegistry for Plain {
-        async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+        async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, OutboxError> {
             self.0.save_endpoint(name, config).await
         }
-        async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+        async fn remove_endpoint(&self, name: &str) -> Result<bool, OutboxError> {
             self.0.remove_endpoint(name).await
         }
-        async fn endpoints_version(&self) -> Result<u64, DedupError> {
+        async fn endpoints_version(&self) -> Result<u64, OutboxError> {
             self.0.endpoints_version().await
         }
-        async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
+        async fn saved_endpoints(&self) -> Result<SavedEndpoints, OutboxError> {
             self.0.saved_endpoints().await
         }
     }
 
     impl DeliveryStore for Plain {
-        async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+        async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, OutboxError> {
             self.0.add_delivery(new).await
         }
         async fn take_due(
@@ -770,30 +773,30 @@ async fn a_backend_with_only_the_required_methods_delivers() {
             now: SystemTime,
             limit: usize,
             lease: Duration,
-        ) -> Result<hooklatch::sender::Due, DedupError> {
+        ) -> Result<hooklatch::sender::outbox::Due, OutboxError> {
             self.0.take_due(endpoint, now, limit, lease).await
         }
         async fn finish(
             &self,
-            taken: &hooklatch::sender::Taken,
+            taken: &hooklatch::sender::outbox::Taken,
             attempt: &hooklatch::sender::Attempt,
             step: hooklatch::sender::Step,
             change: Option<HealthChange>,
-        ) -> Result<hooklatch::sender::EndpointHealth, DedupError> {
+        ) -> Result<hooklatch::sender::EndpointHealth, OutboxError> {
             self.0.finish(taken, attempt, step, change).await
         }
         async fn put_back(
             &self,
-            taken: &hooklatch::sender::Taken,
+            taken: &hooklatch::sender::outbox::Taken,
             due: SystemTime,
-        ) -> Result<(), DedupError> {
+        ) -> Result<(), OutboxError> {
             self.0.put_back(taken, due).await
         }
         async fn delivery(
             &self,
             endpoint: &str,
             id: &str,
-        ) -> Result<Option<hooklatch::sender::StoredDelivery>, DedupError> {
+        ) -> Result<Option<hooklatch::sender::outbox::StoredDelivery>, OutboxError> {
             self.0.delivery(endpoint, id).await
         }
         async fn list(
@@ -801,7 +804,7 @@ async fn a_backend_with_only_the_required_methods_delivers() {
             endpoint: &str,
             state: DeliveryState,
             limit: usize,
-        ) -> Result<Vec<String>, DedupError> {
+        ) -> Result<Vec<String>, OutboxError> {
             self.0.list(endpoint, state, limit).await
         }
         async fn replay(
@@ -809,14 +812,14 @@ async fn a_backend_with_only_the_required_methods_delivers() {
             endpoint: &str,
             id: &str,
             now: SystemTime,
-        ) -> Result<bool, DedupError> {
+        ) -> Result<bool, OutboxError> {
             self.0.replay(endpoint, id, now).await
         }
         async fn counts(
             &self,
             endpoint: &str,
             now: SystemTime,
-        ) -> Result<DeliveryCounts, DedupError> {
+        ) -> Result<DeliveryCounts, OutboxError> {
             self.0.counts(endpoint, now).await
         }
         async fn disable(
@@ -824,10 +827,10 @@ async fn a_backend_with_only_the_required_methods_delivers() {
             endpoint: &str,
             reason: DisableReason,
             now: SystemTime,
-        ) -> Result<bool, DedupError> {
+        ) -> Result<bool, OutboxError> {
             self.0.disable(endpoint, reason, now).await
         }
-        async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
+        async fn enable(&self, endpoint: &str) -> Result<(), OutboxError> {
             self.0.enable(endpoint).await
         }
     }

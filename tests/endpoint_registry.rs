@@ -10,9 +10,9 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hooklatch::sender::outbox::EndpointRegistry;
 use hooklatch::sender::{
-    DeliveryState, DispatchError, Dispatcher, EndpointConfig, EndpointRegistry, Response,
-    Transport, TransportError,
+    DeliveryState, DispatchError, Dispatcher, EndpointConfig, Response, Transport, TransportError,
 };
 use receiver::*;
 
@@ -61,7 +61,7 @@ impl Transport for Recording {
     }
 }
 
-async fn delivered(store: &impl hooklatch::sender::DeliveryStore, id: &str) -> bool {
+async fn delivered(store: &impl hooklatch::sender::outbox::DeliveryStore, id: &str) -> bool {
     state_of(store, id).await == DeliveryState::Delivered
 }
 
@@ -71,7 +71,7 @@ fn config(url: &str) -> EndpointConfig {
         .with_policy(every(Duration::from_millis(50), 100))
 }
 
-fn quick<S: hooklatch::sender::DeliveryStore>(
+fn quick<S: hooklatch::sender::outbox::DeliveryStore>(
     store: S,
     transport: Recording,
 ) -> Dispatcher<S, Recording> {

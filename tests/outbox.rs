@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use hooklatch::sender::outbox::{DeliveryStore, Keeping, OUTBOX_PURGE_BATCH, Taken, Wanted};
 use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, DisableReason, Disabled, Dispatcher, EndpointHealth,
-    Final, HealthChange, Keeping, OUTBOX_PURGE_BATCH, Policy, RedisOutbox, Response, Step, Taken,
-    Transport, TransportError, Wanted,
+    Attempt, DeliveryState, DisableReason, Disabled, Dispatcher, EndpointHealth, Final,
+    HealthChange, Policy, RedisOutbox, Response, Step, Transport, TransportError,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -1171,7 +1171,7 @@ async fn record(
         .await
     {
         Ok(health) => Some(health),
-        Err(hooklatch::dedup::DedupError::LeaseLost) => None,
+        Err(hooklatch::sender::OutboxError::LeaseLost) => None,
         Err(error) => panic!("cannot record: {error}"),
     }
 }
@@ -1355,7 +1355,7 @@ async fn a_lost_lease_records_and_merges_nothing(backend: impl Backend) {
     // Nor can the old holder put it back: the same error, the same rule.
     assert!(matches!(
         store.put_back(&first[0], later).await,
-        Err(hooklatch::dedup::DedupError::LeaseLost)
+        Err(hooklatch::sender::OutboxError::LeaseLost)
     ));
 
     let merged = record(&store, &second[0], failed).await.unwrap();

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hooklatch::dedup::DedupError;
+use hooklatch::sender::OutboxError;
+use hooklatch::sender::outbox::{DeliveryStore, Taken};
 use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, EndpointHealth, Final, HealthChange, PostgresOutbox,
-    Step, Taken,
+    Attempt, DeliveryState, EndpointHealth, Final, HealthChange, PostgresOutbox, Step,
 };
 use outbox_backends::{Backend, postgres, sqlite};
 use sqlx::AssertSqlSafe;
@@ -44,7 +44,7 @@ async fn finish_delivered<S: DeliveryStore>(
     store: &S,
     taken: &Taken,
     excerpt: &[u8],
-) -> Result<Option<EndpointHealth>, DedupError> {
+) -> Result<Option<EndpointHealth>, OutboxError> {
     let step = Step::Done(Final::Delivered);
     let change = Some(HealthChange::Succeeded);
     match store
@@ -52,7 +52,7 @@ async fn finish_delivered<S: DeliveryStore>(
         .await
     {
         Ok(health) => Ok(Some(health)),
-        Err(DedupError::LeaseLost) => Ok(None),
+        Err(OutboxError::LeaseLost) => Ok(None),
         Err(error) => Err(error),
     }
 }

@@ -10,7 +10,8 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use hooklatch::sender::{DeliveryState, DeliveryStore};
+use hooklatch::sender::DeliveryState;
+use hooklatch::sender::outbox::DeliveryStore;
 use receiver::*;
 
 #[path = "support/outbox_backends.rs"]

@@ -10,7 +10,8 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hooklatch::sender::{DeliveryState, DeliveryStore, PostgresOutbox, RedisOutbox};
+use hooklatch::sender::outbox::DeliveryStore;
+use hooklatch::sender::{DeliveryState, PostgresOutbox, RedisOutbox};
 use receiver::*;
 
 /// The outbox's Postgres is stopped for two seconds while deliveries run.
@@ -112,8 +113,8 @@ async fn outage_loses_no_delivery<S: DeliveryStore + Clone>(
 /// made: the retry finds it rather than sending twice.
 #[tokio::test]
 async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_write() {
-    use hooklatch::dedup::DedupError;
     use hooklatch::sender::DisableReason;
+    use hooklatch::sender::OutboxError;
     let server = support::redis();
     let prefix = support::unique("acks");
     let plain = RedisOutbox::connect(&server.url())
@@ -128,7 +129,7 @@ async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_wr
     for _ in 0..2 {
         assert!(matches!(
             waiting.enqueue("e", "msg_1", b"{}", now).await,
-            Err(DedupError::ReplicasBehind {
+            Err(OutboxError::ReplicasBehind {
                 acked: 0,
                 wanted: 1
             })
@@ -142,7 +143,7 @@ async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_wr
     assert_eq!(kept.state, DeliveryState::Pending);
     assert!(matches!(
         waiting.disable("e", DisableReason::Manual, now).await,
-        Err(DedupError::ReplicasBehind { .. })
+        Err(OutboxError::ReplicasBehind { .. })
     ));
     assert!(plain.health("e").await.unwrap().disabled.is_some());
 }

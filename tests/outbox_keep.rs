@@ -11,12 +11,10 @@ mod support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hooklatch::dedup::DedupError;
+use hooklatch::sender::OutboxError;
 
-use hooklatch::sender::{
-    Attempt, DeliveryState, DeliveryStore, Final, Keeping, OUTBOX_PURGE_BATCH, Retention, SendKey,
-    Step, Taken,
-};
+use hooklatch::sender::outbox::{DeliveryStore, Keeping, OUTBOX_PURGE_BATCH, Taken};
+use hooklatch::sender::{Attempt, DeliveryState, Final, Retention, SendKey, Step};
 
 #[path = "support/outbox_backends.rs"]
 mod backends;
@@ -407,7 +405,7 @@ async fn both_enqueues_refuse_bad_names_and_store_nothing(backend: impl Backend)
     for (endpoint, id) in [(ENDPOINT, ""), (ENDPOINT, long.as_str()), ("", "msg_1")] {
         let plain = store.enqueue(endpoint, id, b"{}", t0).await;
         assert!(
-            matches!(plain, Err(DedupError::InvalidKey { .. })),
+            matches!(plain, Err(OutboxError::InvalidKey { .. })),
             "{endpoint:?} {}: {plain:?}",
             id.len()
         );
@@ -415,7 +413,7 @@ async fn both_enqueues_refuse_bad_names_and_store_nothing(backend: impl Backend)
             .enqueue_keyed(endpoint, key("k-1", t0), id, b"{}", t0)
             .await;
         assert!(
-            matches!(keyed, Err(DedupError::InvalidKey { .. })),
+            matches!(keyed, Err(OutboxError::InvalidKey { .. })),
             "{endpoint:?} {}: {keyed:?}",
             id.len()
         );
@@ -425,7 +423,7 @@ async fn both_enqueues_refuse_bad_names_and_store_nothing(backend: impl Backend)
             .enqueue_keyed(ENDPOINT, key(bad_key, t0), "msg_1", b"{}", t0)
             .await;
         assert!(
-            matches!(keyed, Err(DedupError::InvalidKey { .. })),
+            matches!(keyed, Err(OutboxError::InvalidKey { .. })),
             "key of {}: {keyed:?}",
             bad_key.len()
         );

@@ -6,10 +6,8 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use hooklatch::sender::{
-    DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, EndpointConfig, EndpointRegistry,
-    OutboxView, Policy, WaitReason,
-};
+use hooklatch::sender::outbox::{DeliveryCounts, DeliveryStore, EndpointRegistry, OutboxView};
+use hooklatch::sender::{DeliveryState, DisableReason, EndpointConfig, Policy, WaitReason};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 

@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hooklatch::sender::outbox::DeliveryStore;
 use hooklatch::sender::{
-    AddressPolicy, Attempt, DeliveryRecord, DeliveryState, DeliveryStore, DisableReason, Disabled,
-    DispatchError, Dispatcher, Endpoint, Final, MemoryOutbox, Notice, NoticeKind, Policy, Response,
-    Step, Transport, TransportError, WaitReason, check_url, deliver,
+    AddressPolicy, Attempt, DeliveryRecord, DeliveryState, DisableReason, Disabled, DispatchError,
+    Dispatcher, Endpoint, Final, MemoryOutbox, Notice, NoticeKind, Policy, Response, Step,
+    Transport, TransportError, WaitReason, check_url, deliver,
 };
 use hooklatch::verify::{Scheme, Signer, Validity};
 

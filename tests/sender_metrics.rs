@@ -8,7 +8,8 @@ mod receiver;
 
 use std::time::Duration;
 
-use hooklatch::sender::{Breaker, DeliveryState, DeliveryStore, MemoryOutbox};
+use hooklatch::sender::outbox::DeliveryStore;
+use hooklatch::sender::{Breaker, DeliveryState, MemoryOutbox};
 use hooklatch::verify::{Scheme, Signer};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use receiver::*;

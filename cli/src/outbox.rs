@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
-use hooklatch::dedup::DedupError;
-use hooklatch::sender::{AnyOutbox, DeliveryState, DisableReason, EndpointHealth, OutboxView};
+use hooklatch::sender::OutboxError;
+use hooklatch::sender::outbox::OutboxView;
+use hooklatch::sender::{AnyOutbox, DeliveryState, DisableReason, EndpointHealth};
 
 use crate::{UsageError, rfc3339};
 
@@ -91,7 +92,7 @@ pub(crate) async fn open_or_say(spec: &str, flag: &str) -> Result<Option<AnyOutb
             "{flag} memory: is an empty outbox in this process; name the dispatchers' store"
         ))),
         Ok(store) => Ok(Some(store)),
-        Err(DedupError::StoreUrl(why)) => Err(crate::no_shared_store(flag, &why)),
+        Err(OutboxError::StoreUrl(why)) => Err(crate::no_shared_store(flag, &why)),
         Err(error) => {
             eprintln!("hooklatch: cannot open {}: {error}", crate::shown(spec));
             Ok(None)
@@ -121,7 +122,7 @@ fn health_text(health: EndpointHealth) -> String {
 /// Endpoints read at a time by `outbox endpoints`.
 const PAGE: usize = 500;
 
-async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), DedupError> {
+async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), OutboxError> {
     let now = SystemTime::now();
     match command {
         OutboxCommand::Endpoints => {

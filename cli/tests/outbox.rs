@@ -10,9 +10,8 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use hooklatch::sender::{
-    DeliveryState, DeliveryStore, DisableReason, PostgresOutbox, SqliteOutbox,
-};
+use hooklatch::sender::outbox::DeliveryStore;
+use hooklatch::sender::{DeliveryState, DisableReason, PostgresOutbox, SqliteOutbox};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

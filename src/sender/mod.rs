@@ -8,8 +8,11 @@
 //!   after an attempt and its record ([`Attempt`]), the per-endpoint
 //!   [`Breaker`], the owner's [`Notices`], how long each outcome is kept
 //!   ([`Retention`]), all gathered in a [`Policy`];
-//! - `outbox/` stores what the rules decide: a [`DeliveryStore`] in memory,
-//!   SQLite, Postgres or Redis, so that a restart loses nothing;
+//! - [`outbox`] stores what the rules decide: a
+//!   [`DeliveryStore`](outbox::DeliveryStore) in memory, SQLite, Postgres
+//!   or Redis, so that a restart loses nothing. The stores themselves
+//!   ([`SqliteOutbox`], [`AnyOutbox`], ...) are also here; the module holds
+//!   the contract a backend implements and what an operator reads;
 //! - `dispatcher/` drives both: a [`Dispatcher`] leases due deliveries from
 //!   the store, attempts each over a [`Transport`] to an [`Endpoint`] past
 //!   its breaker, and records the step the rules plan, with a concurrency
@@ -29,7 +32,7 @@ mod endpoint;
 mod endpoint_config;
 mod guard;
 mod metrics;
-pub(crate) mod outbox;
+pub mod outbox;
 pub(crate) mod rules;
 mod transport;
 
@@ -45,10 +48,8 @@ pub use outbox::RedisOutbox;
 #[cfg(feature = "sqlite")]
 pub use outbox::SqliteOutbox;
 pub use outbox::{
-    AnyOutbox, DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross,
-    EndpointHealth, EndpointRegistry, EndpointSummary, HealthChange, Keeping, Keyed, MemoryOutbox,
-    NewDelivery, OUTBOX_PURGE_BATCH, OutboxView, RecentAttempt, Retention, SavedEndpoints, SendKey,
-    StoredDelivery, Taken, Wanted,
+    AnyOutbox, DeliveryState, DisableReason, EndpointHealth, HealthChange, Keyed, MemoryOutbox,
+    OutboxError, Retention, SendKey,
 };
 pub use rules::{
     Answers, Attempt, AttemptError, Breaker, BreakerState, Final, Handling, Jitter,

@@ -27,9 +27,19 @@ pub struct StoreError {
 }
 
 impl StoreError {
-    /// `sql` or `redis`.
+    /// `sql` or `redis` (`store` for an error of no one backend).
     pub fn backend(&self) -> &'static str {
         self.backend
+    }
+
+    /// Another of this crate's errors that has no counterpart where it
+    /// arrived; [`backend`](Self::backend) is `store`.
+    #[cfg(feature = "sender")]
+    pub(crate) fn other(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self {
+            backend: "store",
+            source: Box::new(error),
+        }
     }
 
     /// An error known only by its text, such as one a batch shares with

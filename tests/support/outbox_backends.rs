@@ -5,9 +5,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use hooklatch::sender::{
-    AnyOutbox, Keeping, MemoryOutbox, OutboxView, PostgresOutbox, RedisOutbox, SqliteOutbox,
-};
+use hooklatch::sender::outbox::{Keeping, OutboxView};
+use hooklatch::sender::{AnyOutbox, MemoryOutbox, PostgresOutbox, RedisOutbox, SqliteOutbox};
 
 use crate::support;
 

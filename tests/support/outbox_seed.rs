@@ -6,9 +6,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use hooklatch::sender::{
-    Attempt, AttemptError, DeliveryStore, EndpointConfig, Final, HealthChange, Step, Taken,
-};
+use hooklatch::sender::outbox::{DeliveryStore, Taken};
+use hooklatch::sender::{Attempt, AttemptError, EndpointConfig, Final, HealthChange, Step};
 
 /// The URL the seeded endpoint is saved with.
 pub const SEEDED_URL: &str = "https://hooks.example/in";

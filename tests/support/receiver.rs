@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hooklatch::sender::outbox::DeliveryStore;
 use hooklatch::sender::{
-    Breaker, DeliveryState, DeliveryStore, Dispatcher, Jitter, Policy, Response, Schedule,
-    Transport, TransportError,
+    Breaker, DeliveryState, Dispatcher, Jitter, Policy, Response, Schedule, Transport,
+    TransportError,
 };
 use hooklatch::verify::{Scheme, Signer, Verifier};
 

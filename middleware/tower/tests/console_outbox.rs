@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use hooklatch::dedup::MemoryInbox;
-use hooklatch::sender::{DeliveryState, DeliveryStore, DisableReason, MemoryOutbox};
+use hooklatch::sender::outbox::DeliveryStore;
+use hooklatch::sender::{DeliveryState, DisableReason, MemoryOutbox};
 use hooklatch_tower::console::Console;
 use tower::ServiceExt as _;
 
@@ -270,7 +271,8 @@ fn utc(seconds: u64) -> String {
 /// tests/outbox_view.rs).
 #[tokio::test]
 async fn the_endpoint_list_comes_a_page_of_100_at_a_time() {
-    use hooklatch::sender::{EndpointConfig, EndpointRegistry as _};
+    use hooklatch::sender::EndpointConfig;
+    use hooklatch::sender::outbox::EndpointRegistry as _;
     let store = MemoryOutbox::new();
     let config = EndpointConfig::new(
         "https://hooks.example/in",

@@ -317,7 +317,8 @@ async fn a_decoy_cookie_of_the_same_name_does_not_lock_an_operator_out() {
 
 #[tokio::test]
 async fn endpoint_urls_are_shown_without_their_credentials() {
-    use hooklatch::sender::{EndpointConfig, EndpointRegistry as _};
+    use hooklatch::sender::EndpointConfig;
+    use hooklatch::sender::outbox::EndpointRegistry as _;
     let outbox = MemoryOutbox::new();
     let url =
         "https://ops:hunter2@hooks.slack.com/services/T0SECRET/B0SECRET/XSECRET?token=QSECRET";

@@ -4,9 +4,8 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use super::state::Route;
 use super::{DispatchError, Dispatcher};
-use crate::sender::outbox::{DeliveryStore, Keeping, Keyed, SendKey};
+use crate::sender::outbox::{Keeping, Keyed, SendKey};
 use crate::sender::rules::{first_wait, later};
 use crate::sender::transport::Transport;
 use crate::verify::Clock as _;
@@ -71,7 +70,7 @@ impl<S: Keeping, T: Transport + 'static> Dispatcher<S, T> {
     /// For every endpoint this dispatcher sends to, deletes the
     /// deliveries its policy's [`retention`](crate::sender::Policy::retention)
     /// no longer keeps, with their attempts
-    /// ([`Keeping::purge_outcomes`](crate::sender::Keeping::purge_outcomes)),
+    /// ([`Keeping::purge_outcomes`](crate::sender::outbox::Keeping::purge_outcomes)),
     /// and forgets its expired idempotency keys, as of each policy's
     /// clock. Returns how many deliveries it deleted. Run it now and then
     /// (hourly, say); deliveries of endpoints no dispatcher knows are left
@@ -101,31 +100,5 @@ impl<S: Keeping, T: Transport + 'static> Dispatcher<S, T> {
         let now = self.inner.clock.now();
         let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);
         Ok(self.inner.store.purge(before).await?)
-    }
-}
-
-/// The checks every send makes, keyed or not.
-impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
-    /// Refuses an id the endpoint's signer could never sign.
-    pub(super) fn check_id(&self, route: &Route, id: &str) -> Result<(), DispatchError> {
-        route
-            .endpoint
-            .signer()
-            .check_id(id)
-            .map_err(|reason| DispatchError::UnsignableId {
-                endpoint: route.name.clone(),
-                reason,
-            })
-    }
-
-    /// Refuses a body over the policy's [`max_body`](crate::sender::Policy::max_body).
-    pub(super) fn check_body(&self, route: &Route, body: &[u8]) -> Result<(), DispatchError> {
-        match route.policy.max_body().filter(|max| body.len() > *max) {
-            Some(max) => Err(DispatchError::TooLarge {
-                len: body.len(),
-                max,
-            }),
-            None => Ok(()),
-        }
     }
 }

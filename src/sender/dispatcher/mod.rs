@@ -24,7 +24,8 @@ use super::rules::Policy;
 use super::rules::{Notice, NoticeKind};
 use super::rules::{first_wait, later};
 use super::transport::Transport;
-use crate::dedup::{DedupError, check_key};
+use crate::dedup::check_key;
+use crate::sender::OutboxError;
 use crate::verify::{Clock, Signer};
 use clock::StoreClock;
 use state::{Inner, Origin, Route};
@@ -72,7 +73,7 @@ pub enum DispatchError {
     },
     /// The store failed, or the endpoint name or id cannot be stored.
     #[error(transparent)]
-    Store(#[from] DedupError),
+    Store(#[from] OutboxError),
     /// The id cannot be signed in the endpoint's scheme (a Standard
     /// Webhooks id with a `.`, say): refused before it is stored, where it
     /// could only die at its first attempt.
@@ -367,7 +368,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         signer: Signer,
         policy: Policy,
     ) -> Result<(), DispatchError> {
-        crate::dedup::validate_namespace(name)?;
+        crate::dedup::validate_namespace(name).map_err(OutboxError::from)?;
         self.check_lease(&policy)?;
         let health = self.inner.store.health(name).await?;
         let endpoint = Endpoint::new(url, signer);
@@ -413,7 +414,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// [`max_body`](Policy::max_body) is refused.
     pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
         let route = self.find_route(endpoint).await?;
-        check_key(endpoint, id)?;
+        check_key(endpoint, id).map_err(OutboxError::from)?;
         self.check_id(&route, id)?;
         self.check_body(&route, body)?;
         let due = later(
@@ -508,6 +509,29 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         let inner = Arc::clone(&self.inner);
         let task = tokio::spawn(async move { inner.run(stopped).await });
         Running { stop, task }
+    }
+
+    /// Refuses an id the endpoint's signer could never sign.
+    fn check_id(&self, route: &Route, id: &str) -> Result<(), DispatchError> {
+        route
+            .endpoint
+            .signer()
+            .check_id(id)
+            .map_err(|reason| DispatchError::UnsignableId {
+                endpoint: route.name.clone(),
+                reason,
+            })
+    }
+
+    /// Refuses a body over the policy's [`max_body`](crate::sender::Policy::max_body).
+    fn check_body(&self, route: &Route, body: &[u8]) -> Result<(), DispatchError> {
+        match route.policy.max_body().filter(|max| body.len() > *max) {
+            Some(max) => Err(DispatchError::TooLarge {
+                len: body.len(),
+                max,
+            }),
+            None => Ok(()),
+        }
     }
 }
 

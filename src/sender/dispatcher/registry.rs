@@ -1,7 +1,7 @@
 //! Endpoints saved in the store: saving, removing, and each dispatcher's
 //! refresh of its routes from the store's [`EndpointRegistry`].
 //!
-//! [`EndpointRegistry`]: crate::sender::EndpointRegistry
+//! [`EndpointRegistry`]: crate::sender::outbox::EndpointRegistry
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use super::clock::StoreClock;
 use super::state::{Inner, Origin, Route, Seen};
 use super::{DispatchError, Dispatcher};
-use crate::dedup::DedupError;
+use crate::sender::OutboxError;
 use crate::sender::endpoint::Endpoint;
 use crate::sender::endpoint_config::EndpointConfig;
 use crate::sender::outbox::{DeliveryStore, EndpointHealth};
@@ -86,7 +86,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         name: &str,
         config: &EndpointConfig,
     ) -> Result<(), DispatchError> {
-        crate::dedup::validate_namespace(name)?;
+        crate::dedup::validate_namespace(name).map_err(OutboxError::from)?;
         self.check_lease(config.policy())?;
         let signer = config.signer()?;
         let json = config.to_json();
@@ -166,7 +166,7 @@ impl<S: DeliveryStore, T> Inner<S, T> {
     /// a new route, removed ones lose theirs, and unchanged ones keep
     /// their breaker and in-flight count. Endpoints added with
     /// `add_endpoint` are this process's own and left alone.
-    pub(super) async fn refresh_endpoints(&self) -> Result<(), DedupError> {
+    pub(super) async fn refresh_endpoints(&self) -> Result<(), OutboxError> {
         let version = self.store.endpoints_version().await?;
         if *self.seen_version() == Some(version) {
             return Ok(());

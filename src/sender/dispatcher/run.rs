@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use super::health::health_change;
 use super::state::{Inner, Route};
-use crate::dedup::DedupError;
+use crate::sender::OutboxError;
 use crate::sender::deliver::attempt_once;
 use crate::sender::metrics;
 use crate::sender::outbox::{DeliveryStore, DueAcross, EndpointHealth, Taken, Wanted};
@@ -176,7 +176,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
     /// meanwhile needs nothing: the dispatcher that took it decides.
     async fn put_back(&self, endpoint: &str, taken: &Taken, due: SystemTime) {
         match self.store.put_back(taken, due).await {
-            Ok(()) | Err(DedupError::LeaseLost) => {}
+            Ok(()) | Err(OutboxError::LeaseLost) => {}
             Err(error) => {
                 tracing::warn!(endpoint, id = %taken.id, %error, "cannot put a delivery back");
             }
@@ -247,7 +247,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 self.track_health(route, tried.attempt.sent_at, tried.outcome, health)
                     .await;
             }
-            Err(DedupError::LeaseLost) => tracing::warn!(
+            Err(OutboxError::LeaseLost) => tracing::warn!(
                 endpoint = %route.name, id = %taken.id,
                 "lease lost during an attempt: another dispatcher took the delivery"
             ),

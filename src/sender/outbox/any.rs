@@ -12,7 +12,10 @@ use super::{
     StoredDelivery, Taken, Wanted,
 };
 use crate::dedup::any::{store_feature, store_left_out};
-use crate::dedup::{Answer, DedupError};
+use crate::sender::OutboxError;
+
+/// What an outbox method answers.
+type Answer<T> = Result<T, OutboxError>;
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = Answer<T>> + Send + 'a>>;
 
@@ -67,9 +70,9 @@ impl AnyOutbox {
     /// | `memory:` | [`MemoryOutbox`], in this process only (tests) | |
     ///
     /// A URL of another scheme, or of a store this build leaves out, is
-    /// [`DedupError::StoreUrl`], which names the scheme but never the rest
+    /// [`OutboxError::StoreUrl`], which names the scheme but never the rest
     /// of the URL (it may hold a password).
-    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+    pub async fn connect(url: &str) -> Result<Self, OutboxError> {
         match store_feature(url)? {
             "" => Ok(Self::of(MemoryOutbox::new(), "memory")),
             #[cfg(feature = "sqlite")]
@@ -84,7 +87,7 @@ impl AnyOutbox {
             "redis" => super::RedisOutbox::connect(url)
                 .await
                 .map(|store| Self::of(store, "redis")),
-            missing => Err(store_left_out(url, missing)),
+            missing => Err(store_left_out(url, missing).into()),
         }
     }
 
@@ -704,9 +707,15 @@ mod tests {
         assert_eq!(store.kind(), "memory");
         assert!(store.endpoint_names().await.unwrap().is_empty());
         let refused = AnyOutbox::connect("mysql://user:secret@db/outbox").await;
-        let message = refused.unwrap_err().to_string();
+        let error = refused.unwrap_err();
         assert!(
-            message.contains("`mysql:` is no store's scheme"),
+            matches!(error, crate::sender::OutboxError::StoreUrl(_)),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message
+                .starts_with("cannot open an outbox from this URL: `mysql:` is no store's scheme"),
             "{message}"
         );
         assert!(!message.contains("secret"), "{message}");

@@ -9,8 +9,9 @@ use super::{
     DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth, HealthChange,
     Step, StoredDelivery, Taken, Wanted,
 };
-use crate::dedup::DedupError;
-use crate::sender::{Attempt, NewDelivery, WaitReason};
+use crate::sender::OutboxError;
+use crate::sender::outbox::NewDelivery;
+use crate::sender::{Attempt, WaitReason};
 use crate::store::new_token;
 
 /// Deliveries in memory: lost when the process ends. Clones share the map.
@@ -129,26 +130,26 @@ impl Deliveries {
 }
 
 impl super::EndpointRegistry for MemoryOutbox {
-    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, OutboxError> {
         crate::dedup::validate_namespace(name)?;
         Ok(self.registry.save(name, config))
     }
 
-    async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+    async fn remove_endpoint(&self, name: &str) -> Result<bool, OutboxError> {
         Ok(self.registry.remove(name))
     }
 
-    async fn endpoints_version(&self) -> Result<u64, DedupError> {
+    async fn endpoints_version(&self) -> Result<u64, OutboxError> {
         Ok(self.registry.version())
     }
 
-    async fn saved_endpoints(&self) -> Result<super::SavedEndpoints, DedupError> {
+    async fn saved_endpoints(&self) -> Result<super::SavedEndpoints, OutboxError> {
         Ok(self.registry.all())
     }
 }
 
 impl super::OutboxView for MemoryOutbox {
-    async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
+    async fn endpoint_names(&self) -> Result<Vec<String>, OutboxError> {
         let mut names: std::collections::BTreeSet<String> =
             self.registry.all().endpoints.into_keys().collect();
         self.with(|deliveries| {
@@ -167,7 +168,7 @@ impl super::OutboxView for MemoryOutbox {
         &self,
         endpoint: &str,
         limit: usize,
-    ) -> Result<Vec<super::RecentAttempt>, DedupError> {
+    ) -> Result<Vec<super::RecentAttempt>, OutboxError> {
         let all = self.with(|deliveries| {
             deliveries
                 .by_key
@@ -190,7 +191,7 @@ impl super::OutboxView for MemoryOutbox {
 }
 
 impl DeliveryStore for MemoryOutbox {
-    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, OutboxError> {
         Ok(self.with(|deliveries| deliveries.add(&new)))
     }
 
@@ -200,7 +201,7 @@ impl DeliveryStore for MemoryOutbox {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<Due, DedupError> {
+    ) -> Result<Due, OutboxError> {
         Ok(self.with(|deliveries| {
             let health = deliveries.health(endpoint);
             if health.disabled.is_some() {
@@ -234,7 +235,7 @@ impl DeliveryStore for MemoryOutbox {
         wanted: &[Wanted],
         limit: usize,
         lease: Duration,
-    ) -> Result<DueAcross, DedupError> {
+    ) -> Result<DueAcross, OutboxError> {
         Ok(self.with(|deliveries| {
             let mut found = DueAcross::default();
             let mut enabled = HashMap::new();
@@ -287,7 +288,7 @@ impl DeliveryStore for MemoryOutbox {
         attempt: &Attempt,
         step: Step,
         change: Option<HealthChange>,
-    ) -> Result<EndpointHealth, DedupError> {
+    ) -> Result<EndpointHealth, OutboxError> {
         self.with(|deliveries| {
             let entry = deliveries.leased(taken)?;
             entry.lease = None;
@@ -311,24 +312,24 @@ impl DeliveryStore for MemoryOutbox {
             }
             Some(merged)
         })
-        .ok_or(DedupError::LeaseLost)
+        .ok_or(OutboxError::LeaseLost)
     }
 
-    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), DedupError> {
+    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), OutboxError> {
         self.with(|deliveries| {
             let entry = deliveries.leased(taken)?;
             entry.lease = None;
             entry.stored.due_at = Some(due);
             Some(())
         })
-        .ok_or(DedupError::LeaseLost)
+        .ok_or(OutboxError::LeaseLost)
     }
 
     async fn delivery(
         &self,
         endpoint: &str,
         id: &str,
-    ) -> Result<Option<StoredDelivery>, DedupError> {
+    ) -> Result<Option<StoredDelivery>, OutboxError> {
         Ok(self.with(|deliveries| {
             deliveries
                 .by_key
@@ -342,7 +343,7 @@ impl DeliveryStore for MemoryOutbox {
         endpoint: &str,
         state: DeliveryState,
         limit: usize,
-    ) -> Result<Vec<String>, DedupError> {
+    ) -> Result<Vec<String>, OutboxError> {
         Ok(self.with(|deliveries| {
             let mut matching: Vec<&Entry> = deliveries
                 .by_key
@@ -358,7 +359,7 @@ impl DeliveryStore for MemoryOutbox {
         }))
     }
 
-    async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, DedupError> {
+    async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, OutboxError> {
         Ok(self.with(|deliveries| {
             let Some(entry) = deliveries.by_key.get_mut(&key(endpoint, id)) else {
                 return false;
@@ -383,7 +384,7 @@ impl DeliveryStore for MemoryOutbox {
         endpoint: &str,
         reason: DisableReason,
         now: SystemTime,
-    ) -> Result<bool, DedupError> {
+    ) -> Result<bool, OutboxError> {
         Ok(self.with(|deliveries| {
             let health = deliveries.health.entry(endpoint.to_owned()).or_default();
             let due = match reason {
@@ -401,7 +402,7 @@ impl DeliveryStore for MemoryOutbox {
         }))
     }
 
-    async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
+    async fn enable(&self, endpoint: &str) -> Result<(), OutboxError> {
         self.with(|deliveries| deliveries.health.remove(endpoint));
         Ok(())
     }
@@ -410,7 +411,7 @@ impl DeliveryStore for MemoryOutbox {
         &self,
         endpoint: &str,
         now: SystemTime,
-    ) -> Result<super::DeliveryCounts, DedupError> {
+    ) -> Result<super::DeliveryCounts, OutboxError> {
         Ok(self.with(|deliveries| {
             let mut counts = super::DeliveryCounts::default();
             for entry in deliveries.by_key.values() {

@@ -9,6 +9,7 @@ mod any;
 pub(crate) mod batch;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 pub(crate) mod codes;
+mod error;
 pub(crate) mod keep;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -30,9 +31,9 @@ use std::time::{Duration, SystemTime};
 
 use super::rules::{Attempt, Step, WaitReason};
 pub use super::rules::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
-use crate::dedup::DedupError;
 
 pub use any::AnyOutbox;
+pub use error::OutboxError;
 pub use keep::{Keeping, Keyed, Retention, SendKey};
 pub use memory::MemoryOutbox;
 #[cfg(feature = "postgres")]
@@ -50,7 +51,7 @@ pub use view::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt};
 /// the Redis server) for long.
 ///
 /// ```
-/// assert!(hooklatch::sender::OUTBOX_PURGE_BATCH >= 100);
+/// assert!(hooklatch::sender::outbox::OUTBOX_PURGE_BATCH >= 100);
 /// ```
 pub const OUTBOX_PURGE_BATCH: u64 = 1_000;
 
@@ -130,7 +131,7 @@ impl<'a> NewDelivery<'a> {
         id: &'a str,
         body: &'a [u8],
         due: SystemTime,
-    ) -> Result<Self, DedupError> {
+    ) -> Result<Self, OutboxError> {
         crate::dedup::check_key(endpoint, id)?;
         Ok(Self {
             endpoint,
@@ -196,17 +197,18 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
-    /// use hooklatch::sender::{DeliveryStore, MemoryOutbox};
+    /// use hooklatch::sender::MemoryOutbox;
+    /// use hooklatch::sender::outbox::DeliveryStore;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+    /// # async fn main() -> Result<(), hooklatch::sender::OutboxError> {
     /// let now = MemoryOutbox::new().store_time().await?;
     /// let apart = now.duration_since(SystemTime::now()).unwrap_or_default();
     /// assert!(apart < Duration::from_secs(1));
     /// # Ok(())
     /// # }
     /// ```
-    fn store_time(&self) -> impl Future<Output = Result<SystemTime, DedupError>> + Send {
+    fn store_time(&self) -> impl Future<Output = Result<SystemTime, OutboxError>> + Send {
         async { Ok(SystemTime::now()) }
     }
 
@@ -220,7 +222,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         id: &str,
         body: &[u8],
         due: SystemTime,
-    ) -> impl Future<Output = Result<bool, DedupError>> + Send {
+    ) -> impl Future<Output = Result<bool, OutboxError>> + Send {
         async move {
             let delivery = NewDelivery::checked(endpoint, id, body, due)?;
             self.add_delivery(delivery).await
@@ -233,7 +235,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
     fn add_delivery(
         &self,
         delivery: NewDelivery<'_>,
-    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+    ) -> impl Future<Output = Result<bool, OutboxError>> + Send;
 
     /// Reads the endpoint's saved health and, unless it is disabled,
     /// leases up to `limit` of its pending deliveries due by `now` (and not
@@ -247,7 +249,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> impl Future<Output = Result<Due, DedupError>> + Send;
+    ) -> impl Future<Output = Result<Due, OutboxError>> + Send;
 
     /// Leases due deliveries of the `wanted` endpoints, at most `limit` in
     /// all and each endpoint's own limit, skipping disabled endpoints,
@@ -271,7 +273,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         wanted: &[Wanted],
         limit: usize,
         lease: Duration,
-    ) -> impl Future<Output = Result<DueAcross, DedupError>> + Send {
+    ) -> impl Future<Output = Result<DueAcross, OutboxError>> + Send {
         async move {
             let mut found = DueAcross::default();
             let mut taken: Vec<Taken> = Vec::new();
@@ -324,7 +326,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
     /// `failing_since`. Neither touches a disable: only
     /// [`enable`](Self::enable) ends one.
     ///
-    /// Fails with [`DedupError::LeaseLost`], recording and merging nothing,
+    /// Fails with [`OutboxError::LeaseLost`], recording and merging nothing,
     /// if the lease was lost to another dispatcher: the attempt that counts
     /// is that dispatcher's.
     fn finish(
@@ -333,23 +335,23 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         attempt: &Attempt,
         step: Step,
         change: Option<HealthChange>,
-    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send;
+    ) -> impl Future<Output = Result<EndpointHealth, OutboxError>> + Send;
 
     /// Ends the lease without an attempt, due again at `due` (an open
-    /// breaker held it back). Fails with [`DedupError::LeaseLost`] if the
+    /// breaker held it back). Fails with [`OutboxError::LeaseLost`] if the
     /// lease was lost.
     fn put_back(
         &self,
         taken: &Taken,
         due: SystemTime,
-    ) -> impl Future<Output = Result<(), DedupError>> + Send;
+    ) -> impl Future<Output = Result<(), OutboxError>> + Send;
 
     /// The delivery with its attempts, if there is one.
     fn delivery(
         &self,
         endpoint: &str,
         id: &str,
-    ) -> impl Future<Output = Result<Option<StoredDelivery>, DedupError>> + Send;
+    ) -> impl Future<Output = Result<Option<StoredDelivery>, OutboxError>> + Send;
 
     /// Up to `limit` ids of the endpoint's deliveries in `state`, oldest
     /// first.
@@ -358,7 +360,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         endpoint: &str,
         state: DeliveryState,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<String>, DedupError>> + Send;
+    ) -> impl Future<Output = Result<Vec<String>, OutboxError>> + Send;
 
     /// Makes a dead or gone delivery pending again, due at `now`, with the
     /// schedule started over (its attempts are kept). Returns false if
@@ -368,7 +370,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         endpoint: &str,
         id: &str,
         now: SystemTime,
-    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+    ) -> impl Future<Output = Result<bool, OutboxError>> + Send;
 
     /// Replays, as [`replay`](Self::replay) does, the endpoint's dead and
     /// gone deliveries whose last attempt was sent at or after `since` and
@@ -384,7 +386,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         until: SystemTime,
         now: SystemTime,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<String>, DedupError>> + Send {
+    ) -> impl Future<Output = Result<Vec<String>, OutboxError>> + Send {
         async move {
             let mut replayed = Vec::new();
             for state in [DeliveryState::Dead, DeliveryState::Gone] {
@@ -417,7 +419,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         &self,
         endpoint: &str,
         now: SystemTime,
-    ) -> impl Future<Output = Result<u64, DedupError>> + Send {
+    ) -> impl Future<Output = Result<u64, OutboxError>> + Send {
         async move {
             self.enable(endpoint).await?;
             let saved = self.saved_endpoints().await?;
@@ -440,7 +442,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
     fn health(
         &self,
         endpoint: &str,
-    ) -> impl Future<Output = Result<EndpointHealth, DedupError>> + Send {
+    ) -> impl Future<Output = Result<EndpointHealth, OutboxError>> + Send {
         async move {
             let due = self
                 .take_due(endpoint, SystemTime::now(), 0, Duration::ZERO)
@@ -455,7 +457,7 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         &self,
         endpoint: &str,
         now: SystemTime,
-    ) -> impl Future<Output = Result<DeliveryCounts, DedupError>> + Send;
+    ) -> impl Future<Output = Result<DeliveryCounts, OutboxError>> + Send;
 
     /// Disables the endpoint for `reason`, in one atomic step, unless it is
     /// disabled already (the first reason stays). For
@@ -468,9 +470,9 @@ pub trait DeliveryStore: EndpointRegistry + Send + Sync + 'static {
         endpoint: &str,
         reason: DisableReason,
         now: SystemTime,
-    ) -> impl Future<Output = Result<bool, DedupError>> + Send;
+    ) -> impl Future<Output = Result<bool, OutboxError>> + Send;
 
     /// Enables the endpoint and forgets its failures: its saved health
     /// becomes the default.
-    fn enable(&self, endpoint: &str) -> impl Future<Output = Result<(), DedupError>> + Send;
+    fn enable(&self, endpoint: &str) -> impl Future<Output = Result<(), OutboxError>> + Send;
 }

@@ -8,8 +8,8 @@ use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema};
 use super::sql_store::sql_delivery_store;
 use super::view::sql::{ViewStatements, sql_outbox_view};
-use crate::dedup::DedupError;
 use crate::dedup::check_prefix;
+use crate::sender::OutboxError;
 use crate::store::sql::POSTGRES;
 
 /// Deliveries and their attempts in Postgres, shared by any number of
@@ -23,7 +23,7 @@ use crate::store::sql::POSTGRES;
 /// ```no_run
 /// use hooklatch::sender::PostgresOutbox;
 ///
-/// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
+/// # async fn run() -> Result<(), hooklatch::sender::OutboxError> {
 /// let store = PostgresOutbox::connect("postgres://localhost/app").await?;
 /// # Ok(())
 /// # }
@@ -43,7 +43,7 @@ impl PostgresOutbox {
     /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate)
     /// for the prefix `hooklatch`.
-    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+    pub async fn connect(url: &str) -> Result<Self, OutboxError> {
         let pool = crate::store::sql::postgres_pool(url).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
@@ -53,7 +53,7 @@ impl PostgresOutbox {
     /// A store on `pool` whose tables start with `prefix` (1 to 48 of
     /// `a-z 0-9 _`, starting with a letter). Call
     /// [`migrate`](Self::migrate) before use.
-    pub fn new(pool: PgPool, prefix: &str) -> Result<Self, DedupError> {
+    pub fn new(pool: PgPool, prefix: &str) -> Result<Self, OutboxError> {
         check_prefix(prefix)?;
         let statements = Statements::new(prefix, &POSTGRES);
         Ok(Self {
@@ -70,7 +70,7 @@ impl PostgresOutbox {
     /// Creates or upgrades the tables and index. Concurrent callers take
     /// turns on an advisory lock; when the recorded version is current it
     /// only reads, so it is safe to run on every start.
-    pub async fn migrate(&self) -> Result<(), DedupError> {
+    pub async fn migrate(&self) -> Result<(), OutboxError> {
         for schema in [
             schema(&self.prefix, &POSTGRES),
             super::registry::sql::schema(&self.prefix, &POSTGRES),

@@ -11,22 +11,22 @@ macro_rules! sql_delivery_store {
         const _: () = {
             use std::time::{Duration, SystemTime};
 
-            use $crate::dedup::DedupError;
+            use $crate::sender::OutboxError;
             use $crate::sender::outbox::batch::{Enqueue, Finish};
             use $crate::sender::outbox::codes::{
                 AttemptRow, attempt_from_fields, disable_fields, due, health_from_fields, stored,
             };
             use $crate::sender::outbox::sql::TakeRow;
+            use $crate::sender::outbox::{DeliveryStore, Due, StoredDelivery, Taken};
             use $crate::sender::{
-                Attempt, DeliveryState, DeliveryStore, DisableReason, Due, EndpointHealth,
-                HealthChange, Step, StoredDelivery, Taken,
+                Attempt, DeliveryState, DisableReason, EndpointHealth, HealthChange, Step,
             };
             use $crate::store::{millis, new_token, unix_millis};
 
             impl DeliveryStore for $store {
                 $crate::sender::outbox::take_across::sql_take_due_across!($dialect);
 
-                async fn store_time(&self) -> Result<SystemTime, DedupError> {
+                async fn store_time(&self) -> Result<SystemTime, OutboxError> {
                     let now: i64 = sqlx::query_scalar(self.statements.now.clone())
                         .fetch_one(&self.pool)
                         .await?;
@@ -36,7 +36,7 @@ macro_rules! sql_delivery_store {
                 async fn add_delivery(
                     &self,
                     new: $crate::sender::outbox::NewDelivery<'_>,
-                ) -> Result<bool, DedupError> {
+                ) -> Result<bool, OutboxError> {
                     let job = Enqueue::new(new.endpoint(), new.id(), new.body(), new.due());
                     Ok(self.writes.enqueues.submit(job).await?)
                 }
@@ -47,7 +47,7 @@ macro_rules! sql_delivery_store {
                     now: SystemTime,
                     limit: usize,
                     lease: Duration,
-                ) -> Result<Due, DedupError> {
+                ) -> Result<Due, OutboxError> {
                     let token = new_token();
                     let now_ms = unix_millis(now);
                     let rows: Vec<TakeRow> = if limit == 0 {
@@ -86,16 +86,20 @@ macro_rules! sql_delivery_store {
                     attempt: &Attempt,
                     step: Step,
                     change: Option<HealthChange>,
-                ) -> Result<EndpointHealth, DedupError> {
+                ) -> Result<EndpointHealth, OutboxError> {
                     let job = Finish::new(taken, attempt, step, change);
                     self.writes
                         .finishes
                         .submit(job)
                         .await?
-                        .ok_or(DedupError::LeaseLost)
+                        .ok_or(OutboxError::LeaseLost)
                 }
 
-                async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), DedupError> {
+                async fn put_back(
+                    &self,
+                    taken: &Taken,
+                    due: SystemTime,
+                ) -> Result<(), OutboxError> {
                     let updated = sqlx::query(self.statements.put_back.clone())
                         .bind(&taken.endpoint)
                         .bind(&taken.id)
@@ -106,7 +110,7 @@ macro_rules! sql_delivery_store {
                         .rows_affected();
                     match updated {
                         1 => Ok(()),
-                        _ => Err(DedupError::LeaseLost),
+                        _ => Err(OutboxError::LeaseLost),
                     }
                 }
 
@@ -114,7 +118,7 @@ macro_rules! sql_delivery_store {
                     &self,
                     endpoint: &str,
                     id: &str,
-                ) -> Result<Option<StoredDelivery>, DedupError> {
+                ) -> Result<Option<StoredDelivery>, OutboxError> {
                     let Some((body, state, due_at)) = sqlx::query_as(self.statements.read.clone())
                         .bind(endpoint)
                         .bind(id)
@@ -138,7 +142,7 @@ macro_rules! sql_delivery_store {
                     endpoint: &str,
                     state: DeliveryState,
                     limit: usize,
-                ) -> Result<Vec<String>, DedupError> {
+                ) -> Result<Vec<String>, OutboxError> {
                     Ok(sqlx::query_scalar(self.statements.list.clone())
                         .bind(endpoint)
                         .bind(state.code())
@@ -152,7 +156,7 @@ macro_rules! sql_delivery_store {
                     endpoint: &str,
                     id: &str,
                     now: SystemTime,
-                ) -> Result<bool, DedupError> {
+                ) -> Result<bool, OutboxError> {
                     let updated = sqlx::query(self.statements.replay.clone())
                         .bind(endpoint)
                         .bind(id)
@@ -168,7 +172,7 @@ macro_rules! sql_delivery_store {
                     endpoint: &str,
                     reason: DisableReason,
                     now: SystemTime,
-                ) -> Result<bool, DedupError> {
+                ) -> Result<bool, OutboxError> {
                     let Some((disabled, after, latest)) = disable_fields(reason, now) else {
                         return Ok(false);
                     };
@@ -185,7 +189,7 @@ macro_rules! sql_delivery_store {
                     Ok(query.execute(&self.pool).await?.rows_affected() == 1)
                 }
 
-                async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
+                async fn enable(&self, endpoint: &str) -> Result<(), OutboxError> {
                     sqlx::query(self.statements.enable.clone())
                         .bind(endpoint)
                         .execute(&self.pool)
@@ -197,14 +201,15 @@ macro_rules! sql_delivery_store {
                     &self,
                     endpoint: &str,
                     now: std::time::SystemTime,
-                ) -> Result<$crate::sender::DeliveryCounts, $crate::dedup::DedupError> {
+                ) -> Result<$crate::sender::outbox::DeliveryCounts, $crate::sender::OutboxError>
+                {
                     let rows: Vec<(i64, i64, Option<i64>)> =
                         sqlx::query_as(self.view.counts.clone())
                             .bind(endpoint)
                             .bind($crate::store::unix_millis(now))
                             .fetch_all(&self.pool)
                             .await?;
-                    let mut counts = $crate::sender::DeliveryCounts::default();
+                    let mut counts = $crate::sender::outbox::DeliveryCounts::default();
                     for (state, count, due) in rows {
                         let count = u64::try_from(count).unwrap_or(0);
                         match $crate::sender::DeliveryState::from_code(state) {

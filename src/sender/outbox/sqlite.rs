@@ -10,8 +10,8 @@ use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
 use super::sql::{Statements, schema};
 use super::sql_store::sql_delivery_store;
 use super::view::sql::{ViewStatements, sql_outbox_view};
-use crate::dedup::DedupError;
 use crate::dedup::check_prefix;
+use crate::sender::OutboxError;
 use crate::store::sql::SQLITE;
 
 /// Deliveries and their attempts in a SQLite file, for a sender in one
@@ -28,10 +28,11 @@ use crate::store::sql::SQLITE;
 /// expires).
 ///
 /// ```
-/// use hooklatch::sender::{DeliveryStore, SqliteOutbox};
+/// use hooklatch::sender::SqliteOutbox;
+/// use hooklatch::sender::outbox::DeliveryStore;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+/// # async fn main() -> Result<(), hooklatch::sender::OutboxError> {
 /// # let dir = std::env::temp_dir().join(format!("hooklatch-doc-deliveries-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir).unwrap();
 /// let store = SqliteOutbox::open(dir.join("outbox.db")).await?;
@@ -61,17 +62,17 @@ impl SqliteOutbox {
     /// than in SQLite's busy handler, which sleeps between tries (1 ms at
     /// first, up to 100 ms): with several connections, the dispatcher's
     /// concurrent attempts spent more time asleep there than writing.
-    pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, OutboxError> {
         Self::open_with(SqliteConnectOptions::new().filename(path)).await
     }
 
     /// Opens the database at a `sqlite:` URL, such as `sqlite:outbox.db`,
     /// as [`open`](Self::open) does.
-    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+    pub async fn connect(url: &str) -> Result<Self, OutboxError> {
         Self::open_with(<SqliteConnectOptions as std::str::FromStr>::from_str(url)?).await
     }
 
-    async fn open_with(options: SqliteConnectOptions) -> Result<Self, DedupError> {
+    async fn open_with(options: SqliteConnectOptions) -> Result<Self, OutboxError> {
         let pool = crate::store::sql::sqlite_pool(options, 1).await?;
         let store = Self::new(pool, "hooklatch")?;
         store.migrate().await?;
@@ -81,7 +82,7 @@ impl SqliteOutbox {
     /// A store on `pool` whose tables start with `prefix` (1 to 48 of
     /// `a-z 0-9 _`, starting with a letter). Call
     /// [`migrate`](Self::migrate) before use.
-    pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, DedupError> {
+    pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, OutboxError> {
         check_prefix(prefix)?;
         let statements = Statements::new(prefix, &SQLITE);
         Ok(Self {
@@ -97,7 +98,7 @@ impl SqliteOutbox {
 
     /// Creates or upgrades the tables and index, in one immediate
     /// transaction.
-    pub async fn migrate(&self) -> Result<(), DedupError> {
+    pub async fn migrate(&self) -> Result<(), OutboxError> {
         for schema in [
             schema(&self.prefix, &SQLITE),
             super::registry::sql::schema(&self.prefix, &SQLITE),

@@ -18,7 +18,7 @@ use super::{EndpointHealth, Taken};
 ///
 /// ```
 /// use std::time::SystemTime;
-/// use hooklatch::sender::Wanted;
+/// use hooklatch::sender::outbox::Wanted;
 ///
 /// let wanted = Wanted::new("orders", 4, SystemTime::now());
 /// assert_eq!(wanted.limit, 4);
@@ -50,7 +50,7 @@ impl Wanted {
 /// found.
 ///
 /// ```
-/// use hooklatch::sender::DueAcross;
+/// use hooklatch::sender::outbox::DueAcross;
 ///
 /// let found = DueAcross::default();
 /// assert!(found.taken.is_empty() && found.health.is_empty());
@@ -80,9 +80,9 @@ impl DueAcross {
     /// error if nothing was leased.
     pub(crate) fn or_failed(
         mut self,
-        error: Option<crate::dedup::DedupError>,
+        error: Option<crate::sender::OutboxError>,
         unanswered: Vec<String>,
-    ) -> Result<Self, crate::dedup::DedupError> {
+    ) -> Result<Self, crate::sender::OutboxError> {
         match error {
             Some(error) if self.taken.is_empty() => Err(error),
             Some(error) => {
@@ -267,14 +267,14 @@ macro_rules! sql_take_due_across {
     ($dialect:expr) => {
         async fn take_due_across(
             &self,
-            wanted: &[$crate::sender::Wanted],
+            wanted: &[$crate::sender::outbox::Wanted],
             limit: usize,
             lease: Duration,
-        ) -> Result<$crate::sender::DueAcross, DedupError> {
+        ) -> Result<$crate::sender::outbox::DueAcross, OutboxError> {
             use sqlx::Row as _;
             use $crate::sender::outbox::codes::{TakenRow, due};
             use $crate::sender::outbox::take_across::{disabled_sql, take_across_sql};
-            let mut found = $crate::sender::DueAcross::default();
+            let mut found = $crate::sender::outbox::DueAcross::default();
             if wanted.is_empty() {
                 return Ok(found);
             }
@@ -310,7 +310,7 @@ macro_rules! sql_take_due_across {
                 let rows = match query.fetch_all(&self.pool).await {
                     Ok(rows) => rows,
                     Err(failed) => {
-                        error.get_or_insert(DedupError::from(failed));
+                        error.get_or_insert(OutboxError::from(failed));
                         unanswered.extend(wanted.iter().map(|want| want.endpoint.clone()));
                         continue;
                     }
@@ -361,7 +361,7 @@ macro_rules! sql_take_due_across {
                             Err(failed) => {
                                 // Those that leased were enabled; the
                                 // rest's health is unknown.
-                                error.get_or_insert(DedupError::from(failed));
+                                error.get_or_insert(OutboxError::from(failed));
                                 let unknown = wanted
                                     .iter()
                                     .filter(|want| !found.health.contains_key(&want.endpoint));

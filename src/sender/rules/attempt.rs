@@ -166,7 +166,7 @@ impl Eq for AttemptError {}
 /// What a delivery does after an attempt: the one step a delivery takes,
 /// in [`deliver`](crate::sender::deliver) and in a
 /// [`Dispatcher`](crate::sender::Dispatcher), and what an outbox records
-/// ([`DeliveryStore::finish`](crate::sender::DeliveryStore::finish)).
+/// ([`DeliveryStore::finish`](crate::sender::outbox::DeliveryStore::finish)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Step {

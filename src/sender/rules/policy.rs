@@ -157,7 +157,7 @@ impl Policy {
     ///
     /// Without one a policy reads the system clock, and in a
     /// [`Dispatcher`](crate::sender::Dispatcher) the store's clock (its
-    /// [`store_time`](crate::sender::DeliveryStore::store_time), read every few
+    /// [`store_time`](crate::sender::outbox::DeliveryStore::store_time), read every few
     /// seconds), so that dispatchers on hosts whose clocks disagree still
     /// agree on when a lease ends and a delivery is due.
     #[must_use]

@@ -76,7 +76,7 @@ impl EndpointHealth {
 }
 
 /// What an attempt shows of an endpoint's health, merged into its saved
-/// health by [`DeliveryStore::finish`](crate::sender::DeliveryStore::finish).
+/// health by [`DeliveryStore::finish`](crate::sender::outbox::DeliveryStore::finish).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HealthChange {

@@ -36,7 +36,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hmac::{Hmac, KeyInit as _, Mac as _};
 use hooklatch::dedup::{InboxQueue, validate_namespace};
-use hooklatch::sender::OutboxView;
+use hooklatch::sender::outbox::OutboxView;
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
 

@@ -12,7 +12,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hooklatch::dedup::validate_namespace;
-use hooklatch::sender::{DeliveryState, DisableReason, EndpointHealth, OutboxView, RecentAttempt};
+use hooklatch::sender::outbox::{OutboxView, RecentAttempt};
+use hooklatch::sender::{DeliveryState, DisableReason, EndpointHealth};
 
 use super::time::{parse_utc, utc_text};
 use super::{Guard, escape, home, preview, root_of, shell};
@@ -192,7 +193,7 @@ async fn endpoint<D: OutboxView + Clone>(
     }
     let store = &outbox.store;
     let read = async {
-        Ok::<_, hooklatch::dedup::DedupError>((
+        Ok::<_, hooklatch::sender::OutboxError>((
             store.health(&name).await?,
             store.counts(&name, SystemTime::now()).await?,
             store.recent_attempts(&name, SHOWN).await?,
@@ -381,7 +382,7 @@ async fn disable<D: OutboxView + Clone>(
 }
 
 /// Back to the endpoint's page after a change, or why the store refused.
-fn done(changed: Result<(), hooklatch::dedup::DedupError>, root: &str, name: &str) -> Response {
+fn done(changed: Result<(), hooklatch::sender::OutboxError>, root: &str, name: &str) -> Response {
     match changed {
         Ok(()) => back_to(root, name),
         Err(error) => unavailable(&error),

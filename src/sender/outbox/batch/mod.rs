@@ -78,7 +78,8 @@ use sqlx::SqlStr;
 
 use super::codes::{AttemptRow, HealthFields, attempt_fields, health_from_fields};
 use super::sql::Statements;
-use crate::sender::{Attempt, DeliveryState, EndpointHealth, HealthChange, Step, Taken};
+use crate::sender::outbox::Taken;
+use crate::sender::{Attempt, DeliveryState, EndpointHealth, HealthChange, Step};
 use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
 use crate::store::{now_millis, unix_millis};
 

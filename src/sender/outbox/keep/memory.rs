@@ -4,16 +4,17 @@
 use std::time::SystemTime;
 
 use super::{Keeping, Keyed, Retention, SendKey};
-use crate::dedup::DedupError;
+use crate::sender::OutboxError;
+use crate::sender::outbox::NewDelivery;
 use crate::sender::outbox::memory::Entry;
-use crate::sender::{DeliveryState, MemoryOutbox, NewDelivery};
+use crate::sender::{DeliveryState, MemoryOutbox};
 
 impl Keeping for MemoryOutbox {
     async fn add_keyed_delivery(
         &self,
         key: SendKey<'_>,
         new: NewDelivery<'_>,
-    ) -> Result<Keyed, DedupError> {
+    ) -> Result<Keyed, OutboxError> {
         let SendKey { key, now, window } = key;
         let (endpoint, id) = (new.endpoint(), new.id());
         Ok(self.with(|deliveries| {
@@ -37,7 +38,7 @@ impl Keeping for MemoryOutbox {
         }))
     }
 
-    async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, DedupError> {
+    async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, OutboxError> {
         Ok(self.with(|deliveries| {
             let before = deliveries.send_keys.len();
             deliveries
@@ -52,7 +53,7 @@ impl Keeping for MemoryOutbox {
         endpoint: &str,
         retention: &Retention,
         now: SystemTime,
-    ) -> Result<u64, DedupError> {
+    ) -> Result<u64, OutboxError> {
         let expired = |entry: &Entry| {
             let state = entry.stored.state;
             let Some(cutoff) = retention.cutoff(state, now) else {
@@ -74,7 +75,7 @@ impl Keeping for MemoryOutbox {
         }))
     }
 
-    async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
+    async fn purge(&self, finished_before: SystemTime) -> Result<u64, OutboxError> {
         Ok(self.with(|deliveries| {
             let before = deliveries.by_key.len();
             deliveries.by_key.retain(|_, entry| {

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use super::{DeliveryStore, NewDelivery};
-use crate::dedup::DedupError;
+use crate::sender::OutboxError;
 pub use crate::sender::rules::Retention;
 
 /// An idempotency key for [`Keeping::enqueue_keyed`]: the key, the time
@@ -61,7 +61,7 @@ pub trait Keeping: DeliveryStore {
         id: &str,
         body: &[u8],
         due: SystemTime,
-    ) -> impl Future<Output = Result<Keyed, DedupError>> + Send {
+    ) -> impl Future<Output = Result<Keyed, OutboxError>> + Send {
         async move {
             let delivery = NewDelivery::checked(endpoint, id, body, due)?;
             check_send_key(endpoint, key.key)?;
@@ -76,7 +76,7 @@ pub trait Keeping: DeliveryStore {
         &self,
         key: SendKey<'_>,
         delivery: NewDelivery<'_>,
-    ) -> impl Future<Output = Result<Keyed, DedupError>> + Send;
+    ) -> impl Future<Output = Result<Keyed, OutboxError>> + Send;
 
     /// Forgets the endpoint's idempotency keys that expired by `now`,
     /// [`OUTBOX_PURGE_BATCH`](super::OUTBOX_PURGE_BATCH) at a time, and
@@ -85,7 +85,7 @@ pub trait Keeping: DeliveryStore {
         &self,
         endpoint: &str,
         now: SystemTime,
-    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
+    ) -> impl Future<Output = Result<u64, OutboxError>> + Send;
 
     /// Deletes the endpoint's deliveries that `retention` no longer keeps
     /// as of `now`, with their attempts, and returns how many: delivered,
@@ -100,19 +100,19 @@ pub trait Keeping: DeliveryStore {
         endpoint: &str,
         retention: &Retention,
         now: SystemTime,
-    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
+    ) -> impl Future<Output = Result<u64, OutboxError>> + Send;
 
     /// Deletes the delivered and gone deliveries that ended before
     /// `finished_before`, with their attempts, and returns how many.
     /// Pending and dead deliveries are kept (dead ones can be replayed).
     /// A purged id is forgotten: sending it again delivers it again. The
-    /// SQL and Redis stores delete [`OUTBOX_PURGE_BATCH`](crate::sender::OUTBOX_PURGE_BATCH) deliveries at a
+    /// SQL and Redis stores delete [`OUTBOX_PURGE_BATCH`](crate::sender::outbox::OUTBOX_PURGE_BATCH) deliveries at a
     /// time, each batch in its own short transaction or script; a failure
     /// stops the purge, and what was deleted stays deleted.
     fn purge(
         &self,
         finished_before: SystemTime,
-    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
+    ) -> impl Future<Output = Result<u64, OutboxError>> + Send;
 }
 
 /// A cutoff in ms since the epoch for a store; `i64::MIN` (nothing is
@@ -129,11 +129,11 @@ pub(crate) fn cutoff_millis(
 }
 
 /// Checks an idempotency key as an event id is checked.
-pub(crate) fn check_send_key(endpoint: &str, key: &str) -> Result<(), DedupError> {
+pub(crate) fn check_send_key(endpoint: &str, key: &str) -> Result<(), OutboxError> {
     crate::dedup::check_namespace(endpoint)?;
     match crate::store::key_problem(key) {
         None => Ok(()),
-        Some(reason) => Err(DedupError::InvalidKey {
+        Some(reason) => Err(OutboxError::InvalidKey {
             what: "idempotency key",
             reason,
         }),
@@ -144,16 +144,16 @@ pub(crate) fn check_send_key(endpoint: &str, key: &str) -> Result<(), DedupError
 /// they deleted in all. Each batch is its own statement or script, so no
 /// purge holds locks, or the Redis server, for long.
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
-pub(crate) async fn in_batches<F, Fut>(mut batch: F) -> Result<u64, DedupError>
+pub(crate) async fn in_batches<F, Fut>(mut batch: F) -> Result<u64, OutboxError>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<u64, DedupError>>,
+    Fut: Future<Output = Result<u64, OutboxError>>,
 {
     let mut deleted = 0;
     loop {
         let this_batch = batch().await?;
         deleted += this_batch;
-        if this_batch < crate::sender::OUTBOX_PURGE_BATCH {
+        if this_batch < crate::sender::outbox::OUTBOX_PURGE_BATCH {
             return Ok(deleted);
         }
     }

@@ -10,8 +10,10 @@ use std::time::SystemTime;
 use redis::{AsyncCommands as _, Script, Value};
 
 use super::{Keeping, Keyed, Retention, SendKey, cutoff_millis};
-use crate::dedup::{DedupError, check_namespace};
-use crate::sender::{DeliveryState, NewDelivery, OUTBOX_PURGE_BATCH, RedisOutbox};
+use crate::dedup::check_namespace;
+use crate::sender::OutboxError;
+use crate::sender::outbox::{NewDelivery, OUTBOX_PURGE_BATCH};
+use crate::sender::{DeliveryState, RedisOutbox};
 use crate::store::{millis, now_millis, unix_millis};
 
 static KEYED_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
@@ -53,7 +55,7 @@ impl RedisOutbox {
         state: DeliveryState,
         cutoff: i64,
         now: i64,
-    ) -> Result<u64, DedupError> {
+    ) -> Result<u64, OutboxError> {
         let mut connection = self.connection().await?;
         let set = self.state_key(endpoint, state);
         let batch = usize::try_from(OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX);
@@ -100,7 +102,7 @@ impl Keeping for RedisOutbox {
         &self,
         key: SendKey<'_>,
         new: NewDelivery<'_>,
-    ) -> Result<Keyed, DedupError> {
+    ) -> Result<Keyed, OutboxError> {
         let SendKey { key, now, window } = key;
         let (endpoint, id, body, due) = (new.endpoint(), new.id(), new.body(), new.due());
         let mut connection = self.connection().await?;
@@ -140,7 +142,7 @@ impl Keeping for RedisOutbox {
         Ok(keyed)
     }
 
-    async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, DedupError> {
+    async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, OutboxError> {
         check_namespace(endpoint)?;
         let connection = &self.connection().await?;
         let [send_keys, key_expiry] = &self.send_keys(endpoint);
@@ -162,7 +164,7 @@ impl Keeping for RedisOutbox {
         endpoint: &str,
         retention: &Retention,
         now: SystemTime,
-    ) -> Result<u64, DedupError> {
+    ) -> Result<u64, OutboxError> {
         check_namespace(endpoint)?;
         let mut purged = 0;
         for state in STATES {
@@ -176,7 +178,7 @@ impl Keeping for RedisOutbox {
         Ok(purged)
     }
 
-    async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
+    async fn purge(&self, finished_before: SystemTime) -> Result<u64, OutboxError> {
         let mut purged = 0;
         for endpoint in self.endpoints_with_deliveries().await? {
             purged += self.purge_endpoint(&endpoint, finished_before).await?;

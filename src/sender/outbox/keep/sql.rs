@@ -92,7 +92,7 @@ impl KeepStatements {
     }
 }
 
-/// Implements [`Keeping`](crate::sender::Keeping) for a SQL outbox with
+/// Implements [`Keeping`](crate::sender::outbox::Keeping) for a SQL outbox with
 /// `pool`, `prefix`, `statements` ([`Statements`](crate::sender::outbox::sql::Statements))
 /// and `keep` ([`KeepStatements`]) fields.
 macro_rules! sql_keeping {
@@ -100,8 +100,8 @@ macro_rules! sql_keeping {
         const _: () = {
             use std::time::SystemTime;
 
-            use $crate::dedup::DedupError;
             use $crate::sender::DeliveryState;
+            use $crate::sender::OutboxError;
             use $crate::sender::outbox::OUTBOX_PURGE_BATCH;
             use $crate::sender::outbox::keep::{Keeping, Keyed, Retention, SendKey, cutoff_millis};
             use $crate::sender::outbox::sql::purge_attempts;
@@ -112,7 +112,7 @@ macro_rules! sql_keeping {
                     &self,
                     key: SendKey<'_>,
                     new: $crate::sender::outbox::NewDelivery<'_>,
-                ) -> Result<Keyed, DedupError> {
+                ) -> Result<Keyed, OutboxError> {
                     let SendKey { key, now, window } = key;
                     let (endpoint, id, body, due) =
                         (new.endpoint(), new.id(), new.body(), new.due());
@@ -167,7 +167,7 @@ macro_rules! sql_keeping {
                     &self,
                     endpoint: &str,
                     now: SystemTime,
-                ) -> Result<u64, DedupError> {
+                ) -> Result<u64, OutboxError> {
                     $crate::sender::outbox::keep::in_batches(|| async move {
                         Ok(sqlx::query(self.keep.forget.clone())
                             .bind(endpoint)
@@ -185,7 +185,7 @@ macro_rules! sql_keeping {
                     endpoint: &str,
                     retention: &Retention,
                     now: SystemTime,
-                ) -> Result<u64, DedupError> {
+                ) -> Result<u64, OutboxError> {
                     let cutoff = |state| cutoff_millis(retention, state, now);
                     $crate::sender::outbox::keep::in_batches(|| async move {
                         let mut tx = self.pool.begin().await?;
@@ -214,7 +214,7 @@ macro_rules! sql_keeping {
                     .await
                 }
 
-                async fn purge(&self, finished_before: SystemTime) -> Result<u64, DedupError> {
+                async fn purge(&self, finished_before: SystemTime) -> Result<u64, OutboxError> {
                     let before = unix_millis(finished_before);
                     let batch = OUTBOX_PURGE_BATCH;
                     let mut purged = 0;

@@ -16,7 +16,8 @@ use std::sync::LazyLock;
 use redis::{AsyncCommands as _, Script};
 
 use super::RedisOutbox;
-use crate::dedup::{DedupError, check_namespace};
+use crate::dedup::check_namespace;
+use crate::sender::OutboxError;
 
 static RESTORE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/restore.lua")));
@@ -36,7 +37,7 @@ impl RedisOutbox {
 
     /// Moves every endpoint the earlier layout lists, then forgets it
     /// there. Run once per store before its first call.
-    pub(super) async fn move_earlier(&self) -> Result<(), DedupError> {
+    pub(super) async fn move_earlier(&self) -> Result<(), OutboxError> {
         let mut connection = self.connection.clone();
         let listed = format!("{}:out:endpoints", self.prefix);
         let endpoints: Vec<String> = connection.smembers(&listed).await?;
@@ -51,7 +52,7 @@ impl RedisOutbox {
         Ok(())
     }
 
-    async fn move_endpoint(&self, endpoint: &str) -> Result<(), DedupError> {
+    async fn move_endpoint(&self, endpoint: &str) -> Result<(), OutboxError> {
         let mut connection = self.connection.clone();
         let mut pipe = redis::pipe();
         for name in SETS {
@@ -108,7 +109,7 @@ impl RedisOutbox {
 
     /// Copies each `(earlier, new)` key, all of one endpoint, where the new
     /// one does not exist yet.
-    async fn restore(&self, keys: &[(String, String)]) -> Result<(), DedupError> {
+    async fn restore(&self, keys: &[(String, String)]) -> Result<(), OutboxError> {
         let mut connection = self.connection.clone();
         let mut pipe = redis::pipe();
         for (earlier, _) in keys {
@@ -129,7 +130,7 @@ impl RedisOutbox {
         &self,
         endpoint: &str,
         sets: &[Vec<(String, f64)>],
-    ) -> Result<(), DedupError> {
+    ) -> Result<(), OutboxError> {
         let mut connection = self.connection.clone();
         let shard = Self::shard(endpoint);
         let mut rest: Vec<&[(String, f64)]> = sets.iter().map(Vec::as_slice).collect();

@@ -16,8 +16,10 @@ use super::{
     DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
     HealthChange, Step, StoredDelivery, Taken, Wanted,
 };
-use crate::dedup::{DedupError, check_namespace};
-use crate::sender::{Attempt, NewDelivery};
+use crate::dedup::check_namespace;
+use crate::sender::Attempt;
+use crate::sender::OutboxError;
+use crate::sender::outbox::NewDelivery;
 use crate::store::redis::RedisConnection;
 use crate::store::{millis, new_token, now_millis, unix_millis};
 
@@ -76,7 +78,7 @@ const SHARDS: u16 = 16;
 /// every key starts with `hooklatch:{hooklatch/out/S}:E/`: `d:ID` (a
 /// hash: body, state, due time, lease), `a:ID:N` (attempt N), `due` (due
 /// times), `s:0` to `s:3` (ids by state), `finished` (end times, for
-/// [`purge`](crate::sender::Keeping::purge)), `health`, and `keys` and
+/// [`purge`](crate::sender::outbox::Keeping::purge)), `health`, and `keys` and
 /// `key_expiry` (idempotency keys: the id each names, and when it
 /// expires). Each shard has a due
 /// index, `hooklatch:{hooklatch/out/S}:ready` (each endpoint with due
@@ -97,7 +99,7 @@ const SHARDS: u16 = 16;
 /// ```no_run
 /// use hooklatch::sender::RedisOutbox;
 ///
-/// # async fn run() -> Result<(), hooklatch::dedup::DedupError> {
+/// # async fn run() -> Result<(), hooklatch::sender::OutboxError> {
 /// let store = RedisOutbox::connect("redis://127.0.0.1:6379").await?;
 /// # let _ = store;
 /// # Ok(())
@@ -127,18 +129,18 @@ impl RedisOutbox {
     /// fails (after at most 5 seconds).
     ///
     /// Refuses a server whose `maxmemory-policy` is not `noeviction`
-    /// ([`DedupError::EvictionPolicy`]): an evicted delivery would be lost
+    /// ([`OutboxError::EvictionPolicy`]): an evicted delivery would be lost
     /// without a trace. Refuses one that keeps no append-only file
-    /// ([`DedupError::NoPersistence`]): a restart would bring back sent
+    /// ([`OutboxError::NoPersistence`]): a restart would bring back sent
     /// deliveries, lift disables and forget endpoints and idempotency keys
     /// (see [`RedisConnection::insecure_allowing_no_persistence`]).
-    pub async fn connect(url: &str) -> Result<Self, DedupError> {
+    pub async fn connect(url: &str) -> Result<Self, OutboxError> {
         Self::new(RedisConnection::open(url).await?).await
     }
 
     /// Deliveries on a connection you made, checked like
     /// [`connect`](Self::connect) checks.
-    pub async fn new(mut connection: RedisConnection) -> Result<Self, DedupError> {
+    pub async fn new(mut connection: RedisConnection) -> Result<Self, OutboxError> {
         crate::dedup::check_eviction_policy(&mut connection).await?;
         crate::dedup::check_persistence(&mut connection).await?;
         Ok(Self {
@@ -154,7 +156,7 @@ impl RedisOutbox {
     /// waiting at most `timeout` (Redis `WAIT`). When fewer confirm in time,
     /// or the master that answers no longer holds the write (a failover
     /// promoted a replica that never had it), the call fails with
-    /// [`DedupError::ReplicasBehind`]: the write is kept where it was made,
+    /// [`OutboxError::ReplicasBehind`]: the write is kept where it was made,
     /// so a retry finds it once the replicas catch up. Without it, a
     /// failover can lose sends already answered as kept.
     #[must_use]
@@ -165,7 +167,7 @@ impl RedisOutbox {
 
     /// With [replica acks](Self::with_replica_acks), waits for them on the
     /// master that holds `key`, a key the write just made or changed.
-    pub(super) async fn replicated(&self, key: &str) -> Result<(), DedupError> {
+    pub(super) async fn replicated(&self, key: &str) -> Result<(), OutboxError> {
         let Some((wanted, timeout)) = self.replica_acks else {
             return Ok(());
         };
@@ -174,17 +176,17 @@ impl RedisOutbox {
             .wait_for_replicas_of(key, wanted, timeout)
             .await?;
         if !held {
-            return Err(DedupError::ReplicasBehind { acked: 0, wanted });
+            return Err(OutboxError::ReplicasBehind { acked: 0, wanted });
         }
         if acked < wanted {
-            return Err(DedupError::ReplicasBehind { acked, wanted });
+            return Err(OutboxError::ReplicasBehind { acked, wanted });
         }
         Ok(())
     }
 
     /// Uses `prefix` instead of `hooklatch` at the start of every key. Same
     /// rules as a namespace.
-    pub fn with_prefix(mut self, prefix: &str) -> Result<Self, DedupError> {
+    pub fn with_prefix(mut self, prefix: &str) -> Result<Self, OutboxError> {
         check_namespace(prefix)?;
         prefix.clone_into(&mut self.prefix);
         self.moved = Arc::default();
@@ -192,7 +194,7 @@ impl RedisOutbox {
     }
 
     /// The connection, once an outbox in the earlier layout is moved.
-    pub(super) async fn connection(&self) -> Result<RedisConnection, DedupError> {
+    pub(super) async fn connection(&self) -> Result<RedisConnection, OutboxError> {
         self.moved.get_or_try_init(|| self.move_earlier()).await?;
         Ok(self.connection.clone())
     }
@@ -242,7 +244,7 @@ impl RedisOutbox {
     }
 
     /// Every endpoint that has had a delivery, shard by shard.
-    pub(super) async fn endpoints_with_deliveries(&self) -> Result<Vec<String>, DedupError> {
+    pub(super) async fn endpoints_with_deliveries(&self) -> Result<Vec<String>, OutboxError> {
         self.members_of_every_shard("endpoints").await
     }
 
@@ -250,7 +252,7 @@ impl RedisOutbox {
     /// too), one pipeline per shard.
     pub(in crate::sender::outbox) async fn endpoints_used_or_disabled(
         &self,
-    ) -> Result<Vec<String>, DedupError> {
+    ) -> Result<Vec<String>, OutboxError> {
         let mut connection = self.connection().await?;
         let mut members = Vec::new();
         for shard in 0..SHARDS {
@@ -264,7 +266,7 @@ impl RedisOutbox {
         Ok(members)
     }
 
-    async fn members_of_every_shard(&self, set: &str) -> Result<Vec<String>, DedupError> {
+    async fn members_of_every_shard(&self, set: &str) -> Result<Vec<String>, OutboxError> {
         let mut connection = self.connection().await?;
         let mut members = Vec::new();
         for shard in 0..SHARDS {
@@ -293,7 +295,7 @@ impl DeliveryStore for RedisOutbox {
     /// `TIME`, on a cluster from the master of shard 0's slot: the
     /// command goes in one pipeline after one on a key of that shard, so
     /// every dispatcher on the outbox reads the same server's clock.
-    async fn store_time(&self) -> Result<SystemTime, DedupError> {
+    async fn store_time(&self) -> Result<SystemTime, OutboxError> {
         let mut connection = self.connection().await?;
         let ((seconds, micros),): ((u64, u64),) = redis::pipe()
             .cmd("EXISTS")
@@ -309,7 +311,7 @@ impl DeliveryStore for RedisOutbox {
             .unwrap_or(SystemTime::UNIX_EPOCH))
     }
 
-    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, DedupError> {
+    async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, OutboxError> {
         let (endpoint, id, body, due) = (new.endpoint(), new.id(), new.body(), new.due());
         let mut connection = self.connection().await?;
         let shard = Self::shard(endpoint);
@@ -338,7 +340,7 @@ impl DeliveryStore for RedisOutbox {
         now: SystemTime,
         limit: usize,
         lease: Duration,
-    ) -> Result<Due, DedupError> {
+    ) -> Result<Due, OutboxError> {
         check_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let token = new_token();
@@ -373,7 +375,7 @@ impl DeliveryStore for RedisOutbox {
         wanted: &[Wanted],
         limit: usize,
         lease: Duration,
-    ) -> Result<DueAcross, DedupError> {
+    ) -> Result<DueAcross, OutboxError> {
         self.take_across(wanted, limit, lease).await
     }
 
@@ -383,7 +385,7 @@ impl DeliveryStore for RedisOutbox {
         attempt: &Attempt,
         step: Step,
         change: Option<HealthChange>,
-    ) -> Result<EndpointHealth, DedupError> {
+    ) -> Result<EndpointHealth, OutboxError> {
         let (state, due, waited, reason) = step_fields(step);
         let (
             number,
@@ -432,13 +434,13 @@ impl DeliveryStore for RedisOutbox {
             .arg(endpoint)
             .invoke_async(&mut connection)
             .await?;
-        let health = health.ok_or(DedupError::LeaseLost)?;
+        let health = health.ok_or(OutboxError::LeaseLost)?;
         self.replicated(&self.delivery_key(endpoint, &taken.id))
             .await?;
         Ok(health_from_fields(health))
     }
 
-    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), DedupError> {
+    async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), OutboxError> {
         let mut connection = self.connection().await?;
         let put: i64 = PUT_BACK_SCRIPT
             .key(self.delivery_key(&taken.endpoint, &taken.id))
@@ -452,7 +454,7 @@ impl DeliveryStore for RedisOutbox {
             .await?;
         match put {
             1 => Ok(()),
-            _ => Err(DedupError::LeaseLost),
+            _ => Err(OutboxError::LeaseLost),
         }
     }
 
@@ -460,7 +462,7 @@ impl DeliveryStore for RedisOutbox {
         &self,
         endpoint: &str,
         id: &str,
-    ) -> Result<Option<StoredDelivery>, DedupError> {
+    ) -> Result<Option<StoredDelivery>, OutboxError> {
         check_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let fields: HashMap<String, Vec<u8>> =
@@ -508,7 +510,7 @@ impl DeliveryStore for RedisOutbox {
         endpoint: &str,
         state: DeliveryState,
         limit: usize,
-    ) -> Result<Vec<String>, DedupError> {
+    ) -> Result<Vec<String>, OutboxError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -519,7 +521,7 @@ impl DeliveryStore for RedisOutbox {
         Ok(connection.zrange(key, 0, last).await?)
     }
 
-    async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, DedupError> {
+    async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, OutboxError> {
         check_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let replayed: i64 = REPLAY_SCRIPT
@@ -543,7 +545,7 @@ impl DeliveryStore for RedisOutbox {
         endpoint: &str,
         reason: DisableReason,
         now: SystemTime,
-    ) -> Result<bool, DedupError> {
+    ) -> Result<bool, OutboxError> {
         let Some((disabled, after, latest)) = disable_fields(reason, now) else {
             return Ok(false);
         };
@@ -562,7 +564,7 @@ impl DeliveryStore for RedisOutbox {
         Ok(disabled_now == 1)
     }
 
-    async fn enable(&self, endpoint: &str) -> Result<(), DedupError> {
+    async fn enable(&self, endpoint: &str) -> Result<(), OutboxError> {
         check_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let _: i64 = ENABLE_SCRIPT
@@ -574,7 +576,7 @@ impl DeliveryStore for RedisOutbox {
         self.replicated(&self.health_key(endpoint)).await
     }
 
-    async fn counts(&self, endpoint: &str, now: SystemTime) -> Result<DeliveryCounts, DedupError> {
+    async fn counts(&self, endpoint: &str, now: SystemTime) -> Result<DeliveryCounts, OutboxError> {
         let mut connection = self.connection().await?;
         let mut pipe = redis::pipe();
         for state in STATES {

@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use redis::{AsyncCommands as _, ScriptInvocation};
 
 use super::{PURGE_SCRIPT, RedisOutbox};
-use crate::dedup::DedupError;
 use crate::sender::DeliveryState;
+use crate::sender::OutboxError;
 use crate::store::redis::RedisConnection;
 use crate::store::unix_millis;
 
@@ -18,11 +18,12 @@ impl RedisOutbox {
         &self,
         endpoint: &str,
         finished_before: SystemTime,
-    ) -> Result<u64, DedupError> {
+    ) -> Result<u64, OutboxError> {
         let mut connection = self.connection().await?;
         let finished = self.key(endpoint, "finished");
         let cutoff = unix_millis(finished_before);
-        let batch = isize::try_from(crate::sender::OUTBOX_PURGE_BATCH).unwrap_or(isize::MAX);
+        let batch =
+            isize::try_from(crate::sender::outbox::OUTBOX_PURGE_BATCH).unwrap_or(isize::MAX);
         let mut purged = 0;
         loop {
             let ids: Vec<String> = connection
@@ -41,7 +42,8 @@ impl RedisOutbox {
                 .await?;
             let deleted: u64 = script.invoke_async(&mut connection).await?;
             purged += deleted;
-            if ids.len() < usize::try_from(crate::sender::OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX)
+            if ids.len()
+                < usize::try_from(crate::sender::outbox::OUTBOX_PURGE_BATCH).unwrap_or(usize::MAX)
                 || deleted == 0
             {
                 return Ok(purged);
@@ -58,7 +60,7 @@ impl RedisOutbox {
         script: &mut ScriptInvocation<'_>,
         endpoint: &str,
         ids: &[String],
-    ) -> Result<(), DedupError> {
+    ) -> Result<(), OutboxError> {
         let mut pipe = redis::pipe();
         for id in ids {
             pipe.hget(self.delivery_key(endpoint, id), "attempts");

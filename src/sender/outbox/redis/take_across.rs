@@ -20,10 +20,11 @@ use futures_util::future::join_all;
 use redis::Script;
 
 use super::RedisOutbox;
-use crate::dedup::{DedupError, check_namespace};
+use crate::dedup::check_namespace;
+use crate::sender::OutboxError;
 use crate::sender::outbox::codes::{HealthFields, TakenRow, due, health_from_fields};
 use crate::sender::outbox::take_across::round_robin;
-use crate::sender::{DueAcross, Taken, Wanted};
+use crate::sender::outbox::{DueAcross, Taken, Wanted};
 use crate::store::{millis, new_token, unix_millis};
 
 static FIND_DUE_SCRIPT: LazyLock<Script> =
@@ -54,7 +55,7 @@ impl RedisOutbox {
         shard: u16,
         token: &str,
         groups: &[Group<'_>],
-    ) -> Result<Vec<Leased>, DedupError> {
+    ) -> Result<Vec<Leased>, OutboxError> {
         let mut connection = self.connection().await?;
         let mut script = super::TAKE_SCRIPT.prepare_invoke();
         script.key(self.shard_key(shard, "ready")).arg(token);
@@ -75,7 +76,7 @@ impl RedisOutbox {
 
     /// Finds, in one script, the disabled and the due deliveries of
     /// `wanted`, all in `shard`.
-    async fn find_due(&self, shard: u16, wanted: &[&Wanted]) -> Result<Found, DedupError> {
+    async fn find_due(&self, shard: u16, wanted: &[&Wanted]) -> Result<Found, OutboxError> {
         let mut connection = self.connection().await?;
         let latest = wanted.iter().map(|want| unix_millis(want.now)).max();
         let mut script = FIND_DUE_SCRIPT.prepare_invoke();
@@ -93,14 +94,14 @@ impl RedisOutbox {
         Ok(script.invoke_async(&mut connection).await?)
     }
 
-    /// [`take_due_across`](crate::sender::DeliveryStore::take_due_across):
+    /// [`take_due_across`](crate::sender::outbox::DeliveryStore::take_due_across):
     /// two rounds of at most one script call a shard.
     pub(super) async fn take_across(
         &self,
         wanted: &[Wanted],
         limit: usize,
         lease: Duration,
-    ) -> Result<DueAcross, DedupError> {
+    ) -> Result<DueAcross, OutboxError> {
         let mut shards: HashMap<u16, Vec<&Wanted>> = HashMap::new();
         for want in wanted {
             check_namespace(&want.endpoint)?;

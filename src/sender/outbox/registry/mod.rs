@@ -9,7 +9,7 @@ pub(crate) mod sql;
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use crate::dedup::DedupError;
+use crate::sender::OutboxError;
 
 /// The endpoints saved in a store, as of one version.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -37,17 +37,18 @@ pub trait EndpointRegistry: Send + Sync + 'static {
         &self,
         name: &str,
         config: &str,
-    ) -> impl Future<Output = Result<u64, DedupError>> + Send;
+    ) -> impl Future<Output = Result<u64, OutboxError>> + Send;
 
     /// Removes endpoint `name`; returns false, changing nothing, if there
     /// was none. Its deliveries stay in the store.
-    fn remove_endpoint(&self, name: &str) -> impl Future<Output = Result<bool, DedupError>> + Send;
+    fn remove_endpoint(&self, name: &str)
+    -> impl Future<Output = Result<bool, OutboxError>> + Send;
 
     /// The current version: 0 before the first save.
-    fn endpoints_version(&self) -> impl Future<Output = Result<u64, DedupError>> + Send;
+    fn endpoints_version(&self) -> impl Future<Output = Result<u64, OutboxError>> + Send;
 
     /// Every saved endpoint and the version they are as of, read at once.
-    fn saved_endpoints(&self) -> impl Future<Output = Result<SavedEndpoints, DedupError>> + Send;
+    fn saved_endpoints(&self) -> impl Future<Output = Result<SavedEndpoints, OutboxError>> + Send;
 }
 
 /// The registry of [`MemoryOutbox`](super::MemoryOutbox).

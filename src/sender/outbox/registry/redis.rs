@@ -7,7 +7,8 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use super::{EndpointRegistry, SavedEndpoints};
-use crate::dedup::{DedupError, validate_namespace};
+use crate::dedup::validate_namespace;
+use crate::sender::OutboxError;
 use crate::sender::RedisOutbox;
 
 /// KEYS[1] configurations, KEYS[2] version; ARGV[1] name, ARGV[2] config.
@@ -48,7 +49,7 @@ impl RedisOutbox {
         &self,
         script: &Script,
         args: &[&str],
-    ) -> Result<R, DedupError> {
+    ) -> Result<R, OutboxError> {
         let mut invocation = script.prepare_invoke();
         for key in self.registry_keys() {
             invocation.key(key);
@@ -63,7 +64,7 @@ impl RedisOutbox {
 
 impl RedisOutbox {
     /// The names of every saved endpoint, without their configurations.
-    pub(in crate::sender::outbox) async fn saved_names(&self) -> Result<Vec<String>, DedupError> {
+    pub(in crate::sender::outbox) async fn saved_names(&self) -> Result<Vec<String>, OutboxError> {
         let mut connection = self.connection.clone();
         let [configs, _] = self.registry_keys();
         Ok(redis::AsyncCommands::hkeys(&mut connection, configs).await?)
@@ -73,7 +74,7 @@ impl RedisOutbox {
     pub(in crate::sender::outbox) async fn saved_configs(
         &self,
         names: &[&str],
-    ) -> Result<Vec<Option<String>>, DedupError> {
+    ) -> Result<Vec<Option<String>>, OutboxError> {
         if names.is_empty() {
             return Ok(Vec::new());
         }
@@ -88,24 +89,24 @@ impl RedisOutbox {
 }
 
 impl EndpointRegistry for RedisOutbox {
-    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, DedupError> {
+    async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, OutboxError> {
         validate_namespace(name)?;
         self.run_registry_script(&SAVE, &[name, config]).await
     }
 
-    async fn remove_endpoint(&self, name: &str) -> Result<bool, DedupError> {
+    async fn remove_endpoint(&self, name: &str) -> Result<bool, OutboxError> {
         let removed: u8 = self.run_registry_script(&REMOVE, &[name]).await?;
         Ok(removed == 1)
     }
 
-    async fn endpoints_version(&self) -> Result<u64, DedupError> {
+    async fn endpoints_version(&self) -> Result<u64, OutboxError> {
         let mut connection = self.connection.clone();
         let [_, version] = self.registry_keys();
         let version: Option<u64> = redis::AsyncCommands::get(&mut connection, version).await?;
         Ok(version.unwrap_or(0))
     }
 
-    async fn saved_endpoints(&self) -> Result<SavedEndpoints, DedupError> {
+    async fn saved_endpoints(&self) -> Result<SavedEndpoints, OutboxError> {
         let all: Vec<String> = self.run_registry_script(&ALL, &[]).await?;
         let mut all = all.into_iter();
         let version = all.next().and_then(|v| v.parse().ok()).unwrap_or(0);

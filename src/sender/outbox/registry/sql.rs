@@ -66,16 +66,16 @@ impl RegistryStatements {
     }
 }
 
-/// Implements [`EndpointRegistry`](crate::sender::EndpointRegistry) for a
+/// Implements [`EndpointRegistry`](crate::sender::outbox::EndpointRegistry) for a
 /// SQL outbox with `pool` and `registry` ([`RegistryStatements`]) fields.
 macro_rules! sql_endpoint_registry {
     ($store:ty) => {
-        impl $crate::sender::EndpointRegistry for $store {
+        impl $crate::sender::outbox::EndpointRegistry for $store {
             async fn save_endpoint(
                 &self,
                 name: &str,
                 config: &str,
-            ) -> Result<u64, $crate::dedup::DedupError> {
+            ) -> Result<u64, $crate::sender::OutboxError> {
                 $crate::dedup::validate_namespace(name)?;
                 let mut tx = self.pool.begin().await?;
                 sqlx::query(self.registry.save.clone())
@@ -90,7 +90,10 @@ macro_rules! sql_endpoint_registry {
                 Ok(u64::try_from(version).unwrap_or(0))
             }
 
-            async fn remove_endpoint(&self, name: &str) -> Result<bool, $crate::dedup::DedupError> {
+            async fn remove_endpoint(
+                &self,
+                name: &str,
+            ) -> Result<bool, $crate::sender::OutboxError> {
                 let mut tx = self.pool.begin().await?;
                 let removed = sqlx::query(self.registry.remove.clone())
                     .bind(name)
@@ -107,7 +110,7 @@ macro_rules! sql_endpoint_registry {
                 Ok(removed)
             }
 
-            async fn endpoints_version(&self) -> Result<u64, $crate::dedup::DedupError> {
+            async fn endpoints_version(&self) -> Result<u64, $crate::sender::OutboxError> {
                 let version: i64 = sqlx::query_scalar(self.registry.version.clone())
                     .fetch_one(&self.pool)
                     .await?;
@@ -119,12 +122,12 @@ macro_rules! sql_endpoint_registry {
             // refresh, seeing the newer one, reads them again.
             async fn saved_endpoints(
                 &self,
-            ) -> Result<$crate::sender::SavedEndpoints, $crate::dedup::DedupError> {
+            ) -> Result<$crate::sender::outbox::SavedEndpoints, $crate::sender::OutboxError> {
                 let version = self.endpoints_version().await?;
                 let rows: Vec<(String, String)> = sqlx::query_as(self.registry.all.clone())
                     .fetch_all(&self.pool)
                     .await?;
-                Ok($crate::sender::SavedEndpoints {
+                Ok($crate::sender::outbox::SavedEndpoints {
                     version,
                     endpoints: rows.into_iter().collect(),
                 })

@@ -10,8 +10,9 @@ pub(crate) mod sql;
 use std::future::Future;
 use std::time::SystemTime;
 
-use crate::dedup::DedupError;
-use crate::sender::{Attempt, DeliveryStore, EndpointHealth};
+use crate::sender::OutboxError;
+use crate::sender::outbox::DeliveryStore;
+use crate::sender::{Attempt, EndpointHealth};
 
 /// How many of an endpoint's deliveries are in each state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -71,7 +72,7 @@ pub struct RecentAttempt {
 pub trait OutboxView: DeliveryStore {
     /// Every endpoint with a delivery, a saved health or a saved
     /// configuration, by name.
-    fn endpoint_names(&self) -> impl Future<Output = Result<Vec<String>, DedupError>> + Send;
+    fn endpoint_names(&self) -> impl Future<Output = Result<Vec<String>, OutboxError>> + Send;
 
     /// Up to `limit` of the endpoint's latest attempts, newest first.
     ///
@@ -81,7 +82,7 @@ pub trait OutboxView: DeliveryStore {
         &self,
         endpoint: &str,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<RecentAttempt>, DedupError>> + Send;
+    ) -> impl Future<Output = Result<Vec<RecentAttempt>, OutboxError>> + Send;
 
     /// Up to `limit` endpoints, in name order after `after` (from the
     /// first when `None`), each with its health, its counts (`due` as of
@@ -95,9 +96,10 @@ pub trait OutboxView: DeliveryStore {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+    /// # async fn main() -> Result<(), hooklatch::sender::OutboxError> {
     /// use std::time::SystemTime;
-    /// use hooklatch::sender::{MemoryOutbox, OutboxView};
+    /// use hooklatch::sender::MemoryOutbox;
+    /// use hooklatch::sender::outbox::OutboxView;
     ///
     /// let store = MemoryOutbox::new();
     /// let mut after: Option<String> = None;
@@ -119,7 +121,7 @@ pub trait OutboxView: DeliveryStore {
         after: Option<&str>,
         limit: usize,
         now: SystemTime,
-    ) -> impl Future<Output = Result<Vec<EndpointSummary>, DedupError>> + Send {
+    ) -> impl Future<Output = Result<Vec<EndpointSummary>, OutboxError>> + Send {
         async move {
             let mut names = self.endpoint_names().await?;
             names.sort();

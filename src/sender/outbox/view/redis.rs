@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::SystemTime;
 
 use super::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt, newest};
-use crate::dedup::DedupError;
+use crate::sender::OutboxError;
+use crate::sender::RedisOutbox;
+use crate::sender::outbox::DeliveryStore as _;
 use crate::sender::outbox::codes::{HealthFields, health_from_fields};
 use crate::sender::outbox::redis::STATES;
-use crate::sender::{DeliveryStore as _, RedisOutbox};
 use crate::store::unix_millis;
 
 /// The health hash's fields, in the order [`HealthFields`] holds them.
@@ -16,13 +17,13 @@ const HEALTH_FIELDS: [&str; 3] = ["failing_since", "disabled", "disabled_after_m
 
 impl RedisOutbox {
     /// Every endpoint's name, in order.
-    async fn all_names(&self) -> Result<BTreeSet<String>, DedupError> {
+    async fn all_names(&self) -> Result<BTreeSet<String>, OutboxError> {
         let used_or_disabled = self.endpoints_used_or_disabled().await?;
         let saved = self.saved_names().await?;
         Ok(used_or_disabled.into_iter().chain(saved).collect())
     }
 
-    /// [`OutboxView::endpoint_page`](crate::sender::OutboxView::endpoint_page):
+    /// [`OutboxView::endpoint_page`](crate::sender::outbox::OutboxView::endpoint_page):
     /// the names as [`endpoint_names`](OutboxView::endpoint_names) reads
     /// them, then one pipeline per shard the page touches (its endpoints'
     /// keys share the shard's slot) for their counts and health, and one
@@ -32,7 +33,7 @@ impl RedisOutbox {
         after: Option<&str>,
         limit: usize,
         now: SystemTime,
-    ) -> Result<Vec<EndpointSummary>, DedupError> {
+    ) -> Result<Vec<EndpointSummary>, OutboxError> {
         let names = self.all_names().await?;
         let page: Vec<String> = names
             .into_iter()
@@ -105,7 +106,7 @@ impl RedisOutbox {
 }
 
 impl OutboxView for RedisOutbox {
-    async fn endpoint_names(&self) -> Result<Vec<String>, DedupError> {
+    async fn endpoint_names(&self) -> Result<Vec<String>, OutboxError> {
         Ok(self.all_names().await?.into_iter().collect())
     }
 
@@ -113,7 +114,7 @@ impl OutboxView for RedisOutbox {
         &self,
         endpoint: &str,
         limit: usize,
-    ) -> Result<Vec<RecentAttempt>, DedupError> {
+    ) -> Result<Vec<RecentAttempt>, OutboxError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -141,7 +142,7 @@ impl OutboxView for RedisOutbox {
         after: Option<&str>,
         limit: usize,
         now: SystemTime,
-    ) -> Result<Vec<crate::sender::EndpointSummary>, DedupError> {
+    ) -> Result<Vec<crate::sender::outbox::EndpointSummary>, OutboxError> {
         self.read_endpoint_page(after, limit, now).await
     }
 }

@@ -126,14 +126,14 @@ impl ViewStatements {
     }
 }
 
-/// Implements [`OutboxView`](crate::sender::OutboxView) for a SQL outbox
+/// Implements [`OutboxView`](crate::sender::outbox::OutboxView) for a SQL outbox
 /// with `pool` and `view` ([`ViewStatements`]) fields.
 macro_rules! sql_outbox_view {
     ($store:ty) => {
-        impl $crate::sender::OutboxView for $store {
+        impl $crate::sender::outbox::OutboxView for $store {
             $crate::sender::outbox::view::sql::sql_endpoint_page!();
 
-            async fn endpoint_names(&self) -> Result<Vec<String>, $crate::dedup::DedupError> {
+            async fn endpoint_names(&self) -> Result<Vec<String>, $crate::sender::OutboxError> {
                 Ok(sqlx::query_scalar(self.view.names.clone())
                     .fetch_all(&self.pool)
                     .await?)
@@ -143,7 +143,8 @@ macro_rules! sql_outbox_view {
                 &self,
                 endpoint: &str,
                 limit: usize,
-            ) -> Result<Vec<$crate::sender::RecentAttempt>, $crate::dedup::DedupError> {
+            ) -> Result<Vec<$crate::sender::outbox::RecentAttempt>, $crate::sender::OutboxError>
+            {
                 let rows: Vec<$crate::sender::outbox::view::sql::RecentRow> =
                     sqlx::query_as(self.view.recent.clone())
                         .bind(endpoint)
@@ -152,7 +153,7 @@ macro_rules! sql_outbox_view {
                         .await?;
                 Ok(rows
                     .into_iter()
-                    .map($crate::sender::RecentAttempt::from)
+                    .map($crate::sender::outbox::RecentAttempt::from)
                     .collect())
             }
         }
@@ -161,7 +162,7 @@ macro_rules! sql_outbox_view {
 
 pub(crate) use sql_outbox_view;
 
-/// [`OutboxView::endpoint_page`](crate::sender::OutboxView::endpoint_page)
+/// [`OutboxView::endpoint_page`](crate::sender::outbox::OutboxView::endpoint_page)
 /// in one statement, for a SQL store with `pool` and `view` fields.
 macro_rules! sql_endpoint_page {
     () => {
@@ -170,7 +171,7 @@ macro_rules! sql_endpoint_page {
             after: Option<&str>,
             limit: usize,
             now: std::time::SystemTime,
-        ) -> Result<Vec<$crate::sender::EndpointSummary>, $crate::dedup::DedupError> {
+        ) -> Result<Vec<$crate::sender::outbox::EndpointSummary>, $crate::sender::OutboxError> {
             type Row = (
                 String,
                 Option<i64>,
@@ -205,12 +206,12 @@ macro_rules! sql_endpoint_page {
                         gone,
                         dead,
                     )| {
-                        $crate::sender::EndpointSummary {
+                        $crate::sender::outbox::EndpointSummary {
                             name,
                             health: $crate::sender::outbox::codes::health_from_fields((
                                 failing, disabled, after,
                             )),
-                            counts: $crate::sender::DeliveryCounts {
+                            counts: $crate::sender::outbox::DeliveryCounts {
                                 pending: count(pending),
                                 due: count(due),
                                 delivered: count(delivered),
