@@ -962,6 +962,36 @@ async fn ack_many_acks_what_it_holds_and_reports_the_rest_lost<B: Backend>() {
     );
 }
 
+/// One take never hands out one event twice, even when it is slower than
+/// the visibility timeout: a store that asks its shards in rounds could
+/// otherwise reclaim, in a later round, what an earlier round of the same
+/// take handed out, and give the caller two deliveries of which only the
+/// later holds.
+async fn a_take_never_hands_out_one_event_twice<B: Backend>() {
+    let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(1));
+    let f = B::fixture(options).await;
+    let ids: Vec<String> = (0..64).map(|n| format!("evt_{n}")).collect();
+    for id in &ids {
+        let _ = f.store.accept(&event(&f.namespace, id)).await.unwrap();
+    }
+    for _ in 0..5 {
+        let taken = f.store.take(&f.namespace, "w", 64).await.unwrap();
+        let mut taken_ids: Vec<&str> = taken.iter().map(|entry| entry.id.as_str()).collect();
+        taken_ids.sort_unstable();
+        let before = taken_ids.len();
+        taken_ids.dedup();
+        assert_eq!(taken_ids.len(), before, "one take, one delivery an event");
+        // No other take runs before the ack: each delivery handed out is
+        // the one that holds its event.
+        let acked = f.store.ack_many(&taken).await.unwrap();
+        assert!(acked.iter().all(|&held| held), "{acked:?}");
+        if taken.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 macro_rules! acceptance_suite {
     ($module:ident, $backend:ident: $($test:ident),* $(,)?) => {
         mod $module {
@@ -999,6 +1029,7 @@ macro_rules! for_every_store {
                 a_heartbeat_after_the_lease_lapsed_is_refused,
                 a_heartbeat_after_the_visibility_lapsed_is_refused,
                 ack_many_acks_what_it_holds_and_reports_the_rest_lost,
+                a_take_never_hands_out_one_event_twice,
             );
         )*
     };

@@ -62,6 +62,10 @@ impl InboxQueue for RedisInbox {
     /// the batch is full or no shard has more. Fails only when nothing was
     /// taken and a shard failed: entries already taken are handed out, and
     /// the failing shard's are taken by a later call.
+    ///
+    /// A round that comes after the visibility timeout may reclaim what an
+    /// earlier round of the same call handed out: the event is handed out
+    /// once, with the later delivery, the one that holds it.
     async fn take(
         &self,
         namespace: &str,
@@ -108,7 +112,7 @@ impl InboxQueue for RedisInbox {
         }
         match failure {
             Some(error) if taken.is_empty() => Err(error),
-            _ => Ok(taken),
+            _ => Ok(latest_of_each(taken)),
         }
     }
 
@@ -296,4 +300,22 @@ impl InboxQueue for RedisInbox {
         }
         Ok(total)
     }
+}
+
+/// `taken` with each entry once, as its last delivery in `taken` (a
+/// later take's token replaces an earlier one's), in the order taken.
+fn latest_of_each(taken: Vec<InboxEntry>) -> Vec<InboxEntry> {
+    let mut last = std::collections::HashMap::with_capacity(taken.len());
+    for (index, entry) in taken.iter().enumerate() {
+        last.insert(entry.receipt.entry.clone(), index);
+    }
+    if last.len() == taken.len() {
+        return taken;
+    }
+    taken
+        .into_iter()
+        .enumerate()
+        .filter(|(index, entry)| last.get(&entry.receipt.entry) == Some(index))
+        .map(|(_, entry)| entry)
+        .collect()
 }
