@@ -965,8 +965,8 @@ async fn ack_many_acks_what_it_holds_and_reports_the_rest_lost<B: Backend>() {
 /// One take never hands out one event twice, even when it is slower than
 /// the visibility timeout: a store that asks its shards in rounds could
 /// otherwise reclaim, in a later round, what an earlier round of the same
-/// take handed out, and give the caller two deliveries of which only the
-/// later holds.
+/// take handed out, give the caller two deliveries of which only the later
+/// holds, and count an attempt the worker never saw.
 async fn a_take_never_hands_out_one_event_twice<B: Backend>() {
     let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(1));
     let f = B::fixture(options).await;
@@ -974,8 +974,13 @@ async fn a_take_never_hands_out_one_event_twice<B: Backend>() {
     for id in &ids {
         let _ = f.store.accept(&event(&f.namespace, id)).await.unwrap();
     }
-    for _ in 0..5 {
+    for round in 0..5 {
         let taken = f.store.take(&f.namespace, "w", 64).await.unwrap();
+        if round == 0 {
+            // No event was handed out before: each is on its first attempt,
+            // however many times the take asked a shard.
+            assert!(taken.iter().all(|entry| entry.attempt == 1), "{taken:?}");
+        }
         let mut taken_ids: Vec<&str> = taken.iter().map(|entry| entry.id.as_str()).collect();
         taken_ids.sort_unstable();
         let before = taken_ids.len();

@@ -22,10 +22,9 @@ pub enum DedupError {
     InvalidTableName(String),
     /// The lease expired and another holder took it, so this one cannot
     /// act under it: a claim another delivery of the event took (it cannot
-    /// complete or release it), or an outbox delivery another dispatcher
-    /// took (it cannot record an attempt or put it back). The one rule for a
-    /// lost lease everywhere; a taken inbox event has its own
-    /// [`DeliveryLost`](Self::DeliveryLost).
+    /// complete, release or extend it). A taken inbox event has its own
+    /// [`DeliveryLost`](Self::DeliveryLost); an outbox delivery another
+    /// dispatcher took is `sender::OutboxError::LeaseLost`.
     #[error("lease lost: it expired and another holder took it")]
     LeaseLost,
     /// The visibility timeout passed and another worker took the event, so

@@ -53,10 +53,10 @@ pub enum Rejection {
     },
     /// The body is not the JSON the handler expects (422; extractors only).
     InvalidJson(String),
-    /// An extractor ran with nothing to verify the request: in axum, a
-    /// `Webhook<T>` or `RawWebhook` on a route without a `WebhookLayer`;
-    /// in actix-web, no `WebhookConfig` (or none with an inbox where the
-    /// extractor accepts into one). 500: a configuration error.
+    /// An extractor ran without what it needs: in axum, a `Webhook<T>` or
+    /// `RawWebhook` on a route without a `WebhookLayer`; in actix-web, no
+    /// `WebhookConfig`, or one without the receiver (or tenants), the inbox
+    /// or the lease store that extractor uses. 500: a configuration error.
     NotConfigured,
     /// The request names no tenant, or one that does not exist (404: a
     /// retry cannot help, and a 5xx would keep the sender retrying).
@@ -295,8 +295,10 @@ impl Rejection {
             }
             Self::InvalidJson(reason) => format!("invalid JSON: {reason}"),
             Self::NotConfigured => {
-                "the route has no webhook layer (axum: add a WebhookLayer, or verify with \
-                 VerifiedJson and a Receiver in the state; actix-web: add a WebhookConfig)"
+                "the extractor is not configured (axum: put a WebhookLayer on the route, or \
+                 verify with VerifiedJson and a Receiver in the state; actix-web: add a \
+                 WebhookConfig with what the extractor uses: a receiver, an inbox or a lease \
+                 store)"
                     .to_owned()
             }
             Self::UnknownTenant => "the request names no known tenant".to_owned(),

@@ -11,7 +11,7 @@
 //! - [`outbox`] stores what the rules decide: a
 //!   [`DeliveryStore`](outbox::DeliveryStore) in memory, SQLite, Postgres
 //!   or Redis, so that a restart loses nothing. The stores themselves
-//!   ([`SqliteOutbox`], [`AnyOutbox`], ...) are also here; the module holds
+//!   (`SqliteOutbox`, [`AnyOutbox`], ...) are also here; the module holds
 //!   the contract a backend implements and what an operator reads;
 //! - `dispatcher/` drives both: a [`Dispatcher`] leases due deliveries from
 //!   the store, attempts each over a [`Transport`] to an [`Endpoint`] past

@@ -270,7 +270,12 @@ pub(crate) async fn sqlite_pool(
             .connect_with(options.clone());
         let opened = tokio::time::timeout_at(deadline, opening)
             .await
-            .unwrap_or(Err(sqlx::Error::PoolTimedOut));
+            .unwrap_or_else(|_| {
+                Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the SQLite file is still locked by another connection after 10 s",
+                )))
+            });
         match opened {
             Err(error) if sqlite_busy(&error) && tokio::time::Instant::now() + pause < deadline => {
                 tokio::time::sleep(pause).await;

@@ -551,10 +551,12 @@ async fn the_typed_extractors_take_only_what_a_layer_verified() {
             "{bare}"
         );
     }
-    assert_eq!(
-        Rejection::NotConfigured.reason(),
-        "the route has no webhook layer (axum: add a WebhookLayer, or verify with \
-         VerifiedJson and a Receiver in the state; actix-web: add a WebhookConfig)"
+    assert!(
+        Rejection::NotConfigured
+            .reason()
+            .contains("put a WebhookLayer on the route, or verify with VerifiedJson"),
+        "{}",
+        Rejection::NotConfigured.reason()
     );
 }
 

@@ -63,9 +63,10 @@ impl InboxQueue for RedisInbox {
     /// taken and a shard failed: entries already taken are handed out, and
     /// the failing shard's are taken by a later call.
     ///
-    /// A round that comes after the visibility timeout may reclaim what an
-    /// earlier round of the same call handed out: the event is handed out
-    /// once, with the later delivery, the one that holds it.
+    /// A shard asked again in the same call gives only entries never
+    /// delivered: were it to reclaim again, a round that came after the
+    /// visibility timeout could hand out again what an earlier round of
+    /// this call handed out (and count a take the worker never saw).
     async fn take(
         &self,
         namespace: &str,
@@ -79,6 +80,7 @@ impl InboxQueue for RedisInbox {
         self.check_shards(namespace).await?;
         let start = self.next_shard.fetch_add(1, Ordering::Relaxed);
         let mut asking: Vec<u16> = self.shards.from(start).collect();
+        let mut asked_before = vec![false; usize::from(self.shards.count)];
         let mut taken = Vec::with_capacity(max);
         let mut failure = None;
         while !asking.is_empty() && taken.len() < max {
@@ -87,12 +89,18 @@ impl InboxQueue for RedisInbox {
             let (share, extra) = (missing / asked, missing % asked);
             let round = join_all(asking[..asked].iter().enumerate().map(|(i, &shard)| {
                 let want = share + usize::from(i < extra);
+                let fresh_only = asked_before[usize::from(shard)];
                 async move {
-                    let result = self.take_from(namespace, shard, consumer, want).await;
+                    let result = self
+                        .take_from(namespace, shard, consumer, want, fresh_only)
+                        .await;
                     (shard, want, result)
                 }
             }))
             .await;
+            for &shard in &asking[..asked] {
+                asked_before[usize::from(shard)] = true;
+            }
             let mut more = Vec::new();
             for (shard, want, result) in round {
                 match result {
@@ -112,7 +120,7 @@ impl InboxQueue for RedisInbox {
         }
         match failure {
             Some(error) if taken.is_empty() => Err(error),
-            _ => Ok(latest_of_each(taken)),
+            _ => Ok(taken),
         }
     }
 
@@ -300,22 +308,4 @@ impl InboxQueue for RedisInbox {
         }
         Ok(total)
     }
-}
-
-/// `taken` with each entry once, as its last delivery in `taken` (a
-/// later take's token replaces an earlier one's), in the order taken.
-fn latest_of_each(taken: Vec<InboxEntry>) -> Vec<InboxEntry> {
-    let mut last = std::collections::HashMap::with_capacity(taken.len());
-    for (index, entry) in taken.iter().enumerate() {
-        last.insert(entry.receipt.entry.clone(), index);
-    }
-    if last.len() == taken.len() {
-        return taken;
-    }
-    taken
-        .into_iter()
-        .enumerate()
-        .filter(|(index, entry)| last.get(&entry.receipt.entry) == Some(index))
-        .map(|(_, entry)| entry)
-        .collect()
 }

@@ -310,13 +310,15 @@ impl RedisInbox {
         Ok(reply)
     }
 
-    /// Takes up to `max` entries from one shard.
+    /// Takes up to `max` entries from one shard: due retries, entries
+    /// whose worker died and new ones, or with `fresh_only` new ones alone.
     async fn take_from(
         &self,
         namespace: &str,
         shard: u16,
         consumer: &str,
         max: usize,
+        fresh_only: bool,
     ) -> Result<Vec<InboxEntry>, DedupError> {
         let mut connection = self.connection.clone();
         let mut script = TAKE_SCRIPT.prepare_invoke();
@@ -330,6 +332,7 @@ impl RedisInbox {
             .arg(millis(self.options.visibility_timeout()))
             .arg(self.options.max_attempts())
             .arg(new_token())
+            .arg(if fresh_only { "1" } else { "" })
             .invoke_async(&mut connection)
             .await?;
         Ok(rows

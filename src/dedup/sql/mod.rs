@@ -35,8 +35,9 @@ macro_rules! sql_store_common {
             /// `connect` also make the file durable (WAL,
             /// `synchronous=FULL`), wait up to 10 s for another
             /// connection's lock, and retry while another process switches
-            /// a new file to WAL; a pool of your own should set the first
-            /// two, and be opened once the file exists.
+            /// a new file to WAL. A pool of your own must set
+            /// `synchronous=FULL` (`migrate` refuses less), should use WAL
+            /// and a busy timeout, and is best opened once the file exists.
             pub fn new(
                 pool: sqlx::Pool<<$connection as sqlx::Connection>::Database>,
                 prefix: &str,

@@ -5,8 +5,10 @@ use crate::store::StoreError;
 
 /// Why an outbox operation failed. After an error from
 /// [`DeliveryStore::enqueue`](super::DeliveryStore::enqueue) nothing was
-/// kept; after one from a step under a lease, the delivery is as the store
-/// last recorded it, and comes back to a dispatcher when its lease ends.
+/// kept, except after [`ReplicasBehind`](Self::ReplicasBehind) (kept, but
+/// not yet on enough replicas); after one from a step under a lease, the
+/// delivery is as the store last recorded it, and comes back to a
+/// dispatcher when its lease ends.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OutboxError {
@@ -14,7 +16,7 @@ pub enum OutboxError {
     /// the same way.
     #[error("invalid {what}: {reason}")]
     InvalidKey {
-        /// `endpoint`, `delivery id`, ...
+        /// `endpoint name`, `delivery id` or `idempotency key`.
         what: &'static str,
         /// What is wrong with it.
         reason: &'static str,
@@ -63,27 +65,41 @@ pub enum OutboxError {
 
 impl OutboxError {
     /// Whether the call itself is at fault (a bad name or id), so that
-    /// retrying cannot help; every other error is the store's.
+    /// retrying cannot help; every other error is the store's (or, for a
+    /// bad table name, the configuration's), as for
+    /// [`DedupError::is_bad_request`].
     pub fn is_bad_request(&self) -> bool {
-        matches!(self, Self::InvalidKey { .. } | Self::InvalidTableName(_))
+        matches!(self, Self::InvalidKey { .. })
     }
 }
 
 /// The checks and connections the outbox shares with the claim stores
 /// (names, prefixes, URLs, a Redis server's settings) answer in their
-/// terms; each has its outbox counterpart.
+/// terms; each has its outbox counterpart, named as the outbox names it
+/// (an endpoint where the claim stores have a namespace, a delivery where
+/// they have an event). What only a claim store can answer becomes a
+/// [`Store`](Self::Store) error that keeps it as its source.
 impl From<DedupError> for OutboxError {
     fn from(error: DedupError) -> Self {
         match error {
-            DedupError::InvalidKey { what, reason } => Self::InvalidKey { what, reason },
+            DedupError::InvalidKey { what, reason } => Self::InvalidKey {
+                what: match what {
+                    "namespace" => "endpoint name",
+                    "event id" => "delivery id",
+                    other => other,
+                },
+                reason,
+            },
             DedupError::InvalidTableName(name) => Self::InvalidTableName(name),
-            DedupError::LeaseLost | DedupError::DeliveryLost => Self::LeaseLost,
+            DedupError::LeaseLost => Self::LeaseLost,
             DedupError::StoreUrl(reason) => Self::StoreUrl(reason),
             DedupError::Store(error) => Self::Store(error),
             DedupError::EvictionPolicy(policy) => Self::EvictionPolicy(policy),
             DedupError::NoPersistence(reason) => Self::NoPersistence(reason),
             DedupError::ReplicasBehind { acked, wanted } => Self::ReplicasBehind { acked, wanted },
-            other => Self::Store(StoreError::other(other)),
+            error @ (DedupError::DeliveryLost
+            | DedupError::InvalidShardCount(_)
+            | DedupError::ShardCountMismatch { .. }) => Self::Store(StoreError::other(error)),
         }
     }
 }
@@ -110,14 +126,16 @@ mod tests {
     /// outbox's terms, each variant to its counterpart.
     #[test]
     fn a_shared_check_fails_with_its_outbox_counterpart() {
-        let invalid = crate::dedup::check_key("", "id").unwrap_err();
-        assert!(matches!(
-            OutboxError::from(invalid),
-            OutboxError::InvalidKey { reason, .. } if !reason.is_empty()
-        ));
+        let endpoint = OutboxError::from(crate::dedup::check_key("", "id").unwrap_err());
+        assert!(
+            endpoint.to_string().starts_with("invalid endpoint name: "),
+            "{endpoint}"
+        );
+        let id = OutboxError::from(crate::dedup::check_key("hooks", "").unwrap_err());
+        assert!(id.to_string().starts_with("invalid delivery id: "), "{id}");
         let cases = [
             (DedupError::LeaseLost, "lease lost"),
-            (DedupError::DeliveryLost, "lease lost"),
+            (DedupError::DeliveryLost, "store store: delivery lost"),
             (
                 DedupError::InvalidTableName("x y".into()),
                 "invalid table name `x y`",

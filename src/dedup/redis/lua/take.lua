@@ -9,17 +9,24 @@
 -- number a worker still holds.
 -- Each batch of entries costs one `HMGET` and one `HSET` of tokens, not
 -- one of each per entry: most of a take's time is spent per command.
+-- ARGV[7] = '1': only entries never delivered. A take asks a shard again
+-- for more only this way: a second reclaim in the same take could hand
+-- out again what its first round handed out, had the rounds taken longer
+-- than the visibility timeout.
 local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, consumer = ARGV[1], ARGV[2]
 local count, visibility, max, nonce = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local fresh_only = ARGV[7] == '1'
 redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-for _, packed in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, count)) do
-  local e = cmsgpack.unpack(packed)
-  redis.call('ZREM', delayed, packed)
-  redis.call('XADD', stream, '*', 'id', e[1], 'body', e[2], 'signed_at', e[3], 'attempts', e[4],
-    'meta', e[5] or '')
+if not fresh_only then
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  for _, packed in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, count)) do
+    local e = cmsgpack.unpack(packed)
+    redis.call('ZREM', delayed, packed)
+    redis.call('XADD', stream, '*', 'id', e[1], 'body', e[2], 'signed_at', e[3], 'attempts', e[4],
+      'meta', e[5] or '')
+  end
 end
 
 -- Runs `command key <fixed...> <items...>` in chunks, under Lua's limit on
@@ -75,8 +82,11 @@ local function deliver(entries)
   end
 end
 
-local reclaimed = redis.call('XAUTOCLAIM', stream, group, consumer, visibility, '0-0', 'COUNT', count)
-deliver(reclaimed[2])
+if not fresh_only then
+  local reclaimed = redis.call('XAUTOCLAIM', stream, group, consumer, visibility, '0-0',
+    'COUNT', count)
+  deliver(reclaimed[2])
+end
 if #out < count then
   local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
     'COUNT', count - #out, 'STREAMS', stream, '>')
