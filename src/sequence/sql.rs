@@ -42,6 +42,11 @@ macro_rules! sql_sequences {
         impl $store {
             /// Positions in `{prefix}_sequences` on `pool`. Call
             /// [`migrate`](Self::migrate) before use.
+            ///
+            /// The pool is used as you built it. On SQLite it must set
+            /// `synchronous=FULL` (`migrate` refuses less), should use WAL
+            /// and a busy timeout, and gets none of the retries `open`
+            /// makes while another process switches a new file to WAL.
             pub fn new(pool: $pool, prefix: &str) -> Result<Self, $crate::sequence::SequenceError> {
                 Ok(Self {
                     pool,

@@ -82,6 +82,11 @@ impl SqliteOutbox {
     /// A store on `pool` whose tables start with `prefix` (1 to 48 of
     /// `a-z 0-9 _`, starting with a letter). Call
     /// [`migrate`](Self::migrate) before use.
+    ///
+    /// The pool is used as you built it: it must set `synchronous=FULL`
+    /// (`migrate` refuses less), should use WAL and a busy timeout, and
+    /// gets none of the retries `open` makes while another process
+    /// switches a new file to WAL.
     pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, OutboxError> {
         check_prefix(prefix)?;
         let statements = Statements::new(prefix, &SQLITE);
