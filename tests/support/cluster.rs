@@ -68,13 +68,31 @@ impl RedisCluster {
             children: Vec::new(),
         };
         for index in 0..ports.len() {
-            let child = cluster.spawn(index);
+            // A port taken between choosing it and the node's start (tests
+            // bind and connect all the time) is given up for another.
+            let mut tries = 0;
+            let child = loop {
+                let mut child = cluster.spawn(index);
+                if super::started(&mut child, cluster.ports[index]) {
+                    break child;
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                tries += 1;
+                assert!(
+                    tries < 10,
+                    "a cluster node did not start on any of 10 free ports"
+                );
+                let taken = cluster.ports.clone();
+                cluster.ports[index] = cluster_ports(taken.len() + 1)
+                    .into_iter()
+                    .find(|port| !taken.contains(port))
+                    .expect("a free port");
+            };
             cluster.children.push(Some(child));
         }
-        for &port in &ports {
-            wait_for_redis(port);
-        }
-        let nodes: Vec<String> = ports
+        let nodes: Vec<String> = cluster
+            .ports
             .iter()
             .map(|port| format!("127.0.0.1:{port}"))
             .collect();

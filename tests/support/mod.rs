@@ -278,7 +278,9 @@ impl Redis {
     }
 
     /// A server with `settings` (`redis-server` flags) after the usual
-    /// ones, which they override: `["--appendonly", "no"]`.
+    /// ones, which they override: `["--appendonly", "no"]`. A port taken
+    /// between choosing it and the server's start (tests bind and connect
+    /// all the time) is given up for another.
     pub fn start_with(settings: &[&str]) -> Self {
         let mut server = Self {
             dir: TempDir::new("redis"),
@@ -286,14 +288,30 @@ impl Redis {
             child: None,
             settings: settings.iter().map(|&s| s.to_owned()).collect(),
         };
-        server.start_again();
-        server
+        for _ in 0..10 {
+            let mut child = server.spawn();
+            if started(&mut child, server.port) {
+                server.child = Some(child);
+                return server;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            server.port = free_port();
+        }
+        panic!("redis did not start on any of 10 free ports");
     }
 
+    /// Starts the server again on its port, after [`kill`](Self::kill).
     pub fn start_again(&mut self) {
+        let child = self.spawn();
+        self.child = Some(child);
+        wait_for_redis(self.port);
+    }
+
+    fn spawn(&self) -> Child {
         let program =
             std::env::var("HOOKLATCH_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let child = Command::new(&program)
+        Command::new(&program)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--dir", self.dir.path().to_str().unwrap()])
             .args([
@@ -315,9 +333,7 @@ impl Redis {
                     "cannot start {program}: {error}; install it (apt-get install redis-server) \
                      or run scripts/test"
                 )
-            });
-        self.child = Some(child);
-        wait_for_redis(self.port);
+            })
     }
 
     /// Kills the server with SIGKILL, as a crash would.
@@ -337,6 +353,48 @@ impl Drop for Redis {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Whether `child` is the Redis server answering on `port`: `false` when
+/// it exited (the port was taken) or another process answers there.
+pub(crate) fn started(child: &mut Child, port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        if let Some(pid) = redis_pid(port) {
+            return pid == child.id();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The process id of the Redis server on `port`, once it answers.
+fn redis_pid(port: u16) -> Option<u32> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    stream.write_all(b"INFO server\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while reply.len() < 64 * 1024 {
+        let read = stream.read(&mut chunk).ok()?;
+        if read == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&chunk[..read]);
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(rest) = text.split("\r\nprocess_id:").nth(1)
+            && let Some((pid, _)) = rest.split_once("\r\n")
+        {
+            return pid.parse().ok();
+        }
+    }
+    None
 }
 
 fn wait_for_redis(port: u16) {
