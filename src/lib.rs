@@ -25,3 +25,5 @@ pub mod verify;
 
 #[cfg(feature = "redis")]
 pub use store::redis::RedisConnection;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use store::sql::SqlDatabase;

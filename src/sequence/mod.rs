@@ -57,6 +57,8 @@ pub use memory::MemorySequences;
 pub use postgres::PostgresSequences;
 #[cfg(feature = "redis")]
 pub use redis::RedisSequences;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql::SqlSequences;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteSequences;
 

@@ -3,31 +3,15 @@
 use std::path::Path;
 use std::str::FromStr;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
+use sqlx::sqlite::SqliteConnectOptions;
 
-use super::SequenceError;
+use super::{SequenceError, SqlSequences};
 
 /// Positions in the SQLite table `{prefix}_sequences (resource TEXT
-/// PRIMARY KEY, position INTEGER NOT NULL)`.
-///
-/// [`advance_in`](Self::advance_in) moves a position inside the caller's
-/// transaction, so the effect of applying an event and the advance commit
-/// together.
-#[derive(Debug, Clone)]
-pub struct SqliteSequences {
-    pool: SqlitePool,
-    statements: super::sql::Statements,
-}
+/// PRIMARY KEY, position INTEGER NOT NULL)`; see [`SqlSequences`].
+pub type SqliteSequences = SqlSequences<sqlx::Sqlite>;
 
-super::sql::sql_sequences!(
-    SqliteSequences,
-    SqlitePool,
-    SqliteConnection,
-    crate::store::sql::SQLITE,
-    crate::store::sql::migrate_sqlite
-);
-
-impl SqliteSequences {
+impl SqlSequences<sqlx::Sqlite> {
     /// Opens (creating if needed) the database file at `path`, in WAL mode
     /// with `synchronous=FULL`, with the table `hooklatch_sequences`, and
     /// runs [`migrate`](Self::migrate).

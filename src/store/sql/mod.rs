@@ -7,9 +7,14 @@ use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, SqlSafeStr as _, SqlStr};
 
+mod database;
+
+pub use database::SqlDatabase;
+pub(crate) use database::sql;
+
 /// What differs between the two databases in the statements we write.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Dialect {
+pub struct Dialect {
     /// The integer column type.
     pub(crate) int: &'static str,
     /// The byte string column type.
@@ -148,7 +153,7 @@ pub(crate) fn valid_prefix(prefix: &str) -> bool {
 /// statements that create it from nothing or from any earlier version
 /// (`IF NOT EXISTS`, so a database made before versions were recorded is
 /// brought up to date too).
-pub(crate) struct Schema {
+pub struct Schema {
     pub(crate) component: String,
     pub(crate) version: i64,
     pub(crate) statements: Vec<String>,
