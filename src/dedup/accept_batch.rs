@@ -11,7 +11,7 @@ use super::{Acceptance, DedupError, IncomingEvent};
 use crate::store::group_commit::GroupCommit;
 
 /// One accept, owned, waiting for its batch.
-pub(crate) struct Job {
+pub struct Job {
     pub(crate) namespace: String,
     pub(crate) id: String,
     pub(crate) body: Vec<u8>,
@@ -22,7 +22,7 @@ pub(crate) struct Job {
 /// What a SQL store's accept batches need: its pool, its accept statements
 /// (see `Statements`) and its retention (one for the whole batch).
 #[derive(Debug)]
-pub(crate) struct Batch<DB: sqlx::Database> {
+pub struct Batch<DB: sqlx::Database> {
     pub(crate) pool: sqlx::Pool<DB>,
     pub(crate) accept: sqlx::SqlStr,
     pub(crate) accept_many: Option<sqlx::SqlStr>,

@@ -83,6 +83,8 @@ pub use postgres::PostgresInbox;
 pub use redis::{DEFAULT_SHARDS, MAX_SHARDS, RedisInbox};
 #[cfg(all(feature = "redis", feature = "sender"))]
 pub(crate) use redis::{check_eviction_policy, check_persistence};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql::SqlInbox;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteInbox;
 

@@ -1,15 +1,17 @@
 //! [`PostgresInbox`]: claims and inbox in Postgres.
 
-use sqlx::postgres::{PgConnection, PgPool, PgRow};
+use sqlx::Postgres;
+use sqlx::postgres::{PgPool, PgRow};
 
 use super::accept_batch::{Batch, Job};
 use super::sql::write::{Write, Written, run_write};
 use super::sql::{
-    AcceptParts, BuildAccept, Statements, TAKE_ORDER, ready_condition, take_assignments,
+    AcceptParts, BuildAccept, BuildOnInbox, InboxBackend, SqlInbox, Statements, TAKE_ORDER,
+    ready_condition, take_assignments,
 };
 use super::{Acceptance, DedupError, IncomingEvent, StoreOptions};
 use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
-use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
+use crate::store::sql::{POSTGRES, postgres_pool};
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
 /// database.
@@ -85,15 +87,9 @@ use crate::store::sql::{POSTGRES, migrate_postgres, postgres_pool};
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
-pub struct PostgresInbox {
-    pool: PgPool,
-    options: StoreOptions,
-    statements: Statements,
-    group: GroupCommit<Batch<sqlx::Postgres>>,
-}
+pub type PostgresInbox = SqlInbox<Postgres>;
 
-impl PostgresInbox {
+impl SqlInbox<Postgres> {
     /// Connects to `url` (such as `postgres://user@127.0.0.1:5432/db`) with
     /// a pool of up to 16 connections, and runs [`migrate`](Self::migrate).
     pub async fn connect(url: &str) -> Result<Self, DedupError> {
@@ -101,16 +97,62 @@ impl PostgresInbox {
     }
 }
 
-super::sql::sql_store_common!(
-    PostgresInbox,
-    PgConnection,
-    sqlx::postgres::PgRow,
-    POSTGRES,
-    migrate_postgres
-);
+/// Postgres' side of the inbox: accepts commit in batches, every other
+/// write runs on the pool at once.
+impl InboxBackend for Postgres {
+    type Writes = GroupCommit<Batch<Postgres>>;
 
-/// The accept statement, and the one for many events at once.
-const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, Some(accept_many_statement));
+    const ACCEPT: (BuildAccept, Option<BuildAccept>) =
+        (accept_statement, Some(accept_many_statement));
+    const ON_INBOX: (BuildOnInbox, BuildOnInbox) = (take_statement, ack_many_statement);
+
+    fn writes(
+        pool: &PgPool,
+        statements: &Statements,
+        options: &StoreOptions,
+        _current: Option<&Self::Writes>,
+    ) -> Self::Writes {
+        // Batches commit with one retention: new options, a group of their
+        // own.
+        GroupCommit::new(Batch {
+            pool: pool.clone(),
+            accept: statements.accept.clone(),
+            accept_many: statements.accept_many.clone(),
+            retention_ms: crate::dedup::millis(options.retention()),
+        })
+    }
+
+    async fn write(
+        pool: &PgPool,
+        _group: &Self::Writes,
+        write: Write,
+    ) -> Result<Written<PgRow>, DedupError> {
+        Ok(run_write::<Postgres>(&write, pool.into()).await?)
+    }
+
+    async fn accept(
+        group: &Self::Writes,
+        _statements: &Statements,
+        _options: &StoreOptions,
+        event: &IncomingEvent<'_>,
+    ) -> Result<Acceptance, DedupError> {
+        super::accept_batch::accept(group, event).await
+    }
+
+    async fn ack_many(
+        pool: &PgPool,
+        _group: &Self::Writes,
+        statements: &Statements,
+        taken: &[(i64, &str)],
+    ) -> Result<Vec<(i64, String)>, DedupError> {
+        let (entries, tokens): (Vec<i64>, Vec<&str>) = taken.iter().copied().unzip();
+        Ok(sqlx::query_as(statements.ack_many.clone())
+            .bind(entries)
+            .bind(tokens)
+            .fetch_all(pool)
+            .await?)
+    }
+}
 
 /// Claims as done and enqueues what the claim inserted, in one statement.
 /// A batch of one event runs this: planned once, where the statement for
@@ -157,50 +199,6 @@ fn accept_many_statement(
     )
 }
 
-impl PostgresInbox {
-    fn assemble(pool: PgPool, statements: Statements) -> Self {
-        let options = StoreOptions::default();
-        Self {
-            group: Self::group_commit(&pool, &statements, &options),
-            pool,
-            options,
-            statements,
-        }
-    }
-
-    /// The group commit of accepts on `pool`, with `options`' retention.
-    fn group_commit(
-        pool: &PgPool,
-        statements: &Statements,
-        options: &StoreOptions,
-    ) -> GroupCommit<Batch<sqlx::Postgres>> {
-        GroupCommit::new(Batch {
-            pool: pool.clone(),
-            accept: statements.accept.clone(),
-            accept_many: statements.accept_many.clone(),
-            retention_ms: crate::dedup::millis(options.retention()),
-        })
-    }
-
-    /// Uses `options` for retention, visibility timeout and attempts.
-    #[must_use]
-    pub fn with_options(mut self, options: StoreOptions) -> Self {
-        // Batches commit with one retention: a writer of its own.
-        self.group = Self::group_commit(&self.pool, &self.statements, &options);
-        self.options = options;
-        self
-    }
-
-    /// Runs `write` on the pool, its own transaction.
-    async fn write(&self, write: Write) -> Result<Written<PgRow>, DedupError> {
-        Ok(run_write!(&write, &self.pool)?)
-    }
-
-    async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
-        super::accept_batch::accept(&self.group, event).await
-    }
-}
-
 /// Takes the ready rows, earliest first, skipping rows another worker
 /// has locked.
 fn take_statement(inbox: &str) -> String {
@@ -222,20 +220,6 @@ fn ack_many_statement(inbox: &str) -> String {
          WHERE {inbox}.entry = a.entry AND {inbox}.taken_token = a.token AND NOT {inbox}.dead \
          RETURNING {inbox}.entry, a.token"
     )
-}
-
-/// Runs `ack_many` on `taken` (entries and tokens); the entries acked,
-/// each with the token it was acked by.
-async fn ack_many_rows(
-    store: &PostgresInbox,
-    taken: &[(i64, &str)],
-) -> Result<Vec<(i64, String)>, DedupError> {
-    let (entries, tokens): (Vec<i64>, Vec<&str>) = taken.iter().copied().unzip();
-    Ok(sqlx::query_as(store.statements.ack_many.clone())
-        .bind(entries)
-        .bind(tokens)
-        .fetch_all(&store.pool)
-        .await?)
 }
 
 impl Batched for Batch<sqlx::Postgres> {

@@ -5,16 +5,17 @@ use std::str::FromStr as _;
 
 use std::sync::Arc;
 
+use sqlx::Sqlite;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqliteRow};
 
 use super::sql::write::{Arg, Want, Write, Written, run_write};
 use super::sql::{
-    AcceptParts, BuildAccept, Statements, TAKE_ORDER, ready_condition, sql_store_common,
-    take_assignments,
+    AcceptParts, BuildAccept, BuildOnInbox, InboxBackend, SqlInbox, Statements, TAKE_ORDER,
+    ready_condition, take_assignments,
 };
 use super::{Acceptance, DedupError, IncomingEvent, StoreOptions};
 use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
-use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
+use crate::store::sql::{On, SQLITE, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
 /// receiver process (or several on one host sharing the file).
@@ -81,15 +82,9 @@ use crate::store::sql::{SQLITE, migrate_sqlite, sqlite_pool};
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
-pub struct SqliteInbox {
-    pool: SqlitePool,
-    options: StoreOptions,
-    statements: Statements,
-    writer: GroupCommit<Writer>,
-}
+pub type SqliteInbox = SqlInbox<Sqlite>;
 
-impl SqliteInbox {
+impl SqlInbox<Sqlite> {
     /// Opens (creating if needed) the database file at `path` and runs
     /// [`migrate`](Self::migrate).
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, DedupError> {
@@ -107,16 +102,78 @@ impl SqliteInbox {
     }
 }
 
-sql_store_common!(
-    SqliteInbox,
-    SqliteConnection,
-    sqlx::sqlite::SqliteRow,
-    SQLITE,
-    migrate_sqlite
-);
+/// SQLite's side of the inbox: every write goes through the one writer.
+impl InboxBackend for Sqlite {
+    type Writes = GroupCommit<Writer>;
 
-/// The accept statement; a batch runs it once per event.
-const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, None);
+    // A batch runs the one-event accept once per event.
+    const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, None);
+    const ON_INBOX: (BuildOnInbox, BuildOnInbox) = (take_statement, ack_many_statement);
+
+    fn writes(
+        pool: &SqlitePool,
+        statements: &Statements,
+        _options: &StoreOptions,
+        current: Option<&Self::Writes>,
+    ) -> Self::Writes {
+        // The writer binds each accept's retention itself: one writer per
+        // file whatever the options.
+        current.cloned().unwrap_or_else(|| {
+            GroupCommit::new(Writer {
+                pool: pool.clone(),
+                connection: Arc::default(),
+                tables: Arc::new((statements.claims.clone(), statements.inbox.clone())),
+            })
+        })
+    }
+
+    async fn write(
+        _pool: &SqlitePool,
+        writer: &Self::Writes,
+        write: Write,
+    ) -> Result<Written<SqliteRow>, DedupError> {
+        Ok(writer.submit(write).await?)
+    }
+
+    async fn accept(
+        writer: &Self::Writes,
+        statements: &Statements,
+        options: &StoreOptions,
+        event: &IncomingEvent<'_>,
+    ) -> Result<Acceptance, DedupError> {
+        let accept = Write::accept(statements.accept.clone())
+            .text(event.namespace)
+            .text(event.id)
+            .int(crate::dedup::millis(options.retention()))
+            .bytes(event.body)
+            .opt_int(event.signed_at)
+            .opt_text(event.meta_text().as_deref());
+        let inserted = writer.submit(accept).await?.affected();
+        Ok(if inserted == 0 {
+            Acceptance::Duplicate
+        } else {
+            Acceptance::Accepted
+        })
+    }
+
+    async fn ack_many(
+        _pool: &SqlitePool,
+        writer: &Self::Writes,
+        statements: &Statements,
+        taken: &[(i64, &str)],
+    ) -> Result<Vec<(i64, String)>, DedupError> {
+        let pairs = serde_json::to_string(taken).map_err(|error| {
+            crate::store::StoreError::message("sql", &format!("cannot encode the acks: {error}"))
+        })?;
+        let ack = Write::new(statements.ack_many.clone(), Want::Rows).text(&pairs);
+        let rows = writer.submit(ack).await?.rows();
+        let mut acked = Vec::with_capacity(rows.len());
+        for row in rows {
+            acked.push((sqlx::Row::try_get(&row, 0)?, sqlx::Row::try_get(&row, 1)?));
+        }
+        Ok(acked)
+    }
+}
 
 /// Claims as done and, only if that inserted a row (`changes()`), enqueues:
 /// both in one call, saving a round trip to the worker.
@@ -152,78 +209,11 @@ fn ack_many_statement(inbox: &str) -> String {
     )
 }
 
-/// Runs `ack_many` on `taken` (entries and tokens); the entries acked,
-/// each with the token it was acked by.
-async fn ack_many_rows(
-    store: &SqliteInbox,
-    taken: &[(i64, &str)],
-) -> Result<Vec<(i64, String)>, DedupError> {
-    let pairs = serde_json::to_string(taken).map_err(|error| {
-        crate::store::StoreError::message("sql", &format!("cannot encode the acks: {error}"))
-    })?;
-    let rows = store
-        .write(Write::new(store.statements.ack_many.clone(), Want::Rows).text(&pairs))
-        .await?
-        .rows();
-    let mut acked = Vec::with_capacity(rows.len());
-    for row in rows {
-        acked.push((sqlx::Row::try_get(&row, 0)?, sqlx::Row::try_get(&row, 1)?));
-    }
-    Ok(acked)
-}
-
-impl SqliteInbox {
-    fn assemble(pool: SqlitePool, statements: Statements) -> Self {
-        Self {
-            writer: GroupCommit::new(Writer {
-                pool: pool.clone(),
-                connection: Arc::default(),
-                tables: Arc::new((statements.claims.clone(), statements.inbox.clone())),
-            }),
-            pool,
-            options: StoreOptions::default(),
-            statements,
-        }
-    }
-
-    /// Uses `options` for retention, visibility timeout and attempts.
-    #[must_use]
-    pub fn with_options(mut self, options: StoreOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Runs `write` through the store's one writer, in the next batch.
-    async fn write(&self, write: Write) -> Result<Written<SqliteRow>, DedupError> {
-        Ok(self.writer.submit(write).await?)
-    }
-
-    async fn accept_event(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
-        let inserted = self
-            .write(
-                Write::accept(self.statements.accept.clone())
-                    .text(event.namespace)
-                    .text(event.id)
-                    .int(crate::dedup::millis(self.options.retention()))
-                    .bytes(event.body)
-                    .opt_int(event.signed_at)
-                    .opt_text(event.meta_text().as_deref()),
-            )
-            .await?
-            .affected();
-        Ok(if inserted == 0 {
-            Acceptance::Duplicate
-        } else {
-            Acceptance::Accepted
-        })
-    }
-}
-
 /// The store's one writer: a connection of its own, opened on first use
 /// with the pool's options (and again after it broke), on which every
 /// batch of writes is one immediate transaction.
 #[derive(Clone)]
-pub(crate) struct Writer {
+pub struct Writer {
     pool: SqlitePool,
     connection: Arc<tokio::sync::Mutex<Option<SqliteConnection>>>,
     /// The claims and inbox tables, for accepts run together.
@@ -277,7 +267,7 @@ async fn commit_on(
             written.extend(accept_run(&mut transaction, &rest[..run], tables).await?);
             rest = &rest[run..];
         } else {
-            written.push(run_write!(first, &mut *transaction)?);
+            written.push(run_write::<Sqlite>(first, On::Connection(&mut *transaction)).await?);
             rest = &rest[1..];
         }
     }
@@ -295,7 +285,7 @@ type AcceptArgs<'a> = (
     Option<&'a str>,
 );
 
-/// The arguments of an accept (see [`SqliteInbox::accept_event`]).
+/// The arguments of an accept (see SQLite's `InboxBackend::accept`).
 fn accept_args(write: &Write) -> Option<AcceptArgs<'_>> {
     match &write.args[..] {
         [

@@ -36,7 +36,7 @@ use super::StoreError;
 pub(crate) const MAX_BATCH: usize = 256;
 
 /// What a batch is made of, said once for every dialect that commits it.
-pub(crate) trait Batched {
+pub trait Batched {
     /// One write, owned, waiting for its batch.
     type Job: Send + Sync + 'static;
     /// What its caller is told once the batch committed.
@@ -45,7 +45,7 @@ pub(crate) trait Batched {
 
 /// How a store commits a batch of jobs: all in one transaction, in the
 /// batch's order, with one outcome for each job.
-pub(crate) trait CommitBatch: Batched + Clone + Send + Sync + 'static {
+pub trait CommitBatch: Batched + Clone + Send + Sync + 'static {
     /// How many batches may be committing at once.
     const WRITERS: usize;
     /// Whether the jobs of a batch the database refused are tried again
@@ -70,7 +70,7 @@ struct Waiting<C: CommitBatch> {
 
 /// The way to the writer task, started on first use (in an async context)
 /// and again if the runtime it ran on has gone. Clones share the writer.
-pub(crate) struct GroupCommit<C: CommitBatch> {
+pub struct GroupCommit<C: CommitBatch> {
     committer: C,
     jobs: Arc<Mutex<Option<mpsc::Sender<Waiting<C>>>>>,
 }

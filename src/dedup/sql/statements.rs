@@ -91,7 +91,7 @@ pub(crate) fn take_schema(inbox: &str, dialect: &Dialect) -> Schema {
 /// The statements a SQL store runs, for one table prefix: those both
 /// dialects share, and each dialect's own atomic accept and take.
 #[derive(Debug, Clone)]
-pub(crate) struct Statements {
+pub struct Statements {
     /// `{prefix}_claims`.
     pub(crate) claims: String,
     /// `{prefix}_inbox`.
@@ -147,7 +147,7 @@ pub(crate) type BuildAccept = fn(&AcceptParts<'_>) -> String;
 /// What a dialect's accept statement is built from (SQLite's needs only
 /// some of it).
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) struct AcceptParts<'a> {
+pub struct AcceptParts<'a> {
     /// `{prefix}_claims`.
     pub(crate) claims: &'a str,
     /// `{prefix}_inbox`.

@@ -6,6 +6,8 @@
 
 use sqlx::SqlStr;
 
+use crate::store::sql::{On, SqlDatabase, sql};
+
 /// An argument of a [`Write`], bound in order.
 #[derive(Debug, Clone)]
 // Bodies and timestamps are bound by SQLite's accept only.
@@ -29,7 +31,7 @@ pub(crate) enum Want {
 
 /// One statement to run, with its arguments.
 #[derive(Debug, Clone)]
-pub(crate) struct Write {
+pub struct Write {
     pub(crate) statement: SqlStr,
     pub(crate) args: Vec<Arg>,
     pub(crate) want: Want,
@@ -41,7 +43,7 @@ pub(crate) struct Write {
 
 /// What a [`Write`] gave back.
 #[derive(Debug)]
-pub(crate) enum Written<R> {
+pub enum Written<R> {
     Affected(u64),
     Rows(Vec<R>),
 }
@@ -112,31 +114,23 @@ impl<R> Written<R> {
     }
 }
 
-/// Runs `$write` (a `&Write`) on `$executor`, binding its arguments by
-/// reference: `Result<Written<Row>, sqlx::Error>`. A macro, since the
-/// executor's type differs per database and per caller (a pool, a
-/// transaction).
-macro_rules! run_write {
-    ($write:expr, $executor:expr) => {{
-        use $crate::dedup::sql::write::{Arg, Want, Written};
-        let write: &$crate::dedup::sql::write::Write = $write;
-        let mut query = sqlx::query(write.statement.clone());
-        for arg in &write.args {
-            query = match arg {
-                Arg::Int(value) => query.bind(*value),
-                Arg::Text(value) => query.bind(value.as_str()),
-                Arg::OptText(value) => query.bind(value.as_deref()),
-                Arg::OptInt(value) => query.bind(*value),
-                Arg::Bytes(value) => query.bind(&value[..]),
-            };
-        }
-        match write.want {
-            Want::Affected => query
-                .execute($executor)
-                .await
-                .map(|done| Written::Affected(done.rows_affected())),
-            Want::Rows => query.fetch_all($executor).await.map(Written::Rows),
-        }
-    }};
+/// Runs `write` on `on`, binding its arguments by reference.
+pub(crate) async fn run_write<DB: SqlDatabase>(
+    write: &Write,
+    on: On<'_, DB>,
+) -> Result<Written<DB::Row>, sqlx::Error> {
+    let mut statement = sql::<DB>(&write.statement);
+    for arg in &write.args {
+        statement = match arg {
+            Arg::Int(value) => statement.bind(*value),
+            Arg::Text(value) => statement.bind(value.as_str()),
+            Arg::OptText(value) => statement.bind(value.clone()),
+            Arg::OptInt(value) => statement.bind(*value),
+            Arg::Bytes(value) => statement.bind(&value[..]),
+        };
+    }
+    Ok(match write.want {
+        Want::Affected => Written::Affected(statement.execute(on).await?),
+        Want::Rows => Written::Rows(statement.fetch_rows(on).await?),
+    })
 }
-pub(crate) use run_write;

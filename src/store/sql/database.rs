@@ -75,6 +75,14 @@ impl<DB: SqlDatabase> Statement<DB> {
         DB::fetch_all(self.query, on.into()).await
     }
 
+    /// Runs it; every row it returned, undecoded.
+    pub(crate) async fn fetch_rows<'a>(
+        self,
+        on: impl Into<On<'a, DB>>,
+    ) -> Result<Vec<DB::Row>, sqlx::Error> {
+        DB::fetch_rows(self.query, on.into()).await
+    }
+
     /// Runs it; its first row, if any.
     pub(crate) async fn fetch_optional<'a, T: sealed::Columns>(
         self,
@@ -164,7 +172,7 @@ pub(crate) mod sealed {
     use sqlite_bounds::{DecodeSqlite, EncodeSqlite};
 
     /// One database's side of the stores' shared code.
-    pub trait Backend: Database {
+    pub trait Backend: Database + crate::dedup::sql::InboxBackend {
         /// How its statements are written.
         const DIALECT: Dialect;
 
@@ -185,6 +193,14 @@ pub(crate) mod sealed {
             query: Query<Self>,
             on: On<'_, Self>,
         ) -> impl Future<Output = Result<Vec<T>, sqlx::Error>> + Send;
+
+        fn fetch_rows(
+            query: Query<Self>,
+            on: On<'_, Self>,
+        ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
+
+        /// Decodes a row a statement returned.
+        fn decode<T: Columns>(row: &Self::Row) -> Result<T, sqlx::Error>;
 
         fn fetch_optional<T: Columns>(
             query: Query<Self>,
@@ -229,6 +245,20 @@ pub(crate) mod sealed {
                     rows.iter()
                         .map(<T as sqlx::FromRow<'_, $row>>::from_row)
                         .collect()
+                }
+
+                async fn fetch_rows(
+                    query: Query<Self>,
+                    on: On<'_, Self>,
+                ) -> Result<Vec<$row>, sqlx::Error> {
+                    match on {
+                        On::Pool(pool) => query.fetch_all(pool).await,
+                        On::Connection(connection) => query.fetch_all(connection).await,
+                    }
+                }
+
+                fn decode<T: Columns>(row: &$row) -> Result<T, sqlx::Error> {
+                    <T as sqlx::FromRow<'_, $row>>::from_row(row)
                 }
 
                 async fn fetch_optional<T: Columns>(

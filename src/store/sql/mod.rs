@@ -10,7 +10,7 @@ use sqlx::{AssertSqlSafe, SqlSafeStr as _, SqlStr};
 mod database;
 
 pub use database::SqlDatabase;
-pub(crate) use database::sql;
+pub(crate) use database::{On, sql};
 
 /// What differs between the two databases in the statements we write.
 #[derive(Debug, Clone, Copy)]
