@@ -106,7 +106,7 @@ impl InboxBackend for Postgres {
         (accept_statement, Some(accept_many_statement));
     const ON_INBOX: (BuildOnInbox, BuildOnInbox) = (take_statement, ack_many_statement);
 
-    fn writes(
+    fn inbox_writes(
         pool: &PgPool,
         statements: &Statements,
         options: &StoreOptions,

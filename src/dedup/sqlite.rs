@@ -110,7 +110,7 @@ impl InboxBackend for Sqlite {
     const ACCEPT: (BuildAccept, Option<BuildAccept>) = (accept_statement, None);
     const ON_INBOX: (BuildOnInbox, BuildOnInbox) = (take_statement, ack_many_statement);
 
-    fn writes(
+    fn inbox_writes(
         pool: &SqlitePool,
         statements: &Statements,
         _options: &StoreOptions,

@@ -115,7 +115,7 @@ impl<DB: SqlDatabase> SequenceStore for SqlSequences<DB> {
     async fn position(&self, resource: &str) -> Result<Option<u64>, SequenceError> {
         let position: Option<i64> = sql::<DB>(&self.statements.position)
             .bind(resource)
-            .fetch_scalar(&self.pool)
+            .fetch_optional_scalar(&self.pool)
             .await?;
         Ok(position.map(i64::cast_unsigned))
     }

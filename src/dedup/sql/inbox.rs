@@ -66,7 +66,7 @@ pub trait InboxBackend: Database {
 
     /// The writes of a store on `pool`, or `current` changed for new
     /// `options`.
-    fn writes(
+    fn inbox_writes(
         pool: &Pool<Self>,
         statements: &Statements,
         options: &StoreOptions,
@@ -120,7 +120,7 @@ impl<DB: SqlDatabase> SqlInbox<DB> {
         let statements = Statements::new(prefix, &DB::DIALECT, DB::ACCEPT, DB::ON_INBOX)?;
         let options = StoreOptions::default();
         Ok(Self {
-            writes: DB::writes(&pool, &statements, &options, None),
+            writes: DB::inbox_writes(&pool, &statements, &options, None),
             pool,
             options,
             statements,
@@ -130,7 +130,7 @@ impl<DB: SqlDatabase> SqlInbox<DB> {
     /// Uses `options` for retention, visibility timeout and attempts.
     #[must_use]
     pub fn with_options(mut self, options: StoreOptions) -> Self {
-        self.writes = DB::writes(&self.pool, &self.statements, &options, Some(&self.writes));
+        self.writes = DB::inbox_writes(&self.pool, &self.statements, &options, Some(&self.writes));
         self.options = options;
         self
     }

@@ -20,7 +20,7 @@ mod registry;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql_store;
+pub(crate) mod sql_store;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 pub(crate) mod take_across;
@@ -33,6 +33,8 @@ use super::rules::{Attempt, Step, WaitReason};
 pub use super::rules::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
 
 pub use any::AnyOutbox;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use batch::OutboxBackend;
 pub use error::OutboxError;
 pub use keep::{Keeping, Keyed, Retention, SendKey};
 pub use memory::MemoryOutbox;
@@ -41,6 +43,8 @@ pub use postgres::PostgresOutbox;
 #[cfg(feature = "redis")]
 pub use redis::RedisOutbox;
 pub use registry::{EndpointRegistry, SavedEndpoints};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql_store::SqlOutbox;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteOutbox;
 pub use take_across::{DueAcross, Wanted};

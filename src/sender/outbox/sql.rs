@@ -63,7 +63,7 @@ pub(crate) type TakeRow = (String, Vec<u8>, i64, i64, i64, i64, i64, i64, Option
 
 /// The statements both SQL delivery stores run.
 #[derive(Debug, Clone)]
-pub(crate) struct Statements {
+pub struct Statements {
     /// $1 endpoint, $2 id, $3 body, $4 due, $5 now.
     pub(crate) enqueue: SqlStr,
     /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until: nothing

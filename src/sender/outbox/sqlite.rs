@@ -2,17 +2,11 @@
 
 use std::path::Path;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
+use sqlx::Sqlite;
+use sqlx::sqlite::SqliteConnectOptions;
 
-use super::batch::Writes;
-use super::keep::sql::{KeepStatements, sql_keeping};
-use super::registry::sql::{RegistryStatements, sql_endpoint_registry};
-use super::sql::{Statements, schema};
-use super::sql_store::sql_delivery_store;
-use super::view::sql::{ViewStatements, sql_outbox_view};
-use crate::dedup::check_prefix;
+use super::sql_store::SqlOutbox;
 use crate::sender::OutboxError;
-use crate::store::sql::SQLITE;
 
 /// Deliveries and their attempts in a SQLite file, for a sender in one
 /// process: a restarted dispatcher picks up every pending delivery.
@@ -42,18 +36,9 @@ use crate::store::sql::SQLITE;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
-pub struct SqliteOutbox {
-    pool: SqlitePool,
-    prefix: String,
-    statements: Statements,
-    registry: RegistryStatements,
-    view: ViewStatements,
-    keep: KeepStatements,
-    writes: Writes<sqlx::Sqlite>,
-}
+pub type SqliteOutbox = SqlOutbox<Sqlite>;
 
-impl SqliteOutbox {
+impl SqlOutbox<Sqlite> {
     /// Opens (creating if needed) the database file at `path`, in WAL mode
     /// with `synchronous=FULL`, and runs [`migrate`](Self::migrate).
     ///
@@ -73,55 +58,6 @@ impl SqliteOutbox {
     }
 
     async fn open_with(options: SqliteConnectOptions) -> Result<Self, OutboxError> {
-        let pool = crate::store::sql::sqlite_pool(options, 1).await?;
-        let store = Self::new(pool, "hooklatch")?;
-        store.migrate().await?;
-        Ok(store)
-    }
-
-    /// A store on `pool` whose tables start with `prefix` (1 to 48 of
-    /// `a-z 0-9 _`, starting with a letter). Call
-    /// [`migrate`](Self::migrate) before use.
-    ///
-    /// The pool is used as you built it: it must set `synchronous=FULL`
-    /// (`migrate` refuses less), should use WAL and a busy timeout, and
-    /// gets none of the retries `open` makes while another process
-    /// switches a new file to WAL.
-    pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self, OutboxError> {
-        check_prefix(prefix)?;
-        let statements = Statements::new(prefix, &SQLITE);
-        Ok(Self {
-            writes: Writes::new(&pool, &statements, prefix, false),
-            statements,
-            registry: RegistryStatements::new(prefix),
-            view: ViewStatements::new(prefix),
-            keep: KeepStatements::new(prefix, &SQLITE),
-            prefix: prefix.to_owned(),
-            pool,
-        })
-    }
-
-    /// Creates or upgrades the tables and index, in one immediate
-    /// transaction.
-    pub async fn migrate(&self) -> Result<(), OutboxError> {
-        for schema in [
-            schema(&self.prefix, &SQLITE),
-            super::registry::sql::schema(&self.prefix, &SQLITE),
-            super::view::sql::schema(&self.prefix),
-            super::keep::sql::schema(&self.prefix, &SQLITE),
-        ] {
-            crate::store::sql::migrate_sqlite(&self.pool, &schema).await?;
-        }
-        Ok(())
-    }
-
-    /// The connection pool.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
+        Self::migrated(crate::store::sql::sqlite_pool(options, 1).await?).await
     }
 }
-
-sql_delivery_store!(SqliteOutbox, SQLITE);
-sql_endpoint_registry!(SqliteOutbox);
-sql_outbox_view!(SqliteOutbox);
-sql_keeping!(SqliteOutbox);

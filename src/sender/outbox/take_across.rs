@@ -10,6 +10,13 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use super::{EndpointHealth, Taken};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use {
+    super::codes::{TakenRow, due, health_from_fields},
+    crate::sender::OutboxError,
+    crate::store::sql::{SqlDatabase, sql_built},
+    crate::store::{millis, new_token, unix_millis},
+};
 
 /// One endpoint in a [take across endpoints](super::DeliveryStore::take_due_across):
 /// its name, how many of its due deliveries may be leased (its free
@@ -259,129 +266,124 @@ pub(crate) fn disabled_sql(prefix: &str, count: usize) -> sqlx::AssertSqlSafe<St
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const ACROSS_CHUNK: usize = 5_000;
 
-/// `take_due_across` for a SQL store with the fields `pool` and `prefix`,
-/// in `$dialect`: one statement leases, one reads the disabled endpoints'
+/// A disabled endpoint's row: its name and its saved health's fields.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+type DisabledRow = (String, Option<i64>, Option<i64>, Option<i64>);
+
+/// `take_due_across` for a SQL store on `pool` with the tables of
+/// `prefix`: one statement leases, one reads the disabled endpoints'
 /// health.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-macro_rules! sql_take_due_across {
-    ($dialect:expr) => {
-        async fn take_due_across(
-            &self,
-            wanted: &[$crate::sender::outbox::Wanted],
-            limit: usize,
-            lease: Duration,
-        ) -> Result<$crate::sender::outbox::DueAcross, OutboxError> {
-            use sqlx::Row as _;
-            use $crate::sender::outbox::codes::{TakenRow, due};
-            use $crate::sender::outbox::take_across::{disabled_sql, take_across_sql};
-            let mut found = $crate::sender::outbox::DueAcross::default();
-            if wanted.is_empty() {
-                return Ok(found);
-            }
-            let token = new_token();
-            let chunk = $crate::sender::outbox::take_across::ACROSS_CHUNK;
-            // Each row of `take_across_sql`: the endpoint, a take's row
-            // (`TakenRow`), then the endpoint's failing time.
-            let mut by_endpoint: std::collections::HashMap<String, Vec<TakenRow>> =
-                std::collections::HashMap::new();
-            let mut leased = 0;
-            // A statement that fails leaves its endpoints unanswered; what
-            // the others leased is returned all the same.
-            let (mut error, mut unanswered) = (None, Vec::new());
-            for wanted in wanted.chunks(chunk) {
-                let left = limit.saturating_sub(leased);
-                // With `LATERAL` the take also reads which endpoints are
-                // disabled: every chunk runs, leasing nothing once the
-                // limit is reached.
-                if left == 0 && !$dialect.lateral {
-                    break;
-                }
-                let sql = take_across_sql(&self.prefix, &$dialect, wanted.len());
-                let mut query = sqlx::query(sql)
-                    .bind(&token)
-                    .bind(millis(lease))
-                    .bind(i64::try_from(left).unwrap_or(i64::MAX));
-                for want in wanted {
-                    query = query
-                        .bind(&want.endpoint)
-                        .bind(i64::try_from(want.limit).unwrap_or(i64::MAX))
-                        .bind(unix_millis(want.now));
-                }
-                let rows = match query.fetch_all(&self.pool).await {
-                    Ok(rows) => rows,
-                    Err(failed) => {
-                        error.get_or_insert(OutboxError::from(failed));
-                        unanswered.extend(wanted.iter().map(|want| want.endpoint.clone()));
-                        continue;
-                    }
-                };
-                for row in rows {
-                    // With `LATERAL`, each row starts with its kind, and a
-                    // disabled endpoint's health comes in the same answer.
-                    let at = usize::from($dialect.lateral);
-                    if $dialect.lateral && row.try_get::<i64, _>(0)? == 1 {
-                        let endpoint: String = row.try_get(1)?;
-                        let fields = (row.try_get(10)?, row.try_get(11)?, row.try_get(12)?);
-                        found.health.insert(endpoint, health_from_fields(fields));
-                        continue;
-                    }
-                    let endpoint: String = row.try_get(at)?;
-                    let failing: Option<i64> = row.try_get(at + 9)?;
-                    let health = health_from_fields((failing, None, None));
-                    found.health.entry(endpoint.clone()).or_insert(health);
-                    let taken: TakenRow = (
-                        row.try_get(at + 1)?,
-                        row.try_get(at + 2)?,
-                        row.try_get(at + 3)?,
-                        row.try_get(at + 4)?,
-                        row.try_get(at + 5)?,
-                        row.try_get(at + 6)?,
-                        row.try_get(at + 7)?,
-                        row.try_get(at + 8)?,
-                    );
-                    by_endpoint.entry(endpoint).or_default().push(taken);
-                    leased += 1;
-                }
-            }
-            let taken = by_endpoint.into_iter().flat_map(|(endpoint, rows)| {
-                due(&endpoint, &token, EndpointHealth::default(), rows).taken
-            });
-            found.taken = $crate::sender::outbox::take_across::round_robin(taken.collect());
-            // Without `LATERAL`, the disabled endpoints' health is a
-            // statement of its own.
-            if !$dialect.lateral {
-                for wanted in wanted.chunks(chunk) {
-                    let mut query = sqlx::query_as(disabled_sql(&self.prefix, wanted.len()));
-                    for want in wanted {
-                        query = query.bind(&want.endpoint);
-                    }
-                    let disabled: Vec<(String, Option<i64>, Option<i64>, Option<i64>)> =
-                        match query.fetch_all(&self.pool).await {
-                            Ok(disabled) => disabled,
-                            Err(failed) => {
-                                // Those that leased were enabled; the
-                                // rest's health is unknown.
-                                error.get_or_insert(OutboxError::from(failed));
-                                let unknown = wanted
-                                    .iter()
-                                    .filter(|want| !found.health.contains_key(&want.endpoint));
-                                unanswered.extend(unknown.map(|want| want.endpoint.clone()));
-                                continue;
-                            }
-                        };
-                    for (endpoint, failing, code, after) in disabled {
-                        found
-                            .health
-                            .insert(endpoint, health_from_fields((failing, code, after)));
-                    }
-                }
-            }
-            unanswered.sort_unstable();
-            unanswered.dedup();
-            found.or_failed(error, unanswered)
+pub(crate) async fn take_due_across<DB: SqlDatabase>(
+    pool: &sqlx::Pool<DB>,
+    prefix: &str,
+    wanted: &[Wanted],
+    limit: usize,
+    lease: std::time::Duration,
+) -> Result<DueAcross, OutboxError> {
+    let dialect = DB::DIALECT;
+    let mut found = DueAcross::default();
+    if wanted.is_empty() {
+        return Ok(found);
+    }
+    let token = new_token();
+    let chunk = ACROSS_CHUNK;
+    // Each row of `take_across_sql`: the endpoint, a take's row
+    // (`TakenRow`), then the endpoint's failing time.
+    let mut by_endpoint: std::collections::HashMap<String, Vec<TakenRow>> =
+        std::collections::HashMap::new();
+    let mut leased = 0;
+    // A statement that fails leaves its endpoints unanswered; what
+    // the others leased is returned all the same.
+    let (mut error, mut unanswered) = (None, Vec::new());
+    for wanted in wanted.chunks(chunk) {
+        let left = limit.saturating_sub(leased);
+        // With `LATERAL` the take also reads which endpoints are
+        // disabled: every chunk runs, leasing nothing once the
+        // limit is reached.
+        if left == 0 && !dialect.lateral {
+            break;
         }
-    };
+        let sql = take_across_sql(prefix, &dialect, wanted.len());
+        let mut query = sql_built::<DB>(sql)
+            .bind(&token)
+            .bind(millis(lease))
+            .bind(i64::try_from(left).unwrap_or(i64::MAX));
+        for want in wanted {
+            query = query
+                .bind(&want.endpoint)
+                .bind(i64::try_from(want.limit).unwrap_or(i64::MAX))
+                .bind(unix_millis(want.now));
+        }
+        let rows = match query.fetch_rows(pool).await {
+            Ok(rows) => rows,
+            Err(failed) => {
+                error.get_or_insert(OutboxError::from(failed));
+                unanswered.extend(wanted.iter().map(|want| want.endpoint.clone()));
+                continue;
+            }
+        };
+        for row in rows {
+            // With `LATERAL`, each row starts with its kind, and a
+            // disabled endpoint's health comes in the same answer.
+            let at = usize::from(dialect.lateral);
+            if dialect.lateral && DB::get::<i64>(&row, 0)? == 1 {
+                let endpoint: String = DB::get(&row, 1)?;
+                let fields = (DB::get(&row, 10)?, DB::get(&row, 11)?, DB::get(&row, 12)?);
+                found.health.insert(endpoint, health_from_fields(fields));
+                continue;
+            }
+            let endpoint: String = DB::get(&row, at)?;
+            let failing: Option<i64> = DB::get(&row, at + 9)?;
+            let health = health_from_fields((failing, None, None));
+            found.health.entry(endpoint.clone()).or_insert(health);
+            let taken: TakenRow = (
+                DB::get(&row, at + 1)?,
+                DB::get(&row, at + 2)?,
+                DB::get(&row, at + 3)?,
+                DB::get(&row, at + 4)?,
+                DB::get(&row, at + 5)?,
+                DB::get(&row, at + 6)?,
+                DB::get(&row, at + 7)?,
+                DB::get(&row, at + 8)?,
+            );
+            by_endpoint.entry(endpoint).or_default().push(taken);
+            leased += 1;
+        }
+    }
+    let taken = by_endpoint
+        .into_iter()
+        .flat_map(|(endpoint, rows)| due(&endpoint, &token, EndpointHealth::default(), rows).taken);
+    found.taken = round_robin(taken.collect());
+    // Without `LATERAL`, the disabled endpoints' health is a
+    // statement of its own.
+    if !dialect.lateral {
+        for wanted in wanted.chunks(chunk) {
+            let mut query = sql_built::<DB>(disabled_sql(prefix, wanted.len()));
+            for want in wanted {
+                query = query.bind(&want.endpoint);
+            }
+            let disabled: Vec<DisabledRow> = match query.fetch_all(pool).await {
+                Ok(disabled) => disabled,
+                Err(failed) => {
+                    // Those that leased were enabled; the
+                    // rest's health is unknown.
+                    error.get_or_insert(OutboxError::from(failed));
+                    let unknown = wanted
+                        .iter()
+                        .filter(|want| !found.health.contains_key(&want.endpoint));
+                    unanswered.extend(unknown.map(|want| want.endpoint.clone()));
+                    continue;
+                }
+            };
+            for (endpoint, failing, code, after) in disabled {
+                found
+                    .health
+                    .insert(endpoint, health_from_fields((failing, code, after)));
+            }
+        }
+    }
+    unanswered.sort_unstable();
+    unanswered.dedup();
+    found.or_failed(error, unanswered)
 }
-
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) use sql_take_due_across;

@@ -54,6 +54,13 @@ pub(crate) fn sql<DB: SqlDatabase>(sql: &SqlStr) -> Statement<DB> {
     }
 }
 
+/// A statement built for one call, such as one with a parameter per row.
+pub(crate) fn sql_built<DB: SqlDatabase>(sql: impl sqlx::SqlSafeStr) -> Statement<DB> {
+    Statement {
+        query: sqlx::query(sql),
+    }
+}
+
 impl<DB: SqlDatabase> Statement<DB> {
     /// Binds the next `$n`.
     pub(crate) fn bind(self, value: impl sealed::Value) -> Self {
@@ -102,7 +109,7 @@ impl<DB: SqlDatabase> Statement<DB> {
     }
 
     /// Runs it; the first column of its first row, if any.
-    pub(crate) async fn fetch_scalar<'a, T: sealed::Value>(
+    pub(crate) async fn fetch_optional_scalar<'a, T: sealed::Column>(
         self,
         on: impl Into<On<'a, DB>>,
     ) -> Result<Option<T>, sqlx::Error>
@@ -110,6 +117,31 @@ impl<DB: SqlDatabase> Statement<DB> {
         (T,): sealed::Columns,
     {
         Ok(self.fetch_optional::<(T,)>(on).await?.map(|(value,)| value))
+    }
+
+    /// Runs it; the first column of its first row, which must be there.
+    #[cfg_attr(not(feature = "sender"), allow(dead_code))]
+    pub(crate) async fn fetch_one_scalar<'a, T: sealed::Column>(
+        self,
+        on: impl Into<On<'a, DB>>,
+    ) -> Result<T, sqlx::Error>
+    where
+        (T,): sealed::Columns,
+    {
+        Ok(self.fetch_one::<(T,)>(on).await?.0)
+    }
+
+    /// Runs it; the first column of every row.
+    #[cfg_attr(not(feature = "sender"), allow(dead_code))]
+    pub(crate) async fn fetch_all_scalar<'a, T: sealed::Column>(
+        self,
+        on: impl Into<On<'a, DB>>,
+    ) -> Result<Vec<T>, sqlx::Error>
+    where
+        (T,): sealed::Columns,
+    {
+        let rows = self.fetch_all::<(T,)>(on).await?;
+        Ok(rows.into_iter().map(|(value,)| value).collect())
     }
 }
 
@@ -130,6 +162,11 @@ pub(crate) mod sealed {
     pub trait Value: Send + EncodeSqlite + EncodePostgres {}
     impl<T: Send + EncodeSqlite + EncodePostgres> Value for T {}
 
+    /// What a column may decode into: a type both compiled databases
+    /// decode.
+    pub trait Column: Send + ColumnSqlite + ColumnPostgres {}
+    impl<T: Send + ColumnSqlite + ColumnPostgres> Column for T {}
+
     /// What a row may decode into: a tuple both compiled databases decode.
     pub trait Columns: Send + Unpin + DecodeSqlite + DecodePostgres {}
     impl<T: Send + Unpin + DecodeSqlite + DecodePostgres> Columns for T {}
@@ -143,6 +180,8 @@ pub(crate) mod sealed {
         impl<T: for<'t> Encode<'t, Sqlite> + Type<Sqlite>> EncodeSqlite for T {}
         pub trait DecodeSqlite: for<'r> FromRow<'r, SqliteRow> {}
         impl<T: for<'r> FromRow<'r, SqliteRow>> DecodeSqlite for T {}
+        pub trait ColumnSqlite: for<'r> sqlx::Decode<'r, Sqlite> + Type<Sqlite> {}
+        impl<T: for<'r> sqlx::Decode<'r, Sqlite> + Type<Sqlite>> ColumnSqlite for T {}
     }
     #[cfg(not(feature = "sqlite"))]
     mod sqlite_bounds {
@@ -150,6 +189,8 @@ pub(crate) mod sealed {
         impl<T> EncodeSqlite for T {}
         pub trait DecodeSqlite {}
         impl<T> DecodeSqlite for T {}
+        pub trait ColumnSqlite {}
+        impl<T> ColumnSqlite for T {}
     }
     #[cfg(feature = "postgres")]
     mod postgres_bounds {
@@ -160,6 +201,8 @@ pub(crate) mod sealed {
         impl<T: for<'t> Encode<'t, Postgres> + Type<Postgres>> EncodePostgres for T {}
         pub trait DecodePostgres: for<'r> FromRow<'r, PgRow> {}
         impl<T: for<'r> FromRow<'r, PgRow>> DecodePostgres for T {}
+        pub trait ColumnPostgres: for<'r> sqlx::Decode<'r, Postgres> + Type<Postgres> {}
+        impl<T: for<'r> sqlx::Decode<'r, Postgres> + Type<Postgres>> ColumnPostgres for T {}
     }
     #[cfg(not(feature = "postgres"))]
     mod postgres_bounds {
@@ -167,12 +210,24 @@ pub(crate) mod sealed {
         impl<T> EncodePostgres for T {}
         pub trait DecodePostgres {}
         impl<T> DecodePostgres for T {}
+        pub trait ColumnPostgres {}
+        impl<T> ColumnPostgres for T {}
     }
-    use postgres_bounds::{DecodePostgres, EncodePostgres};
-    use sqlite_bounds::{DecodeSqlite, EncodeSqlite};
+    use postgres_bounds::{ColumnPostgres, DecodePostgres, EncodePostgres};
+    use sqlite_bounds::{ColumnSqlite, DecodeSqlite, EncodeSqlite};
+
+    /// The outbox's side of a database, where the sender is compiled.
+    #[cfg(feature = "sender")]
+    pub trait OutboxPart: crate::sender::outbox::OutboxBackend {}
+    #[cfg(feature = "sender")]
+    impl<T: crate::sender::outbox::OutboxBackend> OutboxPart for T {}
+    #[cfg(not(feature = "sender"))]
+    pub trait OutboxPart {}
+    #[cfg(not(feature = "sender"))]
+    impl<T> OutboxPart for T {}
 
     /// One database's side of the stores' shared code.
-    pub trait Backend: Database + crate::dedup::sql::InboxBackend {
+    pub trait Backend: Database + crate::dedup::sql::InboxBackend + OutboxPart {
         /// How its statements are written.
         const DIALECT: Dialect;
 
@@ -201,6 +256,9 @@ pub(crate) mod sealed {
 
         /// Decodes a row a statement returned.
         fn decode<T: Columns>(row: &Self::Row) -> Result<T, sqlx::Error>;
+
+        /// Decodes one column of a row, by position.
+        fn get<T: Column>(row: &Self::Row, index: usize) -> Result<T, sqlx::Error>;
 
         fn fetch_optional<T: Columns>(
             query: Query<Self>,
@@ -259,6 +317,10 @@ pub(crate) mod sealed {
 
                 fn decode<T: Columns>(row: &$row) -> Result<T, sqlx::Error> {
                     <T as sqlx::FromRow<'_, $row>>::from_row(row)
+                }
+
+                fn get<T: Column>(row: &$row, index: usize) -> Result<T, sqlx::Error> {
+                    sqlx::Row::try_get(row, index)
                 }
 
                 async fn fetch_optional<T: Columns>(

@@ -10,7 +10,7 @@ use sqlx::{AssertSqlSafe, SqlSafeStr as _, SqlStr};
 mod database;
 
 pub use database::SqlDatabase;
-pub(crate) use database::{On, sql};
+pub(crate) use database::{On, sql, sql_built};
 
 /// What differs between the two databases in the statements we write.
 #[derive(Debug, Clone, Copy)]
@@ -173,33 +173,33 @@ const READ_VERSION: &str = "SELECT version FROM hooklatch_schema_versions WHERE 
 const WRITE_VERSION: &str = "INSERT INTO hooklatch_schema_versions (component, version) VALUES ($1, $2) \
      ON CONFLICT (component) DO UPDATE SET version = excluded.version";
 
-/// Inside a migration's transaction `$tx`: creates the version table if
-/// missing, reads `$schema`'s recorded version, and when it is behind runs
-/// the schema's statements and records the new version; then commits. A
-/// macro because the two databases' transactions are different types.
-macro_rules! bring_up_to_date {
-    ($tx:ident, $schema:expr, $dialect:expr) => {{
-        sqlx::query(AssertSqlSafe(create_versions(&$dialect)))
-            .execute(&mut *$tx)
-            .await?;
-        let version: Option<i64> = sqlx::query_scalar(READ_VERSION)
-            .bind(&$schema.component)
-            .fetch_optional(&mut *$tx)
-            .await?;
-        if version.is_none_or(|v| v < $schema.version) {
-            for statement in &$schema.statements {
-                sqlx::query(AssertSqlSafe(statement.clone()))
-                    .execute(&mut *$tx)
-                    .await?;
-            }
-            sqlx::query(WRITE_VERSION)
-                .bind(&$schema.component)
-                .bind($schema.version)
-                .execute(&mut *$tx)
+/// Inside a migration's transaction `tx`: creates the version table if
+/// missing, reads `schema`'s recorded version, and when it is behind runs
+/// the schema's statements and records the new version; then commits.
+async fn bring_up_to_date<DB: SqlDatabase>(
+    mut tx: sqlx::Transaction<'_, DB>,
+    schema: &Schema,
+) -> Result<(), sqlx::Error> {
+    sql_built::<DB>(AssertSqlSafe(create_versions(&DB::DIALECT)))
+        .execute(&mut *tx)
+        .await?;
+    let version: Option<i64> = sql_built::<DB>(READ_VERSION)
+        .bind(&schema.component)
+        .fetch_optional_scalar(&mut *tx)
+        .await?;
+    if version.is_none_or(|v| v < schema.version) {
+        for statement in &schema.statements {
+            sql_built::<DB>(AssertSqlSafe(statement.clone()))
+                .execute(&mut *tx)
                 .await?;
         }
-        $tx.commit().await
-    }};
+        sql_built::<DB>(WRITE_VERSION)
+            .bind(&schema.component)
+            .bind(schema.version)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await
 }
 
 /// A pool of up to 16 connections to `url`, waiting at most 5 seconds for
@@ -239,7 +239,7 @@ pub(crate) async fn migrate_postgres(
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('hooklatch-migrate'))")
         .execute(&mut *tx)
         .await?;
-    bring_up_to_date!(tx, schema, POSTGRES)
+    bring_up_to_date(tx, schema).await
 }
 
 /// How long a SQLite connection waits for another's lock.
@@ -328,8 +328,8 @@ pub(crate) async fn migrate_sqlite(
             .into(),
         ));
     }
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    bring_up_to_date!(tx, schema, SQLITE)
+    let tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    bring_up_to_date(tx, schema).await
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
 use crate::store::{now_millis, unix_millis};
 
 /// One enqueue, owned, waiting for its batch.
-pub(crate) struct Enqueue {
+pub struct Enqueue {
     endpoint: String,
     id: String,
     body: Vec<u8>,
@@ -106,7 +106,7 @@ impl Enqueue {
 
 /// One attempt's record and the step after it, owned, waiting for its
 /// batch.
-pub(crate) struct Finish {
+pub struct Finish {
     endpoint: String,
     id: String,
     token: String,
@@ -142,23 +142,30 @@ impl Finish {
     }
 }
 
-/// A SQL outbox's batched writes: its enqueues and its attempts' records,
-/// each with a writer of its own.
-#[derive(Debug)]
-pub(crate) struct Writes<DB: sqlx::Database>
-where
-    Enqueues<DB>: CommitBatch,
-    Finishes<DB>: CommitBatch,
-{
-    pub(crate) enqueues: GroupCommit<Enqueues<DB>>,
-    pub(crate) finishes: GroupCommit<Finishes<DB>>,
+/// One database's side of `SqlOutbox`: how its batches of enqueues and
+/// of attempts' records commit.
+pub trait OutboxBackend: sqlx::Database {
+    /// Commits enqueues.
+    type Enqueues: CommitBatch<Job = Enqueue, Outcome = bool>;
+    /// Commits attempts' records and the health they change.
+    type Finishes: CommitBatch<Job = Finish, Outcome = Option<EndpointHealth>>;
+
+    /// The writers of a store on `pool` for the tables of `prefix`.
+    fn outbox_writes(
+        pool: &sqlx::Pool<Self>,
+        statements: &Statements,
+        prefix: &str,
+    ) -> Writes<Self>;
 }
 
-impl<DB: sqlx::Database> Clone for Writes<DB>
-where
-    Enqueues<DB>: CommitBatch,
-    Finishes<DB>: CommitBatch,
-{
+/// A SQL outbox's batched writes: its enqueues and its attempts' records,
+/// each with a writer of its own.
+pub struct Writes<DB: OutboxBackend> {
+    pub(crate) enqueues: GroupCommit<DB::Enqueues>,
+    pub(crate) finishes: GroupCommit<DB::Finishes>,
+}
+
+impl<DB: OutboxBackend> Clone for Writes<DB> {
     fn clone(&self) -> Self {
         Self {
             enqueues: self.enqueues.clone(),
@@ -167,40 +174,34 @@ where
     }
 }
 
-impl<DB: sqlx::Database> Writes<DB>
-where
-    Enqueues<DB>: CommitBatch,
-    Finishes<DB>: CommitBatch,
-{
-    /// The writes on `pool` with the store's `statements`; `many` adds
-    /// the statements over arrays (Postgres) for the tables of `prefix`.
-    pub(crate) fn new(
-        pool: &sqlx::Pool<DB>,
-        statements: &Statements,
-        prefix: &str,
-        many: bool,
-    ) -> Self {
-        Self {
-            enqueues: GroupCommit::new(Enqueues {
-                pool: pool.clone(),
-                one: statements.enqueue.clone(),
-                many: many.then(|| enqueue_many(prefix)),
+/// The writers of a store on `pool` with the store's `statements`; `many`
+/// adds the statements over arrays (Postgres) for the tables of `prefix`.
+pub(crate) fn writers<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+    statements: &Statements,
+    prefix: &str,
+    many: bool,
+) -> (Enqueues<DB>, Finishes<DB>) {
+    (
+        Enqueues {
+            pool: pool.clone(),
+            one: statements.enqueue.clone(),
+            many: many.then(|| enqueue_many(prefix)),
+        },
+        Finishes {
+            pool: pool.clone(),
+            statements: statements.clone(),
+            in_one_statement: many.then(|| InOneStatement {
+                one: finish_one(prefix),
+                many: finish_many(prefix),
             }),
-            finishes: GroupCommit::new(Finishes {
-                pool: pool.clone(),
-                statements: statements.clone(),
-                in_one_statement: many.then(|| InOneStatement {
-                    one: finish_one(prefix),
-                    many: finish_many(prefix),
-                }),
-            }),
-        }
-    }
+        },
+    )
 }
 
 /// Commits enqueues.
 #[derive(Debug)]
-pub(crate) struct Enqueues<DB: sqlx::Database> {
+pub struct Enqueues<DB: sqlx::Database> {
     pool: sqlx::Pool<DB>,
     one: SqlStr,
     many: Option<SqlStr>,
@@ -223,7 +224,7 @@ impl<DB: sqlx::Database> Batched for Enqueues<DB> {
 
 /// Commits attempts' records.
 #[derive(Debug)]
-pub(crate) struct Finishes<DB: sqlx::Database> {
+pub struct Finishes<DB: sqlx::Database> {
     pool: sqlx::Pool<DB>,
     statements: Statements,
     in_one_statement: Option<InOneStatement>,

@@ -126,6 +126,25 @@ pub(super) fn finish_many(prefix: &str) -> SqlStr {
 
 /// Enqueues a batch on Postgres: one statement over arrays, its own
 /// transaction; a batch of one with the one-delivery statement.
+/// Postgres' batches: each one statement over arrays.
+#[cfg(feature = "postgres")]
+impl crate::sender::outbox::OutboxBackend for sqlx::Postgres {
+    type Enqueues = Enqueues<sqlx::Postgres>;
+    type Finishes = Finishes<sqlx::Postgres>;
+
+    fn outbox_writes(
+        pool: &sqlx::PgPool,
+        statements: &crate::sender::outbox::sql::Statements,
+        prefix: &str,
+    ) -> super::Writes<Self> {
+        let (enqueues, finishes) = super::writers(pool, statements, prefix, true);
+        super::Writes {
+            enqueues: crate::store::group_commit::GroupCommit::new(enqueues),
+            finishes: crate::store::group_commit::GroupCommit::new(finishes),
+        }
+    }
+}
+
 #[cfg(feature = "postgres")]
 impl CommitBatch for Enqueues<sqlx::Postgres> {
     const WRITERS: usize = 2;

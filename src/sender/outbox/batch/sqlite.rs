@@ -1,7 +1,29 @@
 //! The SQLite outbox's batches: the one-delivery statements for each job,
 //! in order, in one transaction.
 
-use super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar};
+use super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar, Writes, writers};
+use crate::sender::outbox::OutboxBackend;
+use crate::sender::outbox::sql::Statements;
+use crate::store::group_commit::GroupCommit;
+
+/// SQLite's batches: each job's one-delivery statements, in order, in one
+/// transaction.
+impl OutboxBackend for sqlx::Sqlite {
+    type Enqueues = Enqueues<sqlx::Sqlite>;
+    type Finishes = Finishes<sqlx::Sqlite>;
+
+    fn outbox_writes(
+        pool: &sqlx::SqlitePool,
+        statements: &Statements,
+        prefix: &str,
+    ) -> Writes<Self> {
+        let (enqueues, finishes) = writers(pool, statements, prefix, false);
+        Writes {
+            enqueues: GroupCommit::new(enqueues),
+            finishes: GroupCommit::new(finishes),
+        }
+    }
+}
 use crate::sender::outbox::codes::{HealthFields, failed_at, health_from_fields};
 use crate::store::group_commit::CommitBatch;
 
