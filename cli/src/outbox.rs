@@ -228,7 +228,7 @@ fn answer(result: &Result<u16, hooklatch::sender::AttemptError>) -> String {
 
 pub(crate) fn outbox(args: OutboxArgs) -> Result<ExitCode, UsageError> {
     if let Some(endpoint) = endpoint_of(&args.command) {
-        hooklatch::dedup::validate_namespace(endpoint)?;
+        hooklatch::sender::outbox::validate_endpoint_name(endpoint)?;
     }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {

@@ -164,3 +164,26 @@ fn a_store_url_of_no_outbox_is_a_usage_error_without_its_password() {
     assert!(stderr.contains("sqlite:PATH"), "{stderr}");
     assert!(!stderr.contains("memory:"), "{stderr}");
 }
+
+#[test]
+fn a_bad_endpoint_name_is_a_usage_error_that_calls_it_an_endpoint_name() {
+    // The name is checked before the store is opened.
+    let file = std::env::temp_dir().join(format!("hooklatch-cli-name-{}.db", std::process::id()));
+    let store = format!("sqlite:{}", file.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([
+            "outbox",
+            "--store",
+            &store,
+            "disable",
+            "--endpoint",
+            "two words",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid endpoint name: "), "{stderr}");
+    assert!(!stderr.contains("namespace"), "{stderr}");
+    assert!(!file.exists(), "the store was opened");
+}

@@ -88,19 +88,7 @@ pub enum DedupError {
     },
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-impl From<sqlx::Error> for DedupError {
-    fn from(error: sqlx::Error) -> Self {
-        Self::Store(error.into())
-    }
-}
-
-#[cfg(feature = "redis")]
-impl From<redis::RedisError> for DedupError {
-    fn from(error: redis::RedisError) -> Self {
-        Self::Store(error.into())
-    }
-}
+crate::store::driver_errors_into_store!(DedupError);
 
 impl DedupError {
     /// Whether the request itself is at fault (a bad key), so that retrying

@@ -32,16 +32,4 @@ pub enum SequenceError {
     NoPersistence(String),
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-impl From<sqlx::Error> for SequenceError {
-    fn from(error: sqlx::Error) -> Self {
-        Self::Store(error.into())
-    }
-}
-
-#[cfg(feature = "redis")]
-impl From<redis::RedisError> for SequenceError {
-    fn from(error: redis::RedisError) -> Self {
-        Self::Store(error.into())
-    }
-}
+crate::store::driver_errors_into_store!(SequenceError);

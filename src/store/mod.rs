@@ -13,6 +13,28 @@ pub(crate) mod redis;
 pub(crate) mod sql;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `From` the drivers' errors (those compiled) for an area's error type
+/// whose `Store` variant holds a [`StoreError`], so that `?` works on a
+/// driver call in every store.
+macro_rules! driver_errors_into_store {
+    ($error:ty) => {
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        impl From<sqlx::Error> for $error {
+            fn from(error: sqlx::Error) -> Self {
+                Self::Store(error.into())
+            }
+        }
+
+        #[cfg(feature = "redis")]
+        impl From<::redis::RedisError> for $error {
+            fn from(error: ::redis::RedisError) -> Self {
+                Self::Store(error.into())
+            }
+        }
+    };
+}
+pub(crate) use driver_errors_into_store;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The database behind a store failed or could not be reached. Opaque, so

@@ -368,7 +368,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         signer: Signer,
         policy: Policy,
     ) -> Result<(), DispatchError> {
-        crate::dedup::validate_namespace(name).map_err(OutboxError::from)?;
+        crate::sender::outbox::validate_endpoint_name(name)?;
         self.check_lease(&policy)?;
         let health = self.inner.store.health(name).await?;
         let endpoint = Endpoint::new(url, signer);

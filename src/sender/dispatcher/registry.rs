@@ -86,7 +86,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         name: &str,
         config: &EndpointConfig,
     ) -> Result<(), DispatchError> {
-        crate::dedup::validate_namespace(name).map_err(OutboxError::from)?;
+        crate::sender::outbox::validate_endpoint_name(name)?;
         self.check_lease(config.policy())?;
         let signer = config.signer()?;
         let json = config.to_json();

@@ -104,19 +104,7 @@ impl From<DedupError> for OutboxError {
     }
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-impl From<sqlx::Error> for OutboxError {
-    fn from(error: sqlx::Error) -> Self {
-        Self::Store(error.into())
-    }
-}
-
-#[cfg(feature = "redis")]
-impl From<redis::RedisError> for OutboxError {
-    fn from(error: redis::RedisError) -> Self {
-        Self::Store(error.into())
-    }
-}
+crate::store::driver_errors_into_store!(OutboxError);
 
 #[cfg(test)]
 mod tests {

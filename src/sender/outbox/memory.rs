@@ -131,7 +131,7 @@ impl Deliveries {
 
 impl super::EndpointRegistry for MemoryOutbox {
     async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, OutboxError> {
-        crate::dedup::validate_namespace(name)?;
+        super::validate_endpoint_name(name)?;
         Ok(self.registry.save(name, config))
     }
 

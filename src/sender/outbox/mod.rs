@@ -59,6 +59,21 @@ pub use view::{DeliveryCounts, EndpointSummary, OutboxView, RecentAttempt};
 /// ```
 pub const OUTBOX_PURGE_BATCH: u64 = 1_000;
 
+/// Checks that `name` can name an endpoint in an outbox: 1 to 64
+/// characters of `A-Z a-z 0-9 _ - . :`. Use it to refuse a bad
+/// configuration at startup; every outbox method checks it too.
+///
+/// ```
+/// use hooklatch::sender::outbox::validate_endpoint_name;
+///
+/// assert!(validate_endpoint_name("tenant-7.orders").is_ok());
+/// let refused = validate_endpoint_name("two words").unwrap_err();
+/// assert!(refused.to_string().starts_with("invalid endpoint name: "));
+/// ```
+pub fn validate_endpoint_name(name: &str) -> Result<(), OutboxError> {
+    Ok(crate::dedup::validate_namespace(name)?)
+}
+
 /// A delivery a dispatcher has leased for one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taken {

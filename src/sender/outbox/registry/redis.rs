@@ -7,9 +7,9 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use super::{EndpointRegistry, SavedEndpoints};
-use crate::dedup::validate_namespace;
 use crate::sender::OutboxError;
 use crate::sender::RedisOutbox;
+use crate::sender::outbox::validate_endpoint_name;
 
 /// KEYS[1] configurations, KEYS[2] version; ARGV[1] name, ARGV[2] config.
 static SAVE: LazyLock<Script> = LazyLock::new(|| {
@@ -90,7 +90,7 @@ impl RedisOutbox {
 
 impl EndpointRegistry for RedisOutbox {
     async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, OutboxError> {
-        validate_namespace(name)?;
+        validate_endpoint_name(name)?;
         self.run_registry_script(&SAVE, &[name, config]).await
     }
 

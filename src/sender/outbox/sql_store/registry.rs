@@ -3,15 +3,14 @@
 //! removal.
 
 use super::SqlOutbox;
-use crate::dedup::validate_namespace;
 use crate::sender::OutboxError;
-use crate::sender::outbox::{EndpointRegistry, SavedEndpoints};
+use crate::sender::outbox::{EndpointRegistry, SavedEndpoints, validate_endpoint_name};
 use crate::store::sql::{SqlDatabase, sql};
 
 /// The registry of a SQL outbox, in its `{prefix}_endpoint_configs` table.
 impl<DB: SqlDatabase> EndpointRegistry for SqlOutbox<DB> {
     async fn save_endpoint(&self, name: &str, config: &str) -> Result<u64, OutboxError> {
-        validate_namespace(name)?;
+        validate_endpoint_name(name)?;
         let mut tx = self.pool.begin().await?;
         sql::<DB>(&self.registry.save)
             .bind(name)
