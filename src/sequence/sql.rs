@@ -1,7 +1,7 @@
 //! [`SqlSequences`]: positions in a SQL table, written once for both
 //! databases.
 
-use sqlx::{Database, Pool};
+use sqlx::Pool;
 
 use super::{SequenceError, SequenceStore, check};
 use crate::store::sql::{SqlDatabase, sql, statement, valid_prefix};
@@ -30,12 +30,12 @@ use crate::store::sql::{SqlDatabase, sql, statement, valid_prefix};
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct SqlSequences<DB: Database> {
+pub struct SqlSequences<DB: SqlDatabase> {
     pool: Pool<DB>,
     statements: Statements,
 }
 
-impl<DB: Database> Clone for SqlSequences<DB> {
+impl<DB: SqlDatabase> Clone for SqlSequences<DB> {
     fn clone(&self) -> Self {
         Self {
             pool: self.pool.clone(),

@@ -124,8 +124,6 @@ pub(super) fn finish_many(prefix: &str) -> SqlStr {
     ))
 }
 
-/// Enqueues a batch on Postgres: one statement over arrays, its own
-/// transaction; a batch of one with the one-delivery statement.
 /// Postgres' batches: each one statement over arrays.
 #[cfg(feature = "postgres")]
 impl crate::sender::outbox::OutboxBackend for sqlx::Postgres {
@@ -145,6 +143,8 @@ impl crate::sender::outbox::OutboxBackend for sqlx::Postgres {
     }
 }
 
+/// Enqueues a batch on Postgres: one statement over arrays, its own
+/// transaction; a batch of one with the one-delivery statement.
 #[cfg(feature = "postgres")]
 impl CommitBatch for Enqueues<sqlx::Postgres> {
     const WRITERS: usize = 2;

@@ -3,8 +3,9 @@
 
 use super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar, Writes, writers};
 use crate::sender::outbox::OutboxBackend;
+use crate::sender::outbox::codes::{HealthFields, failed_at, health_from_fields};
 use crate::sender::outbox::sql::Statements;
-use crate::store::group_commit::GroupCommit;
+use crate::store::group_commit::{CommitBatch, GroupCommit};
 
 /// SQLite's batches: each job's one-delivery statements, in order, in one
 /// transaction.
@@ -24,8 +25,6 @@ impl OutboxBackend for sqlx::Sqlite {
         }
     }
 }
-use crate::sender::outbox::codes::{HealthFields, failed_at, health_from_fields};
-use crate::store::group_commit::CommitBatch;
 
 /// Records a batch on SQLite, in one transaction: the one-delivery
 /// statements for each, in order, and each health change that alters the
