@@ -27,10 +27,10 @@ use common::StoreBench;
 use criterion::Criterion;
 use futures_util::StreamExt;
 use hooklatch::sender::outbox::DeliveryStore;
-use hooklatch::sender::{
-    Attempt, DeliveryState, Dispatcher, Final, HealthChange, Jitter, Policy, PostgresOutbox,
-    RedisOutbox, Response, Schedule, SqliteOutbox, Step, Transport, transport_fn,
-};
+use hooklatch::sender::outbox::{DeliveryState, HealthChange};
+use hooklatch::sender::rules::{Attempt, Final, Jitter, Schedule, Step};
+use hooklatch::sender::transport::{Response, transport_fn};
+use hooklatch::sender::{Dispatcher, Policy, PostgresOutbox, RedisOutbox, SqliteOutbox, Transport};
 use hooklatch::verify::{Scheme, Signer};
 use tokio::sync::Notify;
 

@@ -28,10 +28,12 @@ use hooklatch::sender::outbox::{
     DeliveryCounts, DeliveryStore, Due, DueAcross, EndpointRegistry, Keeping, NewDelivery,
     OutboxView, RecentAttempt, SavedEndpoints, StoredDelivery, Taken, Wanted,
 };
+use hooklatch::sender::outbox::{
+    DeliveryState, DisableReason, EndpointHealth, HealthChange, Retention,
+};
+use hooklatch::sender::rules::{Attempt, Breaker, Jitter, Schedule, Step};
 use hooklatch::sender::{
-    AddressPolicy, Attempt, Breaker, DeliveryState, DisableReason, Dispatcher, EndpointHealth,
-    HealthChange, HttpTransport, Jitter, Keyed, Policy, PostgresOutbox, RedisOutbox, Retention,
-    Schedule, SendKey, Step,
+    AddressPolicy, Dispatcher, HttpTransport, Keyed, Policy, PostgresOutbox, RedisOutbox, SendKey,
 };
 use hooklatch::verify::{Scheme, Signer};
 use tokio::net::TcpListener;

@@ -43,9 +43,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use hooklatch::dedup::{InboxQueue, SqliteInbox};
+use hooklatch::sender::outbox::{DeliveryState, DisableReason};
+use hooklatch::sender::rules::{Breaker, Jitter, NoticeKind, Schedule};
 use hooklatch::sender::{
-    AddressPolicy, Breaker, DeliveryState, DisableReason, Dispatcher, HttpTransport, Jitter,
-    NoticeKind, Policy, Schedule, SqliteOutbox, Transport,
+    AddressPolicy, Dispatcher, HttpTransport, Policy, SqliteOutbox, Transport,
 };
 use hooklatch::verify::{Clock, Scheme, Signer, Verifier};
 use hooklatch_tower::WebhookLayer;
@@ -248,7 +249,8 @@ impl Transport for Counting {
         url: &str,
         headers: &[(String, String)],
         body: &[u8],
-    ) -> Result<hooklatch::sender::Response, hooklatch::sender::TransportError> {
+    ) -> Result<hooklatch::sender::transport::Response, hooklatch::sender::transport::TransportError>
+    {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
         let _done = Done(&self.in_flight);
@@ -841,7 +843,7 @@ mod tests {
     fn disable(kept: (usize, usize)) -> Disable {
         Disable {
             at: 7 * DAY,
-            reason: hooklatch::sender::DisableReason::NoSuccessFor(7 * DAY),
+            reason: hooklatch::sender::outbox::DisableReason::NoSuccessFor(7 * DAY),
             told: true,
             kept,
             enabled_at: 8 * DAY,
@@ -902,7 +904,7 @@ mod tests {
         let disable = report.disable.as_ref().expect("disabled");
         assert_eq!(
             disable.reason,
-            hooklatch::sender::DisableReason::NoSuccessFor(7 * DAY)
+            hooklatch::sender::outbox::DisableReason::NoSuccessFor(7 * DAY)
         );
         assert!(disable.told, "the owner was told");
         assert!(disable.at >= 7 * DAY && disable.at < 8 * DAY, "{report:?}");

@@ -16,9 +16,11 @@ use hooklatch::sender::outbox::{
     DeliveryCounts, DeliveryStore, EndpointRegistry, Keeping, NewDelivery, OutboxView,
     RecentAttempt, SavedEndpoints, Wanted,
 };
+use hooklatch::sender::outbox::{DeliveryState, DisableReason, HealthChange, Retention};
+use hooklatch::sender::rules::Breaker;
+use hooklatch::sender::transport::{Response, TransportError};
 use hooklatch::sender::{
-    Breaker, DeliveryState, DisableReason, Disabled, DispatchError, Dispatcher, HealthChange,
-    Keyed, MemoryOutbox, Policy, Response, Retention, SendKey, Transport, TransportError,
+    Disabled, DispatchError, Dispatcher, Keyed, MemoryOutbox, Policy, SendKey, Transport,
 };
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -399,7 +401,7 @@ fn the_presets_are_complete_configurations() {
     }
     assert_eq!(
         breaker.state(later),
-        hooklatch::sender::BreakerState::Closed
+        hooklatch::sender::rules::BreakerState::Closed
     );
 }
 
@@ -511,10 +513,10 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
     async fn finish(
         &self,
         taken: &hooklatch::sender::outbox::Taken,
-        attempt: &hooklatch::sender::Attempt,
-        step: hooklatch::sender::Step,
+        attempt: &hooklatch::sender::rules::Attempt,
+        step: hooklatch::sender::rules::Step,
         change: Option<HealthChange>,
-    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::sender::OutboxError> {
+    ) -> Result<hooklatch::sender::outbox::EndpointHealth, hooklatch::sender::OutboxError> {
         self.finishes.fetch_add(1, Ordering::SeqCst);
         self.inner.finish(taken, attempt, step, change).await
     }
@@ -553,7 +555,7 @@ impl<S: DeliveryStore> DeliveryStore for Counting<S> {
     async fn health(
         &self,
         endpoint: &str,
-    ) -> Result<hooklatch::sender::EndpointHealth, hooklatch::sender::OutboxError> {
+    ) -> Result<hooklatch::sender::outbox::EndpointHealth, hooklatch::sender::OutboxError> {
         self.health_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.health(endpoint).await
     }
@@ -785,10 +787,10 @@ async fn a_backend_with_only_the_required_methods_delivers() {
         async fn finish(
             &self,
             taken: &hooklatch::sender::outbox::Taken,
-            attempt: &hooklatch::sender::Attempt,
-            step: hooklatch::sender::Step,
+            attempt: &hooklatch::sender::rules::Attempt,
+            step: hooklatch::sender::rules::Step,
             change: Option<HealthChange>,
-        ) -> Result<hooklatch::sender::EndpointHealth, OutboxError> {
+        ) -> Result<hooklatch::sender::outbox::EndpointHealth, OutboxError> {
             self.0.finish(taken, attempt, step, change).await
         }
         async fn put_back(

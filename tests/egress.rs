@@ -10,7 +10,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hooklatch::sender::{AddressPolicy, Forbidden, HttpTransport, Transport, check_url};
+use hooklatch::sender::guard::{Forbidden, check_url};
+use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -10,10 +10,10 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::outbox::EndpointRegistry;
-use hooklatch::sender::{
-    DeliveryState, DispatchError, Dispatcher, EndpointConfig, Response, Transport, TransportError,
-};
+use hooklatch::sender::transport::{Response, TransportError};
+use hooklatch::sender::{DispatchError, Dispatcher, EndpointConfig, Transport};
 use receiver::*;
 
 #[path = "support/outbox_backends.rs"]

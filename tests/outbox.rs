@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use hooklatch::sender::outbox::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
 use hooklatch::sender::outbox::{DeliveryStore, Keeping, OUTBOX_PURGE_BATCH, Taken, Wanted};
-use hooklatch::sender::{
-    Attempt, DeliveryState, DisableReason, Disabled, Dispatcher, EndpointHealth, Final,
-    HealthChange, Policy, RedisOutbox, Response, Step, Transport, TransportError,
-};
+use hooklatch::sender::rules::{Attempt, Final, Step};
+use hooklatch::sender::transport::{Response, TransportError};
+use hooklatch::sender::{Disabled, Dispatcher, Policy, RedisOutbox, Transport};
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
 
@@ -848,7 +848,7 @@ async fn every_step_keeps_a_delivery_findable_across_endpoints(backend: impl Bac
     let retry = Step::Retry {
         due: at(70_000),
         wait: Duration::from_secs(10),
-        reason: hooklatch::sender::WaitReason::Schedule,
+        reason: hooklatch::sender::rules::WaitReason::Schedule,
     };
     store
         .finish(&taken, &attempt, retry, None)

@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hooklatch::sender::OutboxError;
+use hooklatch::sender::PostgresOutbox;
+use hooklatch::sender::outbox::{DeliveryState, EndpointHealth, HealthChange};
 use hooklatch::sender::outbox::{DeliveryStore, Taken};
-use hooklatch::sender::{
-    Attempt, DeliveryState, EndpointHealth, Final, HealthChange, PostgresOutbox, Step,
-};
+use hooklatch::sender::rules::{Attempt, Final, Step};
 use outbox_backends::{Backend, postgres, sqlite};
 use sqlx::AssertSqlSafe;
 

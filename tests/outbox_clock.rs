@@ -10,7 +10,7 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use hooklatch::sender::DeliveryState;
+use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::outbox::DeliveryStore;
 use receiver::*;
 

@@ -10,8 +10,9 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::outbox::DeliveryStore;
-use hooklatch::sender::{DeliveryState, PostgresOutbox, RedisOutbox};
+use hooklatch::sender::{PostgresOutbox, RedisOutbox};
 use receiver::*;
 
 /// The outbox's Postgres is stopped for two seconds while deliveries run.
@@ -113,8 +114,8 @@ async fn outage_loses_no_delivery<S: DeliveryStore + Clone>(
 /// made: the retry finds it rather than sending twice.
 #[tokio::test]
 async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_write() {
-    use hooklatch::sender::DisableReason;
     use hooklatch::sender::OutboxError;
+    use hooklatch::sender::outbox::DisableReason;
     let server = support::redis();
     let prefix = support::unique("acks");
     let plain = RedisOutbox::connect(&server.url())
@@ -155,7 +156,7 @@ async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_wr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_synchronous_commit_off()
 {
-    use hooklatch::sender::{Attempt, Final, Step};
+    use hooklatch::sender::rules::{Attempt, Final, Step};
     use std::time::SystemTime;
     let (_server, admin, unflushed) = flush::postgres_with_lazy_wal_writer().await;
     PostgresOutbox::new(admin.clone(), "hooklatch")

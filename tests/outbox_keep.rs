@@ -13,8 +13,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hooklatch::sender::OutboxError;
 
+use hooklatch::sender::SendKey;
+use hooklatch::sender::outbox::{DeliveryState, Retention};
 use hooklatch::sender::outbox::{DeliveryStore, Keeping, OUTBOX_PURGE_BATCH, Taken};
-use hooklatch::sender::{Attempt, DeliveryState, Final, Retention, SendKey, Step};
+use hooklatch::sender::rules::{Attempt, Final, Step};
 
 #[path = "support/outbox_backends.rs"]
 mod backends;

@@ -7,7 +7,9 @@ mod support;
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::outbox::{DeliveryCounts, DeliveryStore, EndpointRegistry, OutboxView};
-use hooklatch::sender::{DeliveryState, DisableReason, EndpointConfig, Policy, WaitReason};
+use hooklatch::sender::outbox::{DeliveryState, DisableReason};
+use hooklatch::sender::rules::WaitReason;
+use hooklatch::sender::{EndpointConfig, Policy};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 

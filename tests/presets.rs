@@ -7,11 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hooklatch::sender::guard::check_url;
 use hooklatch::sender::outbox::DeliveryStore;
+use hooklatch::sender::outbox::{DeliveryState, DisableReason};
+use hooklatch::sender::rules::{Attempt, Final, Notice, NoticeKind, Step, WaitReason};
+use hooklatch::sender::transport::{Response, TransportError};
 use hooklatch::sender::{
-    AddressPolicy, Attempt, DeliveryRecord, DeliveryState, DisableReason, Disabled, DispatchError,
-    Dispatcher, Endpoint, Final, MemoryOutbox, Notice, NoticeKind, Policy, Response, Step,
-    Transport, TransportError, WaitReason, check_url, deliver,
+    AddressPolicy, DeliveryRecord, Disabled, DispatchError, Dispatcher, Endpoint, MemoryOutbox,
+    Policy, Transport, deliver,
 };
 use hooklatch::verify::{Scheme, Signer, Validity};
 

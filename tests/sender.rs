@@ -6,10 +6,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use hooklatch::sender::{
-    AttemptError, Breaker, Endpoint, Final, Forbidden, Jitter, Policy, Response, Schedule,
-    Transport, TransportError, WaitReason, deliver,
-};
+use hooklatch::sender::guard::Forbidden;
+use hooklatch::sender::rules::{AttemptError, Breaker, Final, Jitter, Schedule, WaitReason};
+use hooklatch::sender::transport::{Response, TransportError};
+use hooklatch::sender::{Endpoint, Policy, Transport, deliver};
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
 pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -369,10 +369,10 @@ mod over_http {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
     use axum::routing::{get, post};
-    use hooklatch::sender::{
-        AddressPolicy, Endpoint, Final, Forbidden, HttpTransport, Jitter, Policy, Schedule,
-        Transport, TransportError, deliver,
-    };
+    use hooklatch::sender::guard::Forbidden;
+    use hooklatch::sender::rules::{Final, Jitter, Schedule};
+    use hooklatch::sender::transport::TransportError;
+    use hooklatch::sender::{AddressPolicy, Endpoint, HttpTransport, Policy, Transport, deliver};
     use hooklatch::verify::{Scheme, Signer, Verifier};
 
     use super::SECRET;

@@ -8,8 +8,10 @@ mod receiver;
 
 use std::time::Duration;
 
+use hooklatch::sender::MemoryOutbox;
+use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::outbox::DeliveryStore;
-use hooklatch::sender::{Breaker, DeliveryState, MemoryOutbox};
+use hooklatch::sender::rules::Breaker;
 use hooklatch::verify::{Scheme, Signer};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use receiver::*;

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
+use hooklatch::sender::AnyOutbox;
 use hooklatch::sender::OutboxError;
 use hooklatch::sender::outbox::OutboxView;
-use hooklatch::sender::{AnyOutbox, DeliveryState, DisableReason, EndpointHealth};
+use hooklatch::sender::outbox::{DeliveryState, DisableReason, EndpointHealth};
 
 use crate::{UsageError, rfc3339};
 
@@ -219,7 +220,7 @@ async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), Outb
     Ok(())
 }
 
-fn answer(result: &Result<u16, hooklatch::sender::AttemptError>) -> String {
+fn answer(result: &Result<u16, hooklatch::sender::rules::AttemptError>) -> String {
     match result {
         Ok(status) => status.to_string(),
         Err(error) => format!("{:?}", error.as_str()),

@@ -5,10 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use hooklatch::sender::{
-    AddressPolicy, Attempt, Endpoint, Final, HttpTransport, IpNet, Jitter, Policy, Schedule,
-    WaitReason, check_address, check_url, deliver_observed,
-};
+use hooklatch::sender::guard::{IpNet, check_address, check_url};
+use hooklatch::sender::rules::{Attempt, Final, Jitter, Schedule, WaitReason};
+use hooklatch::sender::{AddressPolicy, Endpoint, HttpTransport, Policy, deliver_observed};
 use hooklatch::verify::Signer;
 
 use crate::{SchemeArgs, UsageError, default_id, read_body};
@@ -138,7 +137,7 @@ async fn refuse_forbidden(
 ) -> Result<(), UsageError> {
     let hint = "pass --allow-private or --allow-range to send to your own network";
     let url = check_url(text, addresses).map_err(|forbidden| match forbidden {
-        hooklatch::sender::Forbidden::NotHttp => UsageError(format!(
+        hooklatch::sender::guard::Forbidden::NotHttp => UsageError(format!(
             "--url `{text}`: use an http:// or https:// URL with a host"
         )),
         forbidden => UsageError(format!(

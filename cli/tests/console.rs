@@ -18,8 +18,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use hooklatch::dedup::{Inbox, InboxQueue, IncomingEvent, PostgresInbox, StoreOptions};
+use hooklatch::sender::PostgresOutbox;
+use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::outbox::DeliveryStore;
-use hooklatch::sender::{DeliveryState, PostgresOutbox};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-test-token-0123456789";

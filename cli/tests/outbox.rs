@@ -11,7 +11,8 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::outbox::DeliveryStore;
-use hooklatch::sender::{DeliveryState, DisableReason, PostgresOutbox, SqliteOutbox};
+use hooklatch::sender::outbox::{DeliveryState, DisableReason};
+use hooklatch::sender::{PostgresOutbox, SqliteOutbox};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

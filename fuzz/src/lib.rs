@@ -11,9 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arbitrary::Arbitrary;
 use hooklatch::dedup::MemoryInbox;
-use hooklatch::sender::{
-    AddressPolicy, Forbidden, MAX_RETRY_AFTER, check_address, check_url, parse_retry_after,
-};
+use hooklatch::sender::AddressPolicy;
+use hooklatch::sender::guard::{Forbidden, check_address, check_url};
+use hooklatch::sender::rules::{MAX_RETRY_AFTER, parse_retry_after};
 use hooklatch::sequence::{Held, MemorySequences, Observation, ReorderBuffer, Tracker};
 use hooklatch::verify::{Scheme, Signer, Verifier};
 

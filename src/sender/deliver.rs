@@ -111,7 +111,7 @@ pub struct DeliveryRecord {
 /// Delivers `body` as event `id` to `endpoint` in this task: signs each
 /// attempt anew (same id, fresh timestamp and signature), waits as the
 /// schedule, `Retry-After` and the breaker say, and stops on 2xx, an
-/// answer the policy's [`Answers`](super::Answers) do not retry (410 by
+/// answer the policy's [`Answers`](super::rules::Answers) do not retry (410 by
 /// default), or when the attempts run out. `random` draws the jitter
 /// from `[0, 1)`. Waiting uses tokio's clock, so tests can pause it.
 ///
@@ -191,7 +191,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::sender::{Breaker, Jitter, Response, Schedule, transport_fn};
+    use crate::sender::rules::{Breaker, Jitter, Schedule};
+    use crate::sender::transport::{Response, transport_fn};
     use crate::verify::{Scheme, Signer};
 
     /// How a test transport ends an attempt.
@@ -250,7 +251,7 @@ mod tests {
     /// Sends the half-open breaker's one probe as event `id` over
     /// `transport` (in its own task, which may panic), and tells the
     /// breaker's state afterwards.
-    async fn after_probe(ending: Ending, id: &str) -> crate::sender::BreakerState {
+    async fn after_probe(ending: Ending, id: &str) -> crate::sender::rules::BreakerState {
         let endpoint = Arc::new(half_open().await);
         let pass = endpoint.try_breaker().expect("the probe");
         assert!(endpoint.try_breaker().is_err(), "one probe at a time");
@@ -276,13 +277,13 @@ mod tests {
         let state = endpoint
             .breaker()
             .state(tokio::time::Instant::now().into_std());
-        if state == crate::sender::BreakerState::HalfOpen {
+        if state == crate::sender::rules::BreakerState::HalfOpen {
             assert!(endpoint.try_breaker().is_ok(), "the probe is free again");
         }
         state
     }
 
-    use crate::sender::BreakerState::{HalfOpen, Open};
+    use crate::sender::rules::BreakerState::{HalfOpen, Open};
 
     #[tokio::test(start_paused = true)]
     async fn a_probe_that_cannot_be_signed_is_given_back() {
@@ -332,7 +333,7 @@ mod tests {
             endpoint
                 .breaker()
                 .state(tokio::time::Instant::now().into_std()),
-            crate::sender::BreakerState::Closed
+            crate::sender::rules::BreakerState::Closed
         );
     }
 }

@@ -185,7 +185,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::sender::{Breaker, Jitter, Schedule};
+    use crate::sender::rules::{Breaker, Jitter, Schedule};
 
     #[test]
     fn every_policy_setting_survives_the_store() {
@@ -216,16 +216,17 @@ mod tests {
         .with_test_prefix(Some("test_"))
         .with_idempotency_window(Some(Duration::from_secs(24 * 3600)))
         .with_retention(
-            crate::sender::Retention::KEEP_ALL
+            crate::sender::outbox::Retention::KEEP_ALL
                 .with_dead(Some(Duration::from_secs(30 * 24 * 3600)))
                 .with_pending(Some(Duration::from_secs(14 * 24 * 3600))),
         )
-        .with_notices(Some(crate::sender::Notices::new(
+        .with_notices(Some(crate::sender::rules::Notices::new(
             Some(Duration::from_secs(3600)),
             Duration::from_secs(3600),
         )))
         .with_answers(
-            crate::sender::Answers::default().with_status(410, crate::sender::Handling::Retry),
+            crate::sender::rules::Answers::default()
+                .with_status(410, crate::sender::rules::Handling::Retry),
         );
         let config = EndpointConfig::new(
             "https://example.com/a",
@@ -289,7 +290,7 @@ mod tests {
         assert_eq!(read.policy().idempotency_window(), None);
         assert_eq!(
             *read.policy().retention(),
-            crate::sender::Retention::KEEP_ALL
+            crate::sender::outbox::Retention::KEEP_ALL
         );
     }
 

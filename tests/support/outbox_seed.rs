@@ -6,8 +6,10 @@
 
 use std::time::{Duration, SystemTime};
 
+use hooklatch::sender::EndpointConfig;
+use hooklatch::sender::outbox::HealthChange;
 use hooklatch::sender::outbox::{DeliveryStore, Taken};
-use hooklatch::sender::{Attempt, AttemptError, EndpointConfig, Final, HealthChange, Step};
+use hooklatch::sender::rules::{Attempt, AttemptError, Final, Step};
 
 /// The URL the seeded endpoint is saved with.
 pub const SEEDED_URL: &str = "https://hooks.example/in";

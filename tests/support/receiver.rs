@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::outbox::DeliveryStore;
-use hooklatch::sender::{
-    Breaker, DeliveryState, Dispatcher, Jitter, Policy, Response, Schedule, Transport,
-    TransportError,
-};
+use hooklatch::sender::rules::{Breaker, Jitter, Schedule};
+use hooklatch::sender::transport::{Response, TransportError};
+use hooklatch::sender::{Dispatcher, Policy, Transport};
 use hooklatch::verify::{Scheme, Signer, Verifier};
 
 pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

@@ -10,8 +10,9 @@ use std::time::{Duration, SystemTime};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use hooklatch::dedup::MemoryInbox;
+use hooklatch::sender::MemoryOutbox;
 use hooklatch::sender::outbox::DeliveryStore;
-use hooklatch::sender::{DeliveryState, DisableReason, MemoryOutbox};
+use hooklatch::sender::outbox::{DeliveryState, DisableReason};
 use hooklatch_tower::console::Console;
 use tower::ServiceExt as _;
 

@@ -104,6 +104,6 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
         if let Some(hook) = &self.on_disable {
             hook(&disabled);
         }
-        self.notify(route, crate::sender::NoticeKind::Disabled(reason));
+        self.notify(route, crate::sender::rules::NoticeKind::Disabled(reason));
     }
 }

@@ -23,7 +23,8 @@ impl<S: Keeping, T: Transport + 'static> Dispatcher<S, T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use hooklatch::sender::{Dispatcher, MemoryOutbox, Policy, Response, transport_fn};
+    /// use hooklatch::sender::{Dispatcher, MemoryOutbox, Policy};
+    /// use hooklatch::sender::transport::{Response, transport_fn};
     /// use hooklatch::verify::{Scheme, Signer};
     ///
     /// # #[tokio::main(flavor = "current_thread")]

@@ -139,9 +139,9 @@ type NoticeHook = Arc<dyn Fn(&Notice) + Send + Sync>;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hooklatch::sender::{
-///     Dispatcher, MemoryOutbox, Policy, Response, Schedule, Transport, TransportError,
-/// };
+/// use hooklatch::sender::{Dispatcher, MemoryOutbox, Policy, Transport};
+/// use hooklatch::sender::rules::Schedule;
+/// use hooklatch::sender::transport::{Response, TransportError};
 /// use hooklatch::verify::{Scheme, Signer};
 ///
 /// struct AlwaysOk;
@@ -308,7 +308,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
-    /// use hooklatch::sender::{Dispatcher, MemoryOutbox, Response, transport_fn};
+    /// use hooklatch::sender::{Dispatcher, MemoryOutbox};
+    /// use hooklatch::sender::transport::{Response, transport_fn};
     ///
     /// let ok = transport_fn(|_, _, _| async { Ok(Response::new(200)) });
     /// let three_minutes_fast = || SystemTime::now() + Duration::from_secs(180);

@@ -61,7 +61,8 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use hooklatch::sender::{Dispatcher, EndpointConfig, MemoryOutbox, Policy, Response, transport_fn};
+    /// use hooklatch::sender::{Dispatcher, EndpointConfig, MemoryOutbox, Policy};
+    /// use hooklatch::sender::transport::{Response, transport_fn};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

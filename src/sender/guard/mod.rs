@@ -38,7 +38,8 @@ pub use url::Url;
 ///    address is refused.
 ///
 /// ```
-/// use hooklatch::sender::{AddressPolicy, Forbidden, check_address};
+/// use hooklatch::sender::AddressPolicy;
+/// use hooklatch::sender::guard::{Forbidden, check_address};
 ///
 /// // One on-premises range and nothing else private.
 /// let policy = AddressPolicy::strict()
@@ -158,7 +159,8 @@ pub enum Forbidden {
 /// carries an IPv4 address is checked as the IPv4 address inside.
 ///
 /// ```
-/// use hooklatch::sender::{AddressPolicy, Forbidden, check_address};
+/// use hooklatch::sender::AddressPolicy;
+/// use hooklatch::sender::guard::{Forbidden, check_address};
 ///
 /// let strict = AddressPolicy::strict();
 /// assert_eq!(check_address("169.254.169.254".parse()?, &strict), Err(Forbidden::Metadata));
@@ -216,7 +218,8 @@ pub fn check_address(address: IpAddr, policy: &AddressPolicy) -> Result<(), Forb
 /// checked address by address when they resolve.
 ///
 /// ```
-/// use hooklatch::sender::{AddressPolicy, Forbidden, check_url};
+/// use hooklatch::sender::AddressPolicy;
+/// use hooklatch::sender::guard::{Forbidden, check_url};
 ///
 /// let strict = AddressPolicy::strict();
 /// assert!(check_url("https://hooks.example.com/in", &strict).is_ok());
@@ -256,7 +259,7 @@ pub fn check_url(url: &str, policy: &AddressPolicy) -> Result<Url, Forbidden> {
 /// is itself a secret stays visible.
 ///
 /// ```
-/// use hooklatch::sender::mask_url;
+/// use hooklatch::sender::guard::mask_url;
 ///
 /// assert_eq!(
 ///     mask_url("https://user:pass@hooks.slack.com/services/T0/B0/XYZ?token=1#top"),

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::{
     DeliveryState, DisableReason, Due, EndpointHealth, HealthChange, StoredDelivery, Taken,
 };
-use crate::sender::{Attempt, AttemptError, Step, WaitReason};
+use crate::sender::rules::{Attempt, AttemptError, Step, WaitReason};
 use crate::store::{millis, unix_millis};
 
 impl DeliveryState {

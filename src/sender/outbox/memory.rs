@@ -11,7 +11,7 @@ use super::{
 };
 use crate::sender::OutboxError;
 use crate::sender::outbox::NewDelivery;
-use crate::sender::{Attempt, WaitReason};
+use crate::sender::rules::{Attempt, WaitReason};
 use crate::store::new_token;
 
 /// Deliveries in memory: lost when the process ends. Clones share the map.

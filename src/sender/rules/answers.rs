@@ -50,7 +50,7 @@ pub enum Handling {
 ///
 /// ```
 /// use std::time::SystemTime;
-/// use hooklatch::sender::{Answers, Handling, Outcome};
+/// use hooklatch::sender::rules::{Answers, Handling, Outcome};
 ///
 /// let now = SystemTime::now();
 /// // Retry only network errors, 5xx and 429.

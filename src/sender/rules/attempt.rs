@@ -17,7 +17,7 @@ use super::states::Final;
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use hooklatch::sender::{Outcome, classify};
+/// use hooklatch::sender::rules::{Outcome, classify};
 ///
 /// let now = SystemTime::now();
 /// assert_eq!(classify(Some(204), None, now, &[]), Outcome::Delivered);
@@ -83,7 +83,7 @@ pub struct Attempt {
     pub result: Result<u16, AttemptError>,
     /// How long the attempt took.
     pub duration: Duration,
-    /// The first [`EXCERPT_LEN`](crate::sender::EXCERPT_LEN) bytes of the response body.
+    /// The first [`EXCERPT_LEN`](crate::sender::rules::EXCERPT_LEN) bytes of the response body.
     pub excerpt: Vec<u8>,
 }
 

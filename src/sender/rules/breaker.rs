@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use hooklatch::sender::Breaker;
+/// use hooklatch::sender::rules::Breaker;
 ///
 /// let mut breaker = Breaker::new(); // 5 failures, 30 s, 3 probes, 3 successes
 /// let now = Instant::now();
@@ -112,7 +112,7 @@ impl Breaker {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use hooklatch::sender::Breaker;
+    /// use hooklatch::sender::rules::Breaker;
     ///
     /// let breaker = Breaker::new().with_failure_threshold(20);
     /// let faster = breaker.clone().with_cool_down(breaker.cool_down() / 3600);

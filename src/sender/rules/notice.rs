@@ -14,7 +14,8 @@ use super::states::DisableReason;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hooklatch::sender::{Notices, Policy};
+/// use hooklatch::sender::Policy;
+/// use hooklatch::sender::rules::Notices;
 ///
 /// let hour = Duration::from_secs(3600);
 /// let policy = Policy::svix().with_notices(Some(Notices::new(Some(hour), hour)));

@@ -111,7 +111,8 @@ impl Policy {
     /// more than that. Defaults to [`EXCERPT_LEN`] (1,024).
     ///
     /// ```
-    /// use hooklatch::sender::{MAX_EXCERPT_LEN, Policy};
+    /// use hooklatch::sender::Policy;
+    /// use hooklatch::sender::rules::MAX_EXCERPT_LEN;
     ///
     /// assert_eq!(Policy::svix().with_excerpt_len(4096).excerpt_len(), 4096);
     /// assert_eq!(Policy::svix().with_excerpt_len(usize::MAX).excerpt_len(), MAX_EXCERPT_LEN);

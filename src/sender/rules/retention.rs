@@ -12,7 +12,7 @@ use super::states::DeliveryState;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hooklatch::sender::Retention;
+/// use hooklatch::sender::outbox::Retention;
 ///
 /// const DAY: Duration = Duration::from_secs(24 * 3600);
 /// let dead_letters = Retention::KEEP_ALL.with_dead(Some(30 * DAY));

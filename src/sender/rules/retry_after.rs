@@ -13,7 +13,7 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
-/// use hooklatch::sender::parse_retry_after;
+/// use hooklatch::sender::rules::parse_retry_after;
 ///
 /// let now = UNIX_EPOCH + Duration::from_secs(1_445_412_400); // 07:26:40
 /// assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));

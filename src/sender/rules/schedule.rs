@@ -155,7 +155,7 @@ impl Schedule {
     /// The same schedule randomized by `jitter` instead.
     ///
     /// ```
-    /// use hooklatch::sender::{Jitter, Schedule};
+    /// use hooklatch::sender::rules::{Jitter, Schedule};
     ///
     /// let steady = Schedule::svix().with_jitter(Jitter::None);
     /// assert_eq!(steady.delay(3, 0.99), steady.nominal_delay(3));

@@ -93,7 +93,7 @@ pub enum HealthChange {
 #[non_exhaustive]
 pub enum DisableReason {
     /// It answered 410 Gone, or another answer its policy disables on
-    /// ([`Handling::Disable`](crate::sender::Handling::Disable)).
+    /// ([`Handling::Disable`](crate::sender::rules::Handling::Disable)).
     Gone,
     /// It has not succeeded for this long (the policy's
     /// [`disable_after`](crate::sender::Policy::disable_after)).

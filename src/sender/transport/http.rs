@@ -29,7 +29,7 @@ pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 ///
 /// let transport = HttpTransport::new(AddressPolicy::strict())?;
 /// # let _ = transport;
-/// # Ok::<(), hooklatch::sender::TransportConfigError>(())
+/// # Ok::<(), hooklatch::sender::transport::TransportConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct HttpTransport {
@@ -82,7 +82,7 @@ impl HttpTransport {
     ///     .with_attempt_timeout(Duration::from_secs(10))
     ///     .build()?;
     /// # let _ = transport;
-    /// # Ok::<(), hooklatch::sender::TransportConfigError>(())
+    /// # Ok::<(), hooklatch::sender::transport::TransportConfigError>(())
     /// ```
     pub fn builder(policy: AddressPolicy) -> HttpTransportBuilder {
         HttpTransportBuilder {
@@ -113,10 +113,10 @@ pub struct HttpTransportBuilder {
 
 impl HttpTransportBuilder {
     /// Reads at most `bytes` of each answer's body (no more than
-    /// [`MAX_EXCERPT_LEN`](crate::sender::MAX_EXCERPT_LEN)), then stops.
+    /// [`MAX_EXCERPT_LEN`](crate::sender::rules::MAX_EXCERPT_LEN)), then stops.
     /// Defaults to [`EXCERPT_LEN`] (1,024).
     pub fn with_read_limit(mut self, bytes: usize) -> Self {
-        self.read = bytes.min(crate::sender::MAX_EXCERPT_LEN);
+        self.read = bytes.min(crate::sender::rules::MAX_EXCERPT_LEN);
         self
     }
 
@@ -278,7 +278,7 @@ struct GuardedResolver {
 #[error("every address of `{host}` is forbidden by the SSRF guard ({first})")]
 struct ForbiddenHost {
     host: String,
-    first: crate::sender::Forbidden,
+    first: crate::sender::guard::Forbidden,
 }
 
 impl Resolve for GuardedResolver {

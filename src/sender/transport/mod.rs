@@ -8,8 +8,8 @@ use std::error::Error;
 use std::future::Future;
 use std::time::Duration;
 
-use super::AttemptError;
 use super::guard::Forbidden;
+use super::rules::AttemptError;
 
 #[cfg(feature = "sender-http")]
 pub use http::{
@@ -77,7 +77,8 @@ pub trait Transport: Send + Sync {
 /// returns owns what it needs; it cannot borrow the arguments.
 ///
 /// ```
-/// use hooklatch::sender::{Response, Transport, transport_fn};
+/// use hooklatch::sender::Transport;
+/// use hooklatch::sender::transport::{Response, transport_fn};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -127,7 +128,7 @@ pub type BoxError = Box<dyn Error + Send + Sync>;
 
 /// Why an attempt got no answer.
 ///
-/// An attempt's record keeps it as text ([`AttemptError`](super::AttemptError)):
+/// An attempt's record keeps it as text ([`AttemptError`]):
 /// this error's message followed by each of its sources, `: `-separated,
 /// as in `could not connect: error sending request: connection refused`.
 #[derive(Debug, thiserror::Error)]

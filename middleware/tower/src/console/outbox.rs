@@ -12,8 +12,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use hooklatch::dedup::validate_namespace;
+use hooklatch::sender::outbox::{DeliveryState, DisableReason, EndpointHealth};
 use hooklatch::sender::outbox::{OutboxView, RecentAttempt};
-use hooklatch::sender::{DeliveryState, DisableReason, EndpointHealth};
 
 use super::time::{parse_utc, utc_text};
 use super::{Guard, escape, home, preview, root_of, shell};

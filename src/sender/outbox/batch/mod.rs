@@ -79,7 +79,8 @@ use sqlx::SqlStr;
 use super::codes::{AttemptRow, HealthFields, attempt_fields, health_from_fields};
 use super::sql::Statements;
 use crate::sender::outbox::Taken;
-use crate::sender::{Attempt, DeliveryState, EndpointHealth, HealthChange, Step};
+use crate::sender::outbox::{DeliveryState, EndpointHealth, HealthChange};
+use crate::sender::rules::{Attempt, Step};
 use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
 use crate::store::{now_millis, unix_millis};
 

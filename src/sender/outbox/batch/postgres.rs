@@ -8,7 +8,7 @@ use crate::store::sql::{POSTGRES_FLUSHED, statement};
 #[cfg(feature = "postgres")]
 use {
     super::{Enqueue, Enqueues, Finish, Finishes, HealthSoFar},
-    crate::sender::HealthChange,
+    crate::sender::outbox::HealthChange,
     crate::sender::outbox::codes::{HealthFields, failed_at},
     crate::store::group_commit::CommitBatch,
 };

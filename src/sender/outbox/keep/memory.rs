@@ -4,10 +4,11 @@
 use std::time::SystemTime;
 
 use super::{Keeping, Keyed, Retention, SendKey};
+use crate::sender::MemoryOutbox;
 use crate::sender::OutboxError;
+use crate::sender::outbox::DeliveryState;
 use crate::sender::outbox::NewDelivery;
 use crate::sender::outbox::memory::Entry;
-use crate::sender::{DeliveryState, MemoryOutbox};
 
 impl Keeping for MemoryOutbox {
     async fn add_keyed_delivery(

@@ -120,7 +120,7 @@ pub trait Keeping: DeliveryStore {
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 pub(crate) fn cutoff_millis(
     retention: &Retention,
-    state: crate::sender::DeliveryState,
+    state: crate::sender::outbox::DeliveryState,
     now: SystemTime,
 ) -> i64 {
     retention

@@ -12,8 +12,9 @@ use redis::{AsyncCommands as _, Script, Value};
 use super::{Keeping, Keyed, Retention, SendKey, cutoff_millis};
 use crate::dedup::check_namespace;
 use crate::sender::OutboxError;
+use crate::sender::RedisOutbox;
+use crate::sender::outbox::DeliveryState;
 use crate::sender::outbox::{NewDelivery, OUTBOX_PURGE_BATCH};
-use crate::sender::{DeliveryState, RedisOutbox};
 use crate::store::{millis, now_millis, unix_millis};
 
 static KEYED_SCRIPT: LazyLock<Script> = LazyLock::new(|| {

@@ -17,9 +17,9 @@ use super::{
     HealthChange, Step, StoredDelivery, Taken, Wanted,
 };
 use crate::dedup::check_namespace;
-use crate::sender::Attempt;
 use crate::sender::OutboxError;
 use crate::sender::outbox::NewDelivery;
+use crate::sender::rules::Attempt;
 use crate::store::redis::RedisConnection;
 use crate::store::{millis, new_token, now_millis, unix_millis};
 

@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use redis::{AsyncCommands as _, ScriptInvocation};
 
 use super::{PURGE_SCRIPT, RedisOutbox};
-use crate::sender::DeliveryState;
 use crate::sender::OutboxError;
+use crate::sender::outbox::DeliveryState;
 use crate::store::redis::RedisConnection;
 use crate::store::unix_millis;
 

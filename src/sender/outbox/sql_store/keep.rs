@@ -5,8 +5,8 @@
 use std::time::SystemTime;
 
 use super::SqlOutbox;
-use crate::sender::DeliveryState;
 use crate::sender::OutboxError;
+use crate::sender::outbox::DeliveryState;
 use crate::sender::outbox::keep::{Keyed, Retention, SendKey, cutoff_millis, in_batches};
 use crate::sender::outbox::sql::purge_attempts;
 use crate::sender::outbox::{Keeping, NewDelivery, OUTBOX_PURGE_BATCH};

@@ -25,9 +25,9 @@ use super::{
     DeliveryCounts, DeliveryStore, Due, DueAcross, NewDelivery, StoredDelivery, Taken, Wanted,
 };
 use crate::dedup::check_prefix;
-use crate::sender::{
-    Attempt, DeliveryState, DisableReason, EndpointHealth, HealthChange, OutboxError, Step,
-};
+use crate::sender::OutboxError;
+use crate::sender::outbox::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
+use crate::sender::rules::{Attempt, Step};
 use crate::store::sql::{SqlDatabase, sql};
 use crate::store::{millis, new_token, unix_millis};
 

@@ -12,7 +12,8 @@ use std::time::SystemTime;
 
 use crate::sender::OutboxError;
 use crate::sender::outbox::DeliveryStore;
-use crate::sender::{Attempt, EndpointHealth};
+use crate::sender::outbox::EndpointHealth;
+use crate::sender::rules::Attempt;
 
 /// How many of an endpoint's deliveries are in each state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,11 +51,11 @@ pub struct EndpointSummary {
 
 impl EndpointSummary {
     /// The saved configuration's URL with its credentials masked
-    /// ([`mask_url`](crate::sender::mask_url)), as a list may show it;
+    /// ([`mask_url`](crate::sender::guard::mask_url)), as a list may show it;
     /// `None` when no readable configuration is saved.
     pub fn masked_url(&self) -> Option<String> {
         let config = crate::sender::EndpointConfig::from_json(self.saved.as_deref()?).ok()?;
-        Some(crate::sender::mask_url(config.url()))
+        Some(crate::sender::guard::mask_url(config.url()))
     }
 }
 
