@@ -124,7 +124,11 @@ pub(crate) async fn run_write<DB: SqlDatabase>(
         statement = match arg {
             Arg::Int(value) => statement.bind(*value),
             Arg::Text(value) => statement.bind(value.as_str()),
-            Arg::OptText(value) => statement.bind(value.clone()),
+            // sqlx copies a `&str` into its arguments but encodes an
+            // `Option<&str>` only for `'static`: bind the text or a typed
+            // NULL, so the metadata is not cloned first.
+            Arg::OptText(Some(value)) => statement.bind(value.as_str()),
+            Arg::OptText(None) => statement.bind(None::<String>),
             Arg::OptInt(value) => statement.bind(*value),
             Arg::Bytes(value) => statement.bind(&value[..]),
         };
