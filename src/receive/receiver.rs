@@ -55,7 +55,7 @@ impl Receiver {
     /// events by [`EventKey::Signed`].
     pub fn new(verifier: Verifier) -> Self {
         Self {
-            body_limit: verifier.max_body_len(),
+            body_limit: verifier.body_limit(),
             body_timeout: DEFAULT_BODY_TIMEOUT,
             key: EventKey::default(),
             verifier,

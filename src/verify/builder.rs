@@ -158,12 +158,6 @@ impl VerifierBuilder {
         self
     }
 
-    /// The old name of [`with_body_limit`](Self::with_body_limit).
-    #[deprecated(since = "0.1.0", note = "renamed to `with_body_limit`")]
-    pub fn with_max_body_len(self, max_body_len: usize) -> Self {
-        self.with_body_limit(max_body_len)
-    }
-
     /// Uses `clock` for [`Verifier::verify`]. Defaults to [`SystemClock`](super::SystemClock).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);

@@ -168,8 +168,9 @@ impl Verifier {
         &self.inner.scheme
     }
 
-    /// The largest body this verifier accepts, in bytes.
-    pub fn max_body_len(&self) -> usize {
+    /// The largest body this verifier accepts, in bytes
+    /// ([`VerifierBuilder::with_body_limit`](super::VerifierBuilder::with_body_limit)).
+    pub fn body_limit(&self) -> usize {
         self.inner.max_body_len
     }
 
