@@ -211,7 +211,7 @@ mod tests {
         .with_disable_after(None)
         .with_excerpt_len(512)
         .with_pause_on_failure(true)
-        .with_max_body(Some(256 * 1024))
+        .with_body_limit(Some(256 * 1024))
         .with_replay_on_enable(true)
         .with_test_prefix(Some("test_"))
         .with_idempotency_window(Some(Duration::from_secs(24 * 3600)))

@@ -63,7 +63,7 @@ pub enum DispatchError {
     )]
     NoIdempotencyWindow(String),
     /// The body is longer than the policy's
-    /// [`max_body`](Policy::max_body).
+    /// [`body_limit`](Policy::body_limit).
     #[error("the body is {len} bytes, over the endpoint's limit of {max}")]
     TooLarge {
         /// The body's length.
@@ -412,7 +412,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// the schedule's first delay, and wakes the loop. Returns false,
     /// storing nothing, if that endpoint already has a delivery with this
     /// id: sending the same event twice is safe. A body over the policy's
-    /// [`max_body`](Policy::max_body) is refused.
+    /// [`body_limit`](Policy::body_limit) is refused.
     pub async fn send(&self, endpoint: &str, id: &str, body: &[u8]) -> Result<bool, DispatchError> {
         let route = self.find_route(endpoint).await?;
         check_key(endpoint, id).map_err(OutboxError::from)?;
@@ -524,9 +524,9 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
             })
     }
 
-    /// Refuses a body over the policy's [`max_body`](crate::sender::Policy::max_body).
+    /// Refuses a body over the policy's [`body_limit`](crate::sender::Policy::body_limit).
     fn check_body(&self, route: &Route, body: &[u8]) -> Result<(), DispatchError> {
-        match route.policy.max_body().filter(|max| body.len() > *max) {
+        match route.policy.body_limit().filter(|max| body.len() > *max) {
             Some(max) => Err(DispatchError::TooLarge {
                 len: body.len(),
                 max,

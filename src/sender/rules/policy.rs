@@ -148,7 +148,7 @@ impl Policy {
     /// ([`DispatchError::TooLarge`](crate::sender::DispatchError::TooLarge)).
     /// Defaults to no limit.
     #[must_use]
-    pub fn with_max_body(mut self, bytes: Option<usize>) -> Self {
+    pub fn with_body_limit(mut self, bytes: Option<usize>) -> Self {
         self.max_body = bytes;
         self
     }
@@ -309,7 +309,7 @@ impl Policy {
     }
 
     /// The longest body sent.
-    pub fn max_body(&self) -> Option<usize> {
+    pub fn body_limit(&self) -> Option<usize> {
         self.max_body
     }
 

@@ -130,7 +130,7 @@ impl Policy {
             )
             .with_attempt_timeout(Duration::from_secs(30))
             .with_concurrency(10)
-            .with_max_body(Some(256 * 1024))
+            .with_body_limit(Some(256 * 1024))
             .with_retention(Retention::ended_kept_for(30 * DAY))
     }
 }
