@@ -4,7 +4,9 @@
 //! an `HttpTransport`
 //! (behind the `sender-http` feature) that an [`AddressPolicy`] guards; or
 //! [`deliver`] for one delivery with no store. The parts live in four
-//! modules, each importing only the ones above it in this list:
+//! modules; `rules` and `guard` import nothing else of the sender, the
+//! outbox and the transport build on them, and the dispatcher on all
+//! four:
 //!
 //! - [`rules`] decides, as pure functions and plain data with no I/O and
 //!   no clock but the one it is handed: retry

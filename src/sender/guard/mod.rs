@@ -4,7 +4,7 @@
 //! once with the WHATWG parser of the `url` crate (the type reqwest takes),
 //! refuses a forbidden IP literal, and hands back the parsed [`Url`] for the
 //! client to send to. Host names are checked address by address as they
-//! resolve at connect time ([`HttpTransport`](super::HttpTransport) does
+//! resolve at connect time (`HttpTransport` does
 //! this in its resolver), so a name that resolves to an internal address
 //! is refused too.
 //!

@@ -29,8 +29,8 @@ pub(crate) mod view;
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
+pub use super::rules::states::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
 use super::rules::{Attempt, Step, WaitReason};
-pub use super::rules::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
 
 pub use any::AnyOutbox;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -83,7 +83,7 @@ pub struct Attempt {
     pub result: Result<u16, AttemptError>,
     /// How long the attempt took.
     pub duration: Duration,
-    /// The first [`EXCERPT_LEN`](crate::sender::rules::EXCERPT_LEN) bytes of the response body.
+    /// The first [`EXCERPT_LEN`](crate::sender::transport::EXCERPT_LEN) bytes of the response body.
     pub excerpt: Vec<u8>,
 }
 

@@ -6,12 +6,16 @@
 //! [`classify`], how long a `Retry-After` asks to wait), the one next
 //! [`Step`] after an attempt and the record kept of it ([`Attempt`]), when
 //! an endpoint's [`Breaker`] holds attempts back, what its owner is told
-//! ([`Notices`]), how long each outcome is kept ([`Retention`]), and the
-//! plain data these decide about ([`DeliveryState`], [`EndpointHealth`],
-//! [`DisableReason`]). The [`Policy`] gathers the settings.
+//! ([`Notices`]), how long each outcome is kept
+//! ([`Retention`](super::outbox::Retention)), and the plain data these
+//! decide about, which the outbox stores
+//! ([`DeliveryState`](super::outbox::DeliveryState),
+//! [`EndpointHealth`](super::outbox::EndpointHealth),
+//! [`DisableReason`](super::outbox::DisableReason)). The [`Policy`]
+//! gathers the settings.
 //!
-//! Above them, `outbox/` stores what they decide and `dispatcher/` drives
-//! both; nothing here imports either, nor the transport or the stores.
+//! The rules import nothing else of the sender: the outbox stores what
+//! they decide and the dispatcher acts on it.
 
 pub(crate) mod answers;
 pub(crate) mod attempt;
@@ -30,8 +34,9 @@ pub(crate) use attempt::{first_wait, later, plan};
 pub use breaker::{Breaker, BreakerState};
 pub(crate) use notice::Limiter;
 pub use notice::{Notice, NoticeKind, Notices};
-pub use policy::{EXCERPT_LEN, MAX_EXCERPT_LEN, Policy};
-pub use retention::Retention;
+// `EXCERPT_LEN`, `Retention` and the states the outbox stores are named
+// where they are used: in `sender::transport` and `sender::outbox`.
+pub use policy::{MAX_EXCERPT_LEN, Policy};
 pub use retry_after::{MAX_RETRY_AFTER, parse_retry_after};
 pub use schedule::{Jitter, Schedule};
-pub use states::{DeliveryState, DisableReason, EndpointHealth, Final, HealthChange};
+pub use states::Final;

@@ -1,5 +1,6 @@
 //! The [`Transport`]: how one signed POST goes out, and what came back.
-//! [`HttpTransport`] is the one over reqwest, with the SSRF guard.
+//! `HttpTransport` (with the `sender-http` feature) is the one over
+//! reqwest, with the SSRF guard.
 
 #[cfg(feature = "sender-http")]
 mod http;
@@ -17,7 +18,7 @@ pub use http::{
     TransportConfigError,
 };
 
-pub use super::rules::EXCERPT_LEN;
+pub use super::rules::policy::EXCERPT_LEN;
 
 /// What a receiver answered.
 #[derive(Debug, Clone, PartialEq, Eq)]

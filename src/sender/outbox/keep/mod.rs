@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use super::{DeliveryStore, NewDelivery};
 use crate::sender::OutboxError;
-pub use crate::sender::rules::Retention;
+pub use crate::sender::rules::retention::Retention;
 
 /// An idempotency key for [`Keeping::enqueue_keyed`]: the key, the time
 /// now, and how long the key is remembered from now.
