@@ -1,12 +1,11 @@
 //! The sending side. What a sending app builds is here at the top: a
 //! [`Dispatcher`] over an outbox store ([`MemoryOutbox`], the SQLite,
 //! Postgres or Redis one, or [`AnyOutbox`]) with a [`Policy`], sending over
-//! an `HttpTransport`
-//! (behind the `sender-http` feature) that an [`AddressPolicy`] guards; or
-//! [`deliver`] for one delivery with no store. The parts live in four
-//! modules; `rules` and `guard` import nothing else of the sender, the
-//! outbox and the transport build on them, and the dispatcher on all
-//! four:
+//! an `HttpTransport` (with the `sender-http` feature) that an
+//! [`AddressPolicy`] guards; or [`deliver`] for one delivery with no store.
+//! The parts live in four modules: `rules` and `guard` import nothing else
+//! of the sender, the outbox and the transport build on them, and the
+//! dispatcher on all four.
 //!
 //! - [`rules`] decides, as pure functions and plain data with no I/O and
 //!   no clock but the one it is handed: retry
