@@ -1140,3 +1140,118 @@ async fn redis_killed_mid_run_loses_and_doubles_nothing() {
     .await;
     check_after_restart(&store, "ns", 3_000, &calls, down_since, up_again).await;
 }
+
+/// `count` accepts at once, each of its own event; all
+/// must be accepted.
+async fn accept_many_at_once(store: &PostgresInbox, namespace: &str, count: usize) {
+    let calls: Vec<_> = (0..count)
+        .map(|n| {
+            let (store, namespace) = (store.clone(), namespace.to_owned());
+            tokio::spawn(async move {
+                store
+                    .accept(&event(&namespace, &format!("evt_{n}"), b"{}"))
+                    .await
+            })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap().unwrap(), Acceptance::Accepted);
+    }
+}
+
+/// The accept writers keep their connections between batches only while
+/// accepts keep coming: once the store is quiet, every connection is idle
+/// in the pool again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_accept_writers_give_their_connections_back_once_quiet() {
+    let server = support::postgres();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let store = PostgresInbox::new(pool.clone(), &support::unique("quiet")).unwrap();
+    store.migrate().await.unwrap();
+    accept_many_at_once(&store, "ns", 64).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pool.num_idle() < pool.size() as usize {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} connections still out of the pool 5 s after the last accept",
+            pool.size() as usize - pool.num_idle(),
+            pool.size()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// On a small pool (a pool of your own, say) the accept writers hand each
+/// connection back after its batch: right after a burst of accepts, the
+/// pool's every connection can be had at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_accept_writers_never_hold_a_small_pool() {
+    let server = support::postgres();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let store = PostgresInbox::new(pool.clone(), &support::unique("small")).unwrap();
+    store.migrate().await.unwrap();
+    accept_many_at_once(&store, "ns", 64).await;
+    let both = async { (pool.acquire().await, pool.acquire().await) };
+    let (first, second) = tokio::time::timeout(Duration::from_millis(500), both)
+        .await
+        .expect("the writers still hold the pool");
+    first.unwrap();
+    second.unwrap();
+}
+
+/// The connections the accept writers keep are dropped by the server (as
+/// in a failover or a restart): an accept on one fails, never answers
+/// `Accepted` for what was not kept, and the store recovers within one
+/// failed call per writer; every event that failed is accepted on retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_accepts_recover_when_the_server_drops_the_writers_connections() {
+    let server = support::postgres();
+    let name = support::unique("dropped");
+    let options: sqlx::postgres::PgConnectOptions = server.url().parse().unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .connect_with(options.application_name(&name))
+        .await
+        .unwrap();
+    let admin = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let store = PostgresInbox::new(pool, &name).unwrap();
+    store.migrate().await.unwrap();
+    accept_many_at_once(&store, "ns", 64).await;
+    let dropped: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(&name)
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    assert!(!dropped.is_empty(), "no connection of the store was open");
+    let mut failed = Vec::new();
+    for n in 0..20 {
+        let id = format!("after_{n}");
+        match store.accept(&event("ns", &id, b"{}")).await {
+            Ok(outcome) => assert_eq!(outcome, Acceptance::Accepted, "{id}"),
+            Err(_) => failed.push(id),
+        }
+    }
+    assert!(
+        failed.len() <= 2,
+        "{} accepts failed after the connections were dropped: {failed:?}",
+        failed.len()
+    );
+    for id in &failed {
+        assert_eq!(
+            store.accept(&event("ns", id, b"{}")).await.unwrap(),
+            Acceptance::Accepted,
+            "{id} failed, yet was kept"
+        );
+    }
+    assert_eq!(store.stats("ns").await.unwrap().waiting, 84);
+}

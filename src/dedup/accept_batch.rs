@@ -9,6 +9,7 @@
 
 use super::{Acceptance, DedupError, IncomingEvent};
 use crate::store::group_commit::GroupCommit;
+use crate::store::held_connection::HeldConnection;
 
 /// One accept, owned, waiting for its batch.
 pub struct Job {
@@ -19,11 +20,12 @@ pub struct Job {
     pub(crate) meta: Option<String>,
 }
 
-/// What a SQL store's accept batches need: its pool, its accept statements
-/// (see `Statements`) and its retention (one for the whole batch).
+/// What a SQL store's accept batches need: a connection of the writer's
+/// own, its accept statements (see `Statements`) and its retention (one
+/// for the whole batch).
 #[derive(Debug)]
 pub struct Batch<DB: sqlx::Database> {
-    pub(crate) pool: sqlx::Pool<DB>,
+    pub(crate) connection: HeldConnection<DB>,
     pub(crate) accept: sqlx::SqlStr,
     pub(crate) accept_many: Option<sqlx::SqlStr>,
     pub(crate) retention_ms: i64,
@@ -32,7 +34,7 @@ pub struct Batch<DB: sqlx::Database> {
 impl<DB: sqlx::Database> Clone for Batch<DB> {
     fn clone(&self) -> Self {
         Self {
-            pool: self.pool.clone(),
+            connection: self.connection.clone(),
             accept: self.accept.clone(),
             accept_many: self.accept_many.clone(),
             retention_ms: self.retention_ms,

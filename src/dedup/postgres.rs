@@ -11,6 +11,7 @@ use super::sql::{
 };
 use super::{Acceptance, DedupError, IncomingEvent, StoreOptions};
 use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
+use crate::store::held_connection::HeldConnection;
 use crate::store::sql::{POSTGRES, postgres_pool};
 
 /// Claims and inbox in Postgres, for many receiver instances sharing one
@@ -26,7 +27,9 @@ use crate::store::sql::{POSTGRES, postgres_pool};
 /// a batch the first is accepted and the rest are duplicates; if the
 /// statement fails, none of its claims is kept and every caller in it gets
 /// the error. Two batches may be in flight at once; a caller alone waits
-/// for nobody.
+/// for nobody. While accepts keep coming, each of the two writers keeps a
+/// connection of the pool between its batches (on a pool of 8 or more),
+/// and gives it back after a second without accepts.
 /// [`claim_in`](Self::claim_in) claims inside your own transaction instead.
 ///
 /// # Schema
@@ -115,7 +118,7 @@ impl InboxBackend for Postgres {
         // Batches commit with one retention: new options, a group of their
         // own.
         GroupCommit::new(Batch {
-            pool: pool.clone(),
+            connection: HeldConnection::new(pool.clone()),
             accept: statements.accept.clone(),
             accept_many: statements.accept_many.clone(),
             retention_ms: crate::dedup::millis(options.retention()),
@@ -232,12 +235,16 @@ impl CommitBatch for Batch<sqlx::Postgres> {
     // One batch forms and is sent while the other waits for its flush.
     const WRITERS: usize = 2;
 
+    async fn idle(&self) {
+        self.connection.release();
+    }
+
     async fn commit(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {
         let (Some(many), [_, _, ..]) = (&self.accept_many, batch) else {
             return self.commit_one(batch).await;
         };
         let column = |f: fn(&Job) -> &str| batch.iter().map(f).collect::<Vec<_>>();
-        let accepted: Vec<i64> = sqlx::query_scalar(many.clone())
+        let statement = sqlx::query_scalar(many.clone())
             .bind(column(|job| &job.namespace))
             .bind(column(|job| &job.id))
             .bind(self.retention_ms)
@@ -248,8 +255,10 @@ impl CommitBatch for Batch<sqlx::Postgres> {
                     .iter()
                     .map(|job| job.meta.as_deref())
                     .collect::<Vec<_>>(),
-            )
-            .fetch_all(&self.pool)
+            );
+        let accepted: Vec<i64> = self
+            .connection
+            .run(async |connection| statement.fetch_all(connection).await)
             .await?;
         let mut outcomes = vec![Acceptance::Duplicate; batch.len()];
         for n in accepted {
@@ -269,14 +278,16 @@ impl Batch<sqlx::Postgres> {
     async fn commit_one(&self, batch: &[Job]) -> Result<Vec<Acceptance>, sqlx::Error> {
         let mut outcomes = Vec::with_capacity(1);
         for job in batch {
-            let inserted = sqlx::query(self.accept.clone())
+            let statement = sqlx::query(self.accept.clone())
                 .bind(&job.namespace)
                 .bind(&job.id)
                 .bind(self.retention_ms)
                 .bind(&job.body)
                 .bind(job.signed_at)
-                .bind(&job.meta)
-                .execute(&self.pool)
+                .bind(&job.meta);
+            let inserted = self
+                .connection
+                .run(async |connection| statement.execute(connection).await)
                 .await?
                 .rows_affected();
             outcomes.push(if inserted == 1 {

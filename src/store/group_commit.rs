@@ -60,6 +60,12 @@ pub trait CommitBatch: Batched + Clone + Send + Sync + 'static {
         &self,
         batch: &[Self::Job],
     ) -> impl Future<Output = Result<Vec<Self::Outcome>, sqlx::Error>> + Send;
+
+    /// Called when no job came for a while: gives back what the writer
+    /// holds between batches (a `HeldConnection`).
+    fn idle(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// A job and the way to its caller.
@@ -182,7 +188,14 @@ async fn writer<C: CommitBatch>(
         {
             // The next writer waits here while this one takes its batch.
             let mut jobs = jobs.lock().await;
-            let Some(first) = jobs.recv().await else {
+            let first = match tokio::time::timeout(HELD_IDLE, jobs.recv()).await {
+                Ok(first) => first,
+                Err(_quiet) => {
+                    committer.idle().await;
+                    jobs.recv().await
+                }
+            };
+            let Some(first) = first else {
                 return;
             };
             let mut waiting = Some(first);
@@ -231,3 +244,7 @@ async fn writer<C: CommitBatch>(
         batch.clear();
     }
 }
+
+/// How long a writer waits for a job before it gives back what it holds
+/// (see [`CommitBatch::idle`]).
+pub(crate) const HELD_IDLE: std::time::Duration = std::time::Duration::from_secs(1);

@@ -7,6 +7,8 @@
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod group_commit;
+#[cfg(any(feature = "postgres", all(feature = "sqlite", feature = "sender")))]
+pub(crate) mod held_connection;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

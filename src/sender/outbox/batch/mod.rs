@@ -82,6 +82,7 @@ use crate::sender::outbox::Taken;
 use crate::sender::outbox::{DeliveryState, EndpointHealth, HealthChange};
 use crate::sender::rules::{Attempt, Step};
 use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
+use crate::store::held_connection::HeldConnection;
 use crate::store::{now_millis, unix_millis};
 
 /// One enqueue, owned, waiting for its batch.
@@ -185,12 +186,12 @@ pub(crate) fn writers<DB: sqlx::Database>(
 ) -> (Enqueues<DB>, Finishes<DB>) {
     (
         Enqueues {
-            pool: pool.clone(),
+            connection: HeldConnection::new(pool.clone()),
             one: statements.enqueue.clone(),
             many: many.then(|| enqueue_many(prefix)),
         },
         Finishes {
-            pool: pool.clone(),
+            connection: HeldConnection::new(pool.clone()),
             statements: statements.clone(),
             in_one_statement: many.then(|| InOneStatement {
                 one: finish_one(prefix),
@@ -203,7 +204,7 @@ pub(crate) fn writers<DB: sqlx::Database>(
 /// Commits enqueues.
 #[derive(Debug)]
 pub struct Enqueues<DB: sqlx::Database> {
-    pool: sqlx::Pool<DB>,
+    connection: HeldConnection<DB>,
     one: SqlStr,
     many: Option<SqlStr>,
 }
@@ -211,7 +212,7 @@ pub struct Enqueues<DB: sqlx::Database> {
 impl<DB: sqlx::Database> Clone for Enqueues<DB> {
     fn clone(&self) -> Self {
         Self {
-            pool: self.pool.clone(),
+            connection: self.connection.clone(),
             one: self.one.clone(),
             many: self.many.clone(),
         }
@@ -226,7 +227,7 @@ impl<DB: sqlx::Database> Batched for Enqueues<DB> {
 /// Commits attempts' records.
 #[derive(Debug)]
 pub struct Finishes<DB: sqlx::Database> {
-    pool: sqlx::Pool<DB>,
+    connection: HeldConnection<DB>,
     statements: Statements,
     in_one_statement: Option<InOneStatement>,
 }
@@ -243,7 +244,7 @@ struct InOneStatement {
 impl<DB: sqlx::Database> Clone for Finishes<DB> {
     fn clone(&self) -> Self {
         Self {
-            pool: self.pool.clone(),
+            connection: self.connection.clone(),
             statements: self.statements.clone(),
             in_one_statement: self.in_one_statement.clone(),
         }

@@ -150,19 +150,25 @@ impl CommitBatch for Enqueues<sqlx::Postgres> {
     const WRITERS: usize = 2;
     const RETRY_ALONE: bool = true;
 
+    async fn idle(&self) {
+        self.connection.release();
+    }
+
     async fn commit(&self, batch: &[Enqueue]) -> Result<Vec<bool>, sqlx::Error> {
         let (Some(many), [_, _, ..]) = (&self.many, batch) else {
             let mut added = Vec::with_capacity(1);
             for job in batch {
-                let rows = bind_enqueue!(sqlx::query(self.one.clone()), job)
-                    .execute(&self.pool)
+                let statement = bind_enqueue!(sqlx::query(self.one.clone()), job);
+                let rows = self
+                    .connection
+                    .run(async |connection| statement.execute(connection).await)
                     .await?
                     .rows_affected();
                 added.push(rows == 1);
             }
             return Ok(added);
         };
-        let positions: Vec<i64> = sqlx::query_scalar(many.clone())
+        let statement = sqlx::query_scalar(many.clone())
             .bind(
                 batch
                     .iter()
@@ -172,8 +178,10 @@ impl CommitBatch for Enqueues<sqlx::Postgres> {
             .bind(batch.iter().map(|job| job.id.as_str()).collect::<Vec<_>>())
             .bind(batch.iter().map(|job| &job.body[..]).collect::<Vec<_>>())
             .bind(batch.iter().map(|job| job.due).collect::<Vec<_>>())
-            .bind(batch.iter().map(|job| job.created).collect::<Vec<_>>())
-            .fetch_all(&self.pool)
+            .bind(batch.iter().map(|job| job.created).collect::<Vec<_>>());
+        let positions: Vec<i64> = self
+            .connection
+            .run(async |connection| statement.fetch_all(connection).await)
             .await?;
         Ok(flags(batch.len(), positions))
     }
@@ -205,6 +213,10 @@ impl CommitBatch for Finishes<sqlx::Postgres> {
     const WRITERS: usize = 2;
     const RETRY_ALONE: bool = true;
 
+    async fn idle(&self) {
+        self.connection.release();
+    }
+
     async fn commit(&self, batch: &[Finish]) -> Result<Vec<Self::Outcome>, sqlx::Error> {
         let sql = self
             .in_one_statement
@@ -217,17 +229,19 @@ impl CommitBatch for Finishes<sqlx::Postgres> {
         };
         if let [job] = batch {
             let query = bind_step!(sqlx::query_as(sql.one.clone()), job);
-            let saved: Option<HealthFields> = bind_attempt!(query, job)
+            let statement = bind_attempt!(query, job)
                 .bind(change_code(job))
-                .bind(job.change.and_then(failed_at))
-                .fetch_optional(&self.pool)
+                .bind(job.change.and_then(failed_at));
+            let saved: Option<HealthFields> = self
+                .connection
+                .run(async |connection| statement.fetch_optional(connection).await)
                 .await?;
             return Ok(HealthSoFar::told(batch, vec![saved]));
         }
         let column = |f: fn(&Finish) -> &str| batch.iter().map(f).collect::<Vec<_>>();
         let number = |f: fn(&Finish) -> i64| batch.iter().map(f).collect::<Vec<_>>();
         let optional = |f: fn(&Finish) -> Option<i64>| batch.iter().map(f).collect::<Vec<_>>();
-        let rows: Vec<NumberedHealth> = sqlx::query_as(sql.many.clone())
+        let statement = sqlx::query_as(sql.many.clone())
             .bind(column(|job| &job.endpoint))
             .bind(column(|job| &job.id))
             .bind(column(|job| &job.token))
@@ -256,8 +270,10 @@ impl CommitBatch for Finishes<sqlx::Postgres> {
                     .collect::<Vec<_>>(),
             )
             .bind(batch.iter().map(change_code).collect::<Vec<_>>())
-            .bind(optional(|job| job.change.and_then(failed_at)))
-            .fetch_all(&self.pool)
+            .bind(optional(|job| job.change.and_then(failed_at)));
+        let rows: Vec<NumberedHealth> = self
+            .connection
+            .run(async |connection| statement.fetch_all(connection).await)
             .await?;
         let mut saved = vec![None; batch.len()];
         for (n, failing_since, disabled, after) in rows {
