@@ -1255,3 +1255,25 @@ async fn postgres_accepts_recover_when_the_server_drops_the_writers_connections(
     }
     assert_eq!(store.stats("ns").await.unwrap().waiting, 84);
 }
+
+/// A writer that has just committed keeps its connection out of the pool
+/// for the next batch, rather than hand it back and test it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_busy_accept_writer_keeps_its_connection() {
+    let server = support::postgres();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let store = PostgresInbox::new(pool.clone(), &support::unique("busy")).unwrap();
+    store.migrate().await.unwrap();
+    accept_many_at_once(&store, "ns", 8).await;
+    // Long enough for a connection handed back to be idle in the pool,
+    // short of the second after which a quiet writer gives it back.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        pool.num_idle() < pool.size() as usize,
+        "every connection is back in the pool 200 ms after a batch"
+    );
+}

@@ -28,8 +28,9 @@ use crate::store::sql::{POSTGRES, postgres_pool};
 /// statement fails, none of its claims is kept and every caller in it gets
 /// the error. Two batches may be in flight at once; a caller alone waits
 /// for nobody. While accepts keep coming, each of the two writers keeps a
-/// connection of the pool between its batches (on a pool of 8 or more),
-/// and gives it back after a second without accepts.
+/// connection of the pool between its batches (on a pool of 8 or more
+/// that has another to spare), and gives it back after a second without
+/// accepts, after a failure, and at least every 30 seconds.
 /// [`claim_in`](Self::claim_in) claims inside your own transaction instead.
 ///
 /// # Schema

@@ -187,12 +187,18 @@ async fn writer<C: CommitBatch>(
     loop {
         {
             // The next writer waits here while this one takes its batch.
-            let mut jobs = jobs.lock().await;
-            let first = match tokio::time::timeout(HELD_IDLE, jobs.recv()).await {
-                Ok(first) => first,
-                Err(_quiet) => {
-                    committer.idle().await;
-                    jobs.recv().await
+            // Each quiet second on the way, the writer gives back what it
+            // holds between batches.
+            let mut jobs = loop {
+                match tokio::time::timeout(HELD_IDLE, jobs.lock()).await {
+                    Ok(jobs) => break jobs,
+                    Err(_quiet) => committer.idle().await,
+                }
+            };
+            let first = loop {
+                match tokio::time::timeout(HELD_IDLE, jobs.recv()).await {
+                    Ok(first) => break first,
+                    Err(_quiet) => committer.idle().await,
                 }
             };
             let Some(first) = first else {
@@ -247,4 +253,4 @@ async fn writer<C: CommitBatch>(
 
 /// How long a writer waits for a job before it gives back what it holds
 /// (see [`CommitBatch::idle`]).
-pub(crate) const HELD_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+const HELD_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
