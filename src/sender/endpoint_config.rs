@@ -1,6 +1,6 @@
 //! [`EndpointConfig`]: an endpoint as data (URL, scheme, secrets with their
 //! windows, policy), the form kept in an outbox's
-//! [endpoint registry](super::EndpointRegistry) so that every dispatcher on
+//! [endpoint registry](super::outbox::EndpointRegistry) so that every dispatcher on
 //! the store sends with the same settings.
 
 use std::fmt;

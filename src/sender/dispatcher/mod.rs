@@ -1,5 +1,5 @@
 //! [`Dispatcher`]: deliveries run in the background from an
-//! [outbox](super::DeliveryStore), so a restart loses none of them. This
+//! [outbox](super::outbox::DeliveryStore), so a restart loses none of them. This
 //! file is the API; [`run`] is the delivery loop and [`health`] the
 //! shared endpoint health.
 

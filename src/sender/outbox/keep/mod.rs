@@ -140,7 +140,7 @@ pub(crate) fn check_send_key(endpoint: &str, key: &str) -> Result<(), OutboxErro
     }
 }
 
-/// Runs `batch` until one deletes fewer than [`OUTBOX_PURGE_BATCH`]: what
+/// Runs `batch` until one deletes fewer than [`OUTBOX_PURGE_BATCH`](crate::sender::outbox::OUTBOX_PURGE_BATCH): what
 /// they deleted in all. Each batch is its own statement or script, so no
 /// purge holds locks, or the Redis server, for long.
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]

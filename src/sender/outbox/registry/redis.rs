@@ -11,7 +11,7 @@ use crate::sender::OutboxError;
 use crate::sender::RedisOutbox;
 use crate::sender::outbox::validate_endpoint_name;
 
-/// KEYS[1] configurations, KEYS[2] version; ARGV[1] name, ARGV[2] config.
+/// `KEYS[1]` configurations, `KEYS[2]` version; `ARGV[1]` name, `ARGV[2]` config.
 static SAVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
@@ -19,7 +19,7 @@ static SAVE: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-/// KEYS as above; ARGV[1] name: 1 if it was there.
+/// `KEYS` as above; `ARGV[1]` name: 1 if it was there.
 static REMOVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "local removed = redis.call('HDEL', KEYS[1], ARGV[1]) \

@@ -2,7 +2,7 @@
 //! [`SqlDatabase`]: on top of the statements (`sql.rs`), the batched
 //! writes (`batch/`) and the take across endpoints (`take_across.rs`).
 //! What differs (how a batch of writes commits) is each database's
-//! [`OutboxBackend`], in `batch/`.
+//! [`OutboxBackend`](crate::sender::outbox::OutboxBackend), in `batch/`.
 
 mod keep;
 mod registry;
