@@ -1257,7 +1257,10 @@ async fn postgres_accepts_recover_when_the_server_drops_the_writers_connections(
 }
 
 /// A writer that has just committed keeps its connection out of the pool
-/// for the next batch, rather than hand it back and test it again.
+/// for the next batch, rather than hand it back and test it again. Three
+/// rounds, two of which must see it kept: a handed-back connection is idle
+/// in the pool well within 200 ms, and a kept one goes back only after a
+/// quiet second, so only a stall of most of a second twice could mislead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_a_busy_accept_writer_keeps_its_connection() {
     let server = support::postgres();
@@ -1268,12 +1271,17 @@ async fn postgres_a_busy_accept_writer_keeps_its_connection() {
         .unwrap();
     let store = PostgresInbox::new(pool.clone(), &support::unique("busy")).unwrap();
     store.migrate().await.unwrap();
-    accept_many_at_once(&store, "ns", 8).await;
-    // Long enough for a connection handed back to be idle in the pool,
-    // short of the second after which a quiet writer gives it back.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut kept = 0;
+    for round in 0..3 {
+        accept_many_at_once(&store, &format!("ns{round}"), 8).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if pool.num_idle() < pool.size() as usize {
+            kept += 1;
+        }
+    }
     assert!(
-        pool.num_idle() < pool.size() as usize,
-        "every connection is back in the pool 200 ms after a batch"
+        kept >= 2,
+        "every connection was back in the pool 200 ms after a batch in {} rounds of 3",
+        3 - kept
     );
 }

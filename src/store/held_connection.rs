@@ -22,11 +22,11 @@ const KEEP_AT_MOST: Duration = Duration::from_secs(30);
 /// which cost Postgres accepts a third of their speed. Kept, a busy writer
 /// pays for one.
 ///
-/// A connection goes back to the pool (which tests it on its next
-/// acquire) after a batch that failed, when the pool has no other
-/// connection to spare, after [`KEEP_AT_MOST`], and when its writer has
-/// had no job for a second (`CommitBatch::idle`), so that a quiet store
-/// holds none. A connection the server closed while it was kept fails
+/// A connection goes back to the pool (which tests it) after a batch that
+/// failed, after a batch that left the pool no other connection to spare
+/// or found it closed, after the first batch past [`KEEP_AT_MOST`], and
+/// when its writer has had no job for a second (`CommitBatch::idle`), so
+/// that a quiet store holds none. A connection the server closed while it was kept fails
 /// the one batch that next runs on it.
 ///
 /// Each writer has its own: a clone holds nothing. The writers run on
