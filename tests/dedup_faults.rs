@@ -1207,6 +1207,31 @@ async fn postgres_accept_writers_never_hold_a_small_pool() {
     second.unwrap();
 }
 
+/// On a pool large enough to keep connections, a writer keeps its
+/// connection after a batch only if the pool has another to give: with
+/// all but two of a pool of 8 held elsewhere, one can be had right after
+/// a burst of accepts (two writers keeping both would leave none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_accept_writers_keep_nothing_the_pool_cannot_spare() {
+    let server = support::postgres();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let store = PostgresInbox::new(pool.clone(), &support::unique("spare")).unwrap();
+    store.migrate().await.unwrap();
+    let mut elsewhere = Vec::new();
+    for _ in 0..6 {
+        elsewhere.push(pool.acquire().await.unwrap());
+    }
+    accept_many_at_once(&store, "ns", 64).await;
+    tokio::time::timeout(Duration::from_millis(500), pool.acquire())
+        .await
+        .expect("the writers kept what the pool could not spare")
+        .unwrap();
+}
+
 /// The connections the accept writers keep are dropped by the server (as
 /// in a failover or a restart): an accept on one fails, never answers
 /// `Accepted` for what was not kept, and the store recovers within one
