@@ -5,7 +5,9 @@
 //! 202 under the same load in the same run. Prints, per store, requests
 //! per second, p50 and p99 (wrk's), the ratio to bare axum, and how long
 //! the inbox took to empty after the load (what it still held 10 s after,
-//! if it had not).
+//! if it had not), and the CPU time per request of the receiver, of the
+//! store's server processes and of the whole machine over the load (steadier
+//! from run to run than the rate, which moves with how the cores are shared).
 //!
 //! Run with: cargo bench --bench receiver --all-features
 //! (`RECEIVER_SECONDS` sets how long each target is loaded, default 10;
@@ -120,13 +122,118 @@ fn write_requests(dir: &Path, run: &str, count: usize, pad: &str) -> Requests {
     }
 }
 
-/// What wrk measured.
+/// What wrk measured, and the CPU time spent while it ran.
 struct Load {
     requests: u64,
     per_second: f64,
     p50: Duration,
     p99: Duration,
     failed: u64,
+    cpu: CpuPerRequest,
+}
+
+/// CPU time per request, in microseconds, over the load: steadier from run
+/// to run than the rate, which moves with how the cores are shared.
+struct CpuPerRequest {
+    /// The receiver (the example, or this process for bare axum).
+    receiver: f64,
+    /// The store's server processes (`postgres`, `redis-server`); 0 for
+    /// SQLite, which runs inside the receiver.
+    store: f64,
+    /// The whole machine, wrk included.
+    machine: f64,
+}
+
+/// CPU ticks spent so far: by the receiver, by the store's servers, and by
+/// the whole machine.
+#[derive(Clone, Copy)]
+struct CpuTicks {
+    receiver: u64,
+    store: u64,
+    machine: u64,
+}
+
+impl CpuTicks {
+    fn now() -> Self {
+        let own = std::process::id().to_string();
+        let mut ticks = Self {
+            receiver: 0,
+            store: 0,
+            machine: machine_busy_ticks(),
+        };
+        for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            else {
+                continue;
+            };
+            // A process may end between the listing and the read.
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid ...`: comm may hold spaces, so split
+            // at its closing parenthesis; utime and stime are fields 14
+            // and 15.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            let comm = &stat[open + 1..close];
+            let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            let used: u64 = fields[11..13]
+                .iter()
+                .filter_map(|f| f.parse::<u64>().ok())
+                .sum();
+            if comm == "axum_receiver" || pid == own {
+                ticks.receiver += used;
+            } else if comm == "postgres" || comm == "redis-server" {
+                ticks.store += used;
+            }
+        }
+        ticks
+    }
+
+    /// Microseconds per request from `self` to `later`.
+    fn per_request(self, later: Self, requests: u64) -> CpuPerRequest {
+        let per = |before: u64, after: u64| {
+            after.saturating_sub(before) as f64 * 1e6 / ticks_per_second() / requests.max(1) as f64
+        };
+        CpuPerRequest {
+            receiver: per(self.receiver, later.receiver),
+            store: per(self.store, later.store),
+            machine: per(self.machine, later.machine),
+        }
+    }
+}
+
+/// Non-idle ticks of all cores (`/proc/stat`'s `cpu` line less idle and
+/// iowait).
+fn machine_busy_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let line = stat.lines().next().expect("the cpu line");
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...; guest time is
+    // already counted in user.
+    fields.iter().take(8).sum::<u64>() - fields[3] - fields[4]
+}
+
+fn ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let output = Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .expect("getconf runs");
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .expect("CLK_TCK is a number")
+    })
 }
 
 fn duration(text: &str) -> Duration {
@@ -145,6 +252,7 @@ fn duration(text: &str) -> Duration {
 
 /// Runs wrk against `port` for `seconds` with `requests`.
 fn wrk(port: u16, seconds: u64, script: &Path, requests: &Requests) -> Load {
+    let before = CpuTicks::now();
     let output = Command::new("wrk")
         .args(["-t", &THREADS.to_string(), "-c", &CONNECTIONS.to_string()])
         .args(["-d", &format!("{seconds}s"), "--latency", "-s"])
@@ -155,18 +263,21 @@ fn wrk(port: u16, seconds: u64, script: &Path, requests: &Requests) -> Load {
         .arg(requests.size.to_string())
         .output()
         .expect("wrk runs: apt-get install wrk");
+    let after_load = CpuTicks::now();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "wrk failed: {text}");
     let after = |prefix: &str| {
         text.lines()
             .find_map(|line| line.trim().strip_prefix(prefix).map(str::trim))
     };
+    let requests = text
+        .lines()
+        .find_map(|line| line.trim().split_once(" requests in "))
+        .and_then(|(count, _)| count.trim().parse().ok())
+        .expect("a request count");
     Load {
-        requests: text
-            .lines()
-            .find_map(|line| line.trim().split_once(" requests in "))
-            .and_then(|(count, _)| count.trim().parse().ok())
-            .expect("a request count"),
+        requests,
+        cpu: before.per_request(after_load, requests),
         per_second: after("Requests/sec:")
             .and_then(|rate| rate.parse().ok())
             .expect("a rate"),
@@ -404,9 +515,10 @@ fn main() {
     );
     let _ = writeln!(
         table,
-        "| target | req/s | p50 | p99 | ratio to bare axum | non-2xx | inbox after the load |"
+        "| target | req/s | p50 | p99 | ratio to bare axum | non-2xx | inbox after the load \
+         | CPU µs/request: receiver | store server | whole machine |"
     );
-    let _ = writeln!(table, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(table, "|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
         let drained = match &row.drained {
             None => "-".to_owned(),
@@ -415,13 +527,16 @@ fn main() {
         };
         let _ = writeln!(
             table,
-            "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {drained} |",
+            "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {drained} | {:.1} | {:.1} | {:.1} |",
             row.target,
             row.load.per_second,
             row.load.p50.as_secs_f64() * 1e3,
             row.load.p99.as_secs_f64() * 1e3,
             row.load.per_second / bare,
             row.load.failed,
+            row.load.cpu.receiver,
+            row.load.cpu.store,
+            row.load.cpu.machine,
         );
         if row.drained.is_some() && row.load.requests > count as u64 {
             let _ = writeln!(
