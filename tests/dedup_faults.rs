@@ -1159,19 +1159,39 @@ async fn accept_many_at_once(store: &PostgresInbox, namespace: &str, count: usiz
     }
 }
 
+/// A store of its own (table `name`) on a pool of at most
+/// `max_connections` of the suites' Postgres, migrated, and the pool.
+async fn postgres_store_on_pool(max_connections: u32, name: &str) -> (sqlx::PgPool, PostgresInbox) {
+    postgres_store_with(
+        max_connections,
+        name,
+        support::postgres().url().parse().unwrap(),
+    )
+    .await
+}
+
+/// [`postgres_store_on_pool`] with the connect options given.
+async fn postgres_store_with(
+    max_connections: u32,
+    name: &str,
+    options: sqlx::postgres::PgConnectOptions,
+) -> (sqlx::PgPool, PostgresInbox) {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(max_connections)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let store = PostgresInbox::new(pool.clone(), name).unwrap();
+    store.migrate().await.unwrap();
+    (pool, store)
+}
+
 /// The accept writers keep their connections between batches only while
 /// accepts keep coming: once the store is quiet, every connection is idle
 /// in the pool again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_accept_writers_give_their_connections_back_once_quiet() {
-    let server = support::postgres();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(16)
-        .connect(&server.url())
-        .await
-        .unwrap();
-    let store = PostgresInbox::new(pool.clone(), &support::unique("quiet")).unwrap();
-    store.migrate().await.unwrap();
+    let (pool, store) = postgres_store_on_pool(16, &support::unique("quiet")).await;
     accept_many_at_once(&store, "ns", 64).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while pool.num_idle() < pool.size() as usize {
@@ -1190,14 +1210,7 @@ async fn postgres_accept_writers_give_their_connections_back_once_quiet() {
 /// pool's every connection can be had at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_accept_writers_never_hold_a_small_pool() {
-    let server = support::postgres();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&server.url())
-        .await
-        .unwrap();
-    let store = PostgresInbox::new(pool.clone(), &support::unique("small")).unwrap();
-    store.migrate().await.unwrap();
+    let (pool, store) = postgres_store_on_pool(2, &support::unique("small")).await;
     accept_many_at_once(&store, "ns", 64).await;
     let both = async { (pool.acquire().await, pool.acquire().await) };
     let (first, second) = tokio::time::timeout(Duration::from_millis(500), both)
@@ -1213,14 +1226,7 @@ async fn postgres_accept_writers_never_hold_a_small_pool() {
 /// a burst of accepts (two writers keeping both would leave none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_accept_writers_keep_nothing_the_pool_cannot_spare() {
-    let server = support::postgres();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
-        .connect(&server.url())
-        .await
-        .unwrap();
-    let store = PostgresInbox::new(pool.clone(), &support::unique("spare")).unwrap();
-    store.migrate().await.unwrap();
+    let (pool, store) = postgres_store_on_pool(8, &support::unique("spare")).await;
     let mut elsewhere = Vec::new();
     for _ in 0..6 {
         elsewhere.push(pool.acquire().await.unwrap());
@@ -1232,6 +1238,86 @@ async fn postgres_accept_writers_keep_nothing_the_pool_cannot_spare() {
         .unwrap();
 }
 
+/// Closing the pool ends even while accepts keep coming: a busy writer
+/// hands its kept connection back at the next batch instead of running
+/// on it forever, and accepts after the close fail with an error rather
+/// than being answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_closing_the_pool_ends_while_accepts_keep_coming() {
+    let (pool, store) = postgres_store_on_pool(16, &support::unique("closing")).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let callers: Vec<_> = (0..8)
+        .map(|caller| {
+            let (store, stop) = (store.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut accepted, mut failed) = (0_u32, 0_u32);
+                for n in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let id = format!("c{caller}_{n}");
+                    match store.accept(&event("ns", &id, b"{}")).await {
+                        Ok(outcome) => {
+                            assert_eq!(outcome, Acceptance::Accepted, "{id}");
+                            accepted += 1;
+                        }
+                        Err(_) => failed += 1,
+                    }
+                }
+                (accepted, failed)
+            })
+        })
+        .collect();
+    // The writers are busy and keep their connections.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let closed = tokio::time::timeout(Duration::from_secs(5), pool.close()).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut accepted = 0;
+    for caller in callers {
+        accepted += caller.await.unwrap().0;
+    }
+    assert!(accepted > 0, "no accept ran before the close");
+    closed.expect("the pool did not close within 5 s while accepts kept coming");
+    assert!(
+        store
+            .accept(&event("ns", "after_close", b"{}"))
+            .await
+            .is_err(),
+        "an accept on a closed pool was answered"
+    );
+}
+
+/// A store whose runtime is shut down while its writers keep connections
+/// goes on accepting on a new runtime: what the writers kept went with
+/// their runtime's tasks and is not run on again, and the new runtime
+/// starts writers of its own.
+#[test]
+fn postgres_a_store_outlives_the_runtime_its_writers_ran_on() {
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let first = runtime();
+    let (pool, store) = first.block_on(postgres_store_on_pool(16, &support::unique("moved")));
+    first.block_on(accept_many_at_once(&store, "ns", 64));
+    drop(first);
+    runtime().block_on(async {
+        for n in 0..20 {
+            let id = format!("after_{n}");
+            assert_eq!(
+                store.accept(&event("ns", &id, b"{}")).await.unwrap(),
+                Acceptance::Accepted,
+                "{id}"
+            );
+        }
+        assert_eq!(store.stats("ns").await.unwrap().waiting, 84);
+        pool.close().await;
+    });
+}
+
 /// The connections the accept writers keep are dropped by the server (as
 /// in a failover or a restart): an accept on one fails, never answers
 /// `Accepted` for what was not kept, and the store recovers within one
@@ -1241,14 +1327,8 @@ async fn postgres_accepts_recover_when_the_server_drops_the_writers_connections(
     let server = support::postgres();
     let name = support::unique("dropped");
     let options: sqlx::postgres::PgConnectOptions = server.url().parse().unwrap();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(16)
-        .connect_with(options.application_name(&name))
-        .await
-        .unwrap();
+    let (_pool, store) = postgres_store_with(16, &name, options.application_name(&name)).await;
     let admin = sqlx::PgPool::connect(&server.url()).await.unwrap();
-    let store = PostgresInbox::new(pool, &name).unwrap();
-    store.migrate().await.unwrap();
     accept_many_at_once(&store, "ns", 64).await;
     let dropped: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
@@ -1288,14 +1368,7 @@ async fn postgres_accepts_recover_when_the_server_drops_the_writers_connections(
 /// quiet second, so only a stall of most of a second twice could mislead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_a_busy_accept_writer_keeps_its_connection() {
-    let server = support::postgres();
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(16)
-        .connect(&server.url())
-        .await
-        .unwrap();
-    let store = PostgresInbox::new(pool.clone(), &support::unique("busy")).unwrap();
-    store.migrate().await.unwrap();
+    let (pool, store) = postgres_store_on_pool(16, &support::unique("busy")).await;
     let mut kept = 0;
     for round in 0..3 {
         accept_many_at_once(&store, &format!("ns{round}"), 8).await;
