@@ -150,7 +150,8 @@ pub(crate) async fn worker<S: InboxQueue>(
                 let full = batch.len() == BATCH;
                 {
                     use std::io::Write as _;
-                    let mut out = std::io::stdout().lock();
+                    // One write for the batch, not one per line.
+                    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
                     for entry in &batch {
                         let _ = writeln!(
                             out,
