@@ -43,7 +43,7 @@ pub(crate) struct Rejected<'a> {
     pub(crate) signed_url: Option<&'a str>,
     /// The largest body `verify` accepts; an encoded body may be three
     /// times as long.
-    pub(crate) max_body_len: usize,
+    pub(crate) body_limit: usize,
 }
 
 /// A secret as a candidate verifier takes it.
@@ -108,7 +108,7 @@ impl Rejected<'_> {
     fn verifier(&self, scheme: &Scheme, secrets: &[Secret<'_>]) -> Option<Verifier> {
         let mut builder = Verifier::builder(scheme.clone())
             .insecure_skip_timestamp_check()
-            .with_body_limit(self.max_body_len.saturating_mul(3));
+            .with_body_limit(self.body_limit.saturating_mul(3));
         for secret in secrets {
             builder = match secret {
                 Secret::Text(text) => builder.with_secret(text),

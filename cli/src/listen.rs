@@ -55,9 +55,10 @@ pub(crate) struct ListenArgs {
     /// Seconds a timestamp may be in the past or the future [default: 300].
     #[arg(long)]
     tolerance: Option<u64>,
-    /// The largest body accepted, in bytes [default: 1 MiB].
-    #[arg(long)]
-    max_body: Option<usize>,
+    /// The largest body accepted, in bytes [default: 1 MiB]. Bigger is
+    /// answered 413. (`--max-body` is its earlier name.)
+    #[arg(long, alias = "max-body")]
+    body_limit: Option<usize>,
 }
 
 /// What the handler did with an accepted event, for the printed line.
@@ -97,7 +98,7 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
     // Events are claimed by what the signature covers: the signed id
     // header, Stripe's body `id`, or a digest of the signed content.
     let mut layer = WebhookLayer::new(verifier);
-    if let Some(limit) = args.max_body {
+    if let Some(limit) = args.body_limit {
         layer = layer.with_body_limit(limit);
     }
     let forward = match &args.forward_to {

@@ -358,7 +358,7 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
                     error: &error,
                     custom_timestamp_header: args.scheme.timestamp_header.as_deref(),
                     signed_url: args.scheme.signed_url.as_deref(),
-                    max_body_len: verifier.body_limit(),
+                    body_limit: verifier.body_limit(),
                 };
                 for line in explain::explain(&rejected) {
                     println!("{line}");

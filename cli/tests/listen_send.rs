@@ -76,9 +76,15 @@ impl Listener {
     /// `listen` with `args` after its own and `env` added to the
     /// environment.
     fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut all = vec!["--body-limit", "4096"];
+        all.extend(args);
+        Self::launch(&all, env)
+    }
+
+    /// `listen` with only `args` after its secret and address.
+    fn launch(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
             .args(["listen", "--secret", SECRET, "--addr", "127.0.0.1:0"])
-            .args(["--max-body", "4096"])
             .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
@@ -238,6 +244,18 @@ async fn serve(router: Router) -> String {
     let address = socket.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(socket, router).await });
     format!("http://{address}")
+}
+
+/// `--max-body`, the flag's earlier name, still sets the body limit.
+#[tokio::test]
+async fn listen_takes_max_body_as_the_body_limit_s_earlier_name() {
+    let listener = Listener::launch(&["--max-body", "64", "--store", "memory:"], &[]);
+    let body = vec![b'x'; 65];
+    let headers = signed(SECRET, "msg_65", SystemTime::now(), &body);
+    assert_eq!(post_to(&listener.url, &headers, body).await.0, 413);
+    let body = vec![b'x'; 64];
+    let headers = signed(SECRET, "msg_64", SystemTime::now(), &body);
+    assert_eq!(post_to(&listener.url, &headers, body).await.0, 202);
 }
 
 #[tokio::test]

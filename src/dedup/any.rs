@@ -139,7 +139,7 @@ impl AnyInbox {
 /// store is [`DedupError::StoreUrl`], naming its scheme but never the rest
 /// (it may hold a password).
 pub(crate) fn store_feature(url: &str) -> Result<&'static str, DedupError> {
-    let Some(&(_, feature)) = SCHEMES.iter().find(|(scheme, _)| url.starts_with(scheme)) else {
+    let Some((_, feature)) = known_scheme(url) else {
         const USE: &str = "use sqlite:PATH, postgres://…, redis://…, redis+cluster://… or memory:";
         // Only a scheme's characters are shown: what follows may be a
         // password, and so may a value that has no scheme at all.
@@ -166,13 +166,18 @@ pub(crate) fn store_feature(url: &str) -> Result<&'static str, DedupError> {
 
 /// The error for a store `url` names that this build leaves out.
 pub(crate) fn store_left_out(url: &str, feature: &str) -> DedupError {
-    let scheme = SCHEMES
-        .iter()
-        .find(|(scheme, _)| url.starts_with(scheme))
-        .map_or("this scheme", |(scheme, _)| scheme);
+    let scheme = known_scheme(url).map_or("this scheme", |(scheme, _)| scheme);
     DedupError::StoreUrl(format!(
         "`{scheme}` needs hooklatch's `{feature}` feature, which this build leaves out"
     ))
+}
+
+/// The scheme `url` starts with, and the feature that builds its store.
+fn known_scheme(url: &str) -> Option<(&'static str, &'static str)> {
+    SCHEMES
+        .iter()
+        .find(|(scheme, _)| url.starts_with(scheme))
+        .copied()
 }
 
 /// The stores' methods with boxed futures, so that a store can stand
