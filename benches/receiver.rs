@@ -9,9 +9,15 @@
 //! store's server processes and of the whole machine over the load (steadier
 //! from run to run than the rate, which moves with how the cores are shared).
 //!
+//! The machine's own noise moves a single run's rate by a quarter either
+//! way, so the bench runs in rounds (bare axum, then each store), gives
+//! each store's ratio to the bare axum of its own round, and ends with the
+//! medians over the rounds.
+//!
 //! Run with: cargo bench --bench receiver --all-features
 //! (`RECEIVER_SECONDS` sets how long each target is loaded, default 10;
-//! `RECEIVER_STORES` picks among `sqlite,postgres,redis`.)
+//! `RECEIVER_ROUNDS` how many rounds, default 3; `RECEIVER_STORES` picks
+//! among `sqlite,postgres,redis`.)
 //!
 //! Needs `wrk` (`apt-get install wrk`). Uses the Postgres server in
 //! `HOOKLATCH_TEST_POSTGRES_URL` (a database of its own per run) or a
@@ -385,6 +391,8 @@ struct Row {
     target: String,
     load: Load,
     drained: Option<Result<Duration, u64>>,
+    /// Requests per second over bare axum's in the same round.
+    ratio: f64,
 }
 
 /// Makes the server's WAL look like one that has been running: about
@@ -407,59 +415,111 @@ async fn warm_wal(admin: &sqlx::PgPool) {
 }
 
 fn main() {
-    let seconds: u64 = std::env::var("RECEIVER_SECONDS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(10);
+    let number = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(default)
+    };
+    let seconds = number("RECEIVER_SECONDS", 10);
+    let rounds = number("RECEIVER_ROUNDS", 3).max(1);
     let stores =
         std::env::var("RECEIVER_STORES").unwrap_or_else(|_| "sqlite,postgres,redis".into());
-    let binary = example_binary();
-    let dir = support::TempDir::new("receiver-bench");
-    let script = dir.path().join("requests.lua");
-    std::fs::write(&script, SCRIPT).expect("script");
-    let pad = "x".repeat(1024 - body("", "").len() - 20);
-    let runtime = common::runtime();
-    let mut rows = Vec::new();
-
-    // Enough events that no run sends one twice.
-    let count = usize::try_from(seconds).unwrap_or(10) * 60_000;
-    let events = |run: &str| write_requests(dir.path(), run, count, &pad);
-
-    let port = free_port();
-    let server = runtime.block_on(bare(port));
-    wait_for_port(port);
-    let load = wrk(port, seconds, &script, &events("bare"));
-    server.abort();
-    rows.push(Row {
-        target: "bare axum (202)".into(),
-        load,
-        drained: None,
-    });
-
-    for store in stores
+    let stores: Vec<&str> = stores
         .split(',')
         .map(str::trim)
         .filter(|store| !store.is_empty())
-    {
-        let run = format!("{store}{}", std::process::id());
-        let events = events(&run);
+        .collect();
+    let bench = Bench::new(seconds);
+    let mut rows = Vec::new();
+    for round in 1..=rounds {
+        let bare = bench.bare(round);
+        let bare_rate = bare.load.per_second;
+        rows.push(bare);
+        for store in &stores {
+            let mut row = bench.store(store, round);
+            row.ratio = row.load.per_second / bare_rate;
+            rows.push(row);
+        }
+    }
+    print_tables(&rows, seconds, rounds, bench.count);
+}
+
+/// What every run of a round shares: the example's binary, the wrk
+/// script, the padding, and a folder for the requests and the stores.
+struct Bench {
+    seconds: u64,
+    /// How many events each run writes: enough that none is sent twice.
+    count: usize,
+    binary: PathBuf,
+    dir: support::TempDir,
+    script: PathBuf,
+    pad: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Bench {
+    fn new(seconds: u64) -> Self {
+        let binary = example_binary();
+        let dir = support::TempDir::new("receiver-bench");
+        let script = dir.path().join("requests.lua");
+        std::fs::write(&script, SCRIPT).expect("script");
+        Self {
+            seconds,
+            count: usize::try_from(seconds).unwrap_or(10) * 60_000,
+            binary,
+            dir,
+            script,
+            pad: "x".repeat(1024 - body("", "").len() - 20),
+            runtime: common::runtime(),
+        }
+    }
+
+    /// Loads `port` with requests of their own (`run` names their events),
+    /// and removes them after: each run's take hundreds of megabytes.
+    fn load(&self, port: u16, run: &str) -> Load {
+        let requests = write_requests(self.dir.path(), run, self.count, &self.pad);
+        let load = wrk(port, self.seconds, &self.script, &requests);
+        for thread in 0..THREADS {
+            let _ = std::fs::remove_file(format!("{}.{thread}", requests.stem.display()));
+        }
+        load
+    }
+
+    fn bare(&self, round: u64) -> Row {
         let port = free_port();
-        let (load, drained) = match store {
+        let server = self.runtime.block_on(bare(port));
+        wait_for_port(port);
+        let load = self.load(port, &format!("bare{round}"));
+        server.abort();
+        Row {
+            target: "bare axum (202)".into(),
+            load,
+            drained: None,
+            ratio: 1.0,
+        }
+    }
+
+    fn store(&self, store: &str, round: u64) -> Row {
+        let run = format!("{store}{}_{round}", std::process::id());
+        let port = free_port();
+        let runtime = &self.runtime;
+        let (target, load, drained) = match store {
             "sqlite" => {
-                let home = dir.path().join("sqlite");
+                let home = self.dir.path().join(&run);
                 std::fs::create_dir_all(&home).expect("dir");
-                let example = Example::start(&binary, &home, port, &[]);
-                let load = wrk(port, seconds, &script, &events);
+                let example = Example::start(&self.binary, &home, port, &[]);
+                let load = self.load(port, &run);
                 let inbox = runtime
                     .block_on(SqliteInbox::open(home.join("hooklatch.db")))
                     .expect("sqlite");
                 let drained = runtime.block_on(drained(&inbox));
                 drop(example);
-                (load, drained)
+                ("SQLite", load, drained)
             }
             "postgres" => {
                 let server = support::postgres();
-                let database = format!("bench_{}", std::process::id());
+                let database = format!("bench_{run}");
                 let url = runtime.block_on(async {
                     let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
                     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
@@ -471,80 +531,131 @@ fn main() {
                     let (base, _) = admin_url.rsplit_once('/').expect("a database in the url");
                     format!("{base}/{database}")
                 });
-                let example =
-                    Example::start(&binary, dir.path(), port, &[("DATABASE_URL", url.clone())]);
-                let load = wrk(port, seconds, &script, &events);
+                let example = Example::start(
+                    &self.binary,
+                    self.dir.path(),
+                    port,
+                    &[("DATABASE_URL", url.clone())],
+                );
+                let load = self.load(port, &run);
                 let drained = runtime.block_on(async {
                     let inbox = PostgresInbox::connect(&url).await.expect("postgres");
                     drained(&inbox).await
                 });
                 drop(example);
-                (load, drained)
+                ("Postgres", load, drained)
             }
             "redis" => {
                 let server = support::Redis::start_with(&["--appendfsync", "everysec"]);
-                let example =
-                    Example::start(&binary, dir.path(), port, &[("REDIS_URL", server.url())]);
-                let load = wrk(port, seconds, &script, &events);
+                let example = Example::start(
+                    &self.binary,
+                    self.dir.path(),
+                    port,
+                    &[("REDIS_URL", server.url())],
+                );
+                let load = self.load(port, &run);
                 let drained = runtime.block_on(async {
                     let inbox = RedisInbox::connect(&server.url()).await.expect("redis");
                     drained(&inbox).await
                 });
                 drop(example);
-                (load, drained)
+                ("Redis (AOF everysec)", load, drained)
             }
             other => panic!("RECEIVER_STORES names `{other}`: use sqlite, postgres or redis"),
         };
-        rows.push(Row {
-            target: match store {
-                "sqlite" => "SQLite".into(),
-                "postgres" => "Postgres".into(),
-                _ => "Redis (AOF everysec)".into(),
-            },
+        Row {
+            target: target.into(),
             load,
             drained: Some(drained),
-        });
+            ratio: 0.0,
+        }
     }
+}
 
-    let bare = rows[0].load.per_second;
-    let mut table = String::new();
+/// One table per round, then the medians over the rounds.
+fn print_tables(rows: &[Row], seconds: u64, rounds: u64, count: usize) {
+    let mut out = String::new();
     let _ = writeln!(
-        table,
+        out,
         "\nThe axum_receiver example (release, worker draining) under wrk, {THREADS} threads, \
-         {CONNECTIONS} connections, unique signed 1 KiB events, {seconds} s each (same run):"
+         {CONNECTIONS} connections, unique signed 1 KiB events, {seconds} s each; each round \
+         loads bare axum, then each store, and the ratio is to that round's bare axum:"
     );
-    let _ = writeln!(
-        table,
-        "| target | req/s | p50 | p99 | ratio to bare axum | non-2xx | inbox after the load \
-         | CPU µs/request: receiver | store server | whole machine |"
-    );
-    let _ = writeln!(table, "|---|---|---|---|---|---|---|---|---|---|");
-    for row in &rows {
-        let drained = match &row.drained {
-            None => "-".to_owned(),
-            Some(Ok(took)) => format!("empty after {:.1} s", took.as_secs_f64()),
-            Some(Err(left)) => format!("{left} still waiting after 10 s"),
-        };
-        let _ = writeln!(
-            table,
-            "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {drained} | {:.1} | {:.1} | {:.1} |",
-            row.target,
-            row.load.per_second,
-            row.load.p50.as_secs_f64() * 1e3,
-            row.load.p99.as_secs_f64() * 1e3,
-            row.load.per_second / bare,
-            row.load.failed,
-            row.load.cpu.receiver,
-            row.load.cpu.store,
-            row.load.cpu.machine,
-        );
-        if row.drained.is_some() && row.load.requests > count as u64 {
+    let header = "| target | req/s | p50 | p99 | ratio to bare axum | non-2xx | inbox after the load \
+                  | CPU µs/request: receiver | store server | whole machine |\n\
+                  |---|---|---|---|---|---|---|---|---|---|";
+    let per_round = rows.len() / usize::try_from(rounds).unwrap_or(1);
+    for (round, chunk) in rows.chunks(per_round.max(1)).enumerate() {
+        let _ = writeln!(out, "\nRound {}:\n{header}", round + 1);
+        for row in chunk {
+            let drained = match &row.drained {
+                None => "-".to_owned(),
+                Some(Ok(took)) => format!("empty after {:.1} s", took.as_secs_f64()),
+                Some(Err(left)) => format!("{left} still waiting after 10 s"),
+            };
             let _ = writeln!(
-                table,
-                "  ({} sent {} requests for {count} events: some were duplicates)",
-                row.target, row.load.requests
+                out,
+                "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {drained} | {:.1} | {:.1} | {:.1} |",
+                row.target,
+                row.load.per_second,
+                row.load.p50.as_secs_f64() * 1e3,
+                row.load.p99.as_secs_f64() * 1e3,
+                row.ratio,
+                row.load.failed,
+                row.load.cpu.receiver,
+                row.load.cpu.store,
+                row.load.cpu.machine,
+            );
+            if row.drained.is_some() && row.load.requests > count as u64 {
+                let _ = writeln!(
+                    out,
+                    "  ({} sent {} requests for {count} events: some were duplicates)",
+                    row.target, row.load.requests
+                );
+            }
+        }
+    }
+    if rounds > 1 {
+        let _ = writeln!(
+            out,
+            "\nMedians over the {rounds} rounds (the slowest emptying):\n{header}"
+        );
+        for target in rows[..per_round].iter().map(|row| &row.target) {
+            let of: Vec<&Row> = rows.iter().filter(|row| &row.target == target).collect();
+            let median = |value: &dyn Fn(&Row) -> f64| {
+                let mut values: Vec<f64> = of.iter().map(|row| value(row)).collect();
+                values.sort_by(f64::total_cmp);
+                let middle = values.len() / 2;
+                if values.len() % 2 == 0 {
+                    (values[middle - 1] + values[middle]) / 2.0
+                } else {
+                    values[middle]
+                }
+            };
+            let drained = of
+                .iter()
+                .filter_map(|row| row.drained.as_ref())
+                .max_by_key(|drained| match drained {
+                    Ok(took) => (0, took.as_millis() as u64),
+                    Err(left) => (1, *left),
+                })
+                .map_or("-".to_owned(), |drained| match drained {
+                    Ok(took) => format!("empty after {:.1} s", took.as_secs_f64()),
+                    Err(left) => format!("{left} still waiting after 10 s"),
+                });
+            let _ = writeln!(
+                out,
+                "| {target} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {:.0} | {drained} | {:.1} | {:.1} | {:.1} |",
+                median(&|row| row.load.per_second),
+                median(&|row| row.load.p50.as_secs_f64() * 1e3),
+                median(&|row| row.load.p99.as_secs_f64() * 1e3),
+                median(&|row| row.ratio),
+                median(&|row| row.load.failed as f64),
+                median(&|row| row.load.cpu.receiver),
+                median(&|row| row.load.cpu.store),
+                median(&|row| row.load.cpu.machine),
             );
         }
     }
-    println!("{table}");
+    println!("{out}");
 }
