@@ -626,7 +626,7 @@ fn print_tables(rows: &[Row], seconds: u64, rounds: u64, count: usize) {
                 let mut values: Vec<f64> = of.iter().map(|row| value(row)).collect();
                 values.sort_by(f64::total_cmp);
                 let middle = values.len() / 2;
-                if values.len() % 2 == 0 {
+                if values.len().is_multiple_of(2) {
                     (values[middle - 1] + values[middle]) / 2.0
                 } else {
                     values[middle]
