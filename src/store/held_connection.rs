@@ -100,3 +100,87 @@ impl<DB: sqlx::Database> HeldConnection<DB> {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+
+    /// A pool whose connections may live 1 ms, on a file of its own in
+    /// `dir`; large enough that a writer keeps its connection.
+    async fn short_lived_pool(dir: &std::path::Path) -> sqlx::SqlitePool {
+        std::fs::create_dir_all(dir).unwrap();
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(dir.join("held.db"))
+            .create_if_missing(true);
+        sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(HOLD_FROM_POOL_SIZE)
+            .max_lifetime(Duration::from_millis(1))
+            .connect_with(options)
+            .await
+            .unwrap()
+    }
+
+    /// Whether the connection `held` runs on next has the temporary table
+    /// an earlier run made: only the same connection has.
+    async fn same_connection(held: &HeldConnection<sqlx::Sqlite>) -> bool {
+        held.run(async |connection| {
+            sqlx::query("SELECT count(*) FROM marker")
+                .fetch_one(connection)
+                .await
+        })
+        .await
+        .is_ok()
+    }
+
+    /// A kept connection is run on again until it has been kept for
+    /// [`KEEP_AT_MOST`]; then it goes back to the pool, whose rules (here a
+    /// lifetime long past) reach it, and the next batch runs on another.
+    #[tokio::test]
+    async fn a_connection_kept_past_its_time_goes_back_to_the_pool() {
+        let dir =
+            std::env::temp_dir().join(format!("hooklatch-kept-{}", crate::store::new_token()));
+        let held = HeldConnection::new(short_lived_pool(&dir).await);
+        held.run(async |connection| {
+            sqlx::query("CREATE TEMP TABLE marker (x)")
+                .execute(connection)
+                .await
+        })
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(
+            same_connection(&held).await,
+            "a connection kept for less than its time was not run on again"
+        );
+        if let Some((_, since)) = held.slot().as_mut() {
+            *since = Instant::now()
+                .checked_sub(KEEP_AT_MOST)
+                .expect("the clock has run for longer than KEEP_AT_MOST");
+        }
+        assert!(
+            !same_connection(&held).await,
+            "a connection kept past its time was run on again"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A released connection goes back to the pool: the next batch runs on
+    /// another once the pool's lifetime has closed it.
+    #[tokio::test]
+    async fn a_released_connection_is_not_run_on_again() {
+        let dir =
+            std::env::temp_dir().join(format!("hooklatch-released-{}", crate::store::new_token()));
+        let held = HeldConnection::new(short_lived_pool(&dir).await);
+        held.run(async |connection| {
+            sqlx::query("CREATE TEMP TABLE marker (x)")
+                .execute(connection)
+                .await
+        })
+        .await
+        .unwrap();
+        held.release();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(!same_connection(&held).await);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
