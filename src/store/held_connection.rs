@@ -105,10 +105,28 @@ impl<DB: sqlx::Database> HeldConnection<DB> {
 mod tests {
     use super::*;
 
+    /// A folder of its own, removed when dropped (also when a test fails).
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new() -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("hooklatch-held-{}", crate::store::new_token()));
+            std::fs::create_dir_all(&dir).unwrap();
+            Self(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     /// A pool whose connections may live 1 ms, on a file of its own in
     /// `dir`; large enough that a writer keeps its connection.
-    async fn short_lived_pool(dir: &std::path::Path) -> sqlx::SqlitePool {
-        std::fs::create_dir_all(dir).unwrap();
+    async fn short_lived_pool(dir: &Scratch) -> sqlx::SqlitePool {
+        let dir = &dir.0;
         let options = sqlx::sqlite::SqliteConnectOptions::new()
             .filename(dir.join("held.db"))
             .create_if_missing(true);
@@ -137,8 +155,7 @@ mod tests {
     /// lifetime long past) reach it, and the next batch runs on another.
     #[tokio::test]
     async fn a_connection_kept_past_its_time_goes_back_to_the_pool() {
-        let dir =
-            std::env::temp_dir().join(format!("hooklatch-kept-{}", crate::store::new_token()));
+        let dir = Scratch::new();
         let held = HeldConnection::new(short_lived_pool(&dir).await);
         held.run(async |connection| {
             sqlx::query("CREATE TEMP TABLE marker (x)")
@@ -152,24 +169,23 @@ mod tests {
             same_connection(&held).await,
             "a connection kept for less than its time was not run on again"
         );
-        if let Some((_, since)) = held.slot().as_mut() {
-            *since = Instant::now()
-                .checked_sub(KEEP_AT_MOST)
-                .expect("the clock has run for longer than KEEP_AT_MOST");
-        }
+        let mut slot = held.slot();
+        let (_, since) = slot.as_mut().expect("the connection was kept");
+        *since = Instant::now()
+            .checked_sub(KEEP_AT_MOST)
+            .expect("the clock has run for longer than KEEP_AT_MOST");
+        drop(slot);
         assert!(
             !same_connection(&held).await,
             "a connection kept past its time was run on again"
         );
-        std::fs::remove_dir_all(&dir).ok();
     }
 
     /// A released connection goes back to the pool: the next batch runs on
     /// another once the pool's lifetime has closed it.
     #[tokio::test]
     async fn a_released_connection_is_not_run_on_again() {
-        let dir =
-            std::env::temp_dir().join(format!("hooklatch-released-{}", crate::store::new_token()));
+        let dir = Scratch::new();
         let held = HeldConnection::new(short_lived_pool(&dir).await);
         held.run(async |connection| {
             sqlx::query("CREATE TEMP TABLE marker (x)")
@@ -181,6 +197,5 @@ mod tests {
         held.release();
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert!(!same_connection(&held).await);
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

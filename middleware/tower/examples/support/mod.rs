@@ -150,17 +150,18 @@ pub(crate) async fn worker<S: InboxQueue>(
                 let full = batch.len() == BATCH;
                 {
                     use std::io::Write as _;
-                    // One write for the batch, not one per line.
-                    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                    // The batch's lines written at once, not one write each.
+                    let mut lines = Vec::new();
                     for entry in &batch {
                         let _ = writeln!(
-                            out,
+                            lines,
                             "event {} (attempt {}): {}",
                             entry.id,
                             entry.attempt,
                             String::from_utf8_lossy(&entry.body)
                         );
                     }
+                    let _ = std::io::stdout().lock().write_all(&lines);
                 }
                 match store.ack_many(&batch).await {
                     Ok(acked) => {
