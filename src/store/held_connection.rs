@@ -169,12 +169,13 @@ mod tests {
             same_connection(&held).await,
             "a connection kept for less than its time was not run on again"
         );
-        let mut slot = held.slot();
-        let (_, since) = slot.as_mut().expect("the connection was kept");
-        *since = Instant::now()
-            .checked_sub(KEEP_AT_MOST)
-            .expect("the clock has run for longer than KEEP_AT_MOST");
-        drop(slot);
+        {
+            let mut slot = held.slot();
+            let (_, since) = slot.as_mut().expect("the connection was kept");
+            *since = Instant::now()
+                .checked_sub(KEEP_AT_MOST)
+                .expect("the clock has run for longer than KEEP_AT_MOST");
+        }
         assert!(
             !same_connection(&held).await,
             "a connection kept past its time was run on again"
