@@ -6,8 +6,10 @@
 //! per second, p50 and p99 (wrk's), the ratio to bare axum, and how long
 //! the inbox took to empty after the load (what it still held 10 s after,
 //! if it had not), and the CPU time per request of the receiver, of the
-//! store's server processes and of the whole machine over the load (steadier
-//! from run to run than the rate, which moves with how the cores are shared).
+//! store's server processes and of the whole machine over the load, which
+//! says where the time goes. The store's figure counts every process named
+//! `postgres` or `redis-server` on the machine: run the bench where no
+//! other runs.
 //!
 //! The machine's own noise moves a single run's rate by a quarter either
 //! way, so the bench runs in rounds (bare axum, then each store), gives
@@ -119,8 +121,11 @@ fn write_requests(dir: &Path, run: &str, count: usize, pad: &str) -> Requests {
             .write_all(request.as_bytes())
             .expect("write");
     }
-    for mut file in files {
-        file.flush().expect("flush");
+    // On disk before the load, so that their writeback does not share
+    // the load's cores and disk.
+    for file in files {
+        let file = file.into_inner().expect("flush");
+        file.sync_all().expect("sync");
     }
     Requests {
         stem,
@@ -138,13 +143,14 @@ struct Load {
     cpu: CpuPerRequest,
 }
 
-/// CPU time per request, in microseconds, over the load: steadier from run
-/// to run than the rate, which moves with how the cores are shared.
+/// CPU time per request, in microseconds, over the load.
 struct CpuPerRequest {
-    /// The receiver (the example, or this process for bare axum).
+    /// The receiver: the example, or this process for bare axum (it idles
+    /// while a store is loaded, and is counted then too).
     receiver: f64,
-    /// The store's server processes (`postgres`, `redis-server`); 0 for
-    /// SQLite, which runs inside the receiver.
+    /// The store's server processes (`postgres`, `redis-server`), with the
+    /// children they waited for; 0 for SQLite, which runs inside the
+    /// receiver.
     store: f64,
     /// The whole machine, wrk included.
     machine: f64,
@@ -180,21 +186,26 @@ impl CpuTicks {
                 continue;
             };
             // `pid (comm) state ppid ...`: comm may hold spaces, so split
-            // at its closing parenthesis; utime and stime are fields 14
-            // and 15.
+            // at its closing parenthesis. utime and stime are fields 14 and
+            // 15; cutime and cstime (16, 17) are children waited for, such
+            // as Redis's AOF rewrites and Postgres's autovacuum workers
+            // that ended during the load.
             let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
                 continue;
             };
             let comm = &stat[open + 1..close];
             let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-            let used: u64 = fields[11..13]
-                .iter()
-                .filter_map(|f| f.parse::<u64>().ok())
-                .sum();
+            let ticks_of = |range: std::ops::Range<usize>| -> u64 {
+                fields[range]
+                    .iter()
+                    .filter_map(|f| f.parse::<u64>().ok())
+                    .sum()
+            };
+            // Not the receiver's children: this process waits for wrk.
             if comm == "axum_receiver" || pid == own {
-                ticks.receiver += used;
+                ticks.receiver += ticks_of(11..13);
             } else if comm == "postgres" || comm == "redis-server" {
-                ticks.store += used;
+                ticks.store += ticks_of(11..15);
             }
         }
         ticks
@@ -213,8 +224,9 @@ impl CpuTicks {
     }
 }
 
-/// Non-idle ticks of all cores (`/proc/stat`'s `cpu` line less idle and
-/// iowait).
+/// Ticks the cores spent on this machine's work (`/proc/stat`'s `cpu`
+/// line: user, nice, system, irq and softirq; not idle, iowait, or steal,
+/// which a hypervisor gave to others).
 fn machine_busy_ticks() -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
     let line = stat.lines().next().expect("the cpu line");
@@ -225,7 +237,7 @@ fn machine_busy_ticks() -> u64 {
         .collect();
     // user nice system idle iowait irq softirq steal ...; guest time is
     // already counted in user.
-    fields.iter().take(8).sum::<u64>() - fields[3] - fields[4]
+    fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
 }
 
 fn ticks_per_second() -> f64 {
@@ -425,24 +437,85 @@ fn main() {
     let rounds = number("RECEIVER_ROUNDS", 3).max(1);
     let stores =
         std::env::var("RECEIVER_STORES").unwrap_or_else(|_| "sqlite,postgres,redis".into());
-    let stores: Vec<&str> = stores
+    let mut stores: Vec<&str> = stores
         .split(',')
         .map(str::trim)
         .filter(|store| !store.is_empty())
         .collect();
+    stores.dedup();
+    if let Some(other) = stores
+        .iter()
+        .find(|store| !["sqlite", "postgres", "redis"].contains(store))
+    {
+        panic!("RECEIVER_STORES names `{other}`: use sqlite, postgres or redis");
+    }
     let bench = Bench::new(seconds);
+    println!(
+        "\nThe axum_receiver example (release, worker draining) under wrk, {THREADS} threads, \
+         {CONNECTIONS} connections, unique signed 1 KiB events, {seconds} s each; each round \
+         loads bare axum, then each store, and the ratio is to that round's bare axum."
+    );
     let mut rows = Vec::new();
     for round in 1..=rounds {
         let bare = bench.bare(round);
         let bare_rate = bare.load.per_second;
-        rows.push(bare);
+        let mut round_rows = vec![bare];
         for store in &stores {
             let mut row = bench.store(store, round);
             row.ratio = row.load.per_second / bare_rate;
-            rows.push(row);
+            round_rows.push(row);
         }
+        // Printed as each round ends, so that a later failure loses none.
+        println!("\nRound {round}:\n{HEADER}");
+        for row in &round_rows {
+            print!("{}", row.line(bench.count));
+        }
+        rows.extend(round_rows);
     }
-    print_tables(&rows, seconds, rounds, bench.count);
+    if rounds > 1 {
+        print_medians(&rows, rounds, stores.len() + 1);
+    }
+}
+
+/// The tables' header.
+const HEADER: &str = "| target | req/s | p50 | p99 | ratio to bare axum | non-2xx \
+                      | inbox after the load | CPU µs/request: receiver | store server \
+                      | whole machine |\n|---|---|---|---|---|---|---|---|---|---|";
+
+impl Row {
+    /// The row's line in its round's table (and a note if some event was
+    /// sent twice).
+    fn line(&self, count: usize) -> String {
+        let mut line = format!(
+            "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {} | {:.1} | {:.1} | {:.1} |\n",
+            self.target,
+            self.load.per_second,
+            self.load.p50.as_secs_f64() * 1e3,
+            self.load.p99.as_secs_f64() * 1e3,
+            self.ratio,
+            self.load.failed,
+            drained_text(self.drained.as_ref()),
+            self.load.cpu.receiver,
+            self.load.cpu.store,
+            self.load.cpu.machine,
+        );
+        if self.drained.is_some() && self.load.requests > count as u64 {
+            let _ = writeln!(
+                line,
+                "  ({} sent {} requests for {count} events: some were duplicates)",
+                self.target, self.load.requests
+            );
+        }
+        line
+    }
+}
+
+fn drained_text(drained: Option<&Result<Duration, u64>>) -> String {
+    match drained {
+        None => "-".to_owned(),
+        Some(Ok(took)) => format!("empty after {:.1} s", took.as_secs_f64()),
+        Some(Err(left)) => format!("{left} still waiting after 10 s"),
+    }
 }
 
 /// What every run of a round shares: the example's binary, the wrk
@@ -476,7 +549,8 @@ impl Bench {
     }
 
     /// Loads `port` with requests of their own (`run` names their events),
-    /// and removes them after: each run's take hundreds of megabytes.
+    /// and removes them after: each run's requests take hundreds of
+    /// megabytes.
     fn load(&self, port: u16, run: &str) -> Load {
         let requests = write_requests(self.dir.path(), run, self.count, &self.pad);
         let load = wrk(port, self.seconds, &self.script, &requests);
@@ -543,6 +617,16 @@ impl Bench {
                     drained(&inbox).await
                 });
                 drop(example);
+                // A shared server keeps no round's database.
+                runtime.block_on(async {
+                    let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
+                    sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "DROP DATABASE {database} WITH (FORCE)"
+                    )))
+                    .execute(&admin)
+                    .await
+                    .expect("drop database");
+                });
                 ("Postgres", load, drained)
             }
             "redis" => {
@@ -572,90 +656,44 @@ impl Bench {
     }
 }
 
-/// One table per round, then the medians over the rounds.
-fn print_tables(rows: &[Row], seconds: u64, rounds: u64, count: usize) {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\nThe axum_receiver example (release, worker draining) under wrk, {THREADS} threads, \
-         {CONNECTIONS} connections, unique signed 1 KiB events, {seconds} s each; each round \
-         loads bare axum, then each store, and the ratio is to that round's bare axum:"
+/// The medians over the rounds, each column's on its own (so a row need
+/// not be any one round's); non-2xx is the most of any round, and the
+/// inbox the slowest round's.
+fn print_medians(rows: &[Row], rounds: u64, per_round: usize) {
+    println!(
+        "\nMedians over the {rounds} rounds (each column's own; non-2xx: the most of a round; \
+         inbox: the slowest round):\n{HEADER}"
     );
-    let header = "| target | req/s | p50 | p99 | ratio to bare axum | non-2xx | inbox after the load \
-                  | CPU µs/request: receiver | store server | whole machine |\n\
-                  |---|---|---|---|---|---|---|---|---|---|";
-    let per_round = rows.len() / usize::try_from(rounds).unwrap_or(1);
-    for (round, chunk) in rows.chunks(per_round.max(1)).enumerate() {
-        let _ = writeln!(out, "\nRound {}:\n{header}", round + 1);
-        for row in chunk {
-            let drained = match &row.drained {
-                None => "-".to_owned(),
-                Some(Ok(took)) => format!("empty after {:.1} s", took.as_secs_f64()),
-                Some(Err(left)) => format!("{left} still waiting after 10 s"),
-            };
-            let _ = writeln!(
-                out,
-                "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {drained} | {:.1} | {:.1} | {:.1} |",
-                row.target,
-                row.load.per_second,
-                row.load.p50.as_secs_f64() * 1e3,
-                row.load.p99.as_secs_f64() * 1e3,
-                row.ratio,
-                row.load.failed,
-                row.load.cpu.receiver,
-                row.load.cpu.store,
-                row.load.cpu.machine,
-            );
-            if row.drained.is_some() && row.load.requests > count as u64 {
-                let _ = writeln!(
-                    out,
-                    "  ({} sent {} requests for {count} events: some were duplicates)",
-                    row.target, row.load.requests
-                );
+    for target in rows[..per_round].iter().map(|row| &row.target) {
+        let of: Vec<&Row> = rows.iter().filter(|row| &row.target == target).collect();
+        let median = |value: &dyn Fn(&Row) -> f64| {
+            let mut values: Vec<f64> = of.iter().map(|row| value(row)).collect();
+            values.sort_by(f64::total_cmp);
+            let middle = values.len() / 2;
+            if values.len().is_multiple_of(2) {
+                (values[middle - 1] + values[middle]) / 2.0
+            } else {
+                values[middle]
             }
-        }
-    }
-    if rounds > 1 {
-        let _ = writeln!(
-            out,
-            "\nMedians over the {rounds} rounds (the slowest emptying):\n{header}"
+        };
+        let failed = of.iter().map(|row| row.load.failed).max().unwrap_or(0);
+        let slowest = of
+            .iter()
+            .filter_map(|row| row.drained.as_ref())
+            .max_by_key(|drained| match drained {
+                Ok(took) => (0, took.as_millis() as u64),
+                Err(left) => (1, *left),
+            });
+        println!(
+            "| {target} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {failed} | {} | {:.1} | {:.1} | {:.1} |",
+            median(&|row| row.load.per_second),
+            median(&|row| row.load.p50.as_secs_f64() * 1e3),
+            median(&|row| row.load.p99.as_secs_f64() * 1e3),
+            median(&|row| row.ratio),
+            drained_text(slowest),
+            median(&|row| row.load.cpu.receiver),
+            median(&|row| row.load.cpu.store),
+            median(&|row| row.load.cpu.machine),
         );
-        for target in rows[..per_round].iter().map(|row| &row.target) {
-            let of: Vec<&Row> = rows.iter().filter(|row| &row.target == target).collect();
-            let median = |value: &dyn Fn(&Row) -> f64| {
-                let mut values: Vec<f64> = of.iter().map(|row| value(row)).collect();
-                values.sort_by(f64::total_cmp);
-                let middle = values.len() / 2;
-                if values.len().is_multiple_of(2) {
-                    (values[middle - 1] + values[middle]) / 2.0
-                } else {
-                    values[middle]
-                }
-            };
-            let drained = of
-                .iter()
-                .filter_map(|row| row.drained.as_ref())
-                .max_by_key(|drained| match drained {
-                    Ok(took) => (0, took.as_millis() as u64),
-                    Err(left) => (1, *left),
-                })
-                .map_or("-".to_owned(), |drained| match drained {
-                    Ok(took) => format!("empty after {:.1} s", took.as_secs_f64()),
-                    Err(left) => format!("{left} still waiting after 10 s"),
-                });
-            let _ = writeln!(
-                out,
-                "| {target} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {:.0} | {drained} | {:.1} | {:.1} | {:.1} |",
-                median(&|row| row.load.per_second),
-                median(&|row| row.load.p50.as_secs_f64() * 1e3),
-                median(&|row| row.load.p99.as_secs_f64() * 1e3),
-                median(&|row| row.ratio),
-                median(&|row| row.load.failed as f64),
-                median(&|row| row.load.cpu.receiver),
-                median(&|row| row.load.cpu.store),
-                median(&|row| row.load.cpu.machine),
-            );
-        }
     }
-    println!("{out}");
 }
