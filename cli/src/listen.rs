@@ -55,8 +55,8 @@ pub(crate) struct ListenArgs {
     /// Seconds a timestamp may be in the past or the future [default: 300].
     #[arg(long)]
     tolerance: Option<u64>,
-    /// The largest body accepted, in bytes [default: 1 MiB]. Bigger is
-    /// answered 413. (`--max-body` is its earlier name.)
+    /// The largest body accepted, in bytes [default: 1 MiB]. A bigger body
+    /// is answered 413. (`--max-body` is its earlier name.)
     #[arg(long, alias = "max-body")]
     body_limit: Option<usize>,
 }
