@@ -442,7 +442,12 @@ fn main() {
         .map(str::trim)
         .filter(|store| !store.is_empty())
         .collect();
-    stores.dedup();
+    let mut seen = Vec::new();
+    stores.retain(|store| {
+        let new = !seen.contains(store);
+        seen.push(*store);
+        new
+    });
     if let Some(other) = stores
         .iter()
         .find(|store| !["sqlite", "postgres", "redis"].contains(store))
@@ -625,7 +630,10 @@ impl Bench {
                     )))
                     .execute(&admin)
                     .await
-                    .expect("drop database");
+                    .unwrap_or_else(|error| {
+                        eprintln!("could not drop {database}: {error}");
+                        Default::default()
+                    });
                 });
                 ("Postgres", load, drained)
             }

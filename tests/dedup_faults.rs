@@ -1243,9 +1243,8 @@ async fn postgres_accept_writers_keep_nothing_the_pool_cannot_spare() {
 
 /// Closing the pool ends even while accepts keep coming: a busy writer
 /// hands its kept connection back at the next batch instead of running
-/// on it until it has been kept 30 s. (The close is given 10 s; each
-/// caller gives up after 60 s, so that a writer that does not let go fails
-/// the test and then stops loading the server.)
+/// on it until it has been kept 30 s. (The close is given 10 s; the
+/// callers stop once it ended or was given up on.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_closing_the_pool_ends_while_accepts_keep_coming() {
     let server = support::postgres();
@@ -1255,11 +1254,9 @@ async fn postgres_closing_the_pool_ends_while_accepts_keep_coming() {
         .map(|caller| {
             let (store, stop) = (store.clone(), stop.clone());
             tokio::spawn(async move {
-                let (mut accepted, started) = (0_u32, Instant::now());
+                let mut accepted = 0_u32;
                 for n in 0.. {
-                    if stop.load(std::sync::atomic::Ordering::Relaxed)
-                        || started.elapsed() > Duration::from_secs(60)
-                    {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
                         break;
                     }
                     let id = format!("c{caller}_{n}");
@@ -1286,9 +1283,10 @@ async fn postgres_closing_the_pool_ends_while_accepts_keep_coming() {
 }
 
 /// Once the pool is closed, no accept runs on a connection a writer kept
-/// from before: right after a burst (the writers still keep theirs), an
-/// accept after `close` fails rather than being answered, and the close
-/// ends.
+/// from before: right after a burst (the writers still keep theirs), two
+/// accepts one after the other after `close` (one for each of the two
+/// writers, which take turns) fail rather than being answered, and the
+/// close ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_no_accept_runs_on_a_kept_connection_once_the_pool_is_closed() {
     let server = support::postgres();
@@ -1296,52 +1294,15 @@ async fn postgres_no_accept_runs_on_a_kept_connection_once_the_pool_is_closed() 
     accept_many_at_once(&store, "ns", 64).await;
     // `close` marks the pool closed when called, before it is awaited.
     let closing = pool.close();
-    assert!(
-        store
-            .accept(&event("ns", "after_close", b"{}"))
-            .await
-            .is_err(),
-        "an accept after the close was answered"
-    );
+    for id in ["after_close_1", "after_close_2"] {
+        assert!(
+            store.accept(&event("ns", id, b"{}")).await.is_err(),
+            "{id}, accepted after the close, was answered"
+        );
+    }
     tokio::time::timeout(Duration::from_secs(30), closing)
         .await
         .expect("the pool did not close within 30 s");
-}
-
-/// A store whose runtime is shut down while its writers keep connections
-/// goes on accepting on a new runtime: what the writers kept went with
-/// their runtime's tasks and is not run on again, and the new runtime
-/// starts writers of its own.
-#[test]
-fn postgres_a_store_outlives_the_runtime_its_writers_ran_on() {
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-    };
-    let first = runtime();
-    let server = support::postgres();
-    let (pool, store) = first.block_on(postgres_store_on_pool(
-        &server,
-        16,
-        &support::unique("moved"),
-    ));
-    first.block_on(accept_many_at_once(&store, "ns", 64));
-    drop(first);
-    runtime().block_on(async {
-        for n in 0..20 {
-            let id = format!("after_{n}");
-            assert_eq!(
-                store.accept(&event("ns", &id, b"{}")).await.unwrap(),
-                Acceptance::Accepted,
-                "{id}"
-            );
-        }
-        assert_eq!(store.stats("ns").await.unwrap().waiting, 84);
-        pool.close().await;
-    });
 }
 
 /// The connections the accept writers keep are dropped by the server (as
