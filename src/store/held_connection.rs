@@ -19,15 +19,16 @@ const KEEP_AT_MOST: Duration = Duration::from_secs(30);
 /// The pooled connection one writer keeps between its batches. sqlx tests
 /// a pooled connection with a round trip when it is acquired and another
 /// when it is released: three round trips for a batch's one statement,
-/// which cost Postgres accepts a third of their speed. Kept, a busy writer
-/// pays for one.
+/// which was up to a third of Postgres accepts' speed in the receiver
+/// bench. Kept, a busy writer pays for one.
 ///
 /// A connection goes back to the pool (which tests it) after a batch that
 /// failed, after a batch that left the pool no other connection to spare
-/// or found it closed, after the first batch past [`KEEP_AT_MOST`], and
-/// when its writer has had no job for a second (`CommitBatch::idle`), so
-/// that a quiet store holds none. A connection the server closed while it was kept fails
-/// the one batch that next runs on it.
+/// or found it closed, before a batch once the pool is closed or once it
+/// was kept [`KEEP_AT_MOST`], and when its writer has had no job for a
+/// second (`CommitBatch::idle`), so that a quiet store holds none. A
+/// connection the server closed while it was kept fails the one batch that
+/// next runs on it.
 ///
 /// Each writer has its own: a clone holds nothing. The writers run on
 /// clones, so what they keep goes with their tasks.
@@ -138,8 +139,22 @@ mod tests {
             .unwrap()
     }
 
+    /// A writer's slot on [`short_lived_pool`], after a first batch that
+    /// left a temporary table on its connection (and kept it).
+    async fn marked(dir: &Scratch) -> HeldConnection<sqlx::Sqlite> {
+        let held = HeldConnection::new(short_lived_pool(dir).await);
+        held.run(async |connection| {
+            sqlx::query("CREATE TEMP TABLE marker (x)")
+                .execute(connection)
+                .await
+        })
+        .await
+        .unwrap();
+        held
+    }
+
     /// Whether the connection `held` runs on next has the temporary table
-    /// an earlier run made: only the same connection has.
+    /// [`marked`] made: only the same connection has.
     async fn same_connection(held: &HeldConnection<sqlx::Sqlite>) -> bool {
         held.run(async |connection| {
             sqlx::query("SELECT count(*) FROM marker")
@@ -156,14 +171,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_kept_past_its_time_goes_back_to_the_pool() {
         let dir = Scratch::new();
-        let held = HeldConnection::new(short_lived_pool(&dir).await);
-        held.run(async |connection| {
-            sqlx::query("CREATE TEMP TABLE marker (x)")
-                .execute(connection)
-                .await
-        })
-        .await
-        .unwrap();
+        let held = marked(&dir).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert!(
             same_connection(&held).await,
@@ -187,14 +195,7 @@ mod tests {
     #[tokio::test]
     async fn a_released_connection_is_not_run_on_again() {
         let dir = Scratch::new();
-        let held = HeldConnection::new(short_lived_pool(&dir).await);
-        held.run(async |connection| {
-            sqlx::query("CREATE TEMP TABLE marker (x)")
-                .execute(connection)
-                .await
-        })
-        .await
-        .unwrap();
+        let held = marked(&dir).await;
         held.release();
         assert!(held.slot().is_none(), "release kept the connection");
         // The pool closes it, past its lifetime, within a few of its 1 ms
