@@ -1351,6 +1351,169 @@ async fn sqlite_migrations_are_versioned_and_run_once_at_a_time() {
     );
 }
 
+/// The server's count of error replies (`total_error_replies`), which
+/// operators alert on.
+async fn redis_error_replies(connection: &mut ::redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = ::redis::cmd("INFO")
+        .arg("stats")
+        .query_async(connection)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_error_replies:"))
+        .expect("INFO stats has total_error_replies")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// One event's whole life in `ns`: accepted, taken, nacked, taken again
+/// and acked, with the counts and dead letters read on the way.
+async fn redis_event_life(store: &RedisInbox, ns: &str, id: &str) {
+    assert_eq!(
+        store.accept(&event(ns, id)).await.unwrap(),
+        Acceptance::Accepted
+    );
+    let taken = store.take(ns, "w", 100).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    store.nack(&taken[0], Duration::ZERO).await.unwrap();
+    let again = store.take(ns, "w", 100).await.unwrap();
+    assert_eq!(again.len(), 1, "the nacked event comes back");
+    store.ack(&again[0]).await.unwrap();
+    let stats = store.stats(ns).await.unwrap();
+    assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
+    assert!(store.dead_letters(ns, 10).await.unwrap().is_empty());
+}
+
+async fn redis_reset_statistics(connection: &mut ::redis::aio::MultiplexedConnection) {
+    let () = ::redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(connection)
+        .await
+        .unwrap();
+}
+
+/// Operators watch Redis' error count (`INFO errorstats`): the inbox's
+/// steps add nothing to it. Counting an inbox before any accept, and
+/// before any take, is no error; nor is any step of an event's life after
+/// a shard's first take (which makes the shard's consumer group, and may
+/// count one `NOGROUP` doing so): accepts, takes, nacks, acks one by one
+/// and many at once, counts and dead letters. (The first use of each
+/// script on a server counts one `NOSCRIPT` before it is loaded, and the
+/// client library's greeting on each new connection may count some on
+/// servers before 7.2: a warm-up round comes first.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_inbox_steps_add_no_errors_to_the_servers_statistics() {
+    // A server of its own: the count is the whole server's.
+    let server = support::Redis::start();
+    let url = server.url();
+    let store = RedisInbox::connect(&url)
+        .await
+        .unwrap()
+        .with_shards(4)
+        .unwrap();
+    let client = ::redis::Client::open(url.as_str()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    redis_event_life(&store, &support::unique("warm"), "warm-up").await;
+    let ns = support::unique("ns");
+
+    redis_reset_statistics(&mut admin).await;
+    assert_eq!(store.stats(&ns).await.unwrap().waiting, 0);
+    for n in 0..8 {
+        let id = format!("first-{n}");
+        assert_eq!(
+            store.accept(&event(&ns, &id)).await.unwrap(),
+            Acceptance::Accepted
+        );
+    }
+    assert_eq!(store.stats(&ns).await.unwrap().waiting, 8);
+    assert_eq!(
+        redis_error_replies(&mut admin).await,
+        0,
+        "errors from accepting and counting before any take"
+    );
+    // Each shard's first take makes its group.
+    let first = store.take(&ns, "w", 100).await.unwrap();
+    assert_eq!(first.len(), 8);
+    assert!(
+        store
+            .ack_many(&first)
+            .await
+            .unwrap()
+            .iter()
+            .all(|&acked| acked)
+    );
+
+    redis_reset_statistics(&mut admin).await;
+    for round in 0..5 {
+        for n in 0..8 {
+            let id = format!("later-{round}-{n}");
+            assert_eq!(
+                store.accept(&event(&ns, &id)).await.unwrap(),
+                Acceptance::Accepted
+            );
+        }
+        let taken = store.take(&ns, "w", 100).await.unwrap();
+        assert_eq!(taken.len(), 8);
+        assert!(
+            store
+                .ack_many(&taken)
+                .await
+                .unwrap()
+                .iter()
+                .all(|&acked| acked)
+        );
+        redis_event_life(&store, &ns, &format!("life-{round}")).await;
+    }
+    assert_eq!(
+        redis_error_replies(&mut admin).await,
+        0,
+        "errors the inbox's steps left in the server's statistics"
+    );
+}
+
+/// A take makes the shard's consumer group when it is not there: on the
+/// first take, and again after it was destroyed (by an operator, or a
+/// restore from a backup without it). Nothing waiting is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_take_makes_the_consumer_group_again_when_it_is_gone() {
+    let server = support::redis();
+    let url = server.url();
+    let store = RedisInbox::connect(&url)
+        .await
+        .unwrap()
+        .with_shards(1)
+        .unwrap();
+    let client = ::redis::Client::open(url.as_str()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let ns = support::unique("ns");
+    assert_eq!(
+        store.accept(&event(&ns, "before")).await.unwrap(),
+        Acceptance::Accepted
+    );
+    let first = store.take(&ns, "w", 10).await.unwrap();
+    assert_eq!(first.len(), 1);
+    store.ack(&first[0]).await.unwrap();
+
+    let destroyed: i64 = ::redis::cmd("XGROUP")
+        .arg("DESTROY")
+        .arg(format!("hooklatch:{{{ns}}}:inbox"))
+        .arg("hooklatch")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(destroyed, 1, "the group the first take made");
+    assert_eq!(
+        store.accept(&event(&ns, "after")).await.unwrap(),
+        Acceptance::Accepted
+    );
+    let taken = store.take(&ns, "w", 10).await.unwrap();
+    let ids: Vec<&str> = taken.iter().map(|entry| entry.id.as_str()).collect();
+    assert_eq!(ids, ["after"]);
+    store.ack(&taken[0]).await.unwrap();
+    assert_eq!(store.stats(&ns).await.unwrap().taken, 0);
+}
+
 /// A take and an ack of more entries than one Redis command is sent at a
 /// time (the scripts split their `HMGET`, `HSET`, `XACK`, `XDEL` and
 /// `HDEL` into chunks of 1,000 under Lua's unpack limit): every entry is

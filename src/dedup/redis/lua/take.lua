@@ -17,7 +17,20 @@ local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, consumer = ARGV[1], ARGV[2]
 local count, visibility, max, nonce = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local fresh_only = ARGV[7] == '1'
-redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+
+-- Runs a read of the consumer group; on a shard's first take, when the
+-- group (or the stream) is not there yet, makes it and reads again.
+-- Creating it on every take instead would fail with BUSYGROUP each time,
+-- an error the server counts in its statistics (`INFO errorstats`).
+local function in_group(...)
+  local reply = redis.pcall(...)
+  if type(reply) ~= 'table' or not reply.err then return reply end
+  if string.sub(reply.err, 1, 7) == 'NOGROUP' then
+    redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+  end
+  return redis.call(...)
+end
+
 if not fresh_only then
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -83,12 +96,12 @@ local function deliver(entries)
 end
 
 if not fresh_only then
-  local reclaimed = redis.call('XAUTOCLAIM', stream, group, consumer, visibility, '0-0',
+  local reclaimed = in_group('XAUTOCLAIM', stream, group, consumer, visibility, '0-0',
     'COUNT', count)
   deliver(reclaimed[2])
 end
 if #out < count then
-  local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer,
+  local fresh = in_group('XREADGROUP', 'GROUP', group, consumer,
     'COUNT', count - #out, 'STREAMS', stream, '>')
   if fresh then deliver(fresh[1][2]) end
 end
