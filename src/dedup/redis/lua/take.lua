@@ -21,13 +21,13 @@ local fresh_only = ARGV[7] == '1'
 -- Runs a read of the consumer group; on a shard's first take, when the
 -- group (or the stream) is not there yet, makes it and reads again.
 -- Creating it on every take instead would fail with BUSYGROUP each time,
--- an error the server counts in its statistics (`INFO errorstats`).
+-- an error the server counts in its statistics (`INFO errorstats`). Any
+-- other error is raised as it came, once.
 local function in_group(...)
   local reply = redis.pcall(...)
   if type(reply) ~= 'table' or not reply.err then return reply end
-  if string.sub(reply.err, 1, 7) == 'NOGROUP' then
-    redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-  end
+  if string.sub(reply.err, 1, 7) ~= 'NOGROUP' then error(reply) end
+  redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
   return redis.call(...)
 end
 
