@@ -1514,6 +1514,73 @@ async fn redis_a_take_makes_the_consumer_group_again_when_it_is_gone() {
     assert_eq!(store.stats(&ns).await.unwrap().taken, 0);
 }
 
+/// The take script's path for a shard asked again within one take (only
+/// entries never delivered) makes a missing group too, as its first path
+/// does: were the group destroyed between two rounds of one take, the
+/// second round still hands out what waits. Run on the script itself,
+/// since no store call can destroy the group between its rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_take_asking_a_shard_again_makes_a_missing_group() {
+    let server = support::redis();
+    let client = ::redis::Client::open(server.url().as_str()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let tag = support::unique("ns");
+    let [stream, attempts, delayed, dead] =
+        ["inbox", "attempts", "delayed", "dead"].map(|suffix| format!("t:{{{tag}}}:{suffix}"));
+    for id in ["e1", "e2"] {
+        let _: String = ::redis::cmd("XADD")
+            .arg(&stream)
+            .arg("*")
+            .arg(&[
+                "id",
+                id,
+                "body",
+                "{}",
+                "signed_at",
+                "",
+                "attempts",
+                "0",
+                "meta",
+                "",
+            ])
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    }
+    type Row = (String, String, Vec<u8>, String, String, String, String);
+    let taken: Vec<Row> = ::redis::Script::new(include_str!("../src/dedup/redis/lua/take.lua"))
+        .key(&stream)
+        .key(&attempts)
+        .key(&delayed)
+        .key(&dead)
+        .arg("hooklatch")
+        .arg("w")
+        .arg(10)
+        .arg(30_000)
+        .arg(5)
+        .arg("nonce")
+        .arg("1")
+        .invoke_async(&mut connection)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = taken.iter().map(|row| row.1.as_str()).collect();
+    assert_eq!(ids, ["e1", "e2"]);
+    assert!(
+        taken.iter().all(|row| row.4 == "1"),
+        "first attempts: {taken:?}"
+    );
+    // XPENDING's summary: the count, then the lowest and highest ids and
+    // the consumers.
+    let (pending, ..): (u64, ::redis::Value, ::redis::Value, ::redis::Value) =
+        ::redis::cmd("XPENDING")
+            .arg(&stream)
+            .arg("hooklatch")
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+    assert_eq!(pending, 2, "both taken in the group the script made");
+}
+
 /// A take and an ack of more entries than one Redis command is sent at a
 /// time (the scripts split their `HMGET`, `HSET`, `XACK`, `XDEL` and
 /// `HDEL` into chunks of 1,000 under Lua's unpack limit): every entry is
