@@ -1385,6 +1385,14 @@ async fn redis_event_life(store: &RedisInbox, ns: &str, id: &str) {
     assert!(store.dead_letters(ns, 10).await.unwrap().is_empty());
 }
 
+/// Takes what waits in `ns` (`waiting` events) and acks it all at once.
+async fn redis_take_and_ack_all(store: &RedisInbox, ns: &str, waiting: usize) {
+    let taken = store.take(ns, "w", 100).await.unwrap();
+    assert_eq!(taken.len(), waiting);
+    let acked = store.ack_many(&taken).await.unwrap();
+    assert!(acked.iter().all(|&acked| acked), "{acked:?}");
+}
+
 async fn redis_reset_statistics(connection: &mut ::redis::aio::MultiplexedConnection) {
     let () = ::redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -1433,16 +1441,7 @@ async fn redis_inbox_steps_add_no_errors_to_the_servers_statistics() {
         "errors from accepting and counting before any take"
     );
     // Each shard's first take makes its group.
-    let first = store.take(&ns, "w", 100).await.unwrap();
-    assert_eq!(first.len(), 8);
-    assert!(
-        store
-            .ack_many(&first)
-            .await
-            .unwrap()
-            .iter()
-            .all(|&acked| acked)
-    );
+    redis_take_and_ack_all(&store, &ns, 8).await;
 
     redis_reset_statistics(&mut admin).await;
     for round in 0..5 {
@@ -1453,16 +1452,7 @@ async fn redis_inbox_steps_add_no_errors_to_the_servers_statistics() {
                 Acceptance::Accepted
             );
         }
-        let taken = store.take(&ns, "w", 100).await.unwrap();
-        assert_eq!(taken.len(), 8);
-        assert!(
-            store
-                .ack_many(&taken)
-                .await
-                .unwrap()
-                .iter()
-                .all(|&acked| acked)
-        );
+        redis_take_and_ack_all(&store, &ns, 8).await;
         redis_event_life(&store, &ns, &format!("life-{round}")).await;
     }
     assert_eq!(
