@@ -223,8 +223,11 @@ pub struct Writer {
 }
 
 /// The writer's connection, and whether a batch's transaction may still be
-/// open on it (the batch's future was dropped half way, when its runtime
-/// stopped).
+/// open on it: the batch's future was dropped half way (its runtime
+/// stopped), so whether its `COMMIT` ran is unknown. The next batch closes
+/// such a connection, which rolls back whatever was left open; the dropped
+/// batch is kept whole or not at all, and its callers, never answered,
+/// send again.
 struct WriterConnection {
     connection: SqliteConnection,
     in_transaction: bool,
@@ -261,7 +264,7 @@ impl CommitBatch for Writer {
                     // A run of n accepts has statements of its own for each
                     // n, with and without the transaction's ends: more than
                     // the default 100, which would prepare them again and
-                    // again.
+                    // again (see `KEPT_RUN`).
                     .statement_cache_capacity(STATEMENT_CACHE)
                     .connect()
                     .await?,
@@ -273,11 +276,9 @@ impl CommitBatch for Writer {
         match &written {
             Ok(_) => held.in_transaction = false,
             Err(error) => {
-                let rolled_back = sqlx::query("ROLLBACK")
-                    .execute(&mut held.connection)
-                    .await
-                    .is_ok();
-                if rolled_back && matches!(error, sqlx::Error::Database(_)) {
+                if matches!(error, sqlx::Error::Database(_))
+                    && no_transaction_left(&mut held.connection).await
+                {
                     held.in_transaction = false;
                 } else {
                     // Broken, or its transaction's state unknown: a new
@@ -290,20 +291,51 @@ impl CommitBatch for Writer {
     }
 }
 
+/// Ends whatever a failed batch left open on `connection`: its transaction
+/// is rolled back, or none was open (its `BEGIN` was refused, the file
+/// busy, or SQLite rolled back by itself). A deferred `BEGIN`, which takes
+/// no lock, tells these apart: it fails only inside a transaction. False
+/// when the connection may still be in one.
+async fn no_transaction_left(connection: &mut SqliteConnection) -> bool {
+    if sqlx::query("ROLLBACK")
+        .execute(&mut *connection)
+        .await
+        .is_ok()
+    {
+        return true;
+    }
+    sqlx::query("BEGIN").execute(&mut *connection).await.is_ok()
+        && sqlx::query("ROLLBACK")
+            .execute(&mut *connection)
+            .await
+            .is_ok()
+}
+
 /// Rows the writer's connection holds for its caller before its thread
 /// waits: more than a take or a batch of accepts returns.
 const ROW_BUFFER: usize = 1024;
 
-/// Prepared statements the writer's connection keeps.
-const STATEMENT_CACHE: usize = 256;
+/// Prepared statements the writer's connection keeps: the claim and the
+/// insert of every run up to [`KEPT_RUN`] accepts, each with and without
+/// the transaction's ends, and the other writes.
+const STATEMENT_CACHE: usize = 4 * KEPT_RUN + 64;
+
+/// The longest run of accepts whose statements stay prepared. Longer runs
+/// come only in bursts, where preparing their statements again costs little
+/// beside committing that many events.
+const KEPT_RUN: usize = 64;
 
 /// Runs `batch` as one immediate transaction on `connection`, in order: a
 /// run of accepts next to each other as one multi-row claim and one
 /// multi-row insert. The transaction is begun and committed by hand, in the
 /// same round trip to the connection's thread as the statements next to
 /// them: under load a round trip costs more than their own work (a
-/// `BEGIN IMMEDIATE` of its own took 0.19 ms a batch).
-/// On an error the transaction is left open for the caller to roll back.
+/// `BEGIN IMMEDIATE` of its own took 0.19 ms a batch). sqlx runs the
+/// statements of one SQLite query in order and stops at the first that
+/// fails, so a failed insert never reaches its `COMMIT` (sqlx calls several
+/// statements in one prepared query deprecated: the tests below hold it to
+/// this). On an error the transaction is left open for the caller to roll
+/// back.
 async fn commit_on(
     connection: &mut SqliteConnection,
     batch: &[Write],
@@ -419,7 +451,8 @@ async fn accept_run(
          RETURNING namespace, event_id",
         2 * events.len() + 1
     ));
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(claim));
+    let kept = events.len() <= KEPT_RUN;
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(claim)).persistent(kept);
     for (namespace, id, ..) in &events {
         query = query.bind(*namespace).bind(*id);
     }
@@ -458,7 +491,7 @@ async fn accept_run(
         if framing.commit {
             insert.push_str("; COMMIT");
         }
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert)).persistent(kept);
         for (namespace, id, _, body, signed_at, meta) in enqueued {
             query = query
                 .bind(*namespace)
@@ -645,9 +678,95 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    /// A statement that fails inside one of the writer's multi-statement
+    /// queries (here the insert before its `COMMIT`) stops the query there:
+    /// nothing of its batch is kept, before or after a take, and the next
+    /// batch commits.
+    #[tokio::test]
+    async fn a_refused_insert_never_reaches_its_commit() {
+        let (writer, pool, dir) = writer_on_fresh_store("refused").await;
+        sqlx::query(
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON hooklatch_inbox \
+             WHEN NEW.event_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        for batch in [
+            vec![accept("a"), accept("bad")],
+            vec![take(1), accept("a"), accept("bad")],
+        ] {
+            let failed = writer.commit(&batch).await;
+            assert!(
+                matches!(failed, Err(sqlx::Error::Database(_))),
+                "{failed:?}"
+            );
+            assert!(claimed(&pool).await.is_empty());
+            let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hooklatch_inbox")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            assert_eq!(waiting, 0);
+            assert!(
+                write_lock_is_free(&pool).await,
+                "the refused batch's transaction stayed open"
+            );
+        }
+        assert_eq!(
+            outcomes(writer.commit(&[accept("a")]).await.unwrap()),
+            ["1"]
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A batch whose `BEGIN` is refused (another process holds the file's
+    /// write lock past the busy timeout) fails, and the writer keeps its
+    /// connection: no transaction was open on it.
+    #[tokio::test]
+    async fn a_refused_begin_fails_its_batch_and_keeps_the_connection() {
+        let (store_writer, pool, dir) = writer_on_fresh_store("busy").await;
+        let impatient = SqliteConnectOptions::new()
+            .filename(dir.join("inbox.db"))
+            .busy_timeout(Duration::from_millis(50));
+        let writer = Writer {
+            pool: SqlitePool::connect_lazy_with(impatient),
+            ..store_writer
+        };
+        let mut other = pool.acquire().await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *other)
+            .await
+            .unwrap();
+        for batch in [vec![accept("a")], vec![take(1), accept("a")]] {
+            let failed = writer.commit(&batch).await;
+            assert!(
+                matches!(failed, Err(sqlx::Error::Database(_))),
+                "{failed:?}"
+            );
+            let kept = writer
+                .connection
+                .lock()
+                .await
+                .as_ref()
+                .is_some_and(|held| !held.in_transaction);
+            assert!(
+                kept,
+                "the writer dropped a connection with no transaction open"
+            );
+        }
+        sqlx::query("ROLLBACK").execute(&mut *other).await.unwrap();
+        drop(other);
+        assert_eq!(
+            outcomes(writer.commit(&[accept("a")]).await.unwrap()),
+            ["1"]
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     /// A batch dropped after its first statement went to the connection
-    /// (its runtime stopping) leaves its transaction open there: the next
-    /// batch runs on a new connection, and the dropped one keeps nothing.
+    /// (its runtime stopping), before its `COMMIT` did, leaves its
+    /// transaction open there: the next batch runs on a new connection, and
+    /// the dropped one keeps nothing.
     #[tokio::test]
     async fn a_batch_dropped_half_way_keeps_nothing_and_the_next_one_commits() {
         let (writer, pool, dir) = writer_on_fresh_store("dropped").await;
@@ -658,6 +777,13 @@ mod tests {
         let batch = [accept("a"), take(1), accept("b")];
         let dropped = tokio::time::timeout(Duration::ZERO, writer.commit(&batch)).await;
         assert!(dropped.is_err(), "the batch finished in one poll");
+        let left_open = writer
+            .connection
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|held| held.in_transaction);
+        assert!(left_open, "the dropped batch was not under way");
         let written = writer.commit(&[accept("a"), accept("b")]).await.unwrap();
         assert_eq!(outcomes(written), ["1", "1"]);
         assert_eq!(claimed(&pool).await.join(" "), "a b warm");
