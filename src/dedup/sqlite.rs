@@ -21,8 +21,9 @@ use crate::store::sql::{On, SQLITE, sqlite_pool};
 /// receiver process (or several on one host sharing the file).
 ///
 /// [`accept`](super::Inbox::accept) inserts the claim (or renews one past
-/// its retention) and, only if it did, the inbox row, in one transaction. The file uses WAL with `synchronous=FULL`, so an
-/// accepted event has reached the disk before `accept` returns.
+/// its retention) and, only if it did, the inbox row, in one transaction.
+/// The file uses WAL with `synchronous=FULL`, so an accepted event has
+/// reached the disk before `accept` returns.
 ///
 /// Every write (accepts, takes, acks, nacks, heartbeats, leases, purges)
 /// goes through one queue to one connection of the store's own, first come
@@ -33,9 +34,9 @@ use crate::store::sql::{On, SQLITE, sqlite_pool};
 /// 256 writes, one flush), and each caller is answered only after that
 /// commit. The transaction is begun and committed in the same round trip
 /// to SQLite's connection thread as the statements next to it, so that a
-/// batch of accepts alone costs two. When the database refuses one write of a batch for something
-/// that write caused, the writes are tried again one at a time, so only
-/// that caller gets the error. Reads (stats, dead letters) use the pool and
+/// batch of accepts alone costs two. When the database refuses one write
+/// of a batch for something that write caused, the writes are tried again
+/// one at a time, so only that caller gets the error. Reads (stats, dead letters) use the pool and
 /// run beside the writer. A caller alone waits for nobody.
 ///
 /// # Schema
@@ -219,6 +220,7 @@ fn ack_many_statement(inbox: &str) -> String {
 pub struct Writer {
     pool: SqlitePool,
     connection: Arc<tokio::sync::Mutex<Option<WriterConnection>>>,
+    /// The claims and inbox tables, for accepts run together.
     tables: Arc<(String, String)>,
 }
 
@@ -386,6 +388,7 @@ struct Framing {
     commit: bool,
 }
 
+/// An accept's arguments: namespace, id, retention, body, signed at, meta.
 type AcceptArgs<'a> = (
     &'a str,
     &'a str,
