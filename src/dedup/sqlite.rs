@@ -595,6 +595,19 @@ mod tests {
         free
     }
 
+    /// Whether the writer holds a connection, and whether a batch's
+    /// transaction may be open on it.
+    async fn held_connection(writer: &Writer) -> Option<bool> {
+        let slot = writer.connection.lock().await;
+        slot.as_ref().map(|held| held.in_transaction)
+    }
+
+    /// Commits one accept of `id` and says it was accepted.
+    async fn assert_accepted(writer: &Writer, id: &str) {
+        let written = writer.commit(&[accept(id)]).await.unwrap();
+        assert_eq!(outcomes(written), ["1"], "{id}");
+    }
+
     async fn claimed(pool: &SqlitePool) -> Vec<String> {
         sqlx::query_scalar("SELECT event_id FROM hooklatch_claims ORDER BY event_id")
             .fetch_all(pool)
@@ -676,8 +689,7 @@ mod tests {
             write_lock_is_free(&pool).await,
             "the failed batch's transaction stayed open"
         );
-        let written = writer.commit(&[accept("a")]).await.unwrap();
-        assert_eq!(outcomes(written), ["1"]);
+        assert_accepted(&writer, "a").await;
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -715,10 +727,7 @@ mod tests {
                 "the refused batch's transaction stayed open"
             );
         }
-        assert_eq!(
-            outcomes(writer.commit(&[accept("a")]).await.unwrap()),
-            ["1"]
-        );
+        assert_accepted(&writer, "a").await;
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -746,23 +755,15 @@ mod tests {
                 matches!(failed, Err(sqlx::Error::Database(_))),
                 "{failed:?}"
             );
-            let kept = writer
-                .connection
-                .lock()
-                .await
-                .as_ref()
-                .is_some_and(|held| !held.in_transaction);
-            assert!(
-                kept,
+            assert_eq!(
+                held_connection(&writer).await,
+                Some(false),
                 "the writer dropped a connection with no transaction open"
             );
         }
         sqlx::query("ROLLBACK").execute(&mut *other).await.unwrap();
         drop(other);
-        assert_eq!(
-            outcomes(writer.commit(&[accept("a")]).await.unwrap()),
-            ["1"]
-        );
+        assert_accepted(&writer, "a").await;
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -773,20 +774,15 @@ mod tests {
     #[tokio::test]
     async fn a_batch_dropped_half_way_keeps_nothing_and_the_next_one_commits() {
         let (writer, pool, dir) = writer_on_fresh_store("dropped").await;
-        assert_eq!(
-            outcomes(writer.commit(&[accept("warm")]).await.unwrap()),
-            ["1"]
-        );
+        assert_accepted(&writer, "warm").await;
         let batch = [accept("a"), take(1), accept("b")];
         let dropped = tokio::time::timeout(Duration::ZERO, writer.commit(&batch)).await;
         assert!(dropped.is_err(), "the batch finished in one poll");
-        let left_open = writer
-            .connection
-            .lock()
-            .await
-            .as_ref()
-            .is_some_and(|held| held.in_transaction);
-        assert!(left_open, "the dropped batch was not under way");
+        assert_eq!(
+            held_connection(&writer).await,
+            Some(true),
+            "the dropped batch was not under way"
+        );
         let written = writer.commit(&[accept("a"), accept("b")]).await.unwrap();
         assert_eq!(outcomes(written), ["1", "1"]);
         assert_eq!(claimed(&pool).await.join(" "), "a b warm");
