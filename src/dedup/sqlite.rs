@@ -608,6 +608,26 @@ mod tests {
         assert_eq!(outcomes(written), ["1"], "{id}");
     }
 
+    /// Commits `batch`, which the database refuses: nothing of it is kept
+    /// in the claims or the inbox, and no transaction stays open.
+    async fn assert_batch_refused_whole(writer: &Writer, pool: &SqlitePool, batch: &[Write]) {
+        let failed = writer.commit(batch).await;
+        assert!(
+            matches!(failed, Err(sqlx::Error::Database(_))),
+            "{failed:?}"
+        );
+        assert!(claimed(pool).await.is_empty());
+        let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hooklatch_inbox")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        assert_eq!(waiting, 0);
+        assert!(
+            write_lock_is_free(pool).await,
+            "the refused batch's transaction stayed open"
+        );
+    }
+
     async fn claimed(pool: &SqlitePool) -> Vec<String> {
         sqlx::query_scalar("SELECT event_id FROM hooklatch_claims ORDER BY event_id")
             .fetch_all(pool)
@@ -679,16 +699,7 @@ mod tests {
             Want::Affected,
         )
         .text("ns");
-        let failed = writer.commit(&[accept("a"), refused]).await;
-        assert!(
-            matches!(failed, Err(sqlx::Error::Database(_))),
-            "{failed:?}"
-        );
-        assert!(claimed(&pool).await.is_empty());
-        assert!(
-            write_lock_is_free(&pool).await,
-            "the failed batch's transaction stayed open"
-        );
+        assert_batch_refused_whole(&writer, &pool, &[accept("a"), refused]).await;
         assert_accepted(&writer, "a").await;
         std::fs::remove_dir_all(&dir).ok();
     }
@@ -711,21 +722,7 @@ mod tests {
             vec![accept("a"), accept("bad")],
             vec![take(1), accept("a"), accept("bad")],
         ] {
-            let failed = writer.commit(&batch).await;
-            assert!(
-                matches!(failed, Err(sqlx::Error::Database(_))),
-                "{failed:?}"
-            );
-            assert!(claimed(&pool).await.is_empty());
-            let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hooklatch_inbox")
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-            assert_eq!(waiting, 0);
-            assert!(
-                write_lock_is_free(&pool).await,
-                "the refused batch's transaction stayed open"
-            );
+            assert_batch_refused_whole(&writer, &pool, &batch).await;
         }
         assert_accepted(&writer, "a").await;
         std::fs::remove_dir_all(&dir).ok();
