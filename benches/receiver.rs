@@ -19,7 +19,10 @@
 //! Run with: cargo bench --bench receiver --all-features
 //! (`RECEIVER_SECONDS` sets how long each target is loaded, default 10;
 //! `RECEIVER_ROUNDS` how many rounds, default 3; `RECEIVER_STORES` picks
-//! among `sqlite,postgres,redis`.)
+//! among `sqlite,postgres,redis`; `RECEIVER_BINARY` runs the example
+//! binary at that path instead of building it, to compare two builds in
+//! alternating runs: copy each build to a folder of its own, keeping the
+//! file name `axum_receiver`.)
 //!
 //! Needs `wrk` (`apt-get install wrk`). Uses the Postgres server in
 //! `HOOKLATCH_TEST_POSTGRES_URL` (a database of its own per run) or a
@@ -322,8 +325,19 @@ fn wait_for_port(port: u16) {
     }
 }
 
-/// The release build of the example, built now if it is not current.
+/// The release build of the example, built now if it is not current, or
+/// the build `RECEIVER_BINARY` names.
 fn example_binary() -> PathBuf {
+    if let Some(binary) = std::env::var_os("RECEIVER_BINARY") {
+        let binary = PathBuf::from(binary);
+        // The CPU columns find the receiver by its process name.
+        assert!(
+            binary.file_name() == Some("axum_receiver".as_ref()),
+            "RECEIVER_BINARY names {}: the build's file must be called axum_receiver",
+            binary.display()
+        );
+        return std::fs::canonicalize(&binary).expect("the example's binary in RECEIVER_BINARY");
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let built = Command::new(cargo)
         .args(["build", "--release", "-q", "-p", "hooklatch-tower"])
