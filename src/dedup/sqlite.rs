@@ -8,14 +8,14 @@ use std::sync::Arc;
 use sqlx::Sqlite;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool, SqliteRow};
 
-use super::sql::write::{Arg, Want, Write, Written, run_write};
+use super::sql::write::{Arg, Want, Write, Written, run_write, run_write_as};
 use super::sql::{
     AcceptParts, BuildAccept, BuildOnInbox, InboxBackend, SqlInbox, Statements, TAKE_ORDER,
     ready_condition, take_assignments,
 };
 use super::{Acceptance, DedupError, IncomingEvent, StoreOptions};
 use crate::store::group_commit::{Batched, CommitBatch, GroupCommit};
-use crate::store::sql::{On, SQLITE, sqlite_pool};
+use crate::store::sql::{On, SQLITE, sql_built, sqlite_pool};
 
 /// Claims and inbox in one SQLite file: the default store, for a single
 /// receiver process (or several on one host sharing the file).
@@ -34,7 +34,8 @@ use crate::store::sql::{On, SQLITE, sqlite_pool};
 /// 256 writes, one flush), and each caller is answered only after that
 /// commit. The transaction is begun and committed in the same round trip
 /// to SQLite's connection thread as the statements next to it, so that a
-/// batch of accepts alone costs two. When the database refuses one write
+/// batch of accepts alone costs two, and a worker's take or ack alone one.
+/// When the database refuses one write
 /// of a batch for something that write caused, the writes are tried again
 /// one at a time, so only that caller gets the error. Reads (stats, dead letters) use the pool and
 /// run beside the writer. A caller alone waits for nobody.
@@ -364,16 +365,52 @@ async fn commit_on(
             begun = true;
             rest = &rest[run..];
         } else {
-            if !begun {
-                sqlx::query(BEGIN).execute(&mut *connection).await?;
-                begun = true;
+            let last = rest.len() == 1;
+            let framing = Framing {
+                begin: !begun,
+                commit: last,
+            };
+            if matches!(first.want, Want::Rows) && (framing.begin || framing.commit) {
+                written.push(framed_write(connection, first, framing).await?);
+                if last {
+                    return Ok(written);
+                }
+            } else {
+                if framing.begin {
+                    sqlx::query(BEGIN).execute(&mut *connection).await?;
+                }
+                written.push(run_write::<Sqlite>(first, On::Connection(&mut *connection)).await?);
             }
-            written.push(run_write::<Sqlite>(first, On::Connection(&mut *connection)).await?);
+            begun = true;
             rest = &rest[1..];
         }
     }
     sqlx::query("COMMIT").execute(&mut *connection).await?;
     Ok(written)
+}
+
+/// Runs a write that returns rows (a take, an ack) with the transaction's
+/// `BEGIN` and `COMMIT` as `framing` says, in the same round trip: a take
+/// or an ack alone is one round trip, not three. Only writes that return
+/// rows: a count would come out wrong, since sqlx adds up what SQLite
+/// reports after each statement, and after a `BEGIN` or a `COMMIT` that
+/// is the last write's count again.
+async fn framed_write(
+    connection: &mut SqliteConnection,
+    write: &Write,
+    framing: Framing,
+) -> Result<Written<SqliteRow>, sqlx::Error> {
+    let mut framed = String::new();
+    if framing.begin {
+        framed.push_str(BEGIN);
+        framed.push_str("; ");
+    }
+    framed.push_str(write.statement.as_str());
+    if framing.commit {
+        framed.push_str("; COMMIT");
+    }
+    let statement = sql_built::<Sqlite>(sqlx::AssertSqlSafe(framed));
+    run_write_as(write, statement, On::Connection(connection)).await
 }
 
 /// Every batch's transaction: immediate, so that it takes the file's write
@@ -651,8 +688,10 @@ mod tests {
                 vec!["0", "1", "0"],
                 "a b c",
             ),
-            // No accept: begun and committed on their own.
-            (vec![take(2)], vec!["a b"], "a b c"),
+            // A take alone: begun and committed in its own round trip.
+            (vec![take(1)], vec!["a"], "a b c"),
+            // Two takes: the first begins, the second commits.
+            (vec![take(1), take(0)], vec!["b", ""], "a b c"),
             // A run before a take and one after it, which commits.
             (
                 vec![accept("d"), take(1), accept("e")],
@@ -724,6 +763,48 @@ mod tests {
         ] {
             assert_batch_refused_whole(&writer, &pool, &batch).await;
         }
+        assert_accepted(&writer, "a").await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A take that fails carries its batch's `COMMIT` no further: whether
+    /// the take began the transaction or came after accepts, nothing of
+    /// the batch is kept, no event is left taken, and the next batch
+    /// commits.
+    #[tokio::test]
+    async fn a_refused_take_never_reaches_its_commit() {
+        let (writer, pool, dir) = writer_on_fresh_store("refused-take").await;
+        assert_accepted(&writer, "bad").await;
+        sqlx::query(
+            "CREATE TRIGGER refuse_bad BEFORE UPDATE ON hooklatch_inbox \
+             WHEN NEW.event_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        for batch in [vec![take(9)], vec![take(0), take(9)]] {
+            let failed = writer.commit(&batch).await;
+            assert!(
+                matches!(failed, Err(sqlx::Error::Database(_))),
+                "{failed:?}"
+            );
+            assert!(write_lock_is_free(&pool).await, "a transaction stayed open");
+        }
+        // After accepts: the accepts are not kept either.
+        let failed = writer.commit(&[accept("a"), take(9)]).await;
+        assert!(
+            matches!(failed, Err(sqlx::Error::Database(_))),
+            "{failed:?}"
+        );
+        assert_eq!(claimed(&pool).await, ["bad"]);
+        let taken: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM hooklatch_inbox WHERE taken_token IS NOT NULL OR attempts > 0",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(taken, 0, "a refused take left an event taken");
+        assert!(write_lock_is_free(&pool).await, "a transaction stayed open");
         assert_accepted(&writer, "a").await;
         std::fs::remove_dir_all(&dir).ok();
     }

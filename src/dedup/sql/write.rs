@@ -6,7 +6,7 @@
 
 use sqlx::SqlStr;
 
-use crate::store::sql::{On, SqlDatabase, sql};
+use crate::store::sql::{On, SqlDatabase, Statement, sql};
 
 /// An argument of a [`Write`], bound in order.
 #[derive(Debug, Clone)]
@@ -119,7 +119,16 @@ pub(crate) async fn run_write<DB: SqlDatabase>(
     write: &Write,
     on: On<'_, DB>,
 ) -> Result<Written<DB::Row>, sqlx::Error> {
-    let mut statement = sql::<DB>(&write.statement);
+    run_write_as(write, sql::<DB>(&write.statement), on).await
+}
+
+/// Runs `statement`, which carries `write`'s statement (with others around
+/// it that take no arguments), with `write`'s arguments.
+pub(crate) async fn run_write_as<DB: SqlDatabase>(
+    write: &Write,
+    mut statement: Statement<DB>,
+    on: On<'_, DB>,
+) -> Result<Written<DB::Row>, sqlx::Error> {
     for arg in &write.args {
         statement = match arg {
             Arg::Int(value) => statement.bind(*value),

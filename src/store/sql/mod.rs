@@ -10,7 +10,7 @@ use sqlx::{AssertSqlSafe, SqlSafeStr as _, SqlStr};
 mod database;
 
 pub use database::SqlDatabase;
-pub(crate) use database::{On, sql, sql_built};
+pub(crate) use database::{On, Statement, sql, sql_built};
 
 /// What differs between the two databases in the statements we write.
 #[derive(Debug, Clone, Copy)]
