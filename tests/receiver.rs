@@ -584,6 +584,42 @@ async fn tenants_each_verify_with_their_own_secrets_and_namespace<F: Framework, 
     );
 }
 
+/// A tenant whose namespace, joined to the layer's, is too long for the
+/// store is the receiver's configuration at fault, not the sender's: 500,
+/// which senders retry, where a 400 would make many give the event up;
+/// nothing is claimed. A tenant that fits is accepted beside it.
+async fn a_namespace_too_long_for_the_store_is_a_server_error_not_the_senders<
+    F: Framework,
+    B: Store,
+>() {
+    let (store, _guards) = B::open().await;
+    let namespace = support::unique("layer-namespace-of-forty-bytes-");
+    let long_tenant = "t".repeat(hooklatch::dedup::MAX_NAMESPACE_LEN - namespace.len());
+    let tenants = StaticTenants::default();
+    tenants.replace(HashMap::from([
+        tenant(&long_tenant, &[(SECRET, Validity::ALWAYS)]),
+        tenant("acme", &[(SECRET, Validity::ALWAYS)]),
+    ]));
+    let base = F::serve_tenants(
+        store.clone(),
+        &namespace,
+        Tenants::new(TenantKey::LastPathSegment, tenants),
+    );
+    let client = reqwest::Client::new();
+    let body = br#"{"type":"ping"}"#.to_vec();
+    for (tenant, expected) in [(long_tenant.as_str(), 500), ("acme", 202)] {
+        let headers = sign("msg_1", &body);
+        let (status, text) = post(&client, &format!("{base}/{tenant}"), &headers, body.clone())
+            .await
+            .expect("an answer");
+        assert_eq!(status, expected, "{tenant}: {text}");
+    }
+    assert_eq!(
+        support::drain(&store, &format!("{namespace}:acme")).await,
+        vec!["msg_1".to_owned()]
+    );
+}
+
 /// Sends a signed request for `tenant` over a socket: the head at once,
 /// the body once `release` says; the status.
 async fn post_slowly(
@@ -670,6 +706,11 @@ macro_rules! contract {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn tenants_each_verify_with_their_own_secrets_and_namespace() {
                     super::tenants_each_verify_with_their_own_secrets_and_namespace::<super::$framework, super::$store>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn a_namespace_too_long_for_the_store_is_a_server_error_not_the_senders() {
+                    super::a_namespace_too_long_for_the_store_is_a_server_error_not_the_senders::<super::$framework, super::$store>().await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

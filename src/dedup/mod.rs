@@ -523,11 +523,14 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), DedupError> {
     }
 }
 
+/// What [`DedupError::InvalidKey`] names for a namespace at fault.
+pub(crate) const NAMESPACE: &str = "namespace";
+
 pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
     match store::namespace_problem(namespace) {
         None => Ok(()),
         Some(reason) => Err(DedupError::InvalidKey {
-            what: "namespace",
+            what: NAMESPACE,
             reason,
         }),
     }

@@ -35,8 +35,15 @@ pub enum Rejection {
     /// No event id to deduplicate by: the scheme has no id header, or the
     /// configured JSON field is absent (400).
     MissingEventId,
-    /// The event id or namespace cannot be stored (400).
+    /// The event id cannot be stored (400).
     InvalidEventId(String),
+    /// The namespace the receiver claims in cannot be stored: with
+    /// tenants, the layer's namespace, a colon and the tenant's are longer
+    /// than [`MAX_NAMESPACE_LEN`](crate::dedup::MAX_NAMESPACE_LEN) bytes
+    /// together. 500: a configuration error, not the sender's, so the
+    /// sender retries (a 4xx would make many give the event up) until the
+    /// namespaces are shortened.
+    InvalidNamespace(String),
     /// Another delivery of this event is running; come back later (409).
     InProgress {
         /// When the other delivery's lease expires.
@@ -86,7 +93,7 @@ impl Rejection {
             | Self::HandlerTimedOut { .. }
             | Self::TenantLookupFailed(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::InvalidJson(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::NotConfigured => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::NotConfigured | Self::InvalidNamespace(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::UnknownTenant => StatusCode::NOT_FOUND,
         }
     }
@@ -105,7 +112,7 @@ impl Rejection {
             Self::StoreUnavailable(_) => "temporarily unable to accept webhooks; retry later",
             Self::HandlerTimedOut { .. } => "webhook handler took too long; retry later",
             Self::InvalidJson(_) => "webhook body is not the expected JSON",
-            Self::NotConfigured => "webhook receiver is not configured",
+            Self::NotConfigured | Self::InvalidNamespace(_) => "webhook receiver is not configured",
             Self::UnknownTenant => "no such webhook receiver",
             Self::TenantLookupFailed(_) => "temporarily unable to accept webhooks; retry later",
         }
@@ -128,6 +135,7 @@ impl Rejection {
             Self::Unverified(_) => "malformed",
             Self::MissingEventId => "missing_event_id",
             Self::InvalidEventId(_) => "invalid_event_id",
+            Self::InvalidNamespace(_) => "invalid_namespace",
             Self::InProgress { .. } => "in_progress",
             Self::StoreUnavailable(_) => "store_unavailable",
             Self::HandlerTimedOut { .. } => "handler_timed_out",
@@ -228,6 +236,10 @@ impl Rejection {
             Self::BodyTimeout { .. } => ("body_timeout", "the body did not arrive in time"),
             Self::MissingEventId => ("missing_event_id", "the request carries no event id"),
             Self::InvalidEventId(_) => ("invalid_event_id", "the event id cannot be stored"),
+            Self::InvalidNamespace(_) => (
+                "invalid_namespace",
+                "the receiver's namespace cannot be stored",
+            ),
             Self::InProgress { .. } => (
                 "in_progress",
                 "another delivery of this event is being handled",
@@ -286,6 +298,11 @@ impl Rejection {
             Self::Unverified(error) => error.to_string(),
             Self::MissingEventId => "no event id in the request".to_owned(),
             Self::InvalidEventId(reason) => reason.clone(),
+            Self::InvalidNamespace(reason) => format!(
+                "{reason}: with tenants, the layer's namespace, a colon and the tenant's must \
+                 fit in {} bytes together",
+                crate::dedup::MAX_NAMESPACE_LEN
+            ),
             Self::InProgress { retry_after } => {
                 format!("in progress elsewhere; lease ends in {retry_after:?}")
             }
@@ -319,13 +336,17 @@ impl Rejection {
         }
     }
 
-    /// The rejection for a claim store error: 400 for a key the store
-    /// cannot take, 503 for everything else.
+    /// The rejection for a claim store error: 400 for an event id the
+    /// store cannot take, 500 for a namespace it cannot take (the
+    /// receiver's configuration), 503 for everything else.
     pub fn from_store(error: DedupError) -> Self {
-        if error.is_bad_request() {
-            Self::InvalidEventId(error.to_string())
-        } else {
-            Self::StoreUnavailable(error.to_string())
+        match error {
+            DedupError::InvalidKey {
+                what: crate::dedup::NAMESPACE,
+                ..
+            } => Self::InvalidNamespace(error.to_string()),
+            _ if error.is_bad_request() => Self::InvalidEventId(error.to_string()),
+            _ => Self::StoreUnavailable(error.to_string()),
         }
     }
 
