@@ -645,24 +645,39 @@ mod tests {
         assert_eq!(outcomes(written), ["1"], "{id}");
     }
 
-    /// Commits `batch`, which the database refuses: nothing of it is kept
-    /// in the claims or the inbox, and no transaction stays open.
-    async fn assert_batch_refused_whole(writer: &Writer, pool: &SqlitePool, batch: &[Write]) {
+    /// Commits `batch`, which the database refuses, and says no
+    /// transaction stayed open.
+    async fn assert_refused(writer: &Writer, pool: &SqlitePool, batch: &[Write]) {
         let failed = writer.commit(batch).await;
         assert!(
             matches!(failed, Err(sqlx::Error::Database(_))),
             "{failed:?}"
         );
+        assert!(write_lock_is_free(pool).await, "a transaction stayed open");
+    }
+
+    /// Makes the database refuse to `change` (`INSERT`, `UPDATE`) an inbox
+    /// row of the event `bad`.
+    async fn refuse_event_bad(pool: &SqlitePool, change: &str) {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE TRIGGER refuse_bad BEFORE {change} ON hooklatch_inbox \
+             WHEN NEW.event_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )))
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+
+    /// Commits `batch`, which the database refuses: nothing of it is kept
+    /// in the claims or the inbox, and no transaction stays open.
+    async fn assert_batch_refused_whole(writer: &Writer, pool: &SqlitePool, batch: &[Write]) {
+        assert_refused(writer, pool, batch).await;
         assert!(claimed(pool).await.is_empty());
         let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hooklatch_inbox")
             .fetch_one(pool)
             .await
             .unwrap();
         assert_eq!(waiting, 0);
-        assert!(
-            write_lock_is_free(pool).await,
-            "the refused batch's transaction stayed open"
-        );
     }
 
     async fn claimed(pool: &SqlitePool) -> Vec<String> {
@@ -750,13 +765,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_insert_never_reaches_its_commit() {
         let (writer, pool, dir) = writer_on_fresh_store("refused").await;
-        sqlx::query(
-            "CREATE TRIGGER refuse_bad BEFORE INSERT ON hooklatch_inbox \
-             WHEN NEW.event_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
+        refuse_event_bad(&pool, "INSERT").await;
         for batch in [
             vec![accept("a"), accept("bad")],
             vec![take(1), accept("a"), accept("bad")],
@@ -775,27 +784,12 @@ mod tests {
     async fn a_refused_take_never_reaches_its_commit() {
         let (writer, pool, dir) = writer_on_fresh_store("refused-take").await;
         assert_accepted(&writer, "bad").await;
-        sqlx::query(
-            "CREATE TRIGGER refuse_bad BEFORE UPDATE ON hooklatch_inbox \
-             WHEN NEW.event_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
+        refuse_event_bad(&pool, "UPDATE").await;
         for batch in [vec![take(9)], vec![take(0), take(9)]] {
-            let failed = writer.commit(&batch).await;
-            assert!(
-                matches!(failed, Err(sqlx::Error::Database(_))),
-                "{failed:?}"
-            );
-            assert!(write_lock_is_free(&pool).await, "a transaction stayed open");
+            assert_refused(&writer, &pool, &batch).await;
         }
         // After accepts: the accepts are not kept either.
-        let failed = writer.commit(&[accept("a"), take(9)]).await;
-        assert!(
-            matches!(failed, Err(sqlx::Error::Database(_))),
-            "{failed:?}"
-        );
+        assert_refused(&writer, &pool, &[accept("a"), take(9)]).await;
         assert_eq!(claimed(&pool).await, ["bad"]);
         let taken: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM hooklatch_inbox WHERE taken_token IS NOT NULL OR attempts > 0",
@@ -804,7 +798,6 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(taken, 0, "a refused take left an event taken");
-        assert!(write_lock_is_free(&pool).await, "a transaction stayed open");
         assert_accepted(&writer, "a").await;
         std::fs::remove_dir_all(&dir).ok();
     }
