@@ -235,6 +235,11 @@ impl Batched for Batch<sqlx::Postgres> {
 impl CommitBatch for Batch<sqlx::Postgres> {
     // One batch forms and is sent while the other waits for its flush.
     const WRITERS: usize = 2;
+    const MAX_BATCH_BYTES: usize = crate::store::group_commit::POSTGRES_BATCH_BYTES;
+
+    fn job_bytes(job: &Job) -> usize {
+        job.body.len() + job.meta.as_ref().map_or(0, String::len)
+    }
 
     async fn idle(&self) {
         self.connection.release();

@@ -35,6 +35,11 @@ use super::StoreError;
 /// The most jobs one transaction takes.
 pub(crate) const MAX_BATCH: usize = 256;
 
+/// The bytes of bodies after which a Postgres batch takes no more (see
+/// [`CommitBatch::MAX_BATCH_BYTES`]): a sixteenth of the 1 GiB Postgres
+/// takes in one message or one array.
+pub(crate) const POSTGRES_BATCH_BYTES: usize = 64 << 20;
+
 /// What a batch is made of, said once for every dialect that commits it.
 pub trait Batched {
     /// One write, owned, waiting for its batch.
@@ -53,6 +58,18 @@ pub trait CommitBatch: Batched + Clone + Send + Sync + 'static {
     /// the outbox, where a record not kept sends a delivered event again;
     /// the inbox's accepts fail as a batch (each sender retries).
     const RETRY_ALONE: bool = false;
+    /// The bytes of jobs ([`job_bytes`](Self::job_bytes)) after which a
+    /// batch takes no more, so that what one statement carries stays far
+    /// below what the database takes in one message or one array (1 GiB
+    /// on Postgres): without it, 256 large bodies raised past the default
+    /// limit could fail every batch of a burst. A batch stops growing
+    /// once it holds this much, so it may pass it by its last job.
+    const MAX_BATCH_BYTES: usize = usize::MAX;
+
+    /// How many bytes `job` adds to its batch's statement.
+    fn job_bytes(_job: &Self::Job) -> usize {
+        0
+    }
 
     /// Commits `batch` as one transaction, or nothing of it; the outcomes
     /// in the batch's order.
@@ -205,10 +222,12 @@ async fn writer<C: CommitBatch>(
                 return;
             };
             let mut waiting = Some(first);
+            let mut bytes = 0_usize;
             while let Some(Waiting { job, reply }) = waiting {
+                bytes = bytes.saturating_add(C::job_bytes(&job));
                 batch.push(job);
                 replies.push(reply);
-                waiting = (batch.len() < MAX_BATCH)
+                waiting = (batch.len() < MAX_BATCH && bytes < C::MAX_BATCH_BYTES)
                     .then(|| jobs.try_recv().ok())
                     .flatten();
             }
@@ -254,3 +273,79 @@ async fn writer<C: CommitBatch>(
 /// How long a writer waits for a job before it gives back what it holds
 /// (see [`CommitBatch::idle`]).
 const HELD_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Jobs of a given size in bytes; records each batch's jobs, and holds
+    /// its first commit until told, so that what comes meanwhile queues.
+    #[derive(Clone)]
+    struct Recorder {
+        batches: Arc<Mutex<Vec<Vec<usize>>>>,
+        release_first: Arc<tokio::sync::Semaphore>,
+    }
+
+    impl Batched for Recorder {
+        type Job = usize;
+        type Outcome = ();
+    }
+
+    impl CommitBatch for Recorder {
+        const WRITERS: usize = 1;
+        const MAX_BATCH_BYTES: usize = 100;
+
+        fn job_bytes(job: &usize) -> usize {
+            *job
+        }
+
+        async fn commit(&self, batch: &[usize]) -> Result<Vec<()>, sqlx::Error> {
+            let first = self.batches.lock().unwrap().is_empty();
+            self.batches.lock().unwrap().push(batch.to_vec());
+            if first {
+                let _ = self.release_first.acquire().await;
+            }
+            Ok(vec![(); batch.len()])
+        }
+    }
+
+    /// A batch takes jobs until it holds `MAX_BATCH_BYTES`, then leaves the
+    /// rest to the next: never more than the limit and its last job, and a
+    /// job over the limit alone is a batch of its own.
+    #[tokio::test]
+    async fn a_batch_stops_growing_at_its_byte_limit() {
+        let recorder = Recorder {
+            batches: Arc::default(),
+            release_first: Arc::new(tokio::sync::Semaphore::new(0)),
+        };
+        let writes = GroupCommit::new(recorder.clone());
+        let first = tokio::spawn({
+            let writes = writes.clone();
+            async move { writes.submit(1).await }
+        });
+        while recorder.batches.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Queued behind the held commit, in this order.
+        let sizes = [40, 40, 40, 40, 250, 10, 10];
+        let mut queued = Vec::new();
+        for size in sizes {
+            let writes = writes.clone();
+            queued.push(tokio::spawn(async move { writes.submit(size).await }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        recorder.release_first.add_permits(1);
+        first.await.unwrap().unwrap();
+        for submitted in queued {
+            submitted.await.unwrap().unwrap();
+        }
+        let batches = recorder.batches.lock().unwrap().clone();
+        assert_eq!(
+            batches,
+            [vec![1], vec![40, 40, 40], vec![40, 250], vec![10, 10]]
+        );
+    }
+}

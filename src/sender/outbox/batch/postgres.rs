@@ -149,6 +149,11 @@ impl crate::sender::outbox::OutboxBackend for sqlx::Postgres {
 impl CommitBatch for Enqueues<sqlx::Postgres> {
     const WRITERS: usize = 2;
     const RETRY_ALONE: bool = true;
+    const MAX_BATCH_BYTES: usize = crate::store::group_commit::POSTGRES_BATCH_BYTES;
+
+    fn job_bytes(job: &Enqueue) -> usize {
+        job.body.len()
+    }
 
     async fn idle(&self) {
         self.connection.release();
