@@ -35,10 +35,10 @@ use crate::store::sql::{On, SQLITE, sql_built, sqlite_pool};
 /// commit. The transaction is begun and committed in the same round trip
 /// to SQLite's connection thread as the statements next to it, so that a
 /// batch of accepts alone costs two, and a worker's take or ack alone one.
-/// When the database refuses one write
-/// of a batch for something that write caused, the writes are tried again
-/// one at a time, so only that caller gets the error. Reads (stats, dead letters) use the pool and
-/// run beside the writer. A caller alone waits for nobody.
+/// When the database refuses one write of a batch for something that write
+/// caused, the writes are tried again one at a time, so only that caller
+/// gets the error. Reads (stats, dead letters) use the pool and run beside
+/// the writer. A caller alone waits for nobody.
 ///
 /// # Schema
 ///

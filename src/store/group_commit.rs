@@ -313,8 +313,8 @@ mod tests {
     }
 
     /// A batch takes jobs until it holds `MAX_BATCH_BYTES`, then leaves the
-    /// rest to the next: never more than the limit and its last job, and a
-    /// job over the limit alone is a batch of its own.
+    /// rest to the next: it passes the limit by at most its last job, and
+    /// a job over the limit that comes first is a batch of its own.
     #[tokio::test]
     async fn a_batch_stops_growing_at_its_byte_limit() {
         let recorder = Recorder {
@@ -330,7 +330,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         // Queued behind the held commit, in this order.
-        let sizes = [40, 40, 40, 40, 250, 10, 10];
+        let sizes = [40, 40, 40, 150, 10, 40, 250, 10];
         let mut queued = Vec::new();
         for size in sizes {
             let writes = writes.clone();
@@ -345,7 +345,13 @@ mod tests {
         let batches = recorder.batches.lock().unwrap().clone();
         assert_eq!(
             batches,
-            [vec![1], vec![40, 40, 40], vec![40, 250], vec![10, 10]]
+            [
+                vec![1],
+                vec![40, 40, 40],
+                vec![150],
+                vec![10, 40, 250],
+                vec![10]
+            ]
         );
     }
 }
