@@ -494,7 +494,7 @@ pub const PURGE_BATCH: u64 = 5_000;
 /// stores; more are acked in several.
 pub const ACK_BATCH: usize = 1_000;
 
-/// Checks that `namespace` can be stored: 1 to 64 characters of
+/// Checks that `namespace` can be configured: 1 to 64 characters of
 /// `A-Z a-z 0-9 _ - . :`. Use it to refuse a bad configuration at startup.
 ///
 /// ```
@@ -502,7 +502,32 @@ pub const ACK_BATCH: usize = 1_000;
 /// assert!(hooklatch::dedup::validate_namespace("two words").is_err());
 /// ```
 pub fn validate_namespace(namespace: &str) -> Result<(), DedupError> {
-    check_namespace(namespace)
+    match store::namespace_problem(namespace) {
+        None => Ok(()),
+        Some(reason) => Err(DedupError::InvalidKey {
+            what: NAMESPACE,
+            reason,
+        }),
+    }
+}
+
+/// The namespace a receiver configured with `namespace` claims a tenant's
+/// events in: the two joined by `~`, which neither may hold, so no tenant
+/// name can reach another receiver's namespace or another tenant's.
+///
+/// ```
+/// use hooklatch::dedup::tenant_namespace;
+///
+/// assert_eq!(tenant_namespace("hooks", "acme"), "hooks~acme");
+/// // A tenant called `stripe` never lands in a receiver's `hooks:stripe`.
+/// assert_ne!(tenant_namespace("hooks", "stripe"), "hooks:stripe");
+/// ```
+pub fn tenant_namespace(namespace: &str, tenant: &str) -> String {
+    let mut joined = String::with_capacity(namespace.len() + 1 + tenant.len());
+    joined.push_str(namespace);
+    joined.push(store::TENANT_SEPARATOR);
+    joined.push_str(tenant);
+    joined
 }
 
 /// `Ok` when a fenced statement changed exactly one row; `lost` when the
@@ -526,8 +551,10 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), DedupError> {
 /// What [`DedupError::InvalidKey`] names for a namespace at fault.
 pub(crate) const NAMESPACE: &str = "namespace";
 
+/// Checks a namespace as a claim store or inbox keeps it: one namespace,
+/// or a receiver's and its tenant's joined by [`tenant_namespace`].
 pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
-    match store::namespace_problem(namespace) {
+    match store::stored_namespace_problem(namespace) {
         None => Ok(()),
         Some(reason) => Err(DedupError::InvalidKey {
             what: NAMESPACE,

@@ -81,8 +81,8 @@ impl VerifiedEvent {
     }
 
     /// The event's type: GitHub's `X-GitHub-Event`, Shopify's
-    /// `X-Shopify-Topic`, Twitch's `Twitch-Eventsub-Subscription-Type`,
-    /// Outpost's `x-outpost-topic`; Zoom's body `event`, Paddle's
+    /// `X-Shopify-Topic`, Outpost's `x-outpost-topic`; Twitch's body
+    /// `subscription.type` (its type header is not signed); Zoom's body `event`, Paddle's
     /// `event_type`, Meta's `field` of the first change (else its
     /// `object`); or the body's top-level `type` for Stripe, Standard
     /// Webhooks, Svix, Slack (the `payload`'s for interactive actions),

@@ -5,10 +5,18 @@
 use subtle::ConstantTimeEq as _;
 
 use super::VerifiedEvent;
-use crate::verify::{HeaderKey, HeaderLookup, Headers, Verifier};
+use crate::verify::{ConfigError, HeaderKey, HeaderLookup, Headers, Scheme, Verifier};
 
 /// The longest challenge echoed back. Providers send tens of characters.
 const MAX_CHALLENGE_LEN: usize = 1024;
+
+/// The largest body of an Event Grid subscription validation read (it
+/// is unsigned): Event Grid sends about 500 bytes; more is answered 413.
+pub(super) const MAX_VALIDATION_BODY: usize = 16 * 1024;
+
+/// The longest token proved with a secret (X's `crc_token`, Zoom's
+/// `plainToken`). Both providers send a few dozen characters.
+const MAX_PROVED_TOKEN_LEN: usize = 256;
 
 /// A provider's subscription check that a [`Receiver`](super::Receiver)
 /// answers by itself ([`with_handshake`](super::Receiver::with_handshake)).
@@ -82,6 +90,49 @@ impl std::fmt::Debug for Handshake {
 }
 
 impl Handshake {
+    /// The provider, as [`HandshakeAnswer::provider`] names it.
+    fn provider(&self) -> &'static str {
+        match self {
+            Self::Slack => "slack",
+            Self::Meta { .. } => "meta",
+            Self::Twitch => "twitch",
+            Self::Zoom => "zoom",
+            Self::Discord => "discord",
+            Self::MicrosoftGraph => "microsoft-graph",
+            Self::X => "x",
+            Self::AzureEventGrid => "azure-event-grid",
+        }
+    }
+
+    /// The scheme whose deliveries this handshake belongs with: `None` for
+    /// the unsigned ones that compute nothing with a secret (Graph's and
+    /// Event Grid's), which go with any scheme.
+    fn scheme(&self) -> Option<(&'static str, Scheme)> {
+        Some(match self {
+            Self::Slack => ("slack", Scheme::slack()),
+            Self::Meta { .. } => ("meta", Scheme::meta()),
+            Self::Twitch => ("twitch", Scheme::twitch()),
+            Self::Zoom => ("zoom", Scheme::zoom()),
+            Self::Discord => ("discord", Scheme::discord()),
+            Self::X => ("x", Scheme::x()),
+            Self::MicrosoftGraph | Self::AzureEventGrid => return None,
+        })
+    }
+
+    /// Refuses this handshake on a receiver verifying `scheme`, unless it
+    /// is the provider's own (exactly: a scheme changed from the preset
+    /// is another scheme).
+    pub(super) fn check_scheme(&self, scheme: &Scheme) -> Result<(), ConfigError> {
+        match self.scheme() {
+            Some((expected, preset)) if *scheme != preset => Err(ConfigError::HandshakeScheme {
+                handshake: self.provider(),
+                expected,
+                scheme: scheme.name().to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Meta's subscription check with `verify_token`.
     pub fn meta(verify_token: impl Into<String>) -> Self {
         Self::Meta {
@@ -122,6 +173,26 @@ impl HandshakeAnswer {
     }
 }
 
+/// A token fit to prove with a secret: 1 to [`MAX_PROVED_TOKEN_LEN`]
+/// characters of base64 and base64url (`A-Z a-z 0-9 - _ = + /`), the
+/// characters X and Zoom send. No JSON document and no signed string of
+/// any scheme (which hold `{`, `.`, `:` or a space) has this shape, so a
+/// proof is never a signature over content a stranger chose.
+pub(crate) fn provable(token: &str) -> bool {
+    (1..=MAX_PROVED_TOKEN_LEN).contains(&token.len())
+        && token
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"-_=+/".contains(&byte))
+}
+
+/// Whether `body` could be what X's handshake proved for a stranger (a
+/// body of a `crc_token`'s shape): such a body is never taken as an
+/// event, so no CRC answer verifies as an X delivery. X's deliveries are
+/// JSON objects.
+pub(super) fn shaped_as_proof(handshakes: &[Handshake], body: &[u8]) -> bool {
+    handshakes.contains(&Handshake::X) && std::str::from_utf8(body).is_ok_and(provable)
+}
+
 /// A challenge fit to echo: 1 to [`MAX_CHALLENGE_LEN`] visible ASCII.
 fn echoable(challenge: &str) -> Option<String> {
     let fits = (1..=MAX_CHALLENGE_LEN).contains(&challenge.len())
@@ -152,7 +223,7 @@ pub(super) fn before_body(
                 cloudevents_origin(headers)
             }
             Handshake::X if method.eq_ignore_ascii_case("GET") => value("crc_token").map(|token| {
-                let proof = echoable(&token).and_then(|token| {
+                let proof = provable(&token).then_some(token).and_then(|token| {
                     let tag = verifier.mac(verifier.first_hmac()?, token.as_bytes())?;
                     Some(crate::verify::Encoding::Base64.encode(&tag))
                 });
@@ -316,19 +387,16 @@ pub(super) fn verified(
                 }
                 _ => continue,
             },
-            Handshake::Twitch => {
-                let kind = HeaderKey::from_static("twitch-eventsub-message-type");
-                let verification = matches!(
-                    headers.lookup(&kind),
-                    HeaderLookup::One(value) if value == b"webhook_callback_verification"
-                );
-                if !verification {
-                    continue;
+            // Decided from the signed body, not the unsigned
+            // `Twitch-Eventsub-Message-Type`: a verification request (its
+            // body holds a `challenge`) re-sent as a notification is still
+            // a verification, never an event.
+            Handshake::Twitch => match json() {
+                Some(body) if body.get("challenge").is_some() => {
+                    ("twitch", body["challenge"].as_str().and_then(echoable))
                 }
-                let challenge =
-                    json().and_then(|body| body["challenge"].as_str().and_then(echoable));
-                ("twitch", challenge)
-            }
+                _ => continue,
+            },
             Handshake::Discord => match json() {
                 Some(body) if body["type"] == 1 => {
                     return Some(HandshakeAnswer {
@@ -343,7 +411,10 @@ pub(super) fn verified(
             },
             Handshake::Zoom => match json() {
                 Some(body) if body["event"] == "endpoint.url_validation" => {
-                    let plain = body["payload"]["plainToken"].as_str().and_then(echoable);
+                    let plain = body["payload"]["plainToken"]
+                        .as_str()
+                        .filter(|plain| provable(plain))
+                        .map(str::to_owned);
                     // Proved with the secret the request verified with:
                     // while secrets rotate, the one Zoom holds.
                     let encrypted = plain.as_ref().and_then(|plain| {
@@ -399,6 +470,7 @@ fn query_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
 mod tests {
     use std::time::SystemTime;
 
+    use super::super::{Received, Rejection};
     use super::*;
 
     #[test]
@@ -514,7 +586,9 @@ mod tests {
             .iter()
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
             .collect();
-        let receiver = super::super::Receiver::new(verifier).with_handshake(handshake);
+        let receiver = super::super::Receiver::new(verifier)
+            .with_handshake(handshake)
+            .unwrap();
         let chunk = Ok::<_, std::io::Error>(bytes::Bytes::from_static(body));
         let event = receiver
             .receive(&headers[..], futures_util::stream::iter([chunk]))
@@ -573,6 +647,329 @@ mod tests {
         assert_eq!(
             answer(verifier(), Handshake::Slack, &signer, event).await,
             None
+        );
+    }
+
+    /// Every handshake that belongs to a provider is refused on a
+    /// receiver of any other scheme (or a preset changed); Graph's and
+    /// Event Grid's, which compute nothing with a secret, go with any.
+    #[test]
+    fn a_handshake_is_refused_beside_a_scheme_it_does_not_belong_to() {
+        use crate::verify::Scheme;
+        for handshake in every_handshake() {
+            for name in Scheme::NAMES {
+                let scheme = Scheme::by_name(name).unwrap();
+                let refused = handshake.check_scheme(&scheme).is_err();
+                let own = handshake.scheme().map(|(own, _)| own);
+                assert_eq!(
+                    refused,
+                    own.is_some_and(|own| own != *name),
+                    "{handshake:?} beside {name}"
+                );
+            }
+            if let Some((_, own)) = handshake.scheme() {
+                let changed = own.with_prefix("changed=");
+                assert!(handshake.check_scheme(&changed).is_err(), "{handshake:?}");
+            }
+        }
+        let error = Handshake::X.check_scheme(&Scheme::github()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the x handshake belongs to the `x` scheme, not `github`; give it to a receiver \
+             that verifies x's deliveries"
+        );
+    }
+
+    fn every_handshake() -> [Handshake; 8] {
+        [
+            Handshake::Slack,
+            Handshake::meta("the-verify-token"),
+            Handshake::Twitch,
+            Handshake::Zoom,
+            Handshake::Discord,
+            Handshake::MicrosoftGraph,
+            Handshake::X,
+            Handshake::AzureEventGrid,
+        ]
+    }
+
+    /// The HMAC schemes a handshake may stand beside, each verified with
+    /// one secret.
+    const HMAC_SCHEMES: &[&str] = &[
+        "standard", "svix", "stripe", "github", "shopify", "slack", "meta", "twitch", "zoom",
+        "paddle", "convoy", "outpost", "x",
+    ];
+
+    /// The secret every scheme of the oracle test is verified with.
+    const ORACLE_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn percent_encoded(text: &str) -> String {
+        text.bytes()
+            .map(|byte| match byte {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                    char::from(byte).to_string()
+                }
+                _ => format!("%{byte:02X}"),
+            })
+            .collect()
+    }
+
+    /// The byte strings a piece of text could carry as a MAC: each run of
+    /// base64, base64url or hex characters, decoded every way it decodes.
+    fn macs_in(text: &str) -> Vec<Vec<u8>> {
+        use base64::Engine as _;
+        let engines = [
+            base64::engine::general_purpose::STANDARD,
+            base64::engine::general_purpose::STANDARD_NO_PAD,
+            base64::engine::general_purpose::URL_SAFE,
+            base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        ];
+        let mut found = Vec::new();
+        for run in text.split(|c: char| !(c.is_ascii_alphanumeric() || "+/-_=".contains(c))) {
+            let run = run.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
+            // A prefix such as `sha256=` or `v1=` before the MAC itself.
+            let runs = [Some(run), run.split_once('=').map(|(_, rest)| rest)];
+            for run in runs.into_iter().flatten().filter(|run| run.len() >= 20) {
+                found.extend(engines.iter().filter_map(|engine| engine.decode(run).ok()));
+                if run.len() % 2 == 0 && run.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    found.push(
+                        (0..run.len())
+                            .step_by(2)
+                            .map(|at| u8::from_str_radix(&run[at..at + 2], 16).unwrap())
+                            .collect(),
+                    );
+                }
+            }
+        }
+        found.retain(|mac| mac.len() >= 16);
+        found
+    }
+
+    /// Everything a stranger can get a receiver with `handshake` to answer
+    /// about `content` without its secret: the unsigned handshakes with
+    /// `content` as their token, and the signed ones sent with a signature
+    /// made with another secret. The answers' bodies and header values.
+    async fn unsigned_answers(
+        receiver: &super::super::Receiver,
+        scheme: &crate::verify::Scheme,
+        content: &str,
+    ) -> Vec<String> {
+        use crate::verify::Signer;
+        let encoded = percent_encoded(content);
+        let mut answers = Vec::new();
+        let queries = [
+            ("GET", format!("crc_token={encoded}")),
+            ("POST", format!("validationToken={encoded}")),
+            (
+                "GET",
+                format!(
+                    "hub.mode=subscribe&hub.verify_token=the-verify-token&hub.challenge={encoded}"
+                ),
+            ),
+        ];
+        for (method, query) in &queries {
+            answers.extend(receiver.answer_before_body(method, Some(query), NO_HEADERS));
+        }
+        let origin = [("webhook-request-origin", content)];
+        answers.extend(receiver.answer_before_body("OPTIONS", None, &origin[..]));
+        let json = |value: serde_json::Value| value.to_string().into_bytes();
+        let grid = json(serde_json::json!([{
+            "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent",
+            "data": { "validationCode": content },
+        }]));
+        let grid_headers = [("aeg-event-type", "SubscriptionValidation")];
+        let stream =
+            futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(grid))]);
+        if let Ok(Received::Answered(answer)) =
+            receiver.receive_or_answer(&grid_headers[..], stream).await
+        {
+            answers.push(answer);
+        }
+        let forger = Signer::new(scheme.clone(), ["whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"]);
+        for body in [
+            content.as_bytes().to_vec(),
+            json(serde_json::json!({"type": "url_verification", "challenge": content})),
+            json(serde_json::json!({"challenge": content})),
+            json(
+                serde_json::json!({"event": "endpoint.url_validation", "payload": {"plainToken": content}}),
+            ),
+        ] {
+            let Ok(forger) = &forger else { break };
+            let Ok(headers) = forger.sign("msg_probe", SystemTime::now(), &body) else {
+                continue;
+            };
+            let headers: Vec<(String, String)> = headers
+                .iter()
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .collect();
+            let stream =
+                futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(body))]);
+            if let Ok(event) = receiver.receive(&headers[..], stream).await {
+                answers.extend(receiver.answer_verified(&headers[..], &event));
+            }
+        }
+        answers
+            .into_iter()
+            .flat_map(|answer| {
+                std::iter::once(answer.body).chain(answer.headers.into_iter().map(|(_, v)| v))
+            })
+            .collect()
+    }
+
+    /// No handshake, beside any scheme it may stand with, answers a
+    /// stranger (no secret) with a signature over content the stranger
+    /// chose that the receiver then accepts: for each scheme, a forged
+    /// event's signed content in every shape the presets sign (and a body
+    /// of a token's shape) is offered to every handshake, and the answers
+    /// are searched for the MAC a genuine signer would send.
+    #[tokio::test]
+    async fn no_handshake_signs_content_a_stranger_chose() {
+        use super::super::Receiver;
+        use crate::verify::{Scheme, Signer};
+        let mut probed = 0;
+        for handshake in every_handshake() {
+            for name in HMAC_SCHEMES {
+                let scheme = Scheme::by_name(name).unwrap();
+                if handshake.check_scheme(&scheme).is_err() {
+                    continue;
+                }
+                let verifier = Verifier::builder(scheme.clone())
+                    .with_secret(ORACLE_SECRET)
+                    .unwrap()
+                    .build()
+                    .unwrap();
+                let receiver = Receiver::new(verifier)
+                    .with_handshake(handshake.clone())
+                    .unwrap();
+                let signer = Signer::new(scheme.clone(), [ORACLE_SECRET]).unwrap();
+                let (id, now) = ("msg_forged", SystemTime::now());
+                let ts = now
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs();
+                for body in [
+                    r#"{"type":"payout.paid","amount":1000000}"#,
+                    "Zm9yZ2VkLWV2ZW50",
+                ] {
+                    let headers = signer.sign(id, now, body.as_bytes()).unwrap();
+                    let headers: Vec<(String, String)> = headers
+                        .iter()
+                        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                        .collect();
+                    let stream = futures_util::stream::iter([Ok::<_, std::io::Error>(
+                        bytes::Bytes::from(body.to_owned()),
+                    )]);
+                    if receiver.receive(&headers[..], stream).await.is_err() {
+                        // The receiver refuses this body even when signed:
+                        // a signature over it is worth nothing.
+                        continue;
+                    }
+                    let (_, signature) = headers
+                        .iter()
+                        .find(|(header, _)| header.eq_ignore_ascii_case(scheme.signature_header()))
+                        .unwrap();
+                    let genuine = macs_in(signature);
+                    assert!(!genuine.is_empty(), "{name}: {signature}");
+                    let shapes = [
+                        body.to_owned(),
+                        format!("{id}.{ts}.{body}"),
+                        format!("v0:{ts}:{body}"),
+                        format!("{ts}.{body}"),
+                        format!("{ts}:{body}"),
+                        format!("{id}{ts}{body}"),
+                    ];
+                    for content in &shapes {
+                        for answer in unsigned_answers(&receiver, &scheme, content).await {
+                            probed += 1;
+                            let leaked = macs_in(&answer).iter().any(|mac| genuine.contains(mac));
+                            assert!(
+                                !leaked,
+                                "{handshake:?} beside {name} signed {content:?} for a stranger: \
+                                 {answer}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(probed > 50, "the handshakes answered {probed} probes");
+    }
+
+    /// X's CRC answer is a MAC over the token, as X's signature is over
+    /// the body: a token-shaped body posted with that answer as its
+    /// signature is refused, though the answer is X's signature over it.
+    #[tokio::test]
+    async fn an_x_crc_answer_posted_as_a_delivery_is_refused() {
+        use super::super::Receiver;
+        use crate::verify::Scheme;
+        let verifier = Verifier::builder(Scheme::x())
+            .with_secret("consumer-secret")
+            .unwrap()
+            .build()
+            .unwrap();
+        let receiver = Receiver::new(verifier)
+            .with_handshake(Handshake::X)
+            .unwrap();
+        let token = "Zm9yZ2VkLWV2ZW50";
+        let answer = receiver
+            .answer_before_body("GET", Some(&format!("crc_token={token}")), NO_HEADERS)
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+        let signature = json["response_token"].as_str().unwrap().to_owned();
+        let headers = [("x-twitter-webhooks-signature", signature.as_str())];
+        let stream = futures_util::stream::iter([Ok::<_, std::io::Error>(
+            bytes::Bytes::from_static(token.as_bytes()),
+        )]);
+        let refused = receiver.receive(&headers[..], stream).await.unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Rejection::Unverified(crate::verify::VerifyError::MalformedBody { .. })
+            ),
+            "{refused:?}"
+        );
+        for unprovable in [r#"{"a":1}"#, "v0:1:{}", "a.b", "two words", ""] {
+            let query = format!("crc_token={}", percent_encoded(unprovable));
+            let answer = receiver
+                .answer_before_body("GET", Some(&query), NO_HEADERS)
+                .unwrap();
+            assert_eq!(answer.status, 400, "{unprovable:?}");
+        }
+    }
+
+    /// Twitch's handshake is decided from the signed body: a verification
+    /// request re-sent with `message-type: notification` is answered as
+    /// the verification it is, never taken as an event.
+    #[tokio::test]
+    async fn a_twitch_verification_relabelled_as_a_notification_is_still_a_handshake() {
+        use crate::verify::{Scheme, Signer};
+        let secret = "s3cRe7-twitch";
+        let verifier = Verifier::builder(Scheme::twitch())
+            .with_secret(secret)
+            .unwrap()
+            .build()
+            .unwrap();
+        let signer = Signer::new(Scheme::twitch(), [secret]).unwrap();
+        let body = br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"type":"channel.follow","status":"webhook_callback_verification_pending"}}"#;
+        let headers = signer.sign("msg-1", SystemTime::now(), body).unwrap();
+        let mut headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        headers.push((
+            "twitch-eventsub-message-type".to_owned(),
+            "notification".to_owned(),
+        ));
+        let receiver = super::super::Receiver::new(verifier)
+            .with_handshake(Handshake::Twitch)
+            .unwrap();
+        let stream =
+            futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from_static(body))]);
+        let event = receiver.receive(&headers[..], stream).await.unwrap();
+        let answer = receiver.answer_verified(&headers[..], &event).unwrap();
+        assert_eq!(
+            (answer.status, answer.body.as_str()),
+            (200, "pogchamp-kappa-360noscope-vohiyo")
         );
     }
 }

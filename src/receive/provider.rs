@@ -10,7 +10,7 @@ use crate::verify::{HeaderKey, HeaderLookup, Headers};
 /// request arrives; the type in the body is read when first asked for.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProviderInfo {
-    /// The type named by a header (GitHub, Shopify, Twitch, Outpost).
+    /// The type named by a header (GitHub, Shopify, Outpost).
     header_type: Option<String>,
     /// Where in the body the type is, when no header names it.
     body_type_at: BodyType,
@@ -34,6 +34,8 @@ enum BodyType {
     /// Meta's: the `field` of the first entry's first change
     /// (`entry[0].changes[0].field`), else the top-level `object`.
     MetaChange,
+    /// Twitch's: the subscription's `type` (`subscription.type`).
+    TwitchSubscription,
 }
 
 fn text<H: Headers + ?Sized>(headers: &H, name: &'static str) -> Option<String> {
@@ -63,8 +65,10 @@ impl ProviderInfo {
                 None,
                 text(headers, "x-slack-retry-num").and_then(|n| n.trim().parse().ok()),
             ),
+            // Twitch's type is read from the signed body: its
+            // `Twitch-Eventsub-Subscription-Type` header is not signed.
             "twitch" => (
-                text(headers, "twitch-eventsub-subscription-type"),
+                None,
                 text(headers, "twitch-eventsub-message-id"),
                 text(headers, "twitch-eventsub-message-retry").and_then(|n| n.trim().parse().ok()),
             ),
@@ -77,7 +81,8 @@ impl ProviderInfo {
         };
         let body_type_at = match scheme {
             _ if header_type.is_some() => BodyType::Nowhere,
-            "github" | "shopify" | "twitch" | "outpost" => BodyType::Nowhere,
+            "github" | "shopify" | "outpost" => BodyType::Nowhere,
+            "twitch" => BodyType::TwitchSubscription,
             "zoom" => BodyType::Field("event"),
             "paddle" => BodyType::Field("event_type"),
             "meta" => BodyType::MetaChange,
@@ -116,9 +121,26 @@ impl ProviderInfo {
                 BodyType::Field("type") => body_type(body).or_else(|| form_payload_type(body)),
                 BodyType::Field(name) => crate::verify::json_field(body, name).ok(),
                 BodyType::MetaChange => meta_change_field(body),
+                BodyType::TwitchSubscription => twitch_subscription_type(body),
             })
             .as_deref()
     }
+}
+
+/// Twitch's event type: the subscription's `type`.
+fn twitch_subscription_type(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Notification {
+        subscription: Subscription,
+    }
+    #[derive(serde::Deserialize)]
+    struct Subscription {
+        #[serde(rename = "type")]
+        kind: String,
+    }
+    serde_json::from_slice::<Notification>(body)
+        .ok()
+        .map(|notification| notification.subscription.kind)
 }
 
 /// Meta's event type: the `field` of the first entry's first change
@@ -197,7 +219,10 @@ mod tests {
     fn each_newer_provider_names_its_type_where_it_sends_it() {
         let none: [(&str, &str); 0] = [];
         let twitch = [
-            ("twitch-eventsub-subscription-type", "channel.follow"),
+            (
+                "twitch-eventsub-subscription-type",
+                "forged.from.the.header",
+            ),
             (
                 "twitch-eventsub-message-id",
                 "e76c6bd4-55c9-4987-8304-da1588d8988b",
@@ -206,8 +231,9 @@ mod tests {
         ];
         let info = ProviderInfo::read("twitch", &twitch, &[]);
         assert_eq!(
-            info.event_type(br#"{"type":"ignored"}"#),
-            Some("channel.follow")
+            info.event_type(br#"{"type":"ignored","subscription":{"type":"channel.follow"}}"#),
+            Some("channel.follow"),
+            "Twitch's type is the signed body's, never the unsigned header's"
         );
         assert_eq!(
             info.delivery_id.as_deref(),

@@ -9,7 +9,9 @@ use futures_core::Stream;
 use super::body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
 use super::handshake::{self, Handshake, HandshakeAnswer};
 use super::{Rejection, VerifiedEvent, metrics};
-use crate::verify::{ConfigError, EventKey, HeaderKey, HeaderLookup, Headers, Verifier};
+use crate::verify::{
+    ConfigError, EventKey, HeaderKey, HeaderLookup, Headers, Verifier, VerifyError,
+};
 
 /// How a request becomes a [`VerifiedEvent`]: the verifier, the body's
 /// limit and deadline, and the key events are claimed by. Both framework
@@ -72,21 +74,27 @@ impl Receiver {
     /// handshake is never claimed and never reaches the handler. A Meta
     /// verify token that is empty never matches.
     ///
+    /// Fails with [`ConfigError::HandshakeScheme`] when the handshake
+    /// belongs to another provider's scheme than the verifier's (X's on a
+    /// GitHub receiver, say): a handshake that proves a secret is only
+    /// safe beside the scheme it was made for. Graph's and Event Grid's,
+    /// which compute nothing with a secret, go with any scheme.
+    ///
     /// ```
     /// use hooklatch::receive::{Handshake, Receiver};
     /// use hooklatch::verify::{Scheme, Verifier};
     ///
     /// let verifier = Verifier::builder(Scheme::meta()).with_secret("app-secret")?.build()?;
-    /// let receiver = Receiver::new(verifier).with_handshake(Handshake::meta("my-verify-token"));
+    /// let receiver = Receiver::new(verifier).with_handshake(Handshake::meta("my-verify-token"))?;
     /// let query = "hub.mode=subscribe&hub.verify_token=my-verify-token&hub.challenge=1158201444";
     /// let answer = receiver.answer_before_body("GET", Some(query), &[("accept", "*/*")]).unwrap();
     /// assert_eq!((answer.status, answer.body.as_str()), (200, "1158201444"));
     /// # Ok::<(), hooklatch::verify::ConfigError>(())
     /// ```
-    #[must_use]
-    pub fn with_handshake(mut self, handshake: Handshake) -> Self {
+    pub fn with_handshake(mut self, handshake: Handshake) -> Result<Self, ConfigError> {
+        handshake.check_scheme(self.verifier.scheme())?;
         self.handshakes.push(handshake);
-        self
+        Ok(self)
     }
 
     /// The answer to an unsigned handshake (Meta's `GET`, Event Grid's
@@ -197,6 +205,11 @@ impl Receiver {
             rejection
         };
         let body = self.read_body(headers, body).await?;
+        if handshake::shaped_as_proof(&self.handshakes, &body) {
+            return Err(refused(Rejection::Unverified(VerifyError::MalformedBody {
+                reason: "an X delivery is a JSON object, never a body of a CRC token's shape",
+            })));
+        }
         let started = Instant::now();
         let verified = self.verifier.verify(headers, &body);
         metrics::verify_took(scheme, started.elapsed());
@@ -239,7 +252,10 @@ impl Receiver {
         if !handshake::wants_unsigned_body(&self.handshakes, headers) {
             return self.receive(headers, body).await.map(Received::Event);
         }
-        let body = self.read_body(headers, body).await?;
+        // Read within the validation's own small limit: it is unsigned, so
+        // a stranger's megabyte must cost no more than a forged event's.
+        let limit = self.body_limit.min(handshake::MAX_VALIDATION_BODY);
+        let body = self.read_body_within(headers, body, limit).await?;
         let answer = handshake::event_grid_validation(&body);
         tracing::info!(
             provider = answer.provider,
@@ -259,12 +275,22 @@ impl Receiver {
         headers: &(impl Headers + ?Sized),
         body: impl Stream<Item = Result<D, E>>,
     ) -> Result<Bytes, Rejection> {
+        self.read_body_within(headers, body, self.body_limit).await
+    }
+
+    /// [`read_body`](Self::read_body) with `limit` for the limit.
+    async fn read_body_within<D: Buf, E>(
+        &self,
+        headers: &(impl Headers + ?Sized),
+        body: impl Stream<Item = Result<D, E>>,
+        limit: usize,
+    ) -> Result<Bytes, Rejection> {
         let refused = |rejection: Rejection| {
             metrics::rejected(&rejection, self.verifier.scheme().name(), "");
             rejection
         };
-        check_declared_length(declared_length(headers), self.body_limit).map_err(refused)?;
-        read_limited(body, self.body_limit, self.body_timeout)
+        check_declared_length(declared_length(headers), limit).map_err(refused)?;
+        read_limited(body, limit, self.body_timeout)
             .await
             .map_err(refused)
     }

@@ -37,12 +37,10 @@ pub enum Rejection {
     MissingEventId,
     /// The event id cannot be stored (400).
     InvalidEventId(String),
-    /// The namespace the receiver claims in cannot be stored: with
-    /// tenants, the layer's namespace, a colon and the tenant's are longer
-    /// than [`MAX_NAMESPACE_LEN`](crate::dedup::MAX_NAMESPACE_LEN) bytes
-    /// together. 500: a configuration error, not the sender's, so the
-    /// sender retries (a 4xx would make many give the event up) until the
-    /// namespaces are shortened.
+    /// The namespace the receiver claims in cannot be stored (a store
+    /// called with a namespace no configuration check saw). 500: a
+    /// configuration error, not the sender's, so the sender retries (a
+    /// 4xx would make many give the event up) until it is fixed.
     InvalidNamespace(String),
     /// Another delivery of this event is running; come back later (409).
     InProgress {
@@ -298,11 +296,7 @@ impl Rejection {
             Self::Unverified(error) => error.to_string(),
             Self::MissingEventId => "no event id in the request".to_owned(),
             Self::InvalidEventId(reason) => reason.clone(),
-            Self::InvalidNamespace(reason) => format!(
-                "{reason}: with tenants, the layer's namespace, a colon and the tenant's must \
-                 fit in {} bytes together",
-                crate::dedup::MAX_NAMESPACE_LEN
-            ),
+            Self::InvalidNamespace(reason) => format!("the receiver's {reason}"),
             Self::InProgress { retry_after } => {
                 format!("in progress elsewhere; lease ends in {retry_after:?}")
             }

@@ -159,6 +159,20 @@ pub(crate) fn namespace_problem(namespace: &str) -> Option<&'static str> {
     }
 }
 
+/// What joins a receiver's namespace and its tenant's: a character no
+/// namespace may hold, so `hooks` + `acme` can never be the namespace of
+/// another receiver or of another pair.
+pub(crate) const TENANT_SEPARATOR: char = '~';
+
+/// What is wrong with a namespace as a store keeps it: a namespace, or two
+/// joined by [`TENANT_SEPARATOR`]. `None` when it is fine.
+pub(crate) fn stored_namespace_problem(namespace: &str) -> Option<&'static str> {
+    match namespace.split_once(TENANT_SEPARATOR) {
+        None => namespace_problem(namespace),
+        Some((receiver, tenant)) => namespace_problem(receiver).or(namespace_problem(tenant)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +192,14 @@ mod tests {
         assert_eq!(namespace_problem("tenant-7:github"), None);
         assert!(namespace_problem("two words").is_some());
         assert!(namespace_problem(&"n".repeat(65)).is_some());
+        assert!(namespace_problem("hooks~acme").is_some());
+        assert_eq!(stored_namespace_problem("hooks~acme"), None);
+        assert_eq!(
+            stored_namespace_problem(&format!("{}~{}", "h".repeat(64), "t".repeat(64))),
+            None
+        );
+        assert!(stored_namespace_problem("hooks~acme~x").is_some());
+        assert!(stored_namespace_problem("~acme").is_some());
     }
 
     #[test]

@@ -280,4 +280,19 @@ pub enum ConfigError {
         /// The header's name, lowercase.
         header: String,
     },
+    /// A provider's handshake on a receiver that verifies another scheme:
+    /// its answer would be computed for, or let in, requests that scheme
+    /// does not sign.
+    #[error(
+        "the {handshake} handshake belongs to the `{expected}` scheme, not `{scheme}`; \
+         give it to a receiver that verifies {handshake}'s deliveries"
+    )]
+    HandshakeScheme {
+        /// The handshake's provider, such as `x`.
+        handshake: &'static str,
+        /// The scheme it belongs to.
+        expected: &'static str,
+        /// The receiver's scheme.
+        scheme: String,
+    },
 }

@@ -10,7 +10,7 @@ use hooklatch::dedup::{Acceptance, DedupError, Inbox, Lease, LeaseStore, validat
 use hooklatch::receive::adapter::{self as receive, Claimed};
 use hooklatch::receive::{Handshake, Receiver, Rejection, Tenants, VerifiedEvent};
 use hooklatch::verify::EventKey;
-use hooklatch::verify::Verifier;
+use hooklatch::verify::{ConfigError, Verifier};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -153,7 +153,7 @@ impl WebhookConfig {
     /// Verifies each request with its tenant's receiver, found by
     /// `tenants` before the body is read: an unknown tenant is answered
     /// 404, a failed lookup 503. Each tenant's events are claimed in the
-    /// namespace `{namespace}:{tenant namespace}`, so the same id in two
+    /// namespace `{namespace}~{tenant namespace}`, so the same id in two
     /// tenants is two events. The body limit, its timeout and the event
     /// key are each tenant's [`Receiver`]'s.
     ///
@@ -280,19 +280,21 @@ impl WebhookConfig {
     /// method = "POST")]`). With tenants, give each tenant's [`Receiver`]
     /// its handshake.
     ///
+    /// Fails when the handshake belongs to another scheme than the
+    /// verifier's ([`Receiver::with_handshake`]).
+    ///
     /// ```
     /// use hooklatch::receive::Handshake;
     /// use hooklatch::verify::{Scheme, Verifier};
     /// use hooklatch_actix::WebhookConfig;
     ///
     /// let verifier = Verifier::builder(Scheme::meta()).with_secret("app-secret")?.build()?;
-    /// let config = WebhookConfig::new(verifier).with_handshake(Handshake::meta("verify-token"));
+    /// let config = WebhookConfig::new(verifier).with_handshake(Handshake::meta("verify-token"))?;
     /// # let _ = config;
     /// # Ok::<(), hooklatch::verify::ConfigError>(())
     /// ```
-    #[must_use]
-    pub fn with_handshake(self, handshake: Handshake) -> Self {
-        self.change_receiver(|receiver| receiver.with_handshake(handshake))
+    pub fn with_handshake(self, handshake: Handshake) -> Result<Self, ConfigError> {
+        self.with_receiver(|receiver| receiver.with_handshake(handshake))
     }
 
     /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the

@@ -91,11 +91,12 @@ where
 }
 
 /// The namespace a store configured with `namespace` claims in: its own,
-/// or for a tenant's request `{namespace}:{tenant's}`.
+/// or for a tenant's request the two joined
+/// ([`tenant_namespace`](hooklatch::dedup::tenant_namespace)).
 fn namespace_for(namespace: &str, tenant: Option<&Tenant>) -> String {
     match tenant {
         None => namespace.to_owned(),
-        Some(tenant) => format!("{namespace}:{}", tenant.namespace()),
+        Some(tenant) => hooklatch::dedup::tenant_namespace(namespace, tenant.namespace()),
     }
 }
 

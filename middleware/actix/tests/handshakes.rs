@@ -52,6 +52,7 @@ async fn each_providers_handshake_is_answered_by_the_extractor_never_claimed_nor
         let calls = Arc::new(AtomicUsize::new(0));
         let config = WebhookConfig::new(case.verifier.clone())
             .with_handshake(case.handshake.clone())
+            .unwrap()
             .with_inbox(store.clone(), "hooks")
             .unwrap();
         let base = serve(config, Arc::clone(&calls));

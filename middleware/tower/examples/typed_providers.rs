@@ -263,8 +263,11 @@ fn app<S: LeaseStore + Clone + 'static>(
         )
         .route(
             "/webhooks/twitch",
-            post(twitch)
-                .layer(leased(verifiers.twitch, "twitch").with_handshake(Handshake::Twitch)),
+            post(twitch).layer(
+                leased(verifiers.twitch, "twitch")
+                    .with_handshake(Handshake::Twitch)
+                    .expect("Twitch's handshake beside Twitch's scheme"),
+            ),
         )
         .with_state(events)
 }

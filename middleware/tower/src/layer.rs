@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hooklatch::dedup::{DedupError, Inbox, LeaseStore, validate_namespace};
 use hooklatch::receive::{Handshake, Receiver, Tenants};
-use hooklatch::verify::Verifier;
+use hooklatch::verify::{ConfigError, Verifier};
 use tower_layer::Layer;
 
 use crate::mode::{InboxMode, LeaseMode, NoHandler, VerifyOnly};
@@ -89,7 +89,7 @@ impl WebhookLayer {
     /// Verifies each request with its tenant's receiver, found by
     /// `tenants` before the body is read: an unknown tenant is answered
     /// 404, a failed lookup 503. With a store, each tenant's events are
-    /// claimed in the namespace `{namespace}:{tenant namespace}`, so the
+    /// claimed in the namespace `{namespace}~{tenant namespace}`, so the
     /// same id in two tenants is two events. The body limit, its timeout
     /// and the event key are each tenant's [`Receiver`]'s.
     ///
@@ -240,6 +240,9 @@ impl<M: Clone> WebhookLayer<M> {
     /// sees a `GET` on a `post` route. For a layer of tenants, give each
     /// tenant's [`Receiver`] its handshake.
     ///
+    /// Fails when the handshake belongs to another scheme than the
+    /// verifier's ([`Receiver::with_handshake`]).
+    ///
     /// ```
     /// use hooklatch::receive::Handshake;
     /// use hooklatch::verify::{Scheme, Verifier};
@@ -249,18 +252,13 @@ impl<M: Clone> WebhookLayer<M> {
     ///
     /// fn app() -> Result<Router, Box<dyn std::error::Error>> {
     ///     let verifier = Verifier::builder(Scheme::meta()).with_secret("the app secret")?.build()?;
-    ///     let layer = WebhookLayer::new(verifier).with_handshake(Handshake::meta("my verify token"));
+    ///     let layer = WebhookLayer::new(verifier).with_handshake(Handshake::meta("my verify token"))?;
     ///     Ok(Router::new().route("/hooks/meta", post(|| async { "handled" })).layer(layer))
     /// }
     /// # app().unwrap();
     /// ```
-    pub fn with_handshake(self, handshake: Handshake) -> Self {
-        self.map(|config| Config {
-            source: config
-                .source
-                .map(|receiver| receiver.with_handshake(handshake)),
-            ..config
-        })
+    pub fn with_handshake(self, handshake: Handshake) -> Result<Self, ConfigError> {
+        self.with_receiver(|receiver| receiver.with_handshake(handshake))
     }
 
     /// Claims events by `key`. Defaults to [`EventKey::Signed`]: the

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hooklatch::dedup::{Acceptance, DedupError, Inbox, LeaseStore};
+use hooklatch::dedup::{Acceptance, DedupError, Inbox, LeaseStore, tenant_namespace};
 use hooklatch::receive::adapter::{Claimed, accept, claim, settle};
 use hooklatch::receive::{Rejection, VerifiedEvent};
 
@@ -134,11 +134,11 @@ pub struct Call<'a, N: Next> {
 }
 
 /// The namespace a mode configured with `namespace` claims in: its own, or
-/// for a tenant's request `{namespace}:{tenant's}`.
+/// for a tenant's request the two joined ([`tenant_namespace`]).
 fn namespace_for<'a>(namespace: &'a str, tenant: Option<&str>) -> std::borrow::Cow<'a, str> {
     match tenant {
         None => std::borrow::Cow::Borrowed(namespace),
-        Some(tenant) => std::borrow::Cow::Owned(format!("{namespace}:{tenant}")),
+        Some(tenant) => std::borrow::Cow::Owned(tenant_namespace(namespace, tenant)),
     }
 }
 

@@ -35,6 +35,7 @@ async fn each_providers_handshake_is_answered_by_the_layer_never_claimed_nor_han
             .layer(
                 WebhookLayer::new(case.verifier.clone())
                     .with_handshake(case.handshake.clone())
+                    .unwrap()
                     .with_inbox(store.clone(), "hooks")
                     .unwrap(),
             );
@@ -47,7 +48,11 @@ async fn each_providers_handshake_is_answered_by_the_layer_never_claimed_nor_han
                     async { "handled" }
                 }),
             )
-            .layer(WebhookLayer::new(case.verifier.clone()).with_handshake(case.handshake.clone()));
+            .layer(
+                WebhookLayer::new(case.verifier.clone())
+                    .with_handshake(case.handshake.clone())
+                    .unwrap(),
+            );
         for url in [serve(inbox).await, serve(handled).await] {
             case.check_answered(&url).await;
         }
@@ -65,6 +70,7 @@ async fn each_providers_handshake_is_answered_by_the_layer_never_claimed_nor_han
             .layer(
                 WebhookLayer::new(case.verifier.clone())
                     .with_handshake(case.handshake.clone())
+                    .unwrap()
                     .with_inbox(store.clone(), "hooks")
                     .unwrap(),
             );
@@ -105,7 +111,9 @@ async fn the_state_extractors_answer_their_receivers_handshakes() {
         let provider = case.provider;
         let calls = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&calls);
-        let receiver = Receiver::new(case.verifier.clone()).with_handshake(case.handshake.clone());
+        let receiver = Receiver::new(case.verifier.clone())
+            .with_handshake(case.handshake.clone())
+            .unwrap();
         let app = Router::new()
             .route(
                 "/webhooks",

@@ -15,6 +15,7 @@ use redis::{AsyncCommands as _, FromRedisValue, Script};
 
 use super::{
     DedupError, EventMeta, InboxEntry, Receipt, StoreOptions, check_namespace, millis, new_token,
+    validate_namespace,
 };
 use crate::store::redis::{RedisConnection, eval};
 use scripts::{GROUP, SHARDS_SCRIPT, TAKE_SCRIPT};
@@ -184,7 +185,7 @@ impl RedisInbox {
     /// Uses `prefix` instead of `hooklatch` at the start of every key. Same
     /// rules as a namespace.
     pub fn with_prefix(mut self, prefix: &str) -> Result<Self, DedupError> {
-        check_namespace(prefix)?;
+        validate_namespace(prefix)?;
         self.shards = Shards::new(prefix.to_owned(), self.shards.count);
         Ok(self)
     }

@@ -130,7 +130,7 @@ pub(crate) fn cutoff_millis(
 
 /// Checks an idempotency key as an event id is checked.
 pub(crate) fn check_send_key(endpoint: &str, key: &str) -> Result<(), OutboxError> {
-    crate::dedup::check_namespace(endpoint)?;
+    crate::dedup::validate_namespace(endpoint)?;
     match crate::store::key_problem(key) {
         None => Ok(()),
         Some(reason) => Err(OutboxError::InvalidKey {

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use redis::{AsyncCommands as _, Script, Value};
 
 use super::{Keeping, Keyed, Retention, SendKey, cutoff_millis};
-use crate::dedup::check_namespace;
+use crate::dedup::validate_namespace;
 use crate::sender::OutboxError;
 use crate::sender::RedisOutbox;
 use crate::sender::outbox::DeliveryState;
@@ -144,7 +144,7 @@ impl Keeping for RedisOutbox {
     }
 
     async fn forget_keys(&self, endpoint: &str, now: SystemTime) -> Result<u64, OutboxError> {
-        check_namespace(endpoint)?;
+        validate_namespace(endpoint)?;
         let connection = &self.connection().await?;
         let [send_keys, key_expiry] = &self.send_keys(endpoint);
         super::in_batches(|| async move {
@@ -166,7 +166,7 @@ impl Keeping for RedisOutbox {
         retention: &Retention,
         now: SystemTime,
     ) -> Result<u64, OutboxError> {
-        check_namespace(endpoint)?;
+        validate_namespace(endpoint)?;
         let mut purged = 0;
         for state in STATES {
             let cutoff = cutoff_millis(retention, state, now);

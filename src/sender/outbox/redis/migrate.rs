@@ -16,7 +16,7 @@ use std::sync::LazyLock;
 use redis::{AsyncCommands as _, Script};
 
 use super::RedisOutbox;
-use crate::dedup::check_namespace;
+use crate::dedup::validate_namespace;
 use crate::sender::OutboxError;
 
 static RESTORE_SCRIPT: LazyLock<Script> =
@@ -44,7 +44,7 @@ impl RedisOutbox {
         for endpoint in endpoints {
             // A name the earlier release took but that is no endpoint name
             // has no deliveries: enqueue refused it.
-            if check_namespace(&endpoint).is_ok() {
+            if validate_namespace(&endpoint).is_ok() {
                 self.move_endpoint(&endpoint).await?;
             }
             let () = connection.srem(&listed, &endpoint).await?;

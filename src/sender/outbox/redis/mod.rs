@@ -16,7 +16,7 @@ use super::{
     DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
     HealthChange, Step, StoredDelivery, Taken, Wanted,
 };
-use crate::dedup::check_namespace;
+use crate::dedup::validate_namespace;
 use crate::sender::OutboxError;
 use crate::sender::outbox::NewDelivery;
 use crate::sender::rules::Attempt;
@@ -187,7 +187,7 @@ impl RedisOutbox {
     /// Uses `prefix` instead of `hooklatch` at the start of every key. Same
     /// rules as a namespace.
     pub fn with_prefix(mut self, prefix: &str) -> Result<Self, OutboxError> {
-        check_namespace(prefix)?;
+        validate_namespace(prefix)?;
         prefix.clone_into(&mut self.prefix);
         self.moved = Arc::default();
         Ok(self)
@@ -341,7 +341,7 @@ impl DeliveryStore for RedisOutbox {
         limit: usize,
         lease: Duration,
     ) -> Result<Due, OutboxError> {
-        check_namespace(endpoint)?;
+        validate_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let token = new_token();
         let now = unix_millis(now);
@@ -463,7 +463,7 @@ impl DeliveryStore for RedisOutbox {
         endpoint: &str,
         id: &str,
     ) -> Result<Option<StoredDelivery>, OutboxError> {
-        check_namespace(endpoint)?;
+        validate_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let fields: HashMap<String, Vec<u8>> =
             connection.hgetall(self.delivery_key(endpoint, id)).await?;
@@ -514,7 +514,7 @@ impl DeliveryStore for RedisOutbox {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        check_namespace(endpoint)?;
+        validate_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let key = self.state_key(endpoint, state);
         let last = isize::try_from(limit - 1).unwrap_or(isize::MAX);
@@ -522,7 +522,7 @@ impl DeliveryStore for RedisOutbox {
     }
 
     async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, OutboxError> {
-        check_namespace(endpoint)?;
+        validate_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let replayed: i64 = REPLAY_SCRIPT
             .key(self.delivery_key(endpoint, id))
@@ -549,7 +549,7 @@ impl DeliveryStore for RedisOutbox {
         let Some((disabled, after, latest)) = disable_fields(reason, now) else {
             return Ok(false);
         };
-        check_namespace(endpoint)?;
+        validate_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let disabled_now: i64 = DISABLE_SCRIPT
             .key(self.health_key(endpoint))
@@ -565,7 +565,7 @@ impl DeliveryStore for RedisOutbox {
     }
 
     async fn enable(&self, endpoint: &str) -> Result<(), OutboxError> {
-        check_namespace(endpoint)?;
+        validate_namespace(endpoint)?;
         let mut connection = self.connection().await?;
         let _: i64 = ENABLE_SCRIPT
             .key(self.health_key(endpoint))

@@ -20,7 +20,7 @@ use futures_util::future::join_all;
 use redis::Script;
 
 use super::RedisOutbox;
-use crate::dedup::check_namespace;
+use crate::dedup::validate_namespace;
 use crate::sender::OutboxError;
 use crate::sender::outbox::codes::{HealthFields, TakenRow, due, health_from_fields};
 use crate::sender::outbox::take_across::round_robin;
@@ -104,7 +104,7 @@ impl RedisOutbox {
     ) -> Result<DueAcross, OutboxError> {
         let mut shards: HashMap<u16, Vec<&Wanted>> = HashMap::new();
         for want in wanted {
-            check_namespace(&want.endpoint)?;
+            validate_namespace(&want.endpoint)?;
             shards
                 .entry(Self::shard(&want.endpoint))
                 .or_default()
