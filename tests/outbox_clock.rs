@@ -98,23 +98,20 @@ async fn a_clock_far_ahead_does_not_park_a_new_delivery(backend: impl Backend) {
     let store = backend.open().await;
     let stored = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
     let due = stored.due_at.expect("pending");
+    // A day of skew would put it a day out; a slow machine, seconds.
     assert!(
-        apart_from_now(due) < Duration::from_secs(2),
+        apart_from_now(due) < 10 * MINUTE,
         "due {:?} from now",
         apart_from_now(due)
     );
     let running = right.start();
-    let sent = tokio::time::Instant::now();
     wait_until("msg_1 is delivered", || async {
         state_of(&store, "msg_1").await == DeliveryState::Delivered
     })
     .await;
     running.stop().await;
-    assert!(
-        sent.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        sent.elapsed()
-    );
+    // Not held back by the 3 minutes of skew: wait_until gives up long
+    // before those would pass.
 }
 
 /// A dispatcher whose clock is 3 minutes behind delivers at once what
@@ -130,23 +127,17 @@ async fn a_clock_behind_delivers_what_is_due_at_once(backend: impl Backend) {
     assert!(right.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
     let running = behind.start();
     let store = backend.open().await;
-    let sent = tokio::time::Instant::now();
     wait_until("msg_1 is delivered", || async {
         state_of(&store, "msg_1").await == DeliveryState::Delivered
     })
     .await;
     running.stop().await;
-    assert!(
-        sent.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        sent.elapsed()
-    );
+    // Not held back by the 3 minutes of skew: wait_until gives up long
+    // before those would pass.
     let delivery = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
     let sent_at = delivery.attempts[0].sent_at;
-    assert!(
-        apart_from_now(sent_at) < Duration::from_secs(10),
-        "{sent_at:?}"
-    );
+    // Signed with the store's time, not the clock 3 minutes behind.
+    assert!(apart_from_now(sent_at) < MINUTE, "{sent_at:?}");
 }
 
 /// An idempotency key sent by a dispatcher whose clock is two hours
@@ -191,12 +182,13 @@ async fn a_policy_clock_is_kept_as_it_is(backend: impl Backend) {
     assert!(due > SystemTime::now() + DAY - MINUTE, "{due:?}");
 }
 
-/// The store's clock, as every store reads it, is this host's within a
-/// second here (one host runs the tests and the servers).
+/// The store's clock, as every store reads it, is this host's here (one
+/// host runs the tests and the servers): within the time a read can take
+/// on a busy machine, far from any skew the tests above inject.
 async fn the_store_time_is_the_servers(backend: impl Backend) {
     let store = backend.open().await;
     let now = store.store_time().await.unwrap();
-    assert!(apart_from_now(now) < Duration::from_secs(1), "{now:?}");
+    assert!(apart_from_now(now) < Duration::from_secs(30), "{now:?}");
 }
 
 macro_rules! suite {

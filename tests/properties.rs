@@ -220,13 +220,14 @@ proptest! {
     }
 }
 
-/// Only the first `MAX_ED25519_SIGNATURES` `v1a` signatures of a header are
-/// checked, so junk ones cannot make a request cost more than that many
-/// body hashes; `v1` signatures do not count against the cap.
+/// With one public key, only the first `ASYMMETRIC_CHECKS_PER_KEY` `v1a`
+/// signatures of a header are checked, so junk ones cannot make a request
+/// cost more than that many body hashes; `v1` signatures do not count
+/// against the cap.
 #[cfg(feature = "ed25519")]
 #[test]
-fn only_the_first_four_v1a_signatures_are_checked() {
-    use hooklatch::verify::MAX_ED25519_SIGNATURES;
+fn with_one_key_only_the_first_two_v1a_signatures_are_checked() {
+    use hooklatch::verify::ASYMMETRIC_CHECKS_PER_KEY;
 
     let seed = [7u8; 32];
     let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
@@ -264,8 +265,82 @@ fn only_the_first_four_v1a_signatures_are_checked() {
     };
     assert!(with_signature(header(
         &junk_v1a,
-        MAX_ED25519_SIGNATURES - 1
+        ASYMMETRIC_CHECKS_PER_KEY - 1
     )));
-    assert!(!with_signature(header(&junk_v1a, MAX_ED25519_SIGNATURES)));
+    assert!(!with_signature(header(
+        &junk_v1a,
+        ASYMMETRIC_CHECKS_PER_KEY
+    )));
     assert!(with_signature(header(&junk_v1, 10)));
+}
+
+/// The cap on asymmetric checks is pooled over the request: with four
+/// keys of which the last is the signer's, the pool holds eight checks.
+/// One junk signature ahead of the genuine one spends four (junk against
+/// each key) and the genuine one is found; two spend all eight and the
+/// request is refused, where a cap per key (each key against the first
+/// signatures) would have let it through. Every pairing of two signatures
+/// and two keys is still tried.
+#[cfg(feature = "ed25519")]
+#[test]
+fn asymmetric_checks_are_capped_per_request_not_per_key() {
+    let key = |seed: u8| {
+        let signing = ed25519_dalek::SigningKey::from_bytes(&[seed; 32]);
+        (
+            format!("whsk_{}", STANDARD.encode([seed; 32])),
+            format!(
+                "whpk_{}",
+                STANDARD.encode(signing.verifying_key().to_bytes())
+            ),
+        )
+    };
+    let now = SystemTime::now();
+    let body = b"{\"type\":\"ping\"}";
+    let sign = |secrets: &[&String]| {
+        Signer::new(Scheme::standard_webhooks(), secrets.iter().copied())
+            .unwrap()
+            .sign("msg_1", now, body)
+            .unwrap()
+    };
+    let verifies =
+        |publics: &[&String], signed: &hooklatch::verify::SignedHeaders, signature: &str| {
+            let mut builder = Verifier::builder(Scheme::standard_webhooks());
+            for public in publics {
+                builder = builder.with_secret(public).unwrap();
+            }
+            let verifier = builder.build().unwrap();
+            let mut headers: Vec<(String, String)> = ["webhook-id", "webhook-timestamp"]
+                .iter()
+                .map(|name| ((*name).to_owned(), signed.get(name).unwrap().to_owned()))
+                .collect();
+            headers.push(("webhook-signature".into(), signature.to_owned()));
+            verifier.verify_at(&headers, body, now).is_ok()
+        };
+    let keys: Vec<(String, String)> = (1..=4).map(key).collect();
+    let publics: Vec<&String> = keys.iter().map(|(_, public)| public).collect();
+    let signed = sign(&[&keys[3].0]);
+    let genuine = signed.get("webhook-signature").unwrap().to_owned();
+    let junk = format!("v1a,{}", STANDARD.encode([9u8; 64]));
+    assert!(
+        verifies(&publics, &signed, &genuine),
+        "the fourth key's own"
+    );
+    assert!(
+        verifies(&publics, &signed, &format!("{junk} {genuine}")),
+        "four checks on the junk signature, four left"
+    );
+    assert!(
+        !verifies(&publics, &signed, &format!("{junk} {junk} {genuine}")),
+        "eight checks spent on the junk signatures"
+    );
+
+    // Both sides mid-rotation: every order of two keys and two signatures.
+    let (old, new) = (&keys[0], &keys[1]);
+    for senders in [vec![&old.0, &new.0], vec![&new.0], vec![&old.0]] {
+        let signed = sign(&senders);
+        let header = signed.get("webhook-signature").unwrap().to_owned();
+        for receivers in [vec![&old.1, &new.1], vec![&new.1, &old.1]] {
+            assert!(verifies(&receivers, &signed, &header), "{senders:?}");
+        }
+    }
 }

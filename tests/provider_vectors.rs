@@ -575,6 +575,44 @@ fn discord_vectors_verify_with_the_hex_public_key_and_detect_any_change() {
     }
 }
 
+/// SendGrid's published signatures are ECDSA P-256 with a high S (the
+/// upper half of the group order), so its signer does not normalize S:
+/// refusing high-S signatures would refuse SendGrid's own deliveries. They
+/// are accepted (the next test verifies these very signatures); a
+/// signature's other form gains nothing, since the claim key is a digest
+/// of the signed content, not of the signature.
+#[test]
+fn sendgrids_published_signatures_are_high_s() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    // The order of P-256's group, big-endian.
+    const ORDER: [u8; 32] = [
+        0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63,
+        0x25, 0x51,
+    ];
+    for vector in vectors()["sendgrid"].as_array().unwrap() {
+        let der = STANDARD.decode(text(vector, "signature")).unwrap();
+        // SEQUENCE { INTEGER r, INTEGER s }, each at most 33 bytes.
+        let r_len = usize::from(der[3]);
+        let s_at = 4 + r_len;
+        let s = &der[s_at + 2..s_at + 2 + usize::from(der[s_at + 1])];
+        let s = &s[s.len() - 32..];
+        // s > n / 2, compared as 2s > n on big-endian bytes.
+        let mut doubled = [0u8; 33];
+        let mut carry = 0u16;
+        for at in (0..32).rev() {
+            let sum = u16::from(s[at]) * 2 + carry;
+            doubled[at + 1] = sum as u8;
+            carry = sum >> 8;
+        }
+        doubled[0] = carry as u8;
+        let mut order = [0u8; 33];
+        order[1..].copy_from_slice(&ORDER);
+        assert!(doubled > order, "{}: low S", text(vector, "source"));
+    }
+}
+
 /// SendGrid's own vectors verify with the key as its settings show it, and
 /// a changed byte of the body, the timestamp or the signature fails.
 #[test]

@@ -844,11 +844,22 @@ mod tests {
     /// the dropped one keeps nothing.
     #[tokio::test]
     async fn a_batch_dropped_half_way_keeps_nothing_and_the_next_one_commits() {
+        use futures_util::FutureExt as _;
         let (writer, pool, dir) = writer_on_fresh_store("dropped").await;
         assert_accepted(&writer, "warm").await;
+        // Another connection holds the write lock, so the batch's first
+        // statement waits on the connection's thread whatever the
+        // machine's speed: one poll sends it and cannot see it finish.
+        let mut other = pool.acquire().await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *other)
+            .await
+            .unwrap();
         let batch = [accept("a"), take(1), accept("b")];
-        let dropped = tokio::time::timeout(Duration::ZERO, writer.commit(&batch)).await;
-        assert!(dropped.is_err(), "the batch finished in one poll");
+        let dropped = writer.commit(&batch).now_or_never();
+        assert!(dropped.is_none(), "the batch finished under another's lock");
+        sqlx::query("ROLLBACK").execute(&mut *other).await.unwrap();
+        drop(other);
         assert_eq!(
             held_connection(&writer).await,
             Some(true),

@@ -30,6 +30,7 @@ impl Verifier {
     /// Starts building a verifier for `scheme`.
     pub fn builder(scheme: Scheme) -> VerifierBuilder {
         VerifierBuilder {
+            max_body_len: scheme.own_body_limit().unwrap_or(DEFAULT_MAX_BODY_LEN),
             scheme,
             keys: Vec::new(),
             validity: Vec::new(),
@@ -37,7 +38,6 @@ impl Verifier {
             past_tolerance: DEFAULT_TOLERANCE,
             future_tolerance: DEFAULT_TOLERANCE,
             check_timestamp: true,
-            max_body_len: DEFAULT_MAX_BODY_LEN,
             clock: Arc::new(SystemClock),
         }
     }
@@ -150,7 +150,8 @@ impl VerifierBuilder {
         self
     }
 
-    /// The largest body accepted, in bytes. Defaults to 1 MiB. The same
+    /// The largest body accepted, in bytes. Defaults to 1 MiB (64 KiB for
+    /// Twilio, whose forms are small). The same
     /// name as the receivers' and adapters' `with_body_limit`, which
     /// default to this.
     pub fn with_body_limit(mut self, limit: usize) -> Self {

@@ -93,5 +93,5 @@ pub use scheme::Scheme;
 pub use signer::{SignedHeaders, Signer};
 pub use validity::Validity;
 pub use verifier::{
-    DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, MAX_ED25519_SIGNATURES, Verified, Verifier,
+    ASYMMETRIC_CHECKS_PER_KEY, DEFAULT_MAX_BODY_LEN, DEFAULT_TOLERANCE, Verified, Verifier,
 };

@@ -504,7 +504,9 @@ impl Scheme {
     /// body, checked with the verification key as SendGrid's settings show
     /// it (base64 DER; feature `p256`). SendGrid signs no id: a batch is
     /// claimed by a digest of the signed content. Verify only: no secret
-    /// signs.
+    /// signs. Signatures with a high S are accepted: SendGrid's own
+    /// published signatures have one, and the second form of a signature
+    /// claims nothing new (the claim key is the content's digest).
     pub fn sendgrid() -> Self {
         Self {
             name: Cow::Borrowed("sendgrid"),
@@ -787,10 +789,22 @@ impl Scheme {
                         BodyProblem::NotAForm => {
                             "not a form: a pair does not decode (a bad escape, or not UTF-8)"
                         }
-                        BodyProblem::UnusualName => "a form name is empty or holds `?`, `&` or `=`",
+                        BodyProblem::UnusualName => {
+                            "a form name is empty, holds `?`, `&` or `=`, or is `bodySHA256`"
+                        }
+                        BodyProblem::TooManyPairs => "more than 256 form pairs",
                     },
                 }),
         )
+    }
+
+    /// The body limit a verifier of this scheme has unless told
+    /// otherwise, where it is not the verifier's default: 64 KiB for
+    /// Twilio's forms.
+    pub(crate) fn own_body_limit(&self) -> Option<usize> {
+        self.signed_urls
+            .is_some()
+            .then_some(super::twilio::TWILIO_BODY_LIMIT)
     }
 
     /// Whether the scheme has ECDSA P-256 signatures.

@@ -20,11 +20,24 @@ pub(super) struct SignedUrls {
 pub(super) enum BodyProblem {
     /// A form pair does not decode (a bad escape, or not UTF-8).
     NotAForm,
-    /// A form name is empty or holds `?`, `&` or `=`: with such a name,
-    /// the sorted parameters could spell a JSON body's `?bodySHA256=` and
-    /// take that request's signature.
+    /// A form name is empty, holds `?`, `&` or `=`, or is `bodySHA256`:
+    /// with such a name, the sorted parameters could spell a JSON body's
+    /// `?bodySHA256=` (a value may start with `=`) and take that request's
+    /// signature.
     UnusualName,
+    /// More than [`MAX_FORM_PAIRS`] pairs: refused before any is decoded,
+    /// so a forged form costs no more than a genuine one.
+    TooManyPairs,
 }
+
+/// The most form pairs a Twilio body may hold. Twilio's voice and
+/// messaging requests carry a few dozen.
+pub(super) const MAX_FORM_PAIRS: usize = 256;
+
+/// The largest body a Twilio verifier accepts unless told otherwise:
+/// Twilio's forms are a few KiB, and a larger limit would only let a
+/// stranger make each forged request cost more.
+pub(crate) const TWILIO_BODY_LIMIT: usize = 64 * 1024;
 
 impl SignedUrls {
     pub(super) fn new(url: &str) -> Self {
@@ -78,12 +91,20 @@ fn params(body: &[u8]) -> Result<Params, BodyProblem> {
         return Ok(Params::BodyDigest(hex_encode(&Sha256::digest(body))));
     }
     let text = std::str::from_utf8(body).map_err(|_| BodyProblem::NotAForm)?;
+    if text
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .nth(MAX_FORM_PAIRS)
+        .is_some()
+    {
+        return Err(BodyProblem::TooManyPairs);
+    }
     let mut pairs = form_pairs(text)
         .collect::<Result<Vec<_>, ()>>()
         .map_err(|()| BodyProblem::NotAForm)?;
     if pairs
         .iter()
-        .any(|(name, _)| name.is_empty() || name.contains(['?', '&', '=']))
+        .any(|(name, _)| name.is_empty() || name.contains(['?', '&', '=']) || name == "bodySHA256")
     {
         return Err(BodyProblem::UnusualName);
     }
@@ -268,5 +289,42 @@ mod tests {
         for body in ["%3FbodySHA256%3D=abc", "=x", "a%26b=1", "%zz=1"] {
             assert!(params(body.as_bytes()).is_err(), "{body}");
         }
+    }
+
+    /// With a configured URL ending in `?` or `&`, a JSON body's content is
+    /// `{url}bodySHA256={hex}`, and a form `bodySHA256==<hex>` sorted and
+    /// joined spells the same: the JSON request's signature would verify
+    /// that form. The name is refused.
+    #[test]
+    fn a_form_cannot_take_a_json_bodys_signature_when_the_url_ends_in_a_separator() {
+        let json = br#"{"event":"paid"}"#;
+        for url in ["https://h.test/hook?", "https://h.test/hook?x=1&"] {
+            let urls = SignedUrls::new(url);
+            let signed = urls.contents(json).unwrap();
+            let hex = hex_encode(&Sha256::digest(json));
+            for form in [format!("bodySHA256=={hex}"), format!("bodySHA256=%3D{hex}")] {
+                assert_eq!(
+                    urls.contents(form.as_bytes()).err(),
+                    Some(BodyProblem::UnusualName),
+                    "{url} {form}: would sign {:?}",
+                    String::from_utf8_lossy(&signed[0])
+                );
+            }
+        }
+    }
+
+    /// A form of more pairs than Twilio sends is refused before a pair is
+    /// decoded or sorted; one at the bound is read.
+    #[test]
+    fn a_form_of_too_many_pairs_is_refused_before_it_is_decoded() {
+        let form = |pairs: usize| vec!["a=1"; pairs].join("&");
+        assert!(params(form(MAX_FORM_PAIRS).as_bytes()).is_ok());
+        assert!(matches!(
+            params(form(MAX_FORM_PAIRS + 1).as_bytes()),
+            Err(BodyProblem::TooManyPairs)
+        ));
+        // Empty pairs are not pairs, as Twilio's libraries read them.
+        let padded = format!("{}&&&&", form(MAX_FORM_PAIRS));
+        assert!(params(padded.as_bytes()).is_ok());
     }
 }

@@ -21,12 +21,15 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
 /// The default largest body a verifier accepts: 1 MiB.
 pub const DEFAULT_MAX_BODY_LEN: usize = 1024 * 1024;
 
-/// The most asymmetric signatures (ed25519: `v1a`, Discord's; ECDSA
-/// P-256: SendGrid's) of one header that are checked per public key;
-/// later ones are ignored. Each check hashes the whole body and anyone can
-/// send junk ones, so this bounds the cost of a forged request at four
-/// body hashes per public key, next to one HMAC per secret.
-pub const MAX_ED25519_SIGNATURES: usize = 4;
+/// How many asymmetric signature checks (ed25519: `v1a`, Discord's; ECDSA
+/// P-256: SendGrid's) one request may cost per public key valid now,
+/// pooled over the request: each signature in turn is checked against
+/// each key until the pool is spent. Each check hashes the whole body and
+/// anyone can send junk signatures, so a forged request costs at most two
+/// checks per key (it was four per key), twice a genuine request signed
+/// by the last key, while every pairing of two signatures and two keys (a
+/// rotation on both sides) is still tried.
+pub const ASYMMETRIC_CHECKS_PER_KEY: usize = 2;
 
 /// Checks webhook signatures for one scheme against one or more secrets.
 ///
@@ -333,9 +336,9 @@ impl Inner {
     }
 
     /// Tries every accepted signature against every key of its algorithm:
-    /// one HMAC per secret, at most [`MAX_ED25519_SIGNATURES`] ed25519 or
-    /// ECDSA P-256 checks per public key. Returns the index of the key that matched,
-    /// or an error when no signature tried could even be decoded.
+    /// one HMAC per secret, and at most [`ASYMMETRIC_CHECKS_PER_KEY`]
+    /// ed25519 or ECDSA P-256 checks per public key, pooled. Returns the index of the key that
+    /// matched, or an error when no signature tried could even be decoded.
     fn find_match(
         &self,
         envelope: &Envelope<'_>,
@@ -377,45 +380,52 @@ impl Inner {
             if !self.validity[index].contains_unix(now) {
                 continue;
             }
-            let matched = match key {
-                Key::Hmac(keyed) => {
-                    let tag = keyed.tag(|sink| scheme.signed_content(id, timestamp, body, sink));
-                    any(Algorithm::Hmac, usize::MAX, &mut |decoded| {
-                        decoded.len() == tag.len() && bool::from(decoded.ct_eq(&tag))
+            if let Key::Hmac(keyed) = key {
+                let tag = keyed.tag(|sink| scheme.signed_content(id, timestamp, body, sink));
+                let matched = any(Algorithm::Hmac, usize::MAX, &mut |decoded| {
+                    decoded.len() == tag.len() && bool::from(decoded.ct_eq(&tag))
+                });
+                if matched {
+                    return Ok(Some(index));
+                }
+            }
+        }
+        #[cfg(any(feature = "ed25519", feature = "p256"))]
+        {
+            let asymmetric_keys = (0..self.keys.len())
+                .filter(|&index| {
+                    self.keys[index].algorithm() != Algorithm::Hmac
+                        && self.validity[index].contains_unix(now)
+                })
+                .count();
+            let mut checks_left = ASYMMETRIC_CHECKS_PER_KEY * asymmetric_keys;
+            for algorithm in [Algorithm::Ed25519, Algorithm::EcdsaP256] {
+                let keys: Vec<usize> = (0..self.keys.len())
+                    .filter(|&index| {
+                        self.keys[index].algorithm() == algorithm
+                            && self.validity[index].contains_unix(now)
                     })
+                    .collect();
+                if keys.is_empty() {
+                    continue;
                 }
-                #[cfg(feature = "ed25519")]
-                Key::Ed25519Public(_) | Key::Ed25519Secret(_) => {
-                    let public = match key {
-                        Key::Ed25519Public(public) => *public,
-                        Key::Ed25519Secret(secret) => secret.verifying_key(),
-                        #[cfg(feature = "p256")]
-                        Key::EcdsaP256Public(_) => unreachable!("matched below"),
-                        Key::Hmac(_) => unreachable!("matched above"),
-                    };
-                    let message = whole_message();
-                    any(Algorithm::Ed25519, MAX_ED25519_SIGNATURES, &mut |decoded| {
-                        ed25519_dalek::Signature::from_slice(decoded).is_ok_and(|signature| {
-                            public.verify_strict(message, &signature).is_ok()
-                        })
-                    })
+                let mut matched = None;
+                any(algorithm, usize::MAX, &mut |decoded| {
+                    for &index in &keys {
+                        if checks_left == 0 {
+                            return true;
+                        }
+                        checks_left -= 1;
+                        if asymmetric_match(&self.keys[index], whole_message(), decoded) {
+                            matched = Some(index);
+                            return true;
+                        }
+                    }
+                    false
+                });
+                if matched.is_some() {
+                    return Ok(matched);
                 }
-                #[cfg(feature = "p256")]
-                Key::EcdsaP256Public(public) => {
-                    use p256::ecdsa::signature::Verifier as _;
-                    let message = whole_message();
-                    any(
-                        Algorithm::EcdsaP256,
-                        MAX_ED25519_SIGNATURES,
-                        &mut |decoded| {
-                            p256::ecdsa::Signature::from_der(decoded)
-                                .is_ok_and(|signature| public.verify(message, &signature).is_ok())
-                        },
-                    )
-                }
-            };
-            if matched {
-                return Ok(Some(index));
             }
         }
         if decoded_any {
@@ -423,5 +433,30 @@ impl Inner {
         } else {
             Err(envelope::bad_encoding(scheme))
         }
+    }
+}
+
+/// Whether `signature` (decoded) is `key`'s over `message`, for an
+/// asymmetric key; `false` for an HMAC secret.
+#[cfg(any(feature = "ed25519", feature = "p256"))]
+fn asymmetric_match(key: &Key, message: &[u8], signature: &[u8]) -> bool {
+    match key {
+        #[cfg(feature = "ed25519")]
+        Key::Ed25519Public(_) | Key::Ed25519Secret(_) => {
+            let public = match key {
+                Key::Ed25519Secret(secret) => secret.verifying_key(),
+                Key::Ed25519Public(public) => *public,
+                _ => return false,
+            };
+            ed25519_dalek::Signature::from_slice(signature)
+                .is_ok_and(|signature| public.verify_strict(message, &signature).is_ok())
+        }
+        #[cfg(feature = "p256")]
+        Key::EcdsaP256Public(public) => {
+            use p256::ecdsa::signature::Verifier as _;
+            p256::ecdsa::Signature::from_der(signature)
+                .is_ok_and(|signature| public.verify(message, &signature).is_ok())
+        }
+        Key::Hmac(_) => false,
     }
 }

@@ -270,14 +270,17 @@ async fn slow_loris_body_is_cut_off_at_the_timeout() {
         }
     });
     let mut response = vec![0u8; 1024];
-    let read = tokio::time::timeout(Duration::from_secs(5), reader.read(&mut response))
-        .await
-        .expect("the server answered before the client finished")
-        .unwrap();
+    let read = reader.read(&mut response).await.unwrap();
     let elapsed = started.elapsed();
     let text = String::from_utf8_lossy(&response[..read]);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    // What happened, not how fast: the answer came while the client still
+    // had most of its 20 s body to send, and not before the deadline.
+    assert!(
+        !trickle.is_finished(),
+        "the server answered before the client finished"
+    );
+    assert!(elapsed >= Duration::from_millis(900), "{elapsed:?}");
     trickle.abort();
 }
 

@@ -294,9 +294,11 @@ mod tests {
         .unwrap();
         let changed = Instant::now();
         while deliver(&client, &base, "initech", GLOBEX, "evt_6").await != 202 {
+            // A liveness bound, not a speed goal: the file is read again
+            // every few hundred milliseconds.
             assert!(
-                changed.elapsed() < Duration::from_secs(2),
-                "the change took effect within 2 s"
+                changed.elapsed() < Duration::from_secs(30),
+                "the change took effect without a restart"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -325,7 +327,13 @@ mod tests {
 
         let ids = |tenant: &'static str| {
             let store = store.clone();
-            async move { support::drain_ids(&store, &format!("{NAMESPACE}:{tenant}")).await }
+            async move {
+                support::drain_ids(
+                    &store,
+                    &hooklatch::dedup::tenant_namespace(NAMESPACE, tenant),
+                )
+                .await
+            }
         };
         assert_eq!(ids("acme").await, ["evt_1", "evt_7", "evt_10"]);
         assert_eq!(ids("globex").await, ["evt_1"]);

@@ -194,7 +194,6 @@ async fn lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does<
 
     let slow = br#""slow""#.to_vec();
     let headers = pairs(&sign("msg_slow", &slow));
-    let started = std::time::Instant::now();
     let response = {
         let mut request = client.post(&url).body(slow.clone());
         for (name, value) in &headers {
@@ -204,9 +203,10 @@ async fn lease_mode_keeps_its_deadline_and_settles_whatever_the_client_does<
     };
     assert_eq!(response.status().as_u16(), 503);
     assert_eq!(response.headers()["retry-after"], "5");
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "stopped at the deadline"
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        0,
+        "answered at the lease's deadline, not after the handler's 5 s"
     );
     assert_eq!(
         post_signed(&client, &url, &headers, slow.clone()).await.0,
@@ -712,17 +712,17 @@ async fn slow_loris_body_is_cut_off_at_the_timeout() {
         }
     });
     let mut response = vec![0u8; 1024];
-    let read = tokio::time::timeout(Duration::from_secs(5), reader.read(&mut response))
-        .await
-        .expect("the server answered before the client finished")
-        .unwrap();
+    let read = reader.read(&mut response).await.unwrap();
     let elapsed = started.elapsed();
     let text = String::from_utf8_lossy(&response[..read]);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    // What happened, not how fast: the answer came while the client still
+    // had most of its body to send, and not before the deadline.
     assert!(
-        elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(3),
-        "{elapsed:?}"
+        !trickle.is_finished(),
+        "the server answered before the client finished"
     );
+    assert!(elapsed >= Duration::from_millis(900), "{elapsed:?}");
     trickle.abort();
 }
 
