@@ -22,6 +22,8 @@ pub mod sender;
 pub mod sequence;
 mod store;
 pub mod verify;
+#[cfg(feature = "worker")]
+pub mod worker;
 
 #[cfg(feature = "redis")]
 pub use store::redis::RedisConnection;

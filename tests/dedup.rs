@@ -3,6 +3,8 @@
 //! servers (see tests/support).
 
 mod support;
+#[path = "worker/suite.rs"]
+mod worker;
 
 use std::any::Any;
 use std::collections::HashMap;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Acceptance, Answer, Claim, DedupError, Inbox, InboxEntry, InboxQueue, InboxStats,
+    Acceptance, Answer, Claim, DedupError, GiveBack, Inbox, InboxEntry, InboxQueue, InboxStats,
     IncomingEvent, Lease, LeaseStore, MemoryInbox, NackOutcome, StoreOptions,
 };
 
@@ -193,7 +193,13 @@ trait ErasedStore: Send + Sync {
     fn ack<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()>;
     fn ack_many<'a>(&'a self, deliveries: &'a [InboxEntry]) -> Boxed<'a, Vec<bool>>;
     fn extend_visibility<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()>;
-    fn nack<'a>(&'a self, delivery: &'a InboxEntry, retry_in: Duration) -> Boxed<'a, NackOutcome>;
+    fn give_back<'a>(
+        &'a self,
+        delivery: &'a InboxEntry,
+        how: GiveBack,
+        reason: &'a str,
+    ) -> Boxed<'a, NackOutcome>;
+    fn visibility_timeout(&self) -> Duration;
     fn dead_letters<'a>(&'a self, namespace: &'a str, max: usize) -> Boxed<'a, Vec<InboxEntry>>;
     fn stats<'a>(&'a self, namespace: &'a str) -> Boxed<'a, InboxStats>;
     fn requeue_dead<'a>(&'a self, namespace: &'a str, id: Option<&'a str>) -> Boxed<'a, u64>;
@@ -229,8 +235,16 @@ impl<S: InboxQueue + LeaseStore> ErasedStore for S {
     fn extend_visibility<'a>(&'a self, delivery: &'a InboxEntry) -> Boxed<'a, ()> {
         Box::pin(InboxQueue::extend_visibility(self, delivery))
     }
-    fn nack<'a>(&'a self, delivery: &'a InboxEntry, retry_in: Duration) -> Boxed<'a, NackOutcome> {
-        Box::pin(InboxQueue::nack(self, delivery, retry_in))
+    fn give_back<'a>(
+        &'a self,
+        delivery: &'a InboxEntry,
+        how: GiveBack,
+        reason: &'a str,
+    ) -> Boxed<'a, NackOutcome> {
+        Box::pin(InboxQueue::give_back(self, delivery, how, reason))
+    }
+    fn visibility_timeout(&self) -> Duration {
+        InboxQueue::visibility_timeout(self)
     }
     fn dead_letters<'a>(&'a self, namespace: &'a str, max: usize) -> Boxed<'a, Vec<InboxEntry>> {
         Box::pin(InboxQueue::dead_letters(self, namespace, max))
@@ -283,8 +297,17 @@ impl InboxQueue for AnyInbox {
         self.store.extend_visibility(delivery).await
     }
 
-    async fn nack(&self, delivery: &InboxEntry, retry_in: Duration) -> Answer<NackOutcome> {
-        self.store.nack(delivery, retry_in).await
+    async fn give_back(
+        &self,
+        delivery: &InboxEntry,
+        how: GiveBack,
+        reason: &str,
+    ) -> Answer<NackOutcome> {
+        self.store.give_back(delivery, how, reason).await
+    }
+
+    fn visibility_timeout(&self) -> Duration {
+        self.store.visibility_timeout()
     }
 
     async fn dead_letters(&self, namespace: &str, max: usize) -> Answer<Vec<InboxEntry>> {
@@ -375,7 +398,7 @@ mod tests {
         async fn extend_visibility(&self, _: &InboxEntry) -> Answer<()> {
             unreachable!()
         }
-        async fn nack(&self, _: &InboxEntry, _: Duration) -> Answer<NackOutcome> {
+        async fn give_back(&self, _: &InboxEntry, _: GiveBack, _: &str) -> Answer<NackOutcome> {
             unreachable!()
         }
         async fn dead_letters(&self, _: &str, _: usize) -> Answer<Vec<InboxEntry>> {

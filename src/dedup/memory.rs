@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    Acceptance, Answer, Claim, DedupError, EventMeta, Inbox, InboxEntry, InboxQueue, InboxStats,
-    IncomingEvent, Lease, LeaseStore, NackOutcome, Receipt, StoreOptions, check_key,
-    check_namespace, millis, new_token,
+    Acceptance, Answer, Claim, DeadLetter, DedupError, EventMeta, GiveBack, Inbox, InboxEntry,
+    InboxQueue, InboxStats, IncomingEvent, LAST_ATTEMPT_TIMED_OUT, Lease, LeaseStore, NackOutcome,
+    Receipt, StoreOptions, check_key, check_namespace, millis, new_token,
 };
 
 /// Claims and inbox in process memory, behind one mutex.
@@ -50,6 +50,8 @@ struct Row {
     available_at: i64,
     taken: Option<Hold>,
     dead: bool,
+    /// Why and when it was dead-lettered.
+    dead_letter: Option<DeadLetter>,
 }
 
 impl MemoryInbox {
@@ -100,6 +102,7 @@ impl MemoryInbox {
             signed_at: row.signed_at,
             attempt: row.attempts,
             meta: row.meta.clone(),
+            dead: row.dead.then(|| row.dead_letter.clone()).flatten(),
             receipt: Receipt {
                 entry: entry.to_string(),
                 token,
@@ -173,8 +176,11 @@ impl Inbox for MemoryInbox {
                     available_at: now,
                     taken: None,
                     dead: false,
+                    dead_letter: None,
                 },
             );
+        drop(state);
+        super::wake_workers(event.namespace);
         Ok(Acceptance::Accepted)
     }
 }
@@ -203,6 +209,10 @@ impl InboxQueue for MemoryInbox {
                 // Its last worker died holding it: that was its last try.
                 row.dead = true;
                 row.taken = None;
+                row.dead_letter = Some(DeadLetter::new(
+                    Some(LAST_ATTEMPT_TIMED_OUT.to_owned()),
+                    Some(now),
+                ));
                 continue;
             }
             row.attempts += 1;
@@ -243,21 +253,35 @@ impl InboxQueue for MemoryInbox {
         }
     }
 
-    async fn nack(&self, delivery: &InboxEntry, retry_in: Duration) -> Answer<NackOutcome> {
+    async fn give_back(
+        &self,
+        delivery: &InboxEntry,
+        how: GiveBack,
+        reason: &str,
+    ) -> Answer<NackOutcome> {
         let max_attempts = self.options.max_attempts();
+        let now = self.options.now_millis();
         self.with_taken_row(delivery, |rows, entry| {
             let Some(row) = rows.get_mut(&entry) else {
                 return NackOutcome::DeadLettered;
             };
             row.taken = None;
-            if row.attempts >= max_attempts {
-                row.dead = true;
-                NackOutcome::DeadLettered
-            } else {
-                row.available_at = self.options.now_millis().saturating_add(millis(retry_in));
-                NackOutcome::WillRetry
+            match how {
+                GiveBack::Retry(retry_in) if row.attempts < max_attempts => {
+                    row.available_at = now.saturating_add(millis(retry_in));
+                    NackOutcome::WillRetry
+                }
+                _ => {
+                    row.dead = true;
+                    row.dead_letter = Some(DeadLetter::new(Some(reason.to_owned()), Some(now)));
+                    NackOutcome::DeadLettered
+                }
             }
         })
+    }
+
+    fn visibility_timeout(&self) -> Duration {
+        self.options.visibility_timeout()
     }
 
     async fn dead_letters(&self, namespace: &str, max: usize) -> Answer<Vec<InboxEntry>> {
@@ -309,6 +333,7 @@ impl InboxQueue for MemoryInbox {
         {
             if row.dead && id.is_none_or(|id| row.id == id) {
                 row.dead = false;
+                row.dead_letter = None;
                 row.attempts = 0;
                 row.available_at = now;
                 row.taken = None;

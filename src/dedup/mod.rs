@@ -71,6 +71,16 @@ mod redis;
 pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "worker")]
+pub(crate) mod wake;
+
+/// Tells this process's workers on `namespace` that an event was accepted.
+fn wake_workers(namespace: &str) {
+    #[cfg(feature = "worker")]
+    wake::accepted(namespace);
+    #[cfg(not(feature = "worker"))]
+    let _ = namespace;
+}
 
 pub use any::AnyInbox;
 pub use error::{DedupError, StoreError};
@@ -173,8 +183,43 @@ pub struct InboxEntry {
     /// What the provider said about the event (its type, delivery id,
     /// retry number, kept headers).
     pub meta: EventMeta,
+    /// Why and when the event was dead-lettered: set on the entries
+    /// [`dead_letters`](InboxQueue::dead_letters) returns, `None` on a
+    /// taken event.
+    pub dead: Option<DeadLetter>,
     pub(crate) receipt: Receipt,
 }
+
+/// Why and when an event was dead-lettered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// What the worker said (a handler's error), or what the store saw: a
+    /// last attempt nacked, or one that ran past its visibility timeout.
+    /// Empty for events dead-lettered before stores kept reasons.
+    pub reason: String,
+    /// When, in milliseconds since the Unix epoch on the store's clock;
+    /// `None` for events dead-lettered before stores kept the time.
+    pub at_millis: Option<i64>,
+}
+
+impl DeadLetter {
+    pub(crate) fn new(reason: Option<String>, at_millis: Option<i64>) -> Self {
+        Self {
+            reason: reason.unwrap_or_default(),
+            at_millis,
+        }
+    }
+}
+
+/// The reason a store keeps for an event nacked on its last attempt
+/// without one of its own.
+pub const NACKED_ON_LAST_ATTEMPT: &str = "nacked on its last attempt";
+
+/// The reason a store keeps for an event whose last attempt ran past its
+/// visibility timeout: its worker died, or neither acked nor nacked it.
+pub const LAST_ATTEMPT_TIMED_OUT: &str =
+    "its last attempt ran past the visibility timeout with no ack or nack";
 
 impl InboxEntry {
     /// The body deserialized into `T`: verify now, deserialize in the
@@ -210,6 +255,17 @@ pub(crate) struct Receipt {
     pub(crate) entry: String,
     /// Changes every time the event is taken.
     pub(crate) token: String,
+}
+
+/// How [`InboxQueue::give_back`] gives an event back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveBack {
+    /// Ready again after the delay, or dead-lettered if this was its last
+    /// allowed attempt.
+    Retry(Duration),
+    /// Dead-lettered now, whatever attempts it has left: retrying cannot
+    /// help (a body that does not parse, a customer that does not exist).
+    DeadLetter,
 }
 
 /// What [`InboxQueue::nack`] did.
@@ -399,12 +455,48 @@ pub trait InboxQueue: Inbox {
     ) -> impl Future<Output = Result<(), DedupError>> + Send;
 
     /// Gives a taken event back, to be delivered again after `retry_in`,
-    /// or dead-lettered if this was its last allowed attempt.
+    /// or dead-lettered if this was its last allowed attempt (with
+    /// [`NACKED_ON_LAST_ATTEMPT`] as its reason).
     fn nack(
         &self,
         delivery: &InboxEntry,
         retry_in: Duration,
+    ) -> impl Future<Output = Result<NackOutcome, DedupError>> + Send {
+        self.give_back(delivery, GiveBack::Retry(retry_in), NACKED_ON_LAST_ATTEMPT)
+    }
+
+    /// Gives a taken event back as [`nack`](Self::nack) does, or
+    /// dead-letters it at once ([`GiveBack::DeadLetter`]), keeping `reason`
+    /// (a handler's error, say) with it should it be dead-lettered: the
+    /// [`DeadLetter`] that [`dead_letters`](Self::dead_letters) shows.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), hooklatch::dedup::DedupError> {
+    /// use hooklatch::dedup::{GiveBack, Inbox, InboxQueue, IncomingEvent, MemoryInbox, NackOutcome};
+    ///
+    /// let store = MemoryInbox::new();
+    /// let _ = store.accept(&IncomingEvent::new("stripe", "evt_1", b"{}")).await?;
+    /// let taken = store.take("stripe", "worker-1", 1).await?;
+    /// let outcome = store.give_back(&taken[0], GiveBack::DeadLetter, "no such customer").await?;
+    /// assert_eq!(outcome, NackOutcome::DeadLettered);
+    /// let dead = store.dead_letters("stripe", 10).await?;
+    /// assert_eq!(dead[0].dead.as_ref().unwrap().reason, "no such customer");
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn give_back(
+        &self,
+        delivery: &InboxEntry,
+        how: GiveBack,
+        reason: &str,
     ) -> impl Future<Output = Result<NackOutcome, DedupError>> + Send;
+
+    /// The visibility timeout this store hides a taken event for: a worker
+    /// extends a long handler's event before half of it has passed.
+    fn visibility_timeout(&self) -> Duration {
+        StoreOptions::default().visibility_timeout()
+    }
 
     /// Up to `max` dead-lettered events of `namespace`, oldest first.
     fn dead_letters(

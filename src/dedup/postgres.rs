@@ -213,7 +213,7 @@ fn take_statement(inbox: &str) -> String {
         ready_condition("$1", POSTGRES.now),
         TAKE_ORDER,
         POSTGRES.lock_rows,
-        take_assignments("$3", "$4", &format!("{} + $5", POSTGRES.now)),
+        take_assignments("$3", "$4", &format!("{} + $5", POSTGRES.now), POSTGRES.now),
     )
 }
 

@@ -380,6 +380,8 @@ impl Inner {
             if !self.validity[index].contains_unix(now) {
                 continue;
             }
+            // Irrefutable without the asymmetric features.
+            #[allow(irrefutable_let_patterns)]
             if let Key::Hmac(keyed) = key {
                 let tag = keyed.tag(|sink| scheme.signed_content(id, timestamp, body, sink));
                 let matched = any(Algorithm::Hmac, usize::MAX, &mut |decoded| {

@@ -14,8 +14,8 @@ use super::scripts::{
 use super::scripts::{ACK_MANY_SCRIPT, ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
 use super::shards::parse_receipt_entry;
 use crate::dedup::{
-    Acceptance, DedupError, EventMeta, Inbox, InboxEntry, InboxQueue, InboxStats, IncomingEvent,
-    NackOutcome, Receipt, check_key, check_namespace, millis,
+    Acceptance, DeadLetter, DedupError, EventMeta, GiveBack, Inbox, InboxEntry, InboxQueue,
+    InboxStats, IncomingEvent, NackOutcome, Receipt, check_key, check_namespace, millis,
 };
 
 impl Inbox for RedisInbox {
@@ -48,6 +48,7 @@ impl Inbox for RedisInbox {
             )
             .await?;
         Ok(if accepted == 1 {
+            crate::dedup::wake_workers(event.namespace);
             Acceptance::Accepted
         } else {
             Acceptance::Duplicate
@@ -172,11 +173,20 @@ impl InboxQueue for RedisInbox {
             .await
     }
 
-    async fn nack(
+    fn visibility_timeout(&self) -> Duration {
+        self.options.visibility_timeout()
+    }
+
+    async fn give_back(
         &self,
         delivery: &InboxEntry,
-        retry_in: Duration,
+        how: GiveBack,
+        reason: &str,
     ) -> Result<NackOutcome, DedupError> {
+        let (max_attempts, retry_in) = match how {
+            GiveBack::Retry(retry_in) => (self.options.max_attempts(), retry_in),
+            GiveBack::DeadLetter => (0, Duration::ZERO),
+        };
         let (keys, entry) = self.taken_from(delivery)?;
         let mut connection = self.connection.clone();
         let mut script = NACK_SCRIPT.prepare_invoke();
@@ -188,7 +198,8 @@ impl InboxQueue for RedisInbox {
             .arg(entry)
             .arg(&delivery.receipt.token)
             .arg(millis(retry_in))
-            .arg(self.options.max_attempts())
+            .arg(max_attempts)
+            .arg(reason)
             .invoke_async(&mut connection)
             .await?;
         match outcome {
@@ -246,6 +257,11 @@ impl InboxQueue for RedisInbox {
                     signed_at: text("signed_at").parse().ok(),
                     attempt: text("attempts").parse().unwrap_or(0),
                     meta: EventMeta::from_text(Some(&text("meta"))),
+                    // A stream id starts with its time in ms on the server.
+                    dead: Some(DeadLetter::new(
+                        entry.map.contains_key("reason").then(|| text("reason")),
+                        entry.id.split('-').next().and_then(|ms| ms.parse().ok()),
+                    )),
                     receipt: Receipt {
                         entry: entry.id.clone(),
                         token: String::new(),

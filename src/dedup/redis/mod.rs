@@ -334,6 +334,7 @@ impl RedisInbox {
             .arg(self.options.max_attempts())
             .arg(new_token())
             .arg(if fresh_only { "1" } else { "" })
+            .arg(crate::dedup::LAST_ATTEMPT_TIMED_OUT)
             .invoke_async(&mut connection)
             .await?;
         Ok(rows
@@ -351,6 +352,7 @@ impl RedisInbox {
             signed_at: signed_at.parse().ok(),
             attempt: attempt.parse().unwrap_or(u32::MAX),
             meta: EventMeta::from_text(Some(&meta)),
+            dead: None,
             receipt: Receipt {
                 entry: receipt_entry(shard, &entry),
                 token,

@@ -11,11 +11,13 @@ use std::time::Duration;
 use sqlx::{Database, Pool};
 
 use super::write::{Want, Write, Written};
-use super::{BuildAccept, BuildOnInbox, Statements, meta_schema, schema, take_schema};
+use super::{
+    BuildAccept, BuildOnInbox, Statements, dead_reason_schema, meta_schema, schema, take_schema,
+};
 use crate::dedup::{
-    ACK_BATCH, Acceptance, Claim, DedupError, EventMeta, Inbox, InboxEntry, InboxQueue, InboxStats,
-    IncomingEvent, Lease, LeaseStore, NackOutcome, PURGE_BATCH, Receipt, StoreOptions, check_key,
-    check_namespace, exactly_one, millis, new_token,
+    ACK_BATCH, Acceptance, Claim, DeadLetter, DedupError, EventMeta, GiveBack, Inbox, InboxEntry,
+    InboxQueue, InboxStats, IncomingEvent, Lease, LeaseStore, NackOutcome, PURGE_BATCH, Receipt,
+    StoreOptions, check_key, check_namespace, exactly_one, millis, new_token,
 };
 use crate::store::sql::{SqlDatabase, sql};
 
@@ -102,8 +104,20 @@ pub trait InboxBackend: Database {
 /// dead, meta.
 type TakenRow = (i64, String, Vec<u8>, Option<i64>, i64, bool, Option<String>);
 
-/// A dead letter's row: a taken row without `dead`.
-type DeadRow = (i64, String, Vec<u8>, Option<i64>, i64, Option<String>);
+/// A taken row without `dead`.
+type EntryRow = (i64, String, Vec<u8>, Option<i64>, i64, Option<String>);
+
+/// A dead letter's row: an entry's, then its reason and time.
+type DeadRow = (
+    i64,
+    String,
+    Vec<u8>,
+    Option<i64>,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
 
 impl<DB: SqlDatabase> SqlInbox<DB> {
     /// A store on `pool` whose tables are `{prefix}_claims` and
@@ -146,6 +160,7 @@ impl<DB: SqlDatabase> SqlInbox<DB> {
             schema(claims, inbox, &DB::DIALECT),
             meta_schema(inbox, &DB::DIALECT),
             take_schema(inbox, &DB::DIALECT),
+            dead_reason_schema(inbox, &DB::DIALECT),
         ] {
             DB::migrate(&self.pool, &schema).await?;
         }
@@ -261,10 +276,12 @@ fn entry_of(delivery: &InboxEntry) -> Result<i64, DedupError> {
 /// The delivery a row describes, under the take's `token`.
 fn delivery(
     namespace: &str,
-    (entry, id, body, signed_at, attempts, meta): DeadRow,
+    (entry, id, body, signed_at, attempts, meta): EntryRow,
     token: &str,
+    dead: Option<DeadLetter>,
 ) -> InboxEntry {
     InboxEntry {
+        dead,
         namespace: namespace.to_owned(),
         id,
         body,
@@ -281,7 +298,11 @@ fn delivery(
 impl<DB: SqlDatabase> Inbox for SqlInbox<DB> {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         check_key(event.namespace, event.id)?;
-        DB::accept(&self.writes, &self.statements, &self.options, event).await
+        let acceptance = DB::accept(&self.writes, &self.statements, &self.options, event).await?;
+        if acceptance == Acceptance::Accepted {
+            crate::dedup::wake_workers(event.namespace);
+        }
+        Ok(acceptance)
     }
 }
 
@@ -311,7 +332,7 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
             let (entry, id, body, signed_at, attempts, dead, meta) = DB::decode::<TakenRow>(row)?;
             if !dead {
                 let row = (entry, id, body, signed_at, attempts, meta);
-                taken.push(delivery(namespace, row, &token));
+                taken.push(delivery(namespace, row, &token, None));
             }
         }
         taken.sort_by_key(|d| d.receipt.entry.parse::<i64>().unwrap_or(0));
@@ -364,18 +385,24 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
         exactly_one(updated, DedupError::DeliveryLost)
     }
 
-    async fn nack(
+    async fn give_back(
         &self,
         delivery: &InboxEntry,
-        retry_in: Duration,
+        how: GiveBack,
+        reason: &str,
     ) -> Result<NackOutcome, DedupError> {
+        let (max_attempts, retry_in) = match how {
+            GiveBack::Retry(retry_in) => (self.options.max_attempts(), retry_in),
+            GiveBack::DeadLetter => (0, Duration::ZERO),
+        };
         let rows = self
             .write(
                 Write::new(self.statements.nack.clone(), Want::Rows)
                     .int(entry_of(delivery)?)
                     .text(&delivery.receipt.token)
-                    .int(i64::from(self.options.max_attempts()))
-                    .int(millis(retry_in)),
+                    .int(i64::from(max_attempts))
+                    .int(millis(retry_in))
+                    .text(reason),
             )
             .await?
             .rows();
@@ -384,6 +411,10 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
             Some((true,)) => Ok(NackOutcome::DeadLettered),
             Some((false,)) => Ok(NackOutcome::WillRetry),
         }
+    }
+
+    fn visibility_timeout(&self) -> Duration {
+        self.options.visibility_timeout()
     }
 
     async fn dead_letters(
@@ -399,7 +430,10 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
             .await?;
         Ok(rows
             .into_iter()
-            .map(|row| delivery(namespace, row, ""))
+            .map(|(entry, id, body, signed_at, attempts, meta, reason, at)| {
+                let row = (entry, id, body, signed_at, attempts, meta);
+                delivery(namespace, row, "", Some(DeadLetter::new(reason, at)))
+            })
             .collect())
     }
 

@@ -10,6 +10,7 @@
 
 use sqlx::SqlStr;
 
+use crate::dedup::LAST_ATTEMPT_TIMED_OUT;
 pub(crate) use crate::store::sql::statement;
 use crate::store::sql::{Dialect, Schema};
 
@@ -88,6 +89,21 @@ pub(crate) fn take_schema(inbox: &str, dialect: &Dialect) -> Schema {
     }
 }
 
+/// Version 4 of the inbox: why and when each dead letter died.
+pub(crate) fn dead_reason_schema(inbox: &str, dialect: &Dialect) -> Schema {
+    let Dialect {
+        add_column, int, ..
+    } = dialect;
+    Schema {
+        component: format!("inbox-dead-reason:{inbox}"),
+        version: 1,
+        statements: vec![
+            format!("ALTER TABLE {inbox} {add_column} dead_reason TEXT"),
+            format!("ALTER TABLE {inbox} {add_column} dead_at {int}"),
+        ],
+    }
+}
+
 /// The statements a SQL store runs, for one table prefix: those both
 /// dialects share, and each dialect's own atomic accept and take.
 #[derive(Debug, Clone)]
@@ -126,7 +142,8 @@ pub struct Statements {
     pub(crate) ack_many: SqlStr,
     /// $1 entry, $2 token, $3 visibility ms.
     pub(crate) extend_taken: SqlStr,
-    /// $1 entry, $2 token, $3 max attempts, $4 retry in ms. Returns dead.
+    /// $1 entry, $2 token, $3 max attempts (0 to dead-letter now), $4
+    /// retry in ms, $5 the reason kept if dead-lettered. Returns dead.
     pub(crate) nack: SqlStr,
     /// $1 namespace, $2 limit.
     pub(crate) dead_letters: SqlStr,
@@ -228,12 +245,14 @@ impl Statements {
             )),
             nack: statement(format!(
                 "UPDATE {inbox} SET taken_token = NULL, taken_until = NULL, \
-                 dead = (attempts >= $3), available_at = {now} + $4 \
+                 dead = (attempts >= $3), available_at = {now} + $4, \
+                 dead_reason = CASE WHEN attempts >= $3 THEN CAST($5 AS TEXT) END, \
+                 dead_at = CASE WHEN attempts >= $3 THEN {now} END \
                  WHERE entry = $1 AND taken_token = $2 AND NOT dead RETURNING dead"
             )),
             dead_letters: statement(format!(
-                "SELECT entry, event_id, body, signed_at, attempts, meta FROM {inbox} \
-                 WHERE namespace = $1 AND dead ORDER BY entry LIMIT $2"
+                "SELECT entry, event_id, body, signed_at, attempts, meta, dead_reason, dead_at \
+                 FROM {inbox} WHERE namespace = $1 AND dead ORDER BY entry LIMIT $2"
             )),
             // One bounded batch, oldest first, by the `claimed_at` index;
             // on Postgres rows another client holds are skipped, not waited
@@ -256,7 +275,7 @@ impl Statements {
             )),
             requeue_dead: statement(format!(
                 "UPDATE {inbox} SET dead = {false_value}, attempts = 0, available_at = {now}, \
-                 taken_token = NULL, taken_until = NULL \
+                 taken_token = NULL, taken_until = NULL, dead_reason = NULL, dead_at = NULL \
                  WHERE namespace = $1 AND dead AND ($2 IS NULL OR event_id = $2)",
                 false_value = dialect.false_value
             )),
@@ -283,9 +302,11 @@ pub(crate) const TAKE_ORDER: &str = "ORDER BY available_at, entry";
 /// The assignments that take a row (or dead-letter it when it has had
 /// `$max` attempts): `$token` and `$until` mark the taking, and the row is
 /// next available when its visibility ends.
-pub(crate) fn take_assignments(max: &str, token: &str, until: &str) -> String {
+pub(crate) fn take_assignments(max: &str, token: &str, until: &str, now: &str) -> String {
     format!(
         "dead = (attempts >= {max}), \
+         dead_reason = CASE WHEN attempts >= {max} THEN '{LAST_ATTEMPT_TIMED_OUT}' END, \
+         dead_at = CASE WHEN attempts >= {max} THEN {now} END, \
          attempts = CASE WHEN attempts >= {max} THEN attempts ELSE attempts + 1 END, \
          taken_token = CASE WHEN attempts >= {max} THEN NULL ELSE {token} END, \
          taken_until = CASE WHEN attempts >= {max} THEN NULL ELSE {until} END, \

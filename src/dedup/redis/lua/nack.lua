@@ -1,6 +1,7 @@
 -- Gives an entry back: to the delayed set for `retry_in` ms on the
--- server's clock, or to the dead letters after its last attempt. -1: no
--- longer held; 0: will retry; 1: dead-lettered.
+-- server's clock, or to the dead letters after its last attempt (a max of
+-- 0 dead-letters it now) with the reason ARGV[6]. -1: no longer held; 0:
+-- will retry; 1: dead-lettered.
 local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, eid, token, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[5])
 local time = redis.call('TIME')
@@ -16,7 +17,7 @@ for i = 1, #list, 2 do f[list[i]] = list[i + 1] end
 local n = tostring(tonumber(f['attempts']) + tonumber(string.match(token, '^%d+')))
 if tonumber(n) >= max then
   redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'], 'signed_at', f['signed_at'],
-    'attempts', n, 'meta', f['meta'] or '')
+    'attempts', n, 'meta', f['meta'] or '', 'reason', ARGV[6])
   return 1
 end
 redis.call('ZADD', delayed, retry_at,

@@ -17,6 +17,8 @@ local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, consumer = ARGV[1], ARGV[2]
 local count, visibility, max, nonce = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local fresh_only = ARGV[7] == '1'
+-- ARGV[8]: the reason a dead letter buried here is kept with.
+local timed_out = ARGV[8]
 
 -- Runs a read of the consumer group; on a shard's first take, when the
 -- group (or the stream) is not there yet, makes it and reads again.
@@ -79,7 +81,8 @@ local function deliver(entries)
     local n = tonumber(f['attempts']) + taken
     if n > max then
       redis.call('XADD', dead, '*', 'id', f['id'], 'body', f['body'],
-        'signed_at', f['signed_at'], 'attempts', tostring(n - 1), 'meta', f['meta'] or '')
+        'signed_at', f['signed_at'], 'attempts', tostring(n - 1), 'meta', f['meta'] or '',
+        'reason', timed_out)
       buried[#buried + 1] = eid
     else
       tokens[#tokens + 1] = eid

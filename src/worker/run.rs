@@ -1,0 +1,584 @@
+//! The worker's loop: take while there is room, hold each event (its turn,
+//! its handler, its heartbeats), ack in batches, and stop in order.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::task::{JoinError, JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tracing::Instrument as _;
+
+use super::failure::Then;
+use super::{Backoff, Event, Failure, Handler, OrderKey, Worker};
+use crate::dedup::wake::Waiter;
+use crate::dedup::{DedupError, GiveBack, InboxEntry, InboxQueue, NackOutcome};
+
+/// The first wait after an empty take; it doubles up to the idle poll.
+const FIRST_IDLE_WAIT: Duration = Duration::from_millis(10);
+
+/// The most acks sent to the store in one `ack_many`.
+const ACKS_AT_ONCE: usize = 512;
+
+/// How often a failed `ack_many` is tried again before its events are left
+/// to come back after the visibility timeout.
+const ACK_RETRIES: u32 = 3;
+
+/// The reason kept should an event given back at shutdown have been on
+/// its last attempt.
+const STOPPED: &str = "the worker stopped before its handler finished";
+
+/// What a worker did, counted since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Report {
+    /// Events handled and acked.
+    pub handled: u64,
+    /// Events whose handler failed, given back to run again.
+    pub retried: u64,
+    /// Events dead-lettered.
+    pub dead_lettered: u64,
+    /// Events another worker took while this one held them (a heartbeat or
+    /// an ack found them gone): their results were dropped.
+    pub lost: u64,
+    /// Events given back unfinished at shutdown, ready now.
+    pub given_back: u64,
+    /// Store calls that failed (a take, an ack, a give-back); the events
+    /// concerned come back after the visibility timeout.
+    pub store_errors: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    handled: AtomicU64,
+    retried: AtomicU64,
+    dead_lettered: AtomicU64,
+    lost: AtomicU64,
+    given_back: AtomicU64,
+    store_errors: AtomicU64,
+}
+
+impl Counters {
+    fn report(&self) -> Report {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Report {
+            handled: read(&self.handled),
+            retried: read(&self.retried),
+            dead_lettered: read(&self.dead_lettered),
+            lost: read(&self.lost),
+            given_back: read(&self.given_back),
+            store_errors: read(&self.store_errors),
+        }
+    }
+}
+
+/// A started worker. Dropping it leaves the worker running; call
+/// [`stop`](Self::stop) to end it in order.
+#[derive(Debug)]
+pub struct Running {
+    stop: watch::Sender<Option<Duration>>,
+    task: JoinHandle<()>,
+    counters: Arc<Counters>,
+}
+
+impl Running {
+    /// Stops the worker: it takes nothing more, lets handlers in flight
+    /// finish for up to `grace`, acks what finished and gives back (ready
+    /// now, for the next worker) what did not. Returns what it did since
+    /// it started.
+    pub async fn stop(self, grace: Duration) -> Report {
+        let _ = self.stop.send(Some(grace));
+        if let Err(error) = self.task.await
+            && error.is_panic()
+        {
+            std::panic::resume_unwind(error.into_panic());
+        }
+        self.counters.report()
+    }
+
+    /// What the worker did so far.
+    pub fn report(&self) -> Report {
+        self.counters.report()
+    }
+}
+
+/// What every event's task shares.
+struct Shared<Q> {
+    store: Arc<Q>,
+    namespace: String,
+    handler: Arc<dyn Handler>,
+    backoff: Backoff,
+    max_attempts: Option<u32>,
+    /// Heartbeats come every half of this.
+    visibility: Duration,
+    counters: Arc<Counters>,
+    acks: mpsc::UnboundedSender<Arc<InboxEntry>>,
+    /// True once the grace period of a stop ended.
+    deadline: watch::Receiver<bool>,
+    /// For each order key, the last event taken with it: its number and
+    /// what it sends when done.
+    turns: Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>,
+}
+
+/// An event's place in its key's line: what it waits for, and what it
+/// tells the next one.
+struct Turn {
+    wait: Option<oneshot::Receiver<()>>,
+    done: Option<(String, u64, oneshot::Sender<()>)>,
+}
+
+impl<Q: InboxQueue + 'static> Worker<Q> {
+    /// Starts the worker on the current Tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// Outside a Tokio runtime.
+    pub fn start(self) -> Running {
+        let (stop, stopping) = watch::channel(None);
+        let counters = Arc::new(Counters::default());
+        let (acks, acked) = mpsc::unbounded_channel();
+        let (deadline_passed, deadline) = watch::channel(false);
+        let store = Arc::new(self.store);
+        let shared = Arc::new(Shared {
+            visibility: store.visibility_timeout(),
+            store: Arc::clone(&store),
+            namespace: self.namespace,
+            handler: self.handler,
+            backoff: self.backoff,
+            max_attempts: self.max_attempts,
+            counters: Arc::clone(&counters),
+            acks,
+            deadline,
+            turns: Mutex::default(),
+        });
+        let acker = tokio::spawn(ack_in_batches(store, Arc::clone(&counters), acked));
+        let taking = Taking {
+            consumer: self.consumer,
+            concurrency: self.concurrency,
+            idle_poll: self.idle_poll,
+            order: self.order,
+        };
+        let task = tokio::spawn(async move {
+            taking.run(shared, stopping, deadline_passed).await;
+            // Every sender of acks is gone now: the acker drains and ends.
+            let _ = acker.await;
+        });
+        Running {
+            stop,
+            task,
+            counters,
+        }
+    }
+}
+
+/// The taking loop's own settings.
+struct Taking {
+    consumer: String,
+    concurrency: usize,
+    idle_poll: Duration,
+    order: Option<OrderKey>,
+}
+
+impl Taking {
+    async fn run<Q: InboxQueue + 'static>(
+        self,
+        shared: Arc<Shared<Q>>,
+        mut stopping: watch::Receiver<Option<Duration>>,
+        deadline_passed: watch::Sender<bool>,
+    ) {
+        let waiter = Waiter::new(&shared.namespace);
+        let room = Arc::new(Semaphore::new(self.concurrency));
+        let mut holds = JoinSet::new();
+        let mut idle_wait = FIRST_IDLE_WAIT;
+        let mut taken: u64 = 0;
+        loop {
+            while holds.try_join_next().is_some() {}
+            let first = tokio::select! {
+                biased;
+                () = stop_asked(&mut stopping) => break,
+                permit = Arc::clone(&room).acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break,
+                },
+            };
+            let mut permits = vec![first];
+            while permits.len() < self.concurrency {
+                match Arc::clone(&room).try_acquire_owned() {
+                    Ok(permit) => permits.push(permit),
+                    Err(_) => break,
+                }
+            }
+            // Enabled before the take, so an accept during it still wakes.
+            let accepted = waiter.notify().notified();
+            tokio::pin!(accepted);
+            accepted.as_mut().enable();
+            let batch = shared
+                .store
+                .take(&shared.namespace, &self.consumer, permits.len())
+                .await;
+            let wait = match batch {
+                Ok(batch) if !batch.is_empty() => {
+                    idle_wait = FIRST_IDLE_WAIT;
+                    for (entry, permit) in batch.into_iter().zip(permits.drain(..)) {
+                        taken += 1;
+                        let turn = self.turn_of(&shared, &entry, taken);
+                        holds.spawn(hold(Arc::clone(&shared), entry, turn, permit));
+                    }
+                    continue;
+                }
+                Ok(_) => {
+                    let wait = idle_wait;
+                    idle_wait = (idle_wait * 2).min(self.idle_poll);
+                    wait
+                }
+                Err(error) => {
+                    shared.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(namespace = %shared.namespace, %error, "worker: take failed");
+                    self.idle_poll
+                }
+            };
+            drop(permits);
+            tokio::select! {
+                biased;
+                () = stop_asked(&mut stopping) => break,
+                () = &mut accepted => idle_wait = FIRST_IDLE_WAIT,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        let grace = stopping.borrow().unwrap_or_default();
+        let end = Instant::now() + grace;
+        loop {
+            match tokio::time::timeout_at(end, holds.join_next()).await {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => {
+                    // Past the grace period: what still runs is given back.
+                    let _ = deadline_passed.send(true);
+                    while holds.join_next().await.is_some() {}
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The event's place in its key's line, if the worker orders events.
+    fn turn_of<Q>(&self, shared: &Shared<Q>, entry: &InboxEntry, number: u64) -> Turn {
+        let Some(key) = self.order.as_ref().and_then(|key_of| key_of(entry)) else {
+            return Turn {
+                wait: None,
+                done: None,
+            };
+        };
+        let (done, after_me) = oneshot::channel();
+        let mut turns = shared
+            .turns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let wait = turns
+            .insert(key.clone(), (number, after_me))
+            .map(|(_, previous)| previous);
+        Turn {
+            wait,
+            done: Some((key, number, done)),
+        }
+    }
+}
+
+/// Completes once a stop is asked for; never if the handle was dropped.
+async fn stop_asked(stopping: &mut watch::Receiver<Option<Duration>>) {
+    if stopping.wait_for(Option::is_some).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Completes once the grace period of a stop ended.
+async fn deadline_passed(deadline: &mut watch::Receiver<bool>) {
+    if deadline.wait_for(|passed| *passed).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// How an event's hold ended.
+enum Ending {
+    Finished(Result<Result<(), Failure>, JoinError>),
+    Unfinished,
+}
+
+/// Holds one taken event: waits for its turn, runs its handler in a task
+/// of its own (a panic stays there), extends its visibility every half
+/// timeout, and settles it.
+async fn hold<Q: InboxQueue + 'static>(
+    shared: Arc<Shared<Q>>,
+    entry: InboxEntry,
+    mut turn: Turn,
+    permit: OwnedSemaphorePermit,
+) {
+    let entry = Arc::new(entry);
+    let (lost_tx, lost_rx) = watch::channel(false);
+    let mut deadline = shared.deadline.clone();
+    let half = (shared.visibility / 2).max(Duration::from_millis(1));
+    let mut heartbeat = tokio::time::interval_at(Instant::now() + half, half);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut handler: Option<JoinHandle<Result<(), Failure>>> = None;
+    let mut started = None;
+    let ending = loop {
+        if handler.is_none() && turn.wait.is_none() {
+            if *deadline.borrow() {
+                break Ending::Unfinished;
+            }
+            started = Some(Instant::now());
+            let event = Event::new(Arc::clone(&entry), lost_rx.clone());
+            let span = event_span(&entry);
+            handler = Some(tokio::spawn(shared.handler.handle(event).instrument(span)));
+        }
+        tokio::select! {
+            biased;
+            () = deadline_passed(&mut deadline) => break Ending::Unfinished,
+            _ = async { turn.wait.as_mut().expect("checked by the branch's condition").await },
+                if turn.wait.is_some() => turn.wait = None,
+            result = async { handler.as_mut().expect("checked by the branch's condition").await },
+                if handler.is_some() => break Ending::Finished(result),
+            _ = heartbeat.tick() => {
+                if !*lost_tx.borrow() {
+                    extend(&shared, &entry, &lost_tx).await;
+                }
+            }
+        }
+    };
+    if let Some(handler) = &handler {
+        handler.abort();
+    }
+    let lost = *lost_tx.borrow();
+    #[cfg(feature = "metrics")]
+    if let Some(started) = started {
+        metrics::histogram!(
+            "hooklatch_worker_handler_seconds",
+            "namespace" => shared.namespace.clone(),
+            "type" => type_label(&entry),
+        )
+        .record(started.elapsed().as_secs_f64());
+    }
+    let _ = started;
+    match ending {
+        _ if lost => count(&shared, &entry, &shared.counters.lost, "lost"),
+        Ending::Unfinished => {
+            give_back(
+                &shared,
+                &entry,
+                GiveBack::Retry(Duration::ZERO),
+                STOPPED,
+                true,
+            )
+            .await;
+        }
+        Ending::Finished(Ok(Ok(()))) => {
+            // Counted as handled once the store took the ack.
+            let _ = shared.acks.send(Arc::clone(&entry));
+        }
+        Ending::Finished(Ok(Err(failure))) => settle_failure(&shared, &entry, &failure).await,
+        Ending::Finished(Err(error)) => {
+            let failure = Failure::retry(panic_reason(error));
+            settle_failure(&shared, &entry, &failure).await;
+        }
+    }
+    drop(permit);
+    if let Some((key, number, done)) = turn.done.take() {
+        let _ = done.send(());
+        let mut turns = shared
+            .turns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if turns.get(&key).is_some_and(|(last, _)| *last == number) {
+            turns.remove(&key);
+        }
+    }
+}
+
+/// A heartbeat: the event hidden for another visibility timeout, or the
+/// handler told it was lost.
+async fn extend<Q: InboxQueue>(shared: &Shared<Q>, entry: &InboxEntry, lost: &watch::Sender<bool>) {
+    match shared.store.extend_visibility(entry).await {
+        Ok(()) => {}
+        Err(DedupError::DeliveryLost) => {
+            tracing::warn!(
+                namespace = %shared.namespace,
+                id = %entry.id,
+                "worker: the event went to another worker while its handler ran"
+            );
+            let _ = lost.send(true);
+        }
+        Err(error) => {
+            // The next heartbeat tries again; if the visibility lapses
+            // meanwhile, that one finds the event lost.
+            shared.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(namespace = %shared.namespace, id = %entry.id, %error, "worker: heartbeat failed");
+        }
+    }
+}
+
+/// Gives a failed event back: after its backoff or the delay it asked
+/// for, or to the dead letters with its reason.
+async fn settle_failure<Q: InboxQueue>(shared: &Shared<Q>, entry: &InboxEntry, failure: &Failure) {
+    let last = shared.max_attempts.is_some_and(|max| entry.attempt >= max);
+    let how = match failure.then() {
+        Then::DeadLetter => GiveBack::DeadLetter,
+        _ if last => GiveBack::DeadLetter,
+        Then::After(delay) => GiveBack::Retry(delay),
+        Then::Backoff => GiveBack::Retry(shared.backoff.delay(entry.attempt)),
+    };
+    give_back(shared, entry, how, failure.reason(), false).await;
+}
+
+async fn give_back<Q: InboxQueue>(
+    shared: &Shared<Q>,
+    entry: &InboxEntry,
+    how: GiveBack,
+    reason: &str,
+    unfinished: bool,
+) {
+    let counters = &shared.counters;
+    match shared.store.give_back(entry, how, reason).await {
+        Ok(NackOutcome::DeadLettered) => {
+            tracing::warn!(
+                namespace = %shared.namespace,
+                id = %entry.id,
+                attempt = entry.attempt,
+                reason,
+                "worker: event dead-lettered"
+            );
+            count(shared, entry, &counters.dead_lettered, "dead_lettered");
+        }
+        Ok(_) if unfinished => count(shared, entry, &counters.given_back, "given_back"),
+        Ok(_) => {
+            tracing::info!(
+                namespace = %shared.namespace,
+                id = %entry.id,
+                attempt = entry.attempt,
+                reason,
+                "worker: handler failed; the event will be retried"
+            );
+            count(shared, entry, &counters.retried, "retried");
+        }
+        Err(DedupError::DeliveryLost) => count(shared, entry, &counters.lost, "lost"),
+        Err(error) => {
+            counters.store_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                namespace = %shared.namespace,
+                id = %entry.id,
+                %error,
+                "worker: could not give the event back; it returns after the visibility timeout"
+            );
+        }
+    }
+}
+
+/// Acks what the handlers finished, as many at once as are waiting.
+async fn ack_in_batches<Q: InboxQueue>(
+    store: Arc<Q>,
+    counters: Arc<Counters>,
+    mut finished: mpsc::UnboundedReceiver<Arc<InboxEntry>>,
+) {
+    let mut waiting = Vec::with_capacity(ACKS_AT_ONCE);
+    while finished.recv_many(&mut waiting, ACKS_AT_ONCE).await > 0 {
+        let batch: Vec<InboxEntry> = waiting.drain(..).map(Arc::unwrap_or_clone).collect();
+        let mut tries = 0;
+        loop {
+            match store.ack_many(&batch).await {
+                Ok(acked) => {
+                    for (entry, acked) in batch.iter().zip(acked) {
+                        if acked {
+                            counters.handled.fetch_add(1, Ordering::Relaxed);
+                            outcome_metric(entry, "handled");
+                        } else {
+                            counters.lost.fetch_add(1, Ordering::Relaxed);
+                            outcome_metric(entry, "lost");
+                            tracing::warn!(
+                                namespace = %entry.namespace,
+                                id = %entry.id,
+                                "worker: ack refused; the event went to another worker"
+                            );
+                        }
+                    }
+                    break;
+                }
+                Err(error) if tries < ACK_RETRIES => {
+                    tries += 1;
+                    tracing::warn!(%error, events = batch.len(), "worker: ack failed; trying again");
+                    tokio::time::sleep(Duration::from_millis(50 << tries)).await;
+                }
+                Err(error) => {
+                    counters.store_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(
+                        %error,
+                        events = batch.len(),
+                        "worker: ack failed; these events run again after the visibility timeout"
+                    );
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn count<Q>(shared: &Shared<Q>, entry: &InboxEntry, counter: &AtomicU64, outcome: &'static str) {
+    let _ = shared;
+    counter.fetch_add(1, Ordering::Relaxed);
+    outcome_metric(entry, outcome);
+}
+
+#[cfg(feature = "metrics")]
+fn outcome_metric(entry: &InboxEntry, outcome: &'static str) {
+    metrics::counter!(
+        "hooklatch_worker_events_total",
+        "namespace" => entry.namespace.clone(),
+        "type" => type_label(entry),
+        "outcome" => outcome,
+    )
+    .increment(1);
+}
+
+#[cfg(not(feature = "metrics"))]
+fn outcome_metric(_: &InboxEntry, _: &'static str) {}
+
+#[cfg(feature = "metrics")]
+fn type_label(entry: &InboxEntry) -> String {
+    entry.meta.event_type.clone().unwrap_or_default()
+}
+
+/// The span an event's handler runs in; it names the trace the request
+/// came with, where the receiver kept its `traceparent`.
+fn event_span(entry: &InboxEntry) -> tracing::Span {
+    let header = |name: &str| {
+        entry
+            .meta
+            .headers
+            .iter()
+            .find(|(kept, _)| kept == name)
+            .map(|(_, value)| value.as_str())
+    };
+    tracing::info_span!(
+        "webhook.handle",
+        namespace = %entry.namespace,
+        id = %entry.id,
+        r#type = entry.meta.event_type.as_deref().unwrap_or(""),
+        attempt = entry.attempt,
+        traceparent = header("traceparent").unwrap_or(""),
+        tracestate = header("tracestate").unwrap_or(""),
+    )
+}
+
+/// A panicked handler's failure reason: its message, where it had one.
+fn panic_reason(error: JoinError) -> String {
+    if !error.is_panic() {
+        return "the handler was cancelled".to_owned();
+    }
+    let payload = error.into_panic();
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".to_owned());
+    format!("the handler panicked: {message}")
+}

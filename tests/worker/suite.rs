@@ -1,0 +1,451 @@
+//! The worker over every store: outcomes, heartbeats, order per key,
+//! shutdown and a crash, each against the real store. Waits are for a
+//! condition (with a generous bound that only catches a hang), never a
+//! bound on how fast the machine is.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hooklatch::dedup::{EventMeta, Inbox, InboxQueue, IncomingEvent, StoreOptions};
+use hooklatch::worker::{Backoff, Event, Failure, Router, Worker};
+
+use super::Backend;
+
+/// A backoff that retries at once, so retries do not wait in tests.
+const NO_WAIT: Backoff = Backoff {
+    base: Duration::from_millis(1),
+    cap: Duration::from_millis(1),
+};
+
+/// Polls `done` until it holds; panics after two minutes (a hang, not a
+/// slow machine).
+async fn wait_until<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !done().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn accept<S: Inbox>(store: &S, namespace: &str, id: &str) {
+    let event = IncomingEvent::new(namespace, id, br#"{"ok":true}"#);
+    let _ = store.accept(&event).await.expect("accept");
+}
+
+/// A handler that always fails is retried with backoff until the store's
+/// last attempt, then dead-lettered with its error's text as the reason,
+/// and the time it died; a requeue clears both.
+async fn failing_handlers_are_retried_then_dead_lettered_with_their_error<B: Backend>() {
+    let f = B::fixture(StoreOptions::default().with_max_attempts(3)).await;
+    accept(&f.store, &f.namespace, "evt_fails").await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let handler = move |event: Event| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async move {
+            Err::<(), _>(std::io::Error::other(format!(
+                "upstream said no on attempt {}",
+                event.attempt()
+            )))
+        }
+    };
+    let running = Worker::new(f.store.clone(), &f.namespace, handler)
+        .with_backoff(NO_WAIT)
+        .start();
+    wait_until("the event is dead-lettered", || async {
+        f.store.stats(&f.namespace).await.unwrap().dead == 1
+    })
+    .await;
+    let report = running.stop(Duration::from_secs(5)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "one call per attempt");
+    assert_eq!(
+        (report.retried, report.dead_lettered, report.handled),
+        (2, 1, 0)
+    );
+    let dead = f.store.dead_letters(&f.namespace, 10).await.unwrap();
+    let letter = dead[0].dead.as_ref().expect("a dead letter says why");
+    assert_eq!(letter.reason, "upstream said no on attempt 3");
+    assert!(letter.at_millis.is_some_and(|at| at > 1_700_000_000_000));
+    assert_eq!(f.store.requeue_dead(&f.namespace, None).await.unwrap(), 1);
+    let again = f.store.take(&f.namespace, "w", 1).await.unwrap();
+    assert_eq!(again[0].dead, None, "a requeued event carries no reason");
+}
+
+/// A panic in a handler is caught: the worker keeps running, and the
+/// event is retried, then dead-lettered with the panic's message.
+async fn a_panicking_handler_is_dead_lettered_with_the_panic_message<B: Backend>() {
+    let f = B::fixture(StoreOptions::default().with_max_attempts(2)).await;
+    accept(&f.store, &f.namespace, "evt_panics").await;
+    accept(&f.store, &f.namespace, "evt_fine").await;
+    let handler = |event: Event| async move {
+        assert!(event.id() != "evt_panics", "bad data in {}", event.id());
+        Ok::<(), Failure>(())
+    };
+    let running = Worker::new(f.store.clone(), &f.namespace, handler)
+        .with_backoff(NO_WAIT)
+        .start();
+    wait_until("the panicking event is dead-lettered", || async {
+        let stats = f.store.stats(&f.namespace).await.unwrap();
+        stats.dead == 1 && stats.waiting == 0 && stats.taken == 0
+    })
+    .await;
+    let report = running.stop(Duration::from_secs(5)).await;
+    assert_eq!(report.handled, 1, "{report:?}");
+    let dead = f.store.dead_letters(&f.namespace, 10).await.unwrap();
+    assert_eq!(dead[0].id, "evt_panics");
+    let reason = &dead[0].dead.as_ref().unwrap().reason;
+    assert!(
+        reason.starts_with("the handler panicked: bad data in evt_panics"),
+        "{reason}"
+    );
+}
+
+/// `Failure::dead_letter` dead-letters on the first attempt whatever
+/// attempts are left; a router dead-letters a body that is not its type,
+/// acks a type nothing handles, and hands a typed route its payload.
+async fn handlers_choose_their_outcome_and_routes_get_typed_payloads<B: Backend>() {
+    #[derive(serde::Deserialize)]
+    struct Paid {
+        amount: u64,
+    }
+    let f = B::fixture(StoreOptions::default()).await;
+    let typed = |id: &str, event_type: &str, body: &'static [u8]| {
+        (id.to_owned(), EventMeta::with_type(event_type), body)
+    };
+    for (id, meta, body) in [
+        typed("evt_paid", "invoice.paid", br#"{"amount":42}"#),
+        typed("evt_garbled", "invoice.paid", b"not json"),
+        typed("evt_refund", "charge.refunded", b"{}"),
+        typed("evt_unknown", "account.updated", b"{}"),
+    ] {
+        let event = IncomingEvent::new(&f.namespace, &id, body).with_meta(&meta);
+        let _ = f.store.accept(&event).await.unwrap();
+    }
+    let paid = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&paid);
+    let router = Router::new()
+        .on("invoice.paid", move |_event: Event, invoice: Paid| {
+            seen.lock().unwrap().push(invoice.amount);
+            async { Ok::<(), Failure>(()) }
+        })
+        .on_event("charge.refunded", |_event: Event| async {
+            Err::<(), _>(Failure::dead_letter("refunds are handled by hand"))
+        });
+    let running = Worker::new(f.store.clone(), &f.namespace, router).start();
+    wait_until("every event settles", || async {
+        let stats = f.store.stats(&f.namespace).await.unwrap();
+        stats.dead == 2 && stats.waiting == 0 && stats.taken == 0
+    })
+    .await;
+    let report = running.stop(Duration::from_secs(5)).await;
+    assert_eq!((report.handled, report.dead_lettered), (2, 2), "{report:?}");
+    assert_eq!(*paid.lock().unwrap(), [42]);
+    let mut reasons: Vec<(String, String)> = f
+        .store
+        .dead_letters(&f.namespace, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|entry| (entry.id, entry.dead.unwrap().reason))
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons[0].0, "evt_garbled");
+    assert!(
+        reasons[0].1.starts_with("the body is not a "),
+        "{reasons:?}"
+    );
+    assert_eq!(
+        reasons[1],
+        (
+            "evt_refund".to_owned(),
+            "refunds are handled by hand".to_owned()
+        )
+    );
+}
+
+/// A handler that runs for three visibility timeouts keeps its event:
+/// the worker's heartbeats hide it, a second worker polling the same
+/// store never runs it, and the ack succeeds.
+async fn a_handler_running_three_visibility_timeouts_keeps_its_event<B: Backend>() {
+    let visibility = Duration::from_secs(1);
+    let f = B::fixture(StoreOptions::default().with_visibility_timeout(visibility)).await;
+    accept(&f.store, &f.namespace, "evt_long").await;
+    let (started, has_started) = tokio::sync::oneshot::channel();
+    let started = Mutex::new(Some(started));
+    let long = move |_event: Event| {
+        if let Some(started) = started.lock().unwrap().take() {
+            let _ = started.send(());
+        }
+        async move {
+            tokio::time::sleep(visibility * 3).await;
+            Ok::<(), Failure>(())
+        }
+    };
+    let first = Worker::new(f.store.clone(), &f.namespace, long)
+        .with_idle_poll(Duration::from_millis(20))
+        .start();
+    has_started.await.unwrap();
+    let second_ran = Arc::new(AtomicBool::new(false));
+    let ran = Arc::clone(&second_ran);
+    let second = Worker::new(f.store.clone(), &f.namespace, move |_event: Event| {
+        ran.store(true, Ordering::SeqCst);
+        async { Ok::<(), Failure>(()) }
+    })
+    .with_idle_poll(Duration::from_millis(20))
+    .start();
+    wait_until("the long handler's event is acked", || async {
+        first.report().handled == 1
+    })
+    .await;
+    let (first, second) = (
+        first.stop(Duration::from_secs(5)).await,
+        second.stop(Duration::from_secs(5)).await,
+    );
+    assert!(!second_ran.load(Ordering::SeqCst), "a second worker ran it");
+    assert_eq!((first.lost, second.handled), (0, 0));
+    assert_eq!(f.store.stats(&f.namespace).await.unwrap().waiting, 0);
+}
+
+/// Eight handlers in flight, fifty keys, events of each key accepted
+/// among the others' in a shuffled order: a key's handler calls never
+/// overlap, and (where the store hands out a namespace in accept order)
+/// come in the order its events were accepted.
+async fn each_keys_events_run_one_at_a_time_in_accept_order<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let mut arrivals: Vec<(usize, usize)> = (0..50)
+        .flat_map(|key| (0..4).map(move |n| (key, n)))
+        .collect();
+    fastrand::shuffle(&mut arrivals);
+    // The accept order within each key is the shuffled one.
+    let mut accepted: HashMap<usize, Vec<String>> = HashMap::new();
+    for (key, n) in &arrivals {
+        let id = format!("k{key}-e{n}");
+        let body = format!(r#"{{"key":"k{key}"}}"#);
+        let _ = f
+            .store
+            .accept(&IncomingEvent::new(&f.namespace, &id, body.as_bytes()))
+            .await
+            .unwrap();
+        accepted.entry(*key).or_default().push(id);
+    }
+    let calls: Arc<Mutex<HashMap<String, Vec<String>>>> = Arc::default();
+    let running_keys: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let (c, r, o) = (
+        Arc::clone(&calls),
+        Arc::clone(&running_keys),
+        Arc::clone(&overlaps),
+    );
+    let handler = move |event: Event| {
+        let (calls, running_keys, overlaps) = (Arc::clone(&c), Arc::clone(&r), Arc::clone(&o));
+        async move {
+            let key = event.json::<serde_json::Value>().unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            if !running_keys.lock().unwrap().insert(key.clone()) {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            calls
+                .lock()
+                .unwrap()
+                .entry(key.clone())
+                .or_default()
+                .push(event.id().to_owned());
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..3))).await;
+            running_keys.lock().unwrap().remove(&key);
+            Ok::<(), Failure>(())
+        }
+    };
+    let running = Worker::new(f.store.clone(), &f.namespace, handler)
+        .with_concurrency(8)
+        .ordered_by(|entry| {
+            let body: serde_json::Value = entry.json().ok()?;
+            Some(body["key"].as_str()?.to_owned())
+        })
+        .start();
+    wait_until("all 200 events are handled", || async {
+        running.report().handled == 200
+    })
+    .await;
+    running.stop(Duration::from_secs(5)).await;
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "a key ran twice at once"
+    );
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls.values().map(Vec::len).sum::<usize>(), 200);
+    if B::ORDERED_ACROSS_THE_NAMESPACE {
+        for (key, ids) in &accepted {
+            assert_eq!(&calls[&format!("k{key}")], ids, "key k{key}");
+        }
+    }
+}
+
+/// Stopped in the middle of a batch: what finished is acked, what did not
+/// is given back ready, nothing is lost; a worker started afterwards runs
+/// only what had not finished.
+async fn a_stop_mid_batch_loses_nothing_and_reruns_only_the_unfinished<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    for n in 0..10 {
+        let id = if n < 3 {
+            format!("slow-{n}")
+        } else {
+            format!("fast-{n}")
+        };
+        accept(&f.store, &f.namespace, &id).await;
+    }
+    let slow_started = Arc::new(AtomicUsize::new(0));
+    let started = Arc::clone(&slow_started);
+    let handler = move |event: Event| {
+        let slow = event.id().starts_with("slow");
+        if slow {
+            started.fetch_add(1, Ordering::SeqCst);
+        }
+        async move {
+            if slow {
+                std::future::pending::<()>().await;
+            }
+            Ok::<(), Failure>(())
+        }
+    };
+    let running = Worker::new(f.store.clone(), &f.namespace, handler).start();
+    wait_until(
+        "the fast events are acked and the slow ones run",
+        || async { running.report().handled == 7 && slow_started.load(Ordering::SeqCst) == 3 },
+    )
+    .await;
+    let report = running.stop(Duration::from_millis(100)).await;
+    assert_eq!((report.handled, report.given_back), (7, 3), "{report:?}");
+    let rerun = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&rerun);
+    let restarted = Worker::new(f.store.clone(), &f.namespace, move |event: Event| {
+        seen.lock().unwrap().push(event.id().to_owned());
+        async { Ok::<(), Failure>(()) }
+    })
+    .start();
+    wait_until("the restarted worker runs what was given back", || async {
+        restarted.report().handled == 3
+    })
+    .await;
+    restarted.stop(Duration::from_secs(5)).await;
+    let mut rerun = rerun.lock().unwrap().clone();
+    rerun.sort();
+    assert_eq!(rerun, ["slow-0", "slow-1", "slow-2"]);
+    let stats = f.store.stats(&f.namespace).await.unwrap();
+    assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
+}
+
+/// A worker whose runtime dies mid-batch (no stop, no give-back: a crash)
+/// loses nothing: its events come back after the visibility timeout and
+/// another worker handles them.
+async fn a_worker_that_dies_mid_batch_loses_nothing<B: Backend>() {
+    let f =
+        B::fixture(StoreOptions::default().with_visibility_timeout(Duration::from_secs(1))).await;
+    for n in 0..5 {
+        accept(&f.store, &f.namespace, &format!("evt_{n}")).await;
+    }
+    let held = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&held);
+    let doomed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = f.store.clone();
+    let namespace = f.namespace.clone();
+    doomed.spawn(async move {
+        let _running = Worker::new(store, &namespace, move |_event: Event| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<Result<(), Failure>>()
+        })
+        .start();
+        std::future::pending::<()>().await;
+    });
+    wait_until("the doomed worker holds every event", || async {
+        held.load(Ordering::SeqCst) == 5
+    })
+    .await;
+    doomed.shutdown_background();
+    let survivor = Worker::new(f.store.clone(), &f.namespace, |_event: Event| async {
+        Ok::<(), Failure>(())
+    })
+    .with_idle_poll(Duration::from_millis(50))
+    .start();
+    wait_until("another worker handles all five", || async {
+        survivor.report().handled == 5
+    })
+    .await;
+    survivor.stop(Duration::from_secs(5)).await;
+    let stats = f.store.stats(&f.namespace).await.unwrap();
+    assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
+}
+
+macro_rules! worker_suite {
+    ($($module:ident => $backend:ident),* $(,)?) => {
+        $(
+            mod $module {
+                use super::super::$backend;
+                worker_suite!(@tests $backend:
+                    failing_handlers_are_retried_then_dead_lettered_with_their_error,
+                    a_panicking_handler_is_dead_lettered_with_the_panic_message,
+                    handlers_choose_their_outcome_and_routes_get_typed_payloads,
+                    a_handler_running_three_visibility_timeouts_keeps_its_event,
+                    each_keys_events_run_one_at_a_time_in_accept_order,
+                    a_stop_mid_batch_loses_nothing_and_reruns_only_the_unfinished,
+                    a_worker_that_dies_mid_batch_loses_nothing,
+                );
+            }
+        )*
+    };
+    (@tests $backend:ident: $($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $test() {
+                super::$test::<$backend>().await;
+            }
+        )*
+    };
+}
+
+worker_suite!(
+    memory => Memory,
+    sqlite => Sqlite,
+    postgres => Postgres,
+    redis => Redis,
+);
+
+/// An accept in the same process wakes an idle worker at once: with the
+/// idle poll an hour, on a paused clock, the handler starts with no time
+/// passed (without the wake-up the worker would sleep the hour).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_accept_in_the_same_process_wakes_an_idle_worker_at_once() {
+    let store = hooklatch::dedup::MemoryInbox::new();
+    let namespace = super::support::unique("wake");
+    let (handled, mut handled_rx) = tokio::sync::mpsc::unbounded_channel();
+    let running = Worker::new(store.clone(), &namespace, move |event: Event| {
+        let _ = handled.send((event.id().to_owned(), tokio::time::Instant::now()));
+        async { Ok::<(), Failure>(()) }
+    })
+    .with_idle_poll(Duration::from_secs(3600))
+    .start();
+    // Long enough for the worker to be idle at its longest wait.
+    tokio::time::sleep(Duration::from_secs(7200)).await;
+    let accepted_at = tokio::time::Instant::now();
+    accept(&store, &namespace, "evt_wake").await;
+    let (id, started_at) = handled_rx.recv().await.unwrap();
+    assert_eq!(id, "evt_wake");
+    assert_eq!(started_at, accepted_at, "the worker waited for its poll");
+    running.stop(Duration::from_secs(1)).await;
+}
