@@ -751,11 +751,14 @@ async fn sqlite_refuses_a_pool_that_would_answer_before_the_flush() {
 }
 
 /// A pool (or role, or database) with `synchronous_commit = off` commits
-/// without waiting for the flush. An accept is answered only once its
-/// write is flushed all the same: with the WAL writer slowed to 10 s, the
-/// WAL is flushed up to its end the moment the accept returns.
+/// without waiting for the flush. An accept, and a worker's take, are
+/// answered only once written to disk all the same: with the WAL writer
+/// slowed to 10 s, the WAL is flushed up to its end the moment each
+/// returns. A take lost in a crash would hand its events to a second
+/// worker inside the first one's visibility.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_accepts_are_flushed_before_the_answer_even_with_synchronous_commit_off() {
+async fn postgres_accepts_and_takes_are_flushed_before_the_answer_even_with_synchronous_commit_off()
+{
     let (_server, admin, unflushed) = flush::postgres_with_lazy_wal_writer().await;
     PostgresInbox::new(admin.clone(), "hooklatch")
         .unwrap()
@@ -779,6 +782,12 @@ async fn postgres_accepts_are_flushed_before_the_answer_even_with_synchronous_co
             "{id} was answered before its WAL was flushed"
         );
     }
+    let taken = store.take("ns", "worker", 5).await.unwrap();
+    assert_eq!(taken.len(), 5);
+    assert!(
+        flush::wal_flushed(&admin).await,
+        "a take was answered before its WAL was flushed"
+    );
 }
 
 /// What one `accept` call did, and when.

@@ -150,12 +150,14 @@ async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_wr
 }
 
 /// A pool with `synchronous_commit = off` commits without waiting for the
-/// flush. A send and an attempt's record are answered only once flushed
-/// all the same: with the WAL writer slowed to 10 s, the WAL is flushed up
-/// to its end the moment each returns.
+/// flush. A send, a lease (one endpoint's take and a take across
+/// endpoints) and an attempt's record are answered only once flushed all
+/// the same: with the WAL writer slowed to 10 s, the WAL is flushed up to
+/// its end the moment each returns. A lease lost in a crash would let a
+/// second dispatcher send the delivery while the first still sends it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_synchronous_commit_off()
-{
+async fn postgres_sends_leases_and_records_are_flushed_before_the_answer_even_with_synchronous_commit_off()
+ {
     use hooklatch::sender::rules::{Attempt, Final, Step};
     use std::time::SystemTime;
     let (_server, admin, unflushed) = flush::postgres_with_lazy_wal_writer().await;
@@ -186,6 +188,30 @@ async fn postgres_sends_and_records_are_flushed_before_the_answer_even_with_sync
         .await
         .unwrap();
     assert_eq!(due.taken.len(), 3);
+    assert!(flushed().await, "a lease was answered before its flush");
+    assert!(
+        store
+            .enqueue("e", "msg_across", b"{}", SystemTime::now())
+            .await
+            .unwrap()
+    );
+    let across = store
+        .take_due_across(
+            &[hooklatch::sender::outbox::Wanted::new(
+                "e",
+                10,
+                SystemTime::now(),
+            )],
+            10,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(across.taken.len(), 1);
+    assert!(
+        flushed().await,
+        "a lease across endpoints was answered before its flush"
+    );
     for taken in &due.taken {
         let attempt = Attempt::new(1, SystemTime::now(), Ok(200));
         store

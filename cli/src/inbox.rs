@@ -92,8 +92,9 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
             InboxCommand::Dead { limit } => {
                 store.dead_letters(namespace, limit).await.map(|dead| {
                     for entry in dead {
+                        let (reason, died) = death(entry.dead.as_ref());
                         println!(
-                            "{} attempts={} type={} {}",
+                            "{} attempts={} type={} died={died} reason={reason:?} {}",
                             entry.id,
                             entry.attempt,
                             entry.meta.event_type.as_deref().unwrap_or("-"),
@@ -117,4 +118,21 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
             }
         }
     })
+}
+
+/// A dead letter's reason and time (RFC 3339, UTC) as `inbox dead` prints
+/// them; `-` where the store kept none (letters from before it did).
+fn death(dead: Option<&hooklatch::dedup::DeadLetter>) -> (&str, String) {
+    let reason = dead.map_or("-", |dead| dead.reason.as_str());
+    let died = dead
+        .and_then(|dead| dead.at_millis)
+        .and_then(|ms| u64::try_from(ms).ok())
+        .map_or_else(
+            || "-".to_owned(),
+            |ms| {
+                let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+                humantime::format_rfc3339_seconds(at).to_string()
+            },
+        );
+    (if reason.is_empty() { "-" } else { reason }, died)
 }

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
-use hooklatch::dedup::{Inbox, InboxQueue, IncomingEvent, PostgresInbox, StoreOptions};
+use hooklatch::dedup::{GiveBack, Inbox, InboxQueue, IncomingEvent, PostgresInbox, StoreOptions};
 use hooklatch::sender::PostgresOutbox;
 use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::outbox::DeliveryStore;
@@ -269,7 +269,11 @@ async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_deli
             .unwrap();
     }
     for entry in store.take(&namespace, "w", 10).await.unwrap() {
-        store.nack(&entry, Duration::ZERO).await.unwrap();
+        let reason = format!("<i>{} failed</i>", entry.id);
+        store
+            .give_back(&entry, GiveBack::DeadLetter, &reason)
+            .await
+            .unwrap();
     }
     assert_eq!(store.stats(&namespace).await.unwrap().dead, 2);
 
@@ -290,6 +294,10 @@ async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_deli
     assert!(
         page.contains("&lt;b&gt;not bold&lt;/b&gt;") && !page.contains("<b>not bold</b>"),
         "the body preview is escaped"
+    );
+    assert!(
+        page.contains("&lt;i&gt;evt_a failed&lt;/i&gt;"),
+        "each dead letter shows why it died, escaped: {page}"
     );
     let shot = browser.screenshot().await;
     let folder = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console");

@@ -5,10 +5,10 @@
 mod support;
 
 use std::process::Command;
-use std::time::Duration;
 
 use hooklatch::dedup::{
-    EventMeta, InboxQueue, IncomingEvent, NackOutcome, PostgresInbox, SqliteInbox, StoreOptions,
+    EventMeta, GiveBack, InboxQueue, IncomingEvent, NackOutcome, PostgresInbox, SqliteInbox,
+    StoreOptions,
 };
 
 /// Three events, two of them dead-lettered (one attempt each).
@@ -19,8 +19,12 @@ async fn seed<S: InboxQueue>(store: &S, namespace: &str) {
         let _ = store.accept(&event).await.unwrap();
     }
     for entry in store.take(namespace, "w", 2).await.unwrap() {
+        let reason = format!("no customer for {}", entry.id);
         assert_eq!(
-            store.nack(&entry, Duration::ZERO).await.unwrap(),
+            store
+                .give_back(&entry, GiveBack::DeadLetter, &reason)
+                .await
+                .unwrap(),
             NackOutcome::DeadLettered
         );
     }
@@ -50,13 +54,22 @@ async fn the_inbox_commands_show_and_requeue_what_the_store_holds<S: InboxQueue>
     );
     let (code, dead) = run(spec, &namespace, &["dead"]);
     assert_eq!(code, 0);
-    let mut lines: Vec<&str> = dead.lines().collect();
+    let mut lines: Vec<String> = dead
+        .lines()
+        .map(|line| {
+            // The time it died is the store's; its shape is checked here.
+            let (start, rest) = line.split_once(" died=").unwrap();
+            let (died, end) = rest.split_once(' ').unwrap();
+            assert!(died.len() == 20 && died.ends_with('Z'), "{died}");
+            format!("{start} {end}")
+        })
+        .collect();
     lines.sort_unstable();
     assert_eq!(
         lines,
         [
-            r#"evt_a attempts=1 type=invoice.paid {"amount":100}"#,
-            r#"evt_b attempts=1 type=invoice.paid {"amount":100}"#,
+            r#"evt_a attempts=1 type=invoice.paid reason="no customer for evt_a" {"amount":100}"#,
+            r#"evt_b attempts=1 type=invoice.paid reason="no customer for evt_b" {"amount":100}"#,
         ]
     );
     assert_eq!(

@@ -59,7 +59,9 @@ use crate::store::sql::{POSTGRES, postgres_pool};
 ///     taken_token  TEXT,
 ///     taken_until  BIGINT,
 ///     dead         BOOLEAN NOT NULL DEFAULT FALSE,
-///     meta         TEXT              -- the provider's metadata, JSON
+///     meta         TEXT,             -- the provider's metadata, JSON
+///     dead_reason  TEXT,             -- why it was dead-lettered
+///     dead_at      BIGINT            -- and when (ms since the epoch)
 /// );
 /// CREATE INDEX hooklatch_claims_claimed_at ON hooklatch_claims (claimed_at);
 /// CREATE INDEX hooklatch_inbox_due ON hooklatch_inbox (namespace, available_at, entry)
@@ -204,16 +206,19 @@ fn accept_many_statement(
 }
 
 /// Takes the ready rows, earliest first, skipping rows another worker
-/// has locked.
+/// has locked. The take waits for its flush whatever the session's
+/// `synchronous_commit`: a take lost in a crash would hand the event to a
+/// second worker inside the first one's visibility.
 fn take_statement(inbox: &str) -> String {
     format!(
         "WITH ready AS (SELECT entry FROM {inbox} WHERE {} {} LIMIT $2{}) \
-         UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry \
+         UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry AND {} \
          RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead, meta",
         ready_condition("$1", POSTGRES.now),
         TAKE_ORDER,
         POSTGRES.lock_rows,
         take_assignments("$3", "$4", &format!("{} + $5", POSTGRES.now), POSTGRES.now),
+        POSTGRES.flushed,
     )
 }
 

@@ -58,7 +58,8 @@ use crate::store::sql::{On, SQLITE, sql_built, sqlite_pool};
 ///     signed_at INTEGER, received_at INTEGER NOT NULL,
 ///     attempts INTEGER NOT NULL DEFAULT 0, available_at INTEGER NOT NULL,
 ///     taken_token TEXT, taken_until INTEGER, dead INTEGER NOT NULL DEFAULT 0,
-///     meta TEXT                               -- the provider's metadata, JSON
+///     meta TEXT,                              -- the provider's metadata, JSON
+///     dead_reason TEXT, dead_at INTEGER       -- why and when it was dead-lettered
 /// );
 /// CREATE INDEX hooklatch_claims_claimed_at ON hooklatch_claims (claimed_at);
 /// CREATE INDEX hooklatch_inbox_due ON hooklatch_inbox (namespace, available_at, entry)

@@ -6,6 +6,13 @@ use std::sync::OnceLock;
 
 use crate::verify::{HeaderKey, HeaderLookup, Headers};
 
+/// The W3C trace context headers a receiver keeps with every event, so a
+/// worker's span can continue the provider's trace.
+pub(crate) const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
+
+/// The longest trace header kept: W3C's limit for `tracestate`.
+const MAX_TRACE_HEADER_LEN: usize = 512;
+
 /// A provider's words about one delivery, read from its headers when the
 /// request arrives; the type in the body is read when first asked for.
 #[derive(Debug, Clone, Default)]
@@ -91,9 +98,14 @@ impl ProviderInfo {
         let kept = keep
             .iter()
             .filter_map(|name| match headers.lookup(name) {
-                HeaderLookup::One(value) => std::str::from_utf8(value)
-                    .ok()
-                    .map(|value| (name.as_str().to_owned(), value.to_owned())),
+                HeaderLookup::One(value)
+                    if !(TRACE_HEADERS.contains(&name.as_str())
+                        && value.len() > MAX_TRACE_HEADER_LEN) =>
+                {
+                    std::str::from_utf8(value)
+                        .ok()
+                        .map(|value| (name.as_str().to_owned(), value.to_owned()))
+                }
                 _ => None,
             })
             .collect();
@@ -179,6 +191,25 @@ mod tests {
             .iter()
             .map(|name| HeaderKey::new(name).unwrap())
             .collect()
+    }
+
+    /// A receiver keeps the request's trace context with every event
+    /// (so the worker's span continues it), but not a `tracestate` past
+    /// W3C's 512 bytes.
+    #[test]
+    fn every_event_keeps_its_requests_trace_context() {
+        let receiver = crate::receive::Receiver::new(
+            crate::verify::Verifier::builder(crate::verify::Scheme::standard_webhooks())
+                .with_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+                .unwrap()
+                .build()
+                .unwrap(),
+        );
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let long_state = "k=".to_owned() + &"v".repeat(600);
+        let headers = [("traceparent", parent), ("tracestate", long_state.as_str())];
+        let info = ProviderInfo::read("standard-webhooks", &headers, receiver.kept());
+        assert_eq!(info.kept, [("traceparent".to_owned(), parent.to_owned())]);
     }
 
     #[test]

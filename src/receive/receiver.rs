@@ -61,7 +61,10 @@ impl Receiver {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             key: EventKey::default(),
             verifier,
-            keep: Vec::new(),
+            keep: super::provider::TRACE_HEADERS
+                .into_iter()
+                .map(HeaderKey::from_static)
+                .collect(),
             handshakes: Vec::new(),
         }
     }
@@ -131,8 +134,10 @@ impl Receiver {
 
     /// Keeps the headers called `names` with each event
     /// ([`VerifiedEvent::kept_headers`]), such as a provider's
-    /// installation or account id. Fails on a name that is not a header
-    /// name.
+    /// installation or account id, besides `traceparent` and `tracestate`
+    /// (up to 512 bytes), which every receiver keeps so that a worker's
+    /// span continues the request's trace. Fails on a name that is not a
+    /// header name.
     pub fn with_kept_headers<S: AsRef<str>>(
         mut self,
         names: impl IntoIterator<Item = S>,
@@ -141,6 +146,12 @@ impl Receiver {
             self.keep.push(HeaderKey::new(name.as_ref())?);
         }
         Ok(self)
+    }
+
+    /// The header names kept with each event.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> &[HeaderKey] {
+        &self.keep
     }
 
     /// Reads at most `limit` bytes of body: 413 before reading when

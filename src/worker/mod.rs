@@ -223,3 +223,8 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
         self
     }
 }
+
+/// The guide's examples (`docs/worker.md`), compiled with the doctests.
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../docs/worker.md")]
+struct Guide;

@@ -316,6 +316,11 @@ async fn hold<Q: InboxQueue + 'static>(
     permit: OwnedSemaphorePermit,
 ) {
     let entry = Arc::new(entry);
+    #[cfg(feature = "metrics")]
+    let in_flight =
+        metrics::gauge!("hooklatch_worker_in_flight", "namespace" => shared.namespace.clone());
+    #[cfg(feature = "metrics")]
+    in_flight.increment(1.0);
     let (lost_tx, lost_rx) = watch::channel(false);
     let mut deadline = shared.deadline.clone();
     let half = (shared.visibility / 2).max(Duration::from_millis(1));
@@ -384,6 +389,8 @@ async fn hold<Q: InboxQueue + 'static>(
         }
     }
     drop(permit);
+    #[cfg(feature = "metrics")]
+    in_flight.decrement(1.0);
     if let Some((key, number, done)) = turn.done.take() {
         let _ = done.send(());
         let mut turns = shared

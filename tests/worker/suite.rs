@@ -449,3 +449,58 @@ async fn an_accept_in_the_same_process_wakes_an_idle_worker_at_once() {
     assert_eq!(started_at, accepted_at, "the worker waited for its poll");
     running.stop(Duration::from_secs(1)).await;
 }
+
+/// A handler runs in a `webhook.handle` span that carries the trace
+/// context the receiver kept from the provider's request, so a tracing
+/// layer (OpenTelemetry's, say) continues that trace.
+#[tokio::test(flavor = "current_thread")]
+async fn a_requests_traceparent_reaches_the_handlers_span() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    /// Records the `traceparent` of each `webhook.handle` span.
+    #[derive(Clone, Default)]
+    struct Spans(Arc<Mutex<Vec<String>>>);
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            _: &tracing::span::Id,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            struct Parent<'a>(&'a mut Option<String>);
+            impl tracing::field::Visit for Parent<'_> {
+                fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                    if field.name() == "traceparent" {
+                        *self.0 = Some(value.to_owned());
+                    }
+                }
+                fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+            }
+            if attrs.metadata().name() == "webhook.handle" {
+                let mut parent = None;
+                attrs.record(&mut Parent(&mut parent));
+                self.0.lock().unwrap().push(parent.unwrap_or_default());
+            }
+        }
+    }
+
+    let spans = Spans::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let store = hooklatch::dedup::MemoryInbox::new();
+    let namespace = super::support::unique("trace");
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut meta = EventMeta::with_type("invoice.paid");
+    meta.headers = vec![("traceparent".to_owned(), parent.to_owned())];
+    let event = IncomingEvent::new(&namespace, "evt_traced", b"{}").with_meta(&meta);
+    let _ = store.accept(&event).await.unwrap();
+    let (seen, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let running = Worker::new(store, &namespace, move |event: Event| {
+        let _ = seen.send(event.id().to_owned());
+        async { Ok::<(), Failure>(()) }
+    })
+    .start();
+    let _ = seen_rx.recv().await;
+    running.stop(Duration::from_secs(1)).await;
+    assert_eq!(*spans.0.lock().unwrap(), [parent]);
+}

@@ -31,12 +31,16 @@ impl Serve for Actix {
     async fn serve<S: InboxQueue + Clone + 'static>(self, store: S) -> Served {
         let Actix(settings) = self;
         let (handled, _) = tokio::sync::mpsc::unbounded_channel();
-        actix_web::rt::spawn(worker(store.clone(), handled));
+        let worker = worker(store.clone(), handled);
         let config = WebhookConfig::new(settings.verifier).with_inbox(store, NAMESPACE)?;
         let server = HttpServer::new(move || App::new().app_data(config.clone()).configure(app))
             .bind(&settings.address)?;
         println!("listening on http://{}/webhooks", server.addrs()[0]);
+        // actix-web stops on Ctrl-C; then handlers in flight get 10 s, and
+        // what did not finish runs again.
         server.run().await?;
+        let report = worker.stop(std::time::Duration::from_secs(10)).await;
+        println!("worker stopped: {report:?}");
         Ok(())
     }
 }
@@ -57,7 +61,7 @@ mod tests {
     async fn each_event_is_handled_once_however_often_it_is_sent() {
         let store = MemoryInbox::new();
         let (handled, mut handled_ids) = tokio::sync::mpsc::unbounded_channel();
-        actix_web::rt::spawn(worker(store.clone(), handled));
+        let _worker = worker(store.clone(), handled);
         let config = WebhookConfig::new(check::verifier())
             .with_inbox(store, NAMESPACE)
             .unwrap();

@@ -82,7 +82,7 @@ impl Serve for Axum {
     async fn serve<S: InboxQueue + Clone + 'static>(self, store: S) -> Served {
         let Axum(settings) = self;
         let (handled, _) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(worker(store.clone(), handled));
+        let worker = worker(store.clone(), handled);
         if std::env::var("HOOKLATCH_METRICS").as_deref() == Ok("1") {
             let store = store.clone();
             tokio::spawn(async move {
@@ -101,7 +101,14 @@ impl Serve for Axum {
         }
         let listener = tokio::net::TcpListener::bind(&settings.address).await?;
         println!("listening on http://{}/webhooks", listener.local_addr()?);
-        axum::serve(listener, app(settings.verifier, store, NAMESPACE)).await?;
+        axum::serve(listener, app(settings.verifier, store, NAMESPACE))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+        // Handlers in flight get 10 s; what did not finish runs again.
+        let report = worker.stop(std::time::Duration::from_secs(10)).await;
+        println!("worker stopped: {report:?}");
         Ok(())
     }
 }
@@ -122,7 +129,7 @@ mod tests {
     async fn each_event_is_handled_once_however_often_it_is_sent() {
         let store = MemoryInbox::new();
         let (handled, mut handled_ids) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(worker(store.clone(), handled));
+        let _worker = worker(store.clone(), handled);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/webhooks", listener.local_addr().unwrap());
         let app = app(check::verifier(), store, NAMESPACE);

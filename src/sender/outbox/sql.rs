@@ -137,10 +137,10 @@ impl Statements {
                  AND due_at <= $2 AND (lease_until IS NULL OR lease_until <= $2) \
                  ORDER BY due_at LIMIT $3{lock}) \
                  AND NOT EXISTS (SELECT 1 FROM {endpoints} \
-                 WHERE endpoint = $1 AND disabled IS NOT NULL){unflushed} \
+                 WHERE endpoint = $1 AND disabled IS NOT NULL) AND {flushed} \
                  RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason, created_at, \
                  (SELECT failing_since FROM {endpoints} WHERE endpoint = $1) AS failing_since",
-                unflushed = dialect.unflushed,
+                flushed = dialect.flushed,
             )),
             finish: statement(format!(
                 "UPDATE {deliveries} SET tries = tries + 1, attempts = attempts + 1, state = $4, \

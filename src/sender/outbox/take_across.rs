@@ -127,11 +127,10 @@ pub(crate) fn round_robin(mut taken: Vec<Taken>) -> Vec<Taken> {
 /// The statement that leases due deliveries across `count` endpoints:
 /// $1 token, $2 lease (ms), $3 limit in all, then for each endpoint its
 /// name, limit and now (ms). Each endpoint's due rows are ranked by due
-/// time and leased in rank order, disabled endpoints skipped. A lease does
-/// not wait for the flush to disk (see `Dialect::unflushed`): one lost in
-/// a crash only lets the delivery be taken again (and a record of its
-/// attempt not yet made finds the lease gone), as when a lease ends; a
-/// record committed after it, which waits for the flush, makes it durable.
+/// time and leased in rank order, disabled endpoints skipped. A lease
+/// waits for the flush to disk whatever the session's `synchronous_commit`
+/// (see `Dialect::flushed`): one lost in a crash would let a second
+/// dispatcher send the delivery while the first still sends it.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn take_across_sql(
     prefix: &str,
@@ -196,7 +195,7 @@ fn take_across_lateral(parts: &AcrossParts<'_>, dialect: &crate::store::sql::Dia
         enabled,
         ..
     } = parts;
-    let (row_id, lock, unflushed) = (dialect.row_id, dialect.lock_rows, dialect.unflushed);
+    let (row_id, lock, flushed) = (dialect.row_id, dialect.lock_rows, dialect.flushed);
     format!(
         "WITH w (endpoint, cap, now) AS (VALUES {values}), \
          leased AS (UPDATE {deliveries} SET lease_token = $1, lease_until = r.now + $2 \
@@ -205,7 +204,7 @@ fn take_across_lateral(parts: &AcrossParts<'_>, dialect: &crate::store::sql::Dia
          FROM w CROSS JOIN LATERAL (SELECT d.{row_id} AS rid, d.due_at FROM {deliveries} d \
          WHERE d.endpoint = w.endpoint AND {due} ORDER BY d.due_at LIMIT w.cap{lock}) p \
          WHERE {enabled} ORDER BY rnk, p.due_at LIMIT $3) r \
-         WHERE {deliveries}.{row_id} = r.rid{unflushed} \
+         WHERE {deliveries}.{row_id} = r.rid AND {flushed} \
          RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, waited_ms, \
          reason, created_at) \
          SELECT 0::BIGINT AS kind, l.*, e.failing_since, NULL::BIGINT, NULL::BIGINT \
@@ -241,9 +240,9 @@ fn take_across_ranked(parts: &AcrossParts<'_>, dialect: &crate::store::sql::Dial
          FROM {deliveries} d JOIN w ON d.endpoint = w.endpoint WHERE {due} AND {enabled}) r \
          WHERE rnk <= cap ORDER BY rnk, due_at LIMIT $3{close} \
          AND {deliveries}.state = 0 \
-         AND ({deliveries}.lease_until IS NULL OR {deliveries}.lease_until <= w.now){unflushed} \
-         {returning}",
-        unflushed = dialect.unflushed,
+         AND ({deliveries}.lease_until IS NULL OR {deliveries}.lease_until <= w.now) \
+         AND {flushed} {returning}",
+        flushed = dialect.flushed,
     )
 }
 

@@ -37,12 +37,6 @@ pub struct Dialect {
     /// Adds a column in an upgrade (the version table runs it once; where
     /// the database can, it is safe to repeat too).
     pub(crate) add_column: &'static str,
-    /// A condition, always true, that lets the statement's own transaction
-    /// commit without waiting for the flush to disk: for writes that may
-    /// be lost in a crash, such as a lease (the delivery is taken again,
-    /// as when the lease ends). Where the database cannot, empty.
-    #[cfg_attr(not(feature = "sender"), allow(dead_code))]
-    pub(crate) unflushed: &'static str,
     /// A condition, always true, that makes the statement's transaction
     /// wait for its flush whatever the session's settings say: pasted into
     /// the `WHERE` of a write whose answer promises durability.
@@ -81,7 +75,6 @@ pub(crate) const SQLITE: Dialect = Dialect {
     add_column: "ADD COLUMN",
     // `synchronous` is the connection's, not a transaction's: the stores
     // set it when they open the file and check it on a pool they are given.
-    unflushed: "",
     flushed: "TRUE",
     busy_table: None,
     lateral: false,
@@ -115,11 +108,6 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     row_id: "ctid",
     row_ids_in: ("= ANY(ARRAY(", "))"),
     add_column: "ADD COLUMN IF NOT EXISTS",
-    // A statement outside a transaction is its own, and commits with the
-    // `synchronous_commit` in effect then (also for a synchronous
-    // standby). An uncorrelated subquery is run once; the setting is the
-    // transaction's, so it ends with the statement.
-    unflushed: " AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
     flushed: POSTGRES_FLUSHED,
     // Vacuum after 1% of the rows changed, at full speed: acked rows are
     // deleted at the rate events arrive.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use hooklatch::RedisConnection;
 use hooklatch::dedup::{InboxQueue, PostgresInbox, RedisInbox, SqliteInbox};
 use hooklatch::verify::{Scheme, Verifier};
+use hooklatch::worker::{Event, Failure, Running, Worker};
 
 /// The inbox namespace both examples accept events into.
 pub(crate) const NAMESPACE: &str = "example";
@@ -128,66 +129,27 @@ pub(crate) async fn with_store_from_env(server: impl Serve) -> Served {
     }
 }
 
-/// How many events the worker takes at once.
-const BATCH: usize = 256;
-
-/// How long the worker waits after a batch shorter than [`BATCH`].
-const FILL_PAUSE: Duration = Duration::from_millis(5);
-
-/// Drains the inbox: each event is logged once, acked, and its id sent to
-/// `handled`. It takes up to 256 events at a time and acks each batch in
-/// one step (`ack_many`: one commit, not one per event), so it keeps up
-/// with a burst; after a short batch it waits 5 ms, so that takes stay
-/// few and full under a steady load.
-pub(crate) async fn worker<S: InboxQueue>(
+/// The example's worker: the library's `Worker`, whose handler prints
+/// each event and sends its id to `handled`. It holds up to 256 events at
+/// once and acks them in batches; failures would be retried with backoff
+/// and dead-lettered with their reason.
+pub(crate) fn worker<S: InboxQueue + 'static>(
     store: S,
     handled: tokio::sync::mpsc::UnboundedSender<String>,
-) {
-    loop {
-        match store.take(NAMESPACE, "example-worker", BATCH).await {
-            Ok(batch) if batch.is_empty() => tokio::time::sleep(Duration::from_millis(20)).await,
-            Ok(batch) => {
-                let full = batch.len() == BATCH;
-                {
-                    use std::io::Write as _;
-                    // The batch's lines written at once, not one write each.
-                    let mut lines = Vec::new();
-                    for entry in &batch {
-                        let _ = writeln!(
-                            lines,
-                            "event {} (attempt {}): {}",
-                            entry.id,
-                            entry.attempt,
-                            String::from_utf8_lossy(&entry.body)
-                        );
-                    }
-                    let _ = std::io::stdout().lock().write_all(&lines);
-                }
-                match store.ack_many(&batch).await {
-                    Ok(acked) => {
-                        for (entry, acked) in batch.into_iter().zip(acked) {
-                            if acked {
-                                let _ = handled.send(entry.id);
-                            } else {
-                                eprintln!("{} was lost to another worker; it comes back", entry.id);
-                            }
-                        }
-                    }
-                    Err(error) => eprintln!("ack failed, the events will come back: {error}"),
-                }
-                if !full {
-                    // A short batch means the inbox is nearly empty: wait a
-                    // moment so that the next take is fuller. Each take costs
-                    // the store a round on every shard whatever it returns.
-                    tokio::time::sleep(FILL_PAUSE).await;
-                }
-            }
-            Err(error) => {
-                eprintln!("inbox unavailable: {error}");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    }
+) -> Running {
+    let handler = move |event: Event| {
+        println!(
+            "event {} (attempt {}): {}",
+            event.id(),
+            event.attempt(),
+            String::from_utf8_lossy(event.body())
+        );
+        let _ = handled.send(event.id().to_owned());
+        async { Ok::<(), Failure>(()) }
+    };
+    Worker::new(store, NAMESPACE, handler)
+        .with_concurrency(256)
+        .start()
 }
 
 /// Takes everything in `namespace`, acking each; the ids in the order

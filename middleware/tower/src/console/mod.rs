@@ -381,13 +381,14 @@ async fn page<S: InboxQueue + Clone + 'static>(
             "<form method=post action=\"{root}/requeue\"><input type=hidden name=csrf value={csrf}>\
              <input type=hidden name=namespace value=\"{ns}\">\
              <button type=submit>Requeue all dead letters</button></form>\
-             <table><tr><th>event</th><th>type</th><th>attempts</th><th>body</th><th></th></tr>"
+             <table><tr><th>event</th><th>type</th><th>attempts</th><th>why it died</th><th>body</th><th></th></tr>"
         );
         for entry in dead {
             let id = escape(&entry.id);
             let _ = write!(
                 body,
-                "<tr><td><code>{id}</code></td><td>{}</td><td>{}</td><td><code>{}</code></td>\
+                "<tr><td><code>{id}</code></td><td>{}</td><td>{}</td><td class=reason>{}</td>\
+                 <td><code>{}</code></td>\
                  <td><form method=post action=\"{root}/requeue\">\
                  <input type=hidden name=csrf value={csrf}>\
                  <input type=hidden name=namespace value=\"{ns}\">\
@@ -395,6 +396,14 @@ async fn page<S: InboxQueue + Clone + 'static>(
                  <button type=submit data-requeue=\"{id}\">Requeue</button></form></td></tr>",
                 escape(entry.meta.event_type.as_deref().unwrap_or("-")),
                 entry.attempt,
+                escape(
+                    entry
+                        .dead
+                        .as_ref()
+                        .map(|dead| dead.reason.as_str())
+                        .filter(|reason| !reason.is_empty())
+                        .unwrap_or("-")
+                ),
                 escape(&preview(&entry.body)),
             );
         }
