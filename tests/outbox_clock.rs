@@ -8,6 +8,8 @@
 mod receiver;
 mod support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::outbox::DeliveryState;
@@ -82,6 +84,56 @@ async fn skewed_clocks_never_lease_one_delivery_twice(backend: impl Backend) {
         1,
         "A's lease held: its attempt counts"
     );
+}
+
+/// Dispatcher B reads the store's clock, then its host's clock steps 3
+/// minutes ahead (past A's 5 s lease) while A holds a delivery in a slow
+/// attempt: B carries the store's time forward on its monotonic clock and
+/// leases nothing of A's.
+async fn a_host_clock_step_never_leases_a_held_delivery(backend: impl Backend) {
+    let receiver = Receiver::answering(200);
+    let hold = Duration::from_millis(2_500);
+    receiver.answer_id("msg_1", 200, hold);
+    let policy =
+        || every(Duration::from_millis(50), 3).with_attempt_timeout(Duration::from_secs(4));
+    let step = Arc::new(AtomicBool::new(false));
+    let stepped = Arc::clone(&step);
+    let a = dispatcher(backend.open().await, &receiver);
+    let b = dispatcher(backend.open().await, &receiver).with_local_clock(move || {
+        if stepped.load(Ordering::SeqCst) {
+            SystemTime::now() + 3 * MINUTE
+        } else {
+            SystemTime::now()
+        }
+    });
+    for dispatcher in [&a, &b] {
+        add(dispatcher, policy()).await;
+    }
+    // B's send reads the store's clock while its host's clock is right.
+    assert!(b.send(ENDPOINT, "msg_0", b"{}").await.unwrap());
+    step.store(true, Ordering::SeqCst);
+    assert!(a.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
+    let running_a = a.start();
+    wait_until("A has sent msg_0 and is attempting msg_1", || async {
+        receiver.started() == 2 && receiver.successes().get("msg_0") == Some(&1)
+    })
+    .await;
+    let running_b = b.start();
+    tokio::time::sleep(hold / 2).await;
+    running_b.stop().await;
+    assert_eq!(
+        receiver.started(),
+        2,
+        "a dispatcher whose host clock stepped leased a delivery another holds"
+    );
+    let store = backend.open().await;
+    wait_until("A records msg_1", || async {
+        state_of(&store, "msg_1").await == DeliveryState::Delivered
+    })
+    .await;
+    running_a.stop().await;
+    let delivery = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
+    assert_eq!(delivery.attempts.len(), 1, "A's lease held");
 }
 
 /// A dispatcher whose clock is a day ahead stores a new delivery due now
@@ -199,6 +251,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn dispatchers_with_skewed_clocks_never_lease_one_delivery_twice() {
                 skewed_clocks_never_lease_one_delivery_twice($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_step_of_one_hosts_clock_never_leases_a_delivery_another_holds() {
+                a_host_clock_step_never_leases_a_held_delivery($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

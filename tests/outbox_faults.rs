@@ -8,7 +8,7 @@ mod receiver;
 mod support;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::outbox::DeliveryStore;
@@ -126,7 +126,7 @@ async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_wr
     let waiting = plain
         .clone()
         .with_replica_acks(1, Duration::from_millis(50));
-    let now = std::time::SystemTime::now();
+    let now = SystemTime::now();
     for _ in 0..2 {
         assert!(matches!(
             waiting.enqueue("e", "msg_1", b"{}", now).await,
@@ -159,7 +159,6 @@ async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_wr
 async fn postgres_sends_leases_and_records_are_flushed_before_the_answer_even_with_synchronous_commit_off()
  {
     use hooklatch::sender::rules::{Attempt, Final, Step};
-    use std::time::SystemTime;
     let (_server, admin, unflushed) = flush::postgres_with_lazy_wal_writer().await;
     PostgresOutbox::new(admin.clone(), "hooklatch")
         .unwrap()
@@ -224,4 +223,61 @@ async fn postgres_sends_leases_and_records_are_flushed_before_the_answer_even_wi
             taken.id
         );
     }
+}
+
+/// A Redis that cannot tell its time (`TIME` renamed away): a dispatcher
+/// whose own clock is 3 minutes ahead leases nothing on a guess while
+/// another holds a delivery, and its `send` fails, naming the store's
+/// clock, instead of scheduling on its own clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatcher_that_cannot_read_the_stores_clock_leases_nothing() {
+    let server = support::Redis::start_with(&["--rename-command", "TIME", "time-renamed-away"]);
+    let receiver = Receiver::answering(200);
+    let hold = Duration::from_millis(2_500);
+    receiver.answer_id("msg_1", 200, hold);
+    let policy =
+        || every(Duration::from_millis(50), 3).with_attempt_timeout(Duration::from_secs(4));
+    // The holder brings its own clock, so it needs no reading of the store's.
+    let holder = dispatcher(
+        RedisOutbox::connect(&server.url()).await.unwrap(),
+        &receiver,
+    );
+    add(&holder, policy().with_clock(SystemTime::now)).await;
+    let ahead = || SystemTime::now() + Duration::from_secs(180);
+    let guesser = dispatcher(
+        RedisOutbox::connect(&server.url()).await.unwrap(),
+        &receiver,
+    )
+    .with_local_clock(ahead);
+    add(&guesser, policy()).await;
+
+    assert!(holder.send(ENDPOINT, "msg_1", b"{}").await.unwrap());
+    let running_holder = holder.start();
+    wait_until("the holder is attempting msg_1", || async {
+        receiver.started() == 1
+    })
+    .await;
+    let refused = guesser.send(ENDPOINT, "msg_2", b"{}").await.unwrap_err();
+    assert!(refused.to_string().contains("clock"), "{refused}");
+
+    let errors_before = support::error_replies(&server.url());
+    let running_guesser = guesser.start();
+    wait_until("the guesser has polled a few times", || async {
+        support::error_replies(&server.url()) >= errors_before + 5
+    })
+    .await;
+    running_guesser.stop().await;
+    assert_eq!(
+        receiver.started(),
+        1,
+        "a dispatcher on its own clock leased a delivery another holds"
+    );
+    let store = RedisOutbox::connect(&server.url()).await.unwrap();
+    wait_until("the holder records msg_1", || async {
+        state_of(&store, "msg_1").await == DeliveryState::Delivered
+    })
+    .await;
+    running_holder.stop().await;
+    let delivery = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
+    assert_eq!(delivery.attempts.len(), 1);
 }

@@ -471,28 +471,8 @@ pub fn redis_cluster() -> Server {
 /// The script calls (`EVALSHA`, `EVAL`) the Redis server at `url`
 /// (`redis://host:port`) has run, from `INFO commandstats`.
 pub fn script_calls(url: &str) -> u64 {
-    let address = url.trim_start_matches("redis://").trim_end_matches('/');
-    let mut stream = TcpStream::connect(address).expect("connect to redis");
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    stream
-        .write_all(b"INFO commandstats\r\n")
-        .expect("send INFO");
-    let mut reply = Vec::new();
-    let mut buffer = [0u8; 4096];
-    // A bulk reply: `$LENGTH\r\nTEXT\r\n`.
-    let text = loop {
-        let read = stream.read(&mut buffer).expect("read INFO");
-        assert!(read > 0, "redis closed the connection");
-        reply.extend_from_slice(&buffer[..read]);
-        let text = String::from_utf8_lossy(&reply).into_owned();
-        if let Some((head, body)) = text.split_once("\r\n") {
-            let length: usize = head[1..].parse().expect("a bulk reply");
-            if body.len() >= length {
-                break body[..length].to_owned();
-            }
-        }
-    };
-    text.lines()
+    info(url, "commandstats")
+        .lines()
         .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
         .filter_map(|line| {
             line.split("calls=")
@@ -503,6 +483,41 @@ pub fn script_calls(url: &str) -> u64 {
                 .ok()
         })
         .sum()
+}
+
+/// How many error replies the Redis server at `url` has sent, from
+/// `INFO stats`.
+pub fn error_replies(url: &str) -> u64 {
+    info(url, "stats")
+        .lines()
+        .find_map(|line| line.strip_prefix("total_error_replies:"))
+        .and_then(|count| count.trim().parse().ok())
+        .expect("INFO stats has total_error_replies")
+}
+
+/// `INFO section` of the Redis server at `url`, on a connection of its own.
+fn info(url: &str, section: &str) -> String {
+    let address = url.trim_start_matches("redis://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(address).expect("connect to redis");
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    stream
+        .write_all(format!("INFO {section}\r\n").as_bytes())
+        .expect("send INFO");
+    let mut reply = Vec::new();
+    let mut buffer = [0u8; 4096];
+    // A bulk reply: `$LENGTH\r\nTEXT\r\n`.
+    loop {
+        let read = stream.read(&mut buffer).expect("read INFO");
+        assert!(read > 0, "redis closed the connection");
+        reply.extend_from_slice(&buffer[..read]);
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n") {
+            let length: usize = head[1..].parse().expect("a bulk reply");
+            if body.len() >= length {
+                return body[..length].to_owned();
+            }
+        }
+    }
 }
 
 /// Takes everything ready in `namespace` from `store`, acking each, and

@@ -1,149 +1,291 @@
-//! The dispatcher's clock when a policy brings none: the local clock
-//! moved by its offset from the store's clock, so that every dispatcher
-//! on one store leases, schedules and disables on the store's timeline.
+//! The dispatcher's clock when a policy brings none: the store's clock,
+//! read now and then and carried forward on this host's monotonic clock,
+//! so that every dispatcher on one store leases, schedules and disables on
+//! the store's timeline whatever this host's wall clock does.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
+use tokio::time::Instant;
+
+use super::DispatchError;
+use crate::sender::OutboxError;
 use crate::sender::outbox::DeliveryStore;
+use crate::store::StoreError;
 use crate::verify::{Clock, SystemClock};
 
-/// How long a measured offset is used before it is measured again.
+/// How long a reading is carried forward before the store is read again.
 const RESYNC: Duration = Duration::from_secs(5);
 
-/// The local clock plus the store's offset from it, measured every
-/// [`RESYNC`] with one [`store_time`](DeliveryStore::store_time) read: the
-/// store's time is taken for the local time half-way through the round
-/// trip, so the offset is off by at most half of it.
+/// A reading whose round trip took longer is discarded: the store's time
+/// is taken for the middle of the trip, so a reading is off by up to half
+/// its trip, and a server slow to answer (a stall, a failover) would move
+/// the dispatcher's time by as much.
+pub(super) const SLOWEST_READING: Duration = Duration::from_millis(500);
+
+/// What a lease is lengthened by in the store, so that two dispatchers
+/// whose readings are each off by up to half of [`SLOWEST_READING`], in
+/// opposite directions, never both hold one delivery: the holder's attempt
+/// ends (its timeout is shorter than the lease) before the other can see
+/// the lease as ended.
+pub(super) const LEASE_MARGIN: Duration = SLOWEST_READING;
+
+/// The store's time at one instant of this host's monotonic clock.
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    store: SystemTime,
+    at: Instant,
+    round_trip: Duration,
+}
+
+impl Reading {
+    /// The store's time now, carried forward from this reading on the
+    /// monotonic clock: a step of the host's wall clock does not move it.
+    fn now(&self) -> SystemTime {
+        self.store
+            .checked_add(self.at.elapsed())
+            .unwrap_or(self.store)
+    }
+}
+
+/// The store's clock as this dispatcher knows it: the last good
+/// [`store_time`](DeliveryStore::store_time) reading carried forward on
+/// the monotonic clock, read again every [`RESYNC`].
 pub(super) struct StoreClock {
+    /// This host's clock, read only until the store's is known.
     local: RwLock<Arc<dyn Clock>>,
-    /// The store's time minus the local time, in nanoseconds (about 292
-    /// years either way).
-    offset: AtomicI64,
-    /// When the offset was last measured (or a measurement failed); `None`
-    /// until the first.
-    measured: Mutex<Option<Instant>>,
-    /// One measurement at a time.
-    measuring: tokio::sync::Mutex<()>,
+    /// The last reading kept, `None` until one succeeds.
+    reading: Mutex<Option<Reading>>,
+    /// When the store was last asked (whatever it answered), `None` until
+    /// the first time.
+    asked: Mutex<Option<Instant>>,
+    /// One reading at a time.
+    reading_turn: tokio::sync::Mutex<()>,
+}
+
+/// Why the store's clock is not known yet.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unsynced {
+    /// The store could not tell its time.
+    #[error(transparent)]
+    Unreadable(OutboxError),
+    /// Every reading so far took too long to be trusted.
+    #[error("every reading took longer than {SLOWEST_READING:?} (the last, {0:?})")]
+    TooSlow(Duration),
+}
+
+impl From<Unsynced> for DispatchError {
+    fn from(unsynced: Unsynced) -> Self {
+        DispatchError::StoreClock(match unsynced {
+            Unsynced::Unreadable(error) => error,
+            slow @ Unsynced::TooSlow(_) => OutboxError::Store(StoreError::other(slow)),
+        })
+    }
 }
 
 impl StoreClock {
     pub(super) fn new() -> Self {
         Self {
             local: RwLock::new(Arc::new(SystemClock)),
-            offset: AtomicI64::new(0),
-            measured: Mutex::new(None),
-            measuring: tokio::sync::Mutex::new(()),
+            reading: Mutex::new(None),
+            asked: Mutex::new(None),
+            reading_turn: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// Reads `local` as this host's clock from now on, and measures the
-    /// offset again at the next [`sync`](Self::sync).
+    /// Reads `local` as this host's clock until the store's is known.
     pub(super) fn set_local(&self, local: Arc<dyn Clock>) {
         *self.local.write().unwrap_or_else(PoisonError::into_inner) = local;
-        *self.measured() = None;
     }
 
-    fn local_now(&self) -> SystemTime {
-        self.local
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .now()
+    fn reading(&self) -> Option<Reading> {
+        *self.reading.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn measured(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
-        self.measured.lock().unwrap_or_else(PoisonError::into_inner)
+    fn asked(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.asked.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Measures the offset from `store`'s clock if it is older than
-    /// [`RESYNC`]. Before the first measurement callers wait for it; after
-    /// it only one caller measures and the others go on with the last
-    /// offset. A store that cannot answer keeps the last offset (none at
-    /// first: the local clock) until the next try, [`RESYNC`] later.
-    pub(super) async fn sync(&self, store: &impl DeliveryStore) {
-        let fresh = |measured: Option<Instant>| measured.is_some_and(|at| at.elapsed() < RESYNC);
-        let last = *self.measured();
-        if fresh(last) {
-            return;
+    /// Whether the store's clock is known: until it is, nothing may be
+    /// leased or scheduled on it.
+    pub(super) fn is_synced(&self) -> bool {
+        self.reading().is_some()
+    }
+
+    /// Reads `store`'s clock again if the last reading is older than
+    /// [`RESYNC`]. Until a reading succeeds every call tries, and fails if
+    /// it cannot; after one, only one caller reads at a time and the others
+    /// go on with the last reading, and a failed or slow reading keeps it.
+    pub(super) async fn sync(&self, store: &impl DeliveryStore) -> Result<(), Unsynced> {
+        let fresh = |asked: Option<Instant>| asked.is_some_and(|at| at.elapsed() < RESYNC);
+        if self.is_synced() && fresh(*self.asked()) {
+            return Ok(());
         }
-        let _turn = if last.is_some() {
-            match self.measuring.try_lock() {
+        let _turn = if self.is_synced() {
+            match self.reading_turn.try_lock() {
                 Ok(turn) => turn,
-                Err(_) => return,
+                Err(_) => return Ok(()),
             }
         } else {
-            self.measuring.lock().await
+            self.reading_turn.lock().await
         };
-        if fresh(*self.measured()) {
-            return;
+        if self.is_synced() && fresh(*self.asked()) {
+            return Ok(());
         }
-        let (started, local) = (Instant::now(), self.local_now());
-        let answer = store.store_time().await;
-        let half_trip = started.elapsed() / 2;
-        match answer {
-            Ok(store_now) => {
-                let local_mid = local.checked_add(half_trip).unwrap_or(local);
-                self.offset
-                    .store(signed_nanos(store_now, local_mid), Ordering::Relaxed);
+        let outcome = self.read(store.store_time()).await;
+        *self.asked() = Some(Instant::now());
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(unsynced) if self.is_synced() => {
+                tracing::warn!(error = %unsynced, "going on with the store's clock as last read");
+                Ok(())
             }
-            Err(error) => {
-                tracing::warn!(%error, "cannot read the store's clock: going on with the last offset");
-            }
+            Err(unsynced) => Err(unsynced),
         }
-        *self.measured() = Some(Instant::now());
+    }
+
+    /// Takes `answer`, the store's time, as the new reading unless it
+    /// failed or its round trip was slower than [`SLOWEST_READING`].
+    async fn read(
+        &self,
+        answer: impl Future<Output = Result<SystemTime, OutboxError>>,
+    ) -> Result<(), Unsynced> {
+        let started = Instant::now();
+        let store_now = answer.await.map_err(Unsynced::Unreadable)?;
+        let round_trip = started.elapsed();
+        if round_trip > SLOWEST_READING {
+            return Err(Unsynced::TooSlow(round_trip));
+        }
+        let reading = Reading {
+            store: store_now,
+            at: started + round_trip / 2,
+            round_trip,
+        };
+        *self.reading.lock().unwrap_or_else(PoisonError::into_inner) = Some(reading);
+        Ok(())
     }
 }
 
 impl Clock for StoreClock {
+    /// The store's time, carried forward from the last reading; this
+    /// host's clock until the first.
     fn now(&self) -> SystemTime {
-        let local = self.local_now();
-        let offset = self.offset.load(Ordering::Relaxed);
-        let by = Duration::from_nanos(offset.unsigned_abs());
-        if offset >= 0 {
-            local.checked_add(by)
-        } else {
-            local.checked_sub(by)
+        match self.reading() {
+            Some(reading) => reading.now(),
+            None => self
+                .local
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .now(),
         }
-        .unwrap_or(local)
     }
 }
 
-/// `a - b` in nanoseconds, saturating.
-fn signed_nanos(a: SystemTime, b: SystemTime) -> i64 {
-    match a.duration_since(b) {
-        Ok(ahead) => i64::try_from(ahead.as_nanos()).unwrap_or(i64::MAX),
-        Err(behind) => i64::try_from(behind.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+impl std::fmt::Debug for StoreClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreClock")
+            .field("reading", &self.reading().map(|r| r.round_trip))
+            .finish_non_exhaustive()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{Duration, SystemTime};
 
     use super::*;
     use crate::sender::MemoryOutbox;
 
+    /// How far apart two times are, either way.
+    fn apart(a: SystemTime, b: SystemTime) -> Duration {
+        match a.duration_since(b) {
+            Ok(ahead) => ahead,
+            Err(behind) => behind.duration(),
+        }
+    }
+
+    /// A host clock the test steps: the system clock plus `ahead` seconds.
+    fn steppable() -> (Arc<AtomicU64>, Arc<dyn Clock>) {
+        let ahead = Arc::new(AtomicU64::new(0));
+        let read = Arc::clone(&ahead);
+        let clock = move || SystemTime::now() + Duration::from_secs(read.load(Ordering::Relaxed));
+        (ahead, Arc::new(clock))
+    }
+
     #[tokio::test]
     async fn a_skewed_local_clock_reads_the_stores_time_once_synced() {
         let clock = StoreClock::new();
-        let ahead = Duration::from_secs(180);
-        clock.set_local(Arc::new(move || SystemTime::now() + ahead));
+        let (ahead, local) = steppable();
+        ahead.store(180, Ordering::Relaxed);
+        clock.set_local(local);
         assert!(clock.now() > SystemTime::now() + Duration::from_secs(170));
-        clock.sync(&MemoryOutbox::new()).await;
-        let apart = match clock.now().duration_since(SystemTime::now()) {
-            Ok(ahead) => ahead,
-            Err(behind) => behind.duration(),
-        };
-        assert!(apart < Duration::from_secs(1), "{apart:?}");
+        clock.sync(&MemoryOutbox::new()).await.unwrap();
+        assert!(apart(clock.now(), SystemTime::now()) < Duration::from_secs(1));
     }
 
-    #[test]
-    fn offsets_saturate_instead_of_wrapping() {
-        let early = SystemTime::UNIX_EPOCH;
-        let late = early + Duration::from_secs(1 << 40);
-        assert_eq!(signed_nanos(late, early), i64::MAX);
-        assert_eq!(signed_nanos(early, late), i64::MIN);
-        assert_eq!(signed_nanos(early, early), 0);
+    #[tokio::test]
+    async fn a_step_of_the_hosts_clock_does_not_move_the_dispatchers_time() {
+        let clock = StoreClock::new();
+        let (ahead, local) = steppable();
+        clock.set_local(local);
+        clock.sync(&MemoryOutbox::new()).await.unwrap();
+        ahead.store(180, Ordering::Relaxed);
+        assert!(
+            apart(clock.now(), SystemTime::now()) < Duration::from_secs(1),
+            "the host's 3-minute step moved the dispatcher's time"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_synced_until_the_store_tells_its_time() {
+        let clock = StoreClock::new();
+        let refused = clock
+            .read(async {
+                let unknown = std::io::Error::other("unknown command `TIME`");
+                Err(OutboxError::Store(StoreError::other(unknown)))
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, Unsynced::Unreadable(_)), "{refused}");
+        assert!(!clock.is_synced());
+        assert!(refused.to_string().contains("unknown command `TIME`"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reading_is_discarded_and_the_last_good_one_kept() {
+        let clock = StoreClock::new();
+        let store_time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        clock.read(async { Ok(store_time) }).await.unwrap();
+        tokio::time::advance(Duration::from_secs(10)).await;
+        // A server that stalls 2.2 s before answering: taken at face value
+        // its time would be read as 1.1 s early or late.
+        let slow = clock
+            .read(async {
+                tokio::time::sleep(Duration::from_millis(2_200)).await;
+                Ok(store_time + Duration::from_secs(60))
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(slow, Unsynced::TooSlow(_)), "{slow}");
+        assert_eq!(
+            clock.now(),
+            store_time + Duration::from_millis(12_200),
+            "the first reading, carried forward"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_reading_too_slow_leaves_the_clock_unsynced() {
+        let clock = StoreClock::new();
+        let slow = clock
+            .read(async {
+                tokio::time::sleep(SLOWEST_READING + Duration::from_millis(1)).await;
+                Ok(SystemTime::now())
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(slow, Unsynced::TooSlow(_)), "{slow}");
+        assert!(!clock.is_synced());
     }
 }

@@ -78,7 +78,7 @@ impl<S: Keeping, T: Transport + 'static> Dispatcher<S, T> {
     /// to [`purge`](Self::purge).
     pub async fn purge_by_policy(&self) -> Result<u64, DispatchError> {
         self.inner.refresh_endpoints().await?;
-        self.inner.clock.sync(&self.inner.store).await;
+        self.inner.clock.sync(&self.inner.store).await?;
         let routes = self.inner.all_routes();
         let mut purged = 0;
         for route in routes {
@@ -97,7 +97,7 @@ impl<S: Keeping, T: Transport + 'static> Dispatcher<S, T> {
     /// [`Keeping::purge`]. Run it (or [`purge_by_policy`](Self::purge_by_policy))
     /// now and then: the outbox keeps every delivery until purged.
     pub async fn purge(&self, older_than: Duration) -> Result<u64, DispatchError> {
-        self.inner.clock.sync(&self.inner.store).await;
+        self.inner.clock.sync(&self.inner.store).await?;
         let now = self.inner.clock.now();
         let before = now.checked_sub(older_than).unwrap_or(UNIX_EPOCH);
         Ok(self.inner.store.purge(before).await?)

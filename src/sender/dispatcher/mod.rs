@@ -74,6 +74,13 @@ pub enum DispatchError {
     /// The store failed, or the endpoint name or id cannot be stored.
     #[error(transparent)]
     Store(#[from] OutboxError),
+    /// The store's clock has not been read yet (the store failed, or
+    /// answered too slowly to be trusted), so nothing is scheduled or
+    /// leased on it: a guess could lease a delivery another dispatcher is
+    /// sending. Give the endpoint's policy a clock of its own
+    /// ([`Policy::with_clock`]) to go on without the store's.
+    #[error("cannot read the store's clock, so nothing is scheduled or leased on it yet: {0}")]
+    StoreClock(#[source] OutboxError),
     /// The id cannot be signed in the endpoint's scheme (a Standard
     /// Webhooks id with a `.`, say): refused before it is stored, where it
     /// could only die at its first attempt.
@@ -298,13 +305,16 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
         self.configure(|inner| inner.depth_every = Some(every))
     }
 
-    /// Reads `clock` as this host's clock: the dispatcher's time is this
-    /// clock moved by its offset from the store's clock
-    /// ([`DeliveryStore::store_time`], measured every few seconds), for
+    /// Reads `clock` as this host's clock until the store's is known. For
     /// every endpoint whose policy has no clock of its own
-    /// ([`Policy::with_clock`]). Defaults to the system clock; a test sets
-    /// a clock that is off to show that the dispatcher's leases, due times,
-    /// windows and disables still follow the store's.
+    /// ([`Policy::with_clock`]), the dispatcher's time is the store's
+    /// ([`DeliveryStore::store_time`], read every few seconds and carried
+    /// forward on the monotonic clock, so a step of this clock does not move
+    /// it); until a reading has succeeded within half a second, the
+    /// dispatcher leases nothing for those endpoints and `send` fails.
+    /// Defaults to the system clock; a test sets a clock that is off to show
+    /// that the dispatcher's leases, due times, windows and disables still
+    /// follow the store's.
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
@@ -387,14 +397,19 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     /// this dispatcher has not seen it yet, after bringing the
     /// dispatcher's clock in line with the store's (at most every few
     /// seconds: see `clock::StoreClock::sync`).
+    /// Fails when the route reads the store's clock and it cannot be read.
     async fn find_route(&self, name: &str) -> Result<Arc<Route>, DispatchError> {
-        self.inner.clock.sync(&self.inner.store).await;
-        match self.route(name) {
+        let synced = self.inner.clock.sync(&self.inner.store).await;
+        let route = match self.route(name) {
             Err(DispatchError::UnknownEndpoint(_)) => {
                 self.inner.refresh_endpoints().await?;
                 self.route(name)
             }
             found => found,
+        }?;
+        match synced {
+            Err(unsynced) if route.on_store_clock => Err(unsynced.into()),
+            _ => Ok(route),
         }
     }
 

@@ -32,6 +32,7 @@ impl Route {
             endpoint: endpoint.with_breaker(policy.breaker().clone()),
             limit: Arc::new(Semaphore::new(policy.concurrency())),
             policy,
+            on_store_clock: false,
             health: Mutex::new(Seen { health, writes: 0 }),
             pause: Mutex::default(),
             notices: Mutex::default(),
@@ -43,6 +44,7 @@ impl Route {
     /// `clock`, unless the policy has a clock of its own.
     pub(super) fn on_clock(mut self, clock: &Arc<StoreClock>) -> Self {
         let clock: Arc<dyn Clock> = Arc::clone(clock) as Arc<dyn Clock>;
+        self.on_store_clock = !self.policy.has_clock();
         self.policy = self.policy.or_clock(&clock);
         self
     }

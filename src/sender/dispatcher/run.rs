@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::task::JoinSet;
 
+use super::clock::LEASE_MARGIN;
 use super::health::health_change;
 use super::state::{Inner, Route};
 use crate::sender::OutboxError;
@@ -37,8 +38,13 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 }
                 refreshed = Some(tokio::time::Instant::now());
             }
-            self.clock.sync(&self.store).await;
-            let routes = self.all_routes();
+            let mut routes = self.all_routes();
+            if let Err(unsynced) = self.clock.sync(&self.store).await {
+                // Leasing on a guessed time could take a delivery another
+                // dispatcher holds: only routes with clocks of their own go on.
+                tracing::warn!(error = %unsynced, "leasing nothing on the store's clock");
+                routes.retain(|route| !route.on_store_clock);
+            }
             self.take(&routes, &mut in_flight).await;
             while in_flight.try_join_next().is_some() {}
             tokio::select! {
@@ -57,7 +63,11 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
     async fn report_depth(&self, every: Duration) {
         loop {
             let names = self.route_names();
-            self.clock.sync(&self.store).await;
+            if let Err(unsynced) = self.clock.sync(&self.store).await {
+                tracing::warn!(error = %unsynced, "cannot count deliveries");
+                tokio::time::sleep(every).await;
+                continue;
+            }
             let now = self.clock.now();
             for name in names {
                 match self.store.counts(&name, now).await {
@@ -120,7 +130,11 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
             // Every slot is busy: the attempts' `finish`es report health.
             return None;
         }
-        match self.store.take_due_across(wanted, limit, self.lease).await {
+        // The store keeps the lease a little longer than the dispatcher
+        // holds it: dispatchers' readings of the store's clock may each be
+        // off by a little (see `clock::LEASE_MARGIN`).
+        let lease = self.lease + LEASE_MARGIN;
+        match self.store.take_due_across(wanted, limit, lease).await {
             Ok(due) => Some(due),
             Err(error) => {
                 tracing::warn!(%error, "cannot take due deliveries");

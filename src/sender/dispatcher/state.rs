@@ -37,6 +37,9 @@ pub(super) struct Route {
     pub(super) name: String,
     pub(super) endpoint: Endpoint,
     pub(super) policy: Policy,
+    /// Whether the policy reads the dispatcher's store clock (it has no
+    /// clock of its own).
+    pub(super) on_store_clock: bool,
     pub(super) limit: Arc<Semaphore>,
     /// The endpoint's health as this dispatcher last saw it in the store.
     pub(super) health: Mutex<Seen>,

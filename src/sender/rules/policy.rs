@@ -354,6 +354,11 @@ impl Policy {
             .map_or_else(SystemTime::now, |clock| clock.now())
     }
 
+    /// Whether the policy has a clock of its own.
+    pub(crate) fn has_clock(&self) -> bool {
+        self.clock.is_some()
+    }
+
     /// This policy reading `clock`, unless it has a clock of its own.
     pub(crate) fn or_clock(mut self, clock: &Arc<dyn Clock>) -> Self {
         self.clock.get_or_insert_with(|| Arc::clone(clock));
