@@ -149,6 +149,61 @@ async fn redis_outbox_replica_acks_that_fall_short_fail_the_call_but_keep_the_wr
     assert!(plain.health("e").await.unwrap().disabled.is_some());
 }
 
+/// With a replica attached and replica acks asked for, every outbox
+/// write is confirmed and reported as done: a send, a keyed send, a lease,
+/// a put back, a record, a replay, a disable and an enable (which asked
+/// `EXISTS` of the key it had just deleted, and so always failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_outbox_replica_acks_confirm_every_write_with_a_replica_attached() {
+    use hooklatch::sender::outbox::{DisableReason, Keeping, SendKey};
+    use hooklatch::sender::rules::{Attempt, Final, Step};
+    let master = support::Redis::start();
+    let port = master
+        .url()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let _replica = support::Redis::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let store = RedisOutbox::connect(&master.url())
+        .await
+        .unwrap()
+        .with_replica_acks(1, Duration::from_secs(20));
+    let now = SystemTime::now();
+    assert!(store.enqueue("e", "msg_1", b"{}", now).await.unwrap());
+    let key = SendKey {
+        key: "order-7",
+        now,
+        window: Duration::from_secs(3600),
+    };
+    let keyed = store
+        .enqueue_keyed("e", key, "msg_2", b"{}", now)
+        .await
+        .unwrap();
+    assert!(keyed.enqueued);
+    let due = store
+        .take_due("e", now, 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(due.taken.len(), 2);
+    store.put_back(&due.taken[0], now).await.unwrap();
+    let attempt = Attempt::new(1, now, Ok(200));
+    store
+        .finish(&due.taken[1], &attempt, Step::Done(Final::Dead), None)
+        .await
+        .unwrap();
+    assert!(store.replay("e", &due.taken[1].id, now).await.unwrap());
+    assert!(
+        store
+            .disable("e", DisableReason::Manual, now)
+            .await
+            .unwrap()
+    );
+    store.enable("e").await.expect("an enable is confirmed");
+    assert!(store.health("e").await.unwrap().disabled.is_none());
+}
+
 /// A pool with `synchronous_commit = off` commits without waiting for the
 /// flush. A send, a lease (one endpoint's take and a take across
 /// endpoints) and an attempt's record are answered only once flushed all

@@ -2,7 +2,8 @@
 //! master; a master killed during the replica wait of an accept its
 //! replicas never received; and a failover drill on three masters with two
 //! replicas each that kills the master of a busy shard with SIGKILL while
-//! its replicas lag and accepts and duplicates run. (The store suites in
+//! its replicas lag and accepts and duplicates run; and an outbox write
+//! whose master is lost during its replica wait. (The store suites in
 //! `tests/dedup.rs` and `tests/sequence.rs` also run on a cluster.)
 
 mod support;
@@ -108,6 +109,82 @@ async fn a_master_lost_during_the_replica_wait_never_answers_2xx_for_an_accept_i
         assert!(
             ids.iter().any(|id| id == "evt"),
             "answered {answer:?}, but the inbox lost the event: {ids:?}"
+        );
+    }
+}
+
+/// The outbox's shard of `endpoint`: FNV-1a over its name, 16 shards
+/// (the layout `RedisOutbox` documents and keeps).
+fn outbox_shard(endpoint: &str) -> u32 {
+    let hash = endpoint.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash % 16
+}
+
+/// With replica acks, an attempt's record (a write to a delivery that
+/// already exists, leased) whose master dies while `WAIT` blocks is
+/// answered Ok only if the node that answers holds the record: the script
+/// runs again on the promoted replica, which had the lease but never got
+/// the record. Asking that node whether the key exists would say yes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_outbox_write_whose_master_is_lost_during_the_replica_wait_is_answered_for_the_new_master()
+ {
+    use hooklatch::sender::RedisOutbox;
+    use hooklatch::sender::outbox::{DeliveryState, DeliveryStore};
+    use hooklatch::sender::rules::{Attempt, Final, Step};
+
+    let mut cluster = RedisCluster::start_with_replicas(2);
+    let prefix = support::unique("obwait");
+    let endpoint = "acme";
+    let delivery = format!(
+        "{prefix}:{{{prefix}/out/{}}}:{endpoint}/d:msg_1",
+        outbox_shard(endpoint)
+    );
+    let master = cluster.master_of(&delivery);
+    let replicas = cluster.replicas_of(master);
+    let plain = RedisOutbox::connect(&cluster.url())
+        .await
+        .unwrap()
+        .with_prefix(&prefix)
+        .unwrap();
+    let store = plain.clone().with_replica_acks(1, Duration::from_secs(5));
+    // The delivery and its lease are on every replica before the hold.
+    let now = std::time::SystemTime::now();
+    assert!(store.enqueue(endpoint, "msg_1", b"{}", now).await.unwrap());
+    let due = store
+        .take_due(endpoint, now, 1, Duration::from_secs(60))
+        .await
+        .expect("a lease is confirmed");
+    let taken = due.taken.into_iter().next().expect("msg_1 leased");
+    let hold = cluster.hold_replication_of(master).await;
+
+    hold.hold(true);
+    let recording = tokio::spawn({
+        let store = store.clone();
+        async move {
+            let attempt = Attempt::new(1, now, Ok(200));
+            store
+                .finish(&taken, &attempt, Step::Done(Final::Delivered), None)
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !recording.is_finished(),
+        "the record waits for its replicas"
+    );
+    cluster.kill(master);
+    cluster.take_over(replicas[0]);
+    let answer = recording.await.unwrap();
+    println!("record across the failover: {answer:?}");
+    drop(hold);
+    if answer.is_ok() {
+        let kept = plain.delivery(endpoint, "msg_1").await.unwrap().unwrap();
+        assert_eq!(
+            kept.state,
+            DeliveryState::Delivered,
+            "answered {answer:?}, but the new master has no record of the attempt"
         );
     }
 }

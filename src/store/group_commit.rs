@@ -38,6 +38,7 @@ pub(crate) const MAX_BATCH: usize = 256;
 /// The bytes of bodies after which a Postgres batch takes no more (see
 /// [`CommitBatch::MAX_BATCH_BYTES`]): a sixteenth of the 1 GiB Postgres
 /// takes in one message or one array.
+#[cfg(feature = "postgres")]
 pub(crate) const POSTGRES_BATCH_BYTES: usize = 64 << 20;
 
 /// What a batch is made of, said once for every dialect that commits it.

@@ -312,32 +312,6 @@ impl RedisConnection {
         }
     }
 
-    /// Waits until `replicas` replicas have every write so far on the
-    /// master that holds `key`, or `timeout` passes; returns whether that
-    /// master holds `key` and how many replicas confirmed. The two go in
-    /// one pipeline, so a pipeline re-sent after a failover asks the
-    /// promoted replica, and a write it never had shows as a missing key
-    /// rather than as confirmed.
-    #[cfg(feature = "sender")]
-    pub(crate) async fn wait_for_replicas_of(
-        &mut self,
-        key: &str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> RedisResult<(bool, u32)> {
-        let timeout_ms = u64::try_from(timeout.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        redis::pipe()
-            .cmd("EXISTS")
-            .arg(key)
-            .cmd("WAIT")
-            .arg(replicas)
-            .arg(timeout_ms)
-            .query_async(self)
-            .await
-    }
-
     /// Runs `eval` (a script call made by [`eval`]) and then `WAIT
     /// replicas timeout` in one pipeline, on the node that holds the
     /// script's first key; returns the script's reply and how many replicas

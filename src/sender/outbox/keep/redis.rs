@@ -14,11 +14,12 @@ use crate::dedup::validate_namespace;
 use crate::sender::OutboxError;
 use crate::sender::RedisOutbox;
 use crate::sender::outbox::DeliveryState;
+use crate::sender::outbox::redis::{Call, Lua};
 use crate::sender::outbox::{NewDelivery, OUTBOX_PURGE_BATCH};
 use crate::store::{millis, now_millis, unix_millis};
 
-static KEYED_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
+static KEYED_SCRIPT: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
         include_str!("../lua/head.lua"),
         include_str!("../lua/keyed.lua"),
         include_str!("../lua/enqueue.lua")
@@ -106,12 +107,11 @@ impl Keeping for RedisOutbox {
     ) -> Result<Keyed, OutboxError> {
         let SendKey { key, now, window } = key;
         let (endpoint, id, body, due) = (new.endpoint(), new.id(), new.body(), new.due());
-        let mut connection = self.connection().await?;
         let shard = Self::shard(endpoint);
         let [send_keys, key_expiry] = self.send_keys(endpoint);
         let now = unix_millis(now);
-        let found: Value = KEYED_SCRIPT
-            .key(self.delivery_key(endpoint, id))
+        let mut call = Call::default();
+        call.key(self.delivery_key(endpoint, id))
             .key(self.key(endpoint, "due"))
             .key(self.state_key(endpoint, DeliveryState::Pending))
             .key(self.shard_key(shard, "ready"))
@@ -125,9 +125,10 @@ impl Keeping for RedisOutbox {
             .arg(endpoint)
             .arg(key)
             .arg(now)
-            .arg(now.saturating_add(millis(window)))
-            .invoke_async(&mut connection)
-            .await?;
+            .arg(now.saturating_add(millis(window)));
+        // A send under a key already used waits too: the first send may be
+        // the one whose wait fell short.
+        let found: Value = self.run(&KEYED_SCRIPT, &call, |_| Ok(())).await?;
         let keyed = match found {
             Value::BulkString(first) => Keyed {
                 id: String::from_utf8_lossy(&first).into_owned(),
@@ -138,8 +139,6 @@ impl Keeping for RedisOutbox {
                 enqueued: added == Value::Int(1),
             },
         };
-        self.replicated(&self.delivery_key(endpoint, &keyed.id))
-            .await?;
         Ok(keyed)
     }
 

@@ -21,7 +21,7 @@ use crate::sender::OutboxError;
 
 static RESTORE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/restore.lua")));
-static MIGRATE_SCRIPT: LazyLock<Script> = with_head!("migrate.lua");
+static MIGRATE_SCRIPT: LazyLock<super::Lua> = with_head!("migrate.lua");
 
 /// How many keys or set members one step of a move carries at most.
 const MOVE_BATCH: usize = 500;
@@ -135,7 +135,7 @@ impl RedisOutbox {
         let shard = Self::shard(endpoint);
         let mut rest: Vec<&[(String, f64)]> = sets.iter().map(Vec::as_slice).collect();
         loop {
-            let mut script = MIGRATE_SCRIPT.prepare_invoke();
+            let mut script = MIGRATE_SCRIPT.script.prepare_invoke();
             for name in SETS.into_iter().chain(["health"]) {
                 script.key(self.key(endpoint, name));
             }

@@ -35,12 +35,48 @@ pub(in crate::sender::outbox) const STATES: [DeliveryState; 4] = [
 macro_rules! with_head {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(concat!(
+            $crate::sender::outbox::redis::Lua::new(concat!(
                 include_str!("../lua/head.lua"),
                 include_str!(concat!("../lua/", $file))
             ))
         })
     };
+}
+
+/// A Lua script that writes, and its text: with
+/// [replica acks](RedisOutbox::with_replica_acks) the text goes by `EVAL`
+/// in one pipeline with `WAIT` ([`RedisConnection::eval_and_wait`]).
+pub(in crate::sender::outbox) struct Lua {
+    script: Script,
+    text: &'static str,
+}
+
+impl Lua {
+    pub(in crate::sender::outbox) fn new(text: &'static str) -> Self {
+        Self {
+            script: Script::new(text),
+            text,
+        }
+    }
+}
+
+/// One call of a [`Lua`] script: its keys, then its arguments.
+#[derive(Default)]
+pub(in crate::sender::outbox) struct Call {
+    keys: Vec<String>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Call {
+    pub(in crate::sender::outbox) fn key(&mut self, key: impl Into<String>) -> &mut Self {
+        self.keys.push(key.into());
+        self
+    }
+
+    pub(in crate::sender::outbox) fn arg(&mut self, arg: impl redis::ToRedisArgs) -> &mut Self {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
 }
 
 mod migrate;
@@ -49,17 +85,16 @@ mod take_across;
 
 // One Lua script per step; each file says what it does.
 
-static ENQUEUE_SCRIPT: LazyLock<Script> = with_head!("enqueue.lua");
-static TAKE_SCRIPT: LazyLock<Script> = with_head!("take.lua");
-static FINISH_SCRIPT: LazyLock<Script> = with_head!("finish.lua");
-static PUT_BACK_SCRIPT: LazyLock<Script> = with_head!("put_back.lua");
-static REPLAY_SCRIPT: LazyLock<Script> = with_head!("replay.lua");
+static ENQUEUE_SCRIPT: LazyLock<Lua> = with_head!("enqueue.lua");
+static TAKE_SCRIPT: LazyLock<Lua> = with_head!("take.lua");
+static FINISH_SCRIPT: LazyLock<Lua> = with_head!("finish.lua");
+static PUT_BACK_SCRIPT: LazyLock<Lua> = with_head!("put_back.lua");
+static REPLAY_SCRIPT: LazyLock<Lua> = with_head!("replay.lua");
 static PURGE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/purge.lua")));
-static DISABLE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/disable.lua")));
-static ENABLE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/enable.lua")));
+static DISABLE_SCRIPT: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../lua/disable.lua")));
+static ENABLE_SCRIPT: LazyLock<Lua> = LazyLock::new(|| Lua::new(include_str!("../lua/enable.lua")));
 
 /// How many shards the endpoints are spread over. It is part of the key
 /// layout: changing it would hide every endpoint in another shard.
@@ -165,23 +200,44 @@ impl RedisOutbox {
         self
     }
 
-    /// With [replica acks](Self::with_replica_acks), waits for them on the
-    /// master that holds `key`, a key the write just made or changed.
-    pub(super) async fn replicated(&self, key: &str) -> Result<(), OutboxError> {
+    /// Runs `lua` with `call`'s keys and arguments on the master that
+    /// holds its first key. With [replica acks](Self::with_replica_acks),
+    /// the script and `WAIT` go in one pipeline, so that after a failover
+    /// during the `WAIT` the script runs again on the promoted replica and
+    /// the answer is about the node that holds the write; fewer replicas
+    /// than asked for fail the call with [`OutboxError::ReplicasBehind`]
+    /// after `check` has looked at the reply (a lost lease is reported as
+    /// such, whatever the replicas).
+    pub(in crate::sender::outbox) async fn run<T: redis::FromRedisValue>(
+        &self,
+        lua: &Lua,
+        call: &Call,
+        check: impl FnOnce(&T) -> Result<(), OutboxError>,
+    ) -> Result<T, OutboxError> {
+        let mut connection = self.connection().await?;
         let Some((wanted, timeout)) = self.replica_acks else {
-            return Ok(());
+            let mut invocation = lua.script.prepare_invoke();
+            for key in &call.keys {
+                invocation.key(key);
+            }
+            for arg in &call.args {
+                invocation.arg(arg);
+            }
+            let reply = invocation.invoke_async(&mut connection).await?;
+            check(&reply)?;
+            return Ok(reply);
         };
-        let mut connection = self.connection.clone();
-        let (held, acked) = connection
-            .wait_for_replicas_of(key, wanted, timeout)
-            .await?;
-        if !held {
-            return Err(OutboxError::ReplicasBehind { acked: 0, wanted });
+        let keys: Vec<&str> = call.keys.iter().map(String::as_str).collect();
+        let mut command = crate::store::redis::eval(lua.text, &keys);
+        for arg in &call.args {
+            command.arg(arg);
         }
+        let (reply, acked) = connection.eval_and_wait(command, wanted, timeout).await?;
+        check(&reply)?;
         if acked < wanted {
             return Err(OutboxError::ReplicasBehind { acked, wanted });
         }
-        Ok(())
+        Ok(reply)
     }
 
     /// Uses `prefix` instead of `hooklatch` at the start of every key. Same
@@ -313,10 +369,9 @@ impl DeliveryStore for RedisOutbox {
 
     async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, OutboxError> {
         let (endpoint, id, body, due) = (new.endpoint(), new.id(), new.body(), new.due());
-        let mut connection = self.connection().await?;
         let shard = Self::shard(endpoint);
-        let added: i64 = ENQUEUE_SCRIPT
-            .key(self.delivery_key(endpoint, id))
+        let mut call = Call::default();
+        call.key(self.delivery_key(endpoint, id))
             .key(self.key(endpoint, "due"))
             .key(self.state_key(endpoint, DeliveryState::Pending))
             .key(self.shard_key(shard, "ready"))
@@ -325,12 +380,10 @@ impl DeliveryStore for RedisOutbox {
             .arg(body)
             .arg(unix_millis(due))
             .arg(now_millis())
-            .arg(endpoint)
-            .invoke_async(&mut connection)
-            .await?;
+            .arg(endpoint);
         // A repeat waits too: the send it repeats may be the one whose wait
         // fell short.
-        self.replicated(&self.delivery_key(endpoint, id)).await?;
+        let added: i64 = self.run(&ENQUEUE_SCRIPT, &call, |_| Ok(())).await?;
         Ok(added == 1)
     }
 
@@ -403,10 +456,9 @@ impl DeliveryStore for RedisOutbox {
             Some(None) => "success".to_owned(),
             Some(Some(at)) => at.to_string(),
         };
-        let mut connection = self.connection().await?;
         let endpoint = &taken.endpoint;
-        let health: Option<HealthFields> = FINISH_SCRIPT
-            .key(self.delivery_key(endpoint, &taken.id))
+        let mut call = Call::default();
+        call.key(self.delivery_key(endpoint, &taken.id))
             .key(self.key(endpoint, "due"))
             .key(self.state_key(endpoint, DeliveryState::Pending))
             .key(self.state_key(endpoint, state))
@@ -431,31 +483,30 @@ impl DeliveryStore for RedisOutbox {
             .arg(duration)
             .arg(excerpt)
             .arg(change)
-            .arg(endpoint)
-            .invoke_async(&mut connection)
+            .arg(endpoint);
+        let health: Option<HealthFields> = self
+            .run(&FINISH_SCRIPT, &call, |health: &Option<HealthFields>| {
+                health.as_ref().map(|_| ()).ok_or(OutboxError::LeaseLost)
+            })
             .await?;
-        let health = health.ok_or(OutboxError::LeaseLost)?;
-        self.replicated(&self.delivery_key(endpoint, &taken.id))
-            .await?;
-        Ok(health_from_fields(health))
+        Ok(health_from_fields(health.ok_or(OutboxError::LeaseLost)?))
     }
 
     async fn put_back(&self, taken: &Taken, due: SystemTime) -> Result<(), OutboxError> {
-        let mut connection = self.connection().await?;
-        let put: i64 = PUT_BACK_SCRIPT
-            .key(self.delivery_key(&taken.endpoint, &taken.id))
+        let mut call = Call::default();
+        call.key(self.delivery_key(&taken.endpoint, &taken.id))
             .key(self.key(&taken.endpoint, "due"))
             .key(self.ready_key(&taken.endpoint))
             .arg(&taken.id)
             .arg(&taken.token)
             .arg(unix_millis(due))
-            .arg(&taken.endpoint)
-            .invoke_async(&mut connection)
-            .await?;
-        match put {
+            .arg(&taken.endpoint);
+        let lease_held = |put: &i64| match put {
             1 => Ok(()),
             _ => Err(OutboxError::LeaseLost),
-        }
+        };
+        let _: i64 = self.run(&PUT_BACK_SCRIPT, &call, lease_held).await?;
+        Ok(())
     }
 
     async fn delivery(
@@ -523,9 +574,8 @@ impl DeliveryStore for RedisOutbox {
 
     async fn replay(&self, endpoint: &str, id: &str, now: SystemTime) -> Result<bool, OutboxError> {
         validate_namespace(endpoint)?;
-        let mut connection = self.connection().await?;
-        let replayed: i64 = REPLAY_SCRIPT
-            .key(self.delivery_key(endpoint, id))
+        let mut call = Call::default();
+        call.key(self.delivery_key(endpoint, id))
             .key(self.key(endpoint, "due"))
             .key(self.key(endpoint, "finished"))
             .key(self.state_key(endpoint, DeliveryState::Pending))
@@ -534,9 +584,8 @@ impl DeliveryStore for RedisOutbox {
             .key(self.ready_key(endpoint))
             .arg(id)
             .arg(unix_millis(now))
-            .arg(endpoint)
-            .invoke_async(&mut connection)
-            .await?;
+            .arg(endpoint);
+        let replayed: i64 = self.run(&REPLAY_SCRIPT, &call, |_| Ok(())).await?;
         Ok(replayed == 1)
     }
 
@@ -550,30 +599,25 @@ impl DeliveryStore for RedisOutbox {
             return Ok(false);
         };
         validate_namespace(endpoint)?;
-        let mut connection = self.connection().await?;
-        let disabled_now: i64 = DISABLE_SCRIPT
-            .key(self.health_key(endpoint))
+        let mut call = Call::default();
+        call.key(self.health_key(endpoint))
             .key(self.shard_key(Self::shard(endpoint), "off"))
             .arg(disabled)
             .arg(after.map(|after| after.to_string()).unwrap_or_default())
             .arg(latest.map(|latest| latest.to_string()).unwrap_or_default())
-            .arg(endpoint)
-            .invoke_async(&mut connection)
-            .await?;
-        self.replicated(&self.health_key(endpoint)).await?;
+            .arg(endpoint);
+        let disabled_now: i64 = self.run(&DISABLE_SCRIPT, &call, |_| Ok(())).await?;
         Ok(disabled_now == 1)
     }
 
     async fn enable(&self, endpoint: &str) -> Result<(), OutboxError> {
         validate_namespace(endpoint)?;
-        let mut connection = self.connection().await?;
-        let _: i64 = ENABLE_SCRIPT
-            .key(self.health_key(endpoint))
+        let mut call = Call::default();
+        call.key(self.health_key(endpoint))
             .key(self.shard_key(Self::shard(endpoint), "off"))
-            .arg(endpoint)
-            .invoke_async(&mut connection)
-            .await?;
-        self.replicated(&self.health_key(endpoint)).await
+            .arg(endpoint);
+        let _: i64 = self.run(&ENABLE_SCRIPT, &call, |_| Ok(())).await?;
+        Ok(())
     }
 
     async fn counts(&self, endpoint: &str, now: SystemTime) -> Result<DeliveryCounts, OutboxError> {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use redis::Script;
 
-use super::RedisOutbox;
+use super::{Call, RedisOutbox};
 use crate::dedup::validate_namespace;
 use crate::sender::OutboxError;
 use crate::sender::outbox::codes::{HealthFields, TakenRow, due, health_from_fields};
@@ -56,22 +56,22 @@ impl RedisOutbox {
         token: &str,
         groups: &[Group<'_>],
     ) -> Result<Vec<Leased>, OutboxError> {
-        let mut connection = self.connection().await?;
-        let mut script = super::TAKE_SCRIPT.prepare_invoke();
-        script.key(self.shard_key(shard, "ready")).arg(token);
+        let mut call = Call::default();
+        call.key(self.shard_key(shard, "ready")).arg(token);
         for group in groups {
-            script
-                .key(self.health_key(group.endpoint))
+            call.key(self.health_key(group.endpoint))
                 .key(self.key(group.endpoint, "due"))
                 .arg(group.endpoint)
                 .arg(group.now)
                 .arg(group.until)
                 .arg(group.ids.len());
             for id in &group.ids {
-                script.key(self.delivery_key(group.endpoint, id)).arg(id);
+                call.key(self.delivery_key(group.endpoint, id)).arg(id);
             }
         }
-        Ok(script.invoke_async(&mut connection).await?)
+        // With replica acks a lease waits for them too: a lease a failover
+        // lost would let another dispatcher send what this one sends.
+        self.run(&super::TAKE_SCRIPT, &call, |_| Ok(())).await
     }
 
     /// Finds, in one script, the disabled and the due deliveries of
