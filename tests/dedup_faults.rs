@@ -1380,3 +1380,81 @@ async fn postgres_a_busy_accept_writer_keeps_its_connection() {
         3 - kept
     );
 }
+
+/// The shard of event `id` in a Redis inbox of 16 shards: FNV-1a (64
+/// bits) over the id, as the store's documented key layout has it.
+fn redis_shard_of(id: &str) -> u64 {
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    hash % 16
+}
+
+/// On Redis, an `ack_many` over several shards of which one fails (its
+/// attempts hash replaced by a string, so its script fails with
+/// `WRONGTYPE`) says per delivery what was acked and what was not
+/// (`AckedInPart`); acking the unanswered ones again, once the shard is
+/// mended, acks them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_ack_many_with_a_failing_shard_says_which_deliveries_were_acked() {
+    let server = support::redis();
+    let store = RedisInbox::connect(&server.url()).await.unwrap();
+    let namespace = support::unique("partack");
+    for n in 0..64 {
+        let id = format!("evt_{n}");
+        let accepted = store
+            .accept(&IncomingEvent::new(&namespace, &id, b"{}"))
+            .await
+            .unwrap();
+        assert_eq!(accepted, Acceptance::Accepted);
+    }
+    let batch = store.take(&namespace, "worker", 64).await.unwrap();
+    assert_eq!(batch.len(), 64);
+    let broken = redis_shard_of("evt_0");
+    let attempts = format!("hooklatch:{{{namespace}/{broken}}}:attempts");
+    let aside = format!("{attempts}-aside");
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::pipe()
+        .cmd("RENAME")
+        .arg(&attempts)
+        .arg(&aside)
+        .ignore()
+        .cmd("SET")
+        .arg(&attempts)
+        .arg("not a hash")
+        .ignore()
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+
+    let error = store.ack_many(&batch).await.unwrap_err();
+    let DedupError::AckedInPart { acked, .. } = error else {
+        panic!("{error}");
+    };
+    for (delivery, acked) in batch.iter().zip(&acked) {
+        let expected = (redis_shard_of(&delivery.id) != broken).then_some(true);
+        assert_eq!(*acked, expected, "{}", delivery.id);
+    }
+
+    let () = redis::pipe()
+        .cmd("DEL")
+        .arg(&attempts)
+        .ignore()
+        .cmd("RENAME")
+        .arg(&aside)
+        .arg(&attempts)
+        .ignore()
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let rest: Vec<_> = batch
+        .iter()
+        .zip(&acked)
+        .filter(|(_, acked)| acked.is_none())
+        .map(|(delivery, _)| delivery.clone())
+        .collect();
+    assert!(!rest.is_empty());
+    assert_eq!(store.ack_many(&rest).await.unwrap(), vec![true; rest.len()]);
+    assert!(support::drain(&store, &namespace).await.is_empty());
+}

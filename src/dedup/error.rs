@@ -86,6 +86,24 @@ pub enum DedupError {
         /// Replicas asked for.
         wanted: u32,
     },
+    /// An [`ack_many`](super::InboxQueue::ack_many) whose deliveries span
+    /// several Redis shards, some of which answered while the others
+    /// failed: `acked[i]` is what the store answered for delivery `i`
+    /// (`Some(true)` acked, `Some(false)` lost), or `None` where its shard
+    /// failed and it is worth acking again.
+    #[error("{} of {} acks went unanswered: {source}", unanswered(acked), acked.len())]
+    AckedInPart {
+        /// Per delivery, in order: the store's answer, or `None`.
+        acked: Vec<Option<bool>>,
+        /// Why the rest went unanswered (the first failed shard's error).
+        #[source]
+        source: Box<DedupError>,
+    },
+}
+
+/// How many of `acked` have no answer.
+fn unanswered(acked: &[Option<bool>]) -> usize {
+    acked.iter().filter(|answer| answer.is_none()).count()
 }
 
 crate::store::driver_errors_into_store!(DedupError);

@@ -406,9 +406,10 @@ pub trait InboxQueue: Inbox {
     ///
     /// Returns one flag per delivery, in order: `false` where the delivery
     /// was lost (where [`ack`](Self::ack) would fail with
-    /// [`DedupError::DeliveryLost`]). An error means the store failed;
-    /// some of the deliveries may have been acked before it did (on Redis,
-    /// other shards'), and acking them again reports them lost.
+    /// [`DedupError::DeliveryLost`]). An error means the store failed and
+    /// nothing was acked, except [`DedupError::AckedInPart`] (Redis, when
+    /// some shards answered and others failed), which says per delivery
+    /// what was acked and what is worth acking again.
     ///
     /// ```no_run
     /// # async fn run(store: hooklatch::dedup::SqliteInbox) -> Result<(), hooklatch::dedup::DedupError> {

@@ -248,7 +248,6 @@ impl CommitBatch for Writer {
     const RETRY_ALONE: bool = true;
 
     async fn commit(&self, batch: &[Write]) -> Result<Vec<Written<SqliteRow>>, sqlx::Error> {
-        use sqlx::ConnectOptions as _;
         let mut slot = self.connection.lock().await;
         if slot.as_ref().is_some_and(|held| held.in_transaction) {
             // Closing the connection rolls back what the dropped batch left.
@@ -257,21 +256,7 @@ impl CommitBatch for Writer {
         let held = match &mut *slot {
             Some(held) => held,
             empty => empty.insert(WriterConnection {
-                connection: self
-                    .pool
-                    .connect_options()
-                    .as_ref()
-                    .clone()
-                    // A take of many rows reaches its caller without the
-                    // connection's thread waiting for room.
-                    .row_buffer_size(ROW_BUFFER)
-                    // A run of n accepts has statements of its own for each
-                    // n, with and without the transaction's ends: more than
-                    // the default 100, which would prepare them again and
-                    // again (see `KEPT_RUN`).
-                    .statement_cache_capacity(STATEMENT_CACHE)
-                    .connect()
-                    .await?,
+                connection: self.connect().await?,
                 in_transaction: false,
             }),
         };
@@ -292,6 +277,42 @@ impl CommitBatch for Writer {
             }
         }
         written
+    }
+}
+
+impl Writer {
+    /// The writer's own connection, with the pool's options but
+    /// `synchronous=FULL` whatever they say: `migrate` checks a pool
+    /// connection, on which a pool's `after_connect` may have set what its
+    /// options do not, and the writer makes every write. Checked once open.
+    async fn connect(&self) -> Result<SqliteConnection, sqlx::Error> {
+        use sqlx::ConnectOptions as _;
+        use sqlx::sqlite::SqliteSynchronous;
+        let mut connection = self
+            .pool
+            .connect_options()
+            .as_ref()
+            .clone()
+            .synchronous(SqliteSynchronous::Full)
+            // A take of many rows reaches its caller without the
+            // connection's thread waiting for room.
+            .row_buffer_size(ROW_BUFFER)
+            // A run of n accepts has statements of its own for each n,
+            // with and without the transaction's ends: more than the
+            // default 100, which would prepare them again and again (see
+            // `KEPT_RUN`).
+            .statement_cache_capacity(STATEMENT_CACHE)
+            .connect()
+            .await?;
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut connection)
+            .await?;
+        if synchronous < 2 {
+            return Err(sqlx::Error::Configuration(
+                format!("the writer's `synchronous` is {synchronous} after setting FULL").into(),
+            ));
+        }
+        Ok(connection)
     }
 }
 
@@ -571,6 +592,54 @@ mod tests {
             tables: Arc::new(("hooklatch_claims".into(), "hooklatch_inbox".into())),
         };
         (writer, pool, dir)
+    }
+
+    /// A pool whose options say `synchronous=NORMAL` and whose
+    /// `after_connect` sets FULL passes `migrate`'s check on a pool
+    /// connection; the writer, which opens its own, writes at FULL all the
+    /// same.
+    #[tokio::test]
+    async fn the_writer_commits_at_synchronous_full_whatever_the_pools_options_say() {
+        use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
+        let dir =
+            std::env::temp_dir().join(format!("hooklatch-sync-{}", crate::store::new_token()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = SqliteConnectOptions::new()
+            .filename(dir.join("inbox.db"))
+            .create_if_missing(true)
+            .synchronous(SqliteSynchronous::Normal);
+        let pool = SqlitePoolOptions::new()
+            .after_connect(|connection, _| {
+                Box::pin(async move {
+                    sqlx::query("PRAGMA synchronous = FULL")
+                        .execute(connection)
+                        .await
+                        .map(|_| ())
+                })
+            })
+            .connect_with(options)
+            .await
+            .unwrap();
+        let store = SqliteInbox::new(pool.clone(), "hooklatch").unwrap();
+        store
+            .migrate()
+            .await
+            .expect("the pool's connections are at FULL");
+        let writer = Writer {
+            pool,
+            connection: Arc::default(),
+            tables: Arc::new(("hooklatch_claims".into(), "hooklatch_inbox".into())),
+        };
+        writer.commit(&[accept("evt_1")]).await.unwrap();
+        let mut slot = writer.connection.lock().await;
+        let held = slot.as_mut().expect("the writer's connection");
+        let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut held.connection)
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2, "the writer's connection is below FULL");
+        drop(slot);
+        std::fs::remove_dir_all(dir).ok();
     }
 
     fn accept(id: &str) -> Write {

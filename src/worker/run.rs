@@ -19,6 +19,22 @@ use crate::dedup::{DedupError, GiveBack, InboxEntry, InboxQueue, NackOutcome};
 /// The first wait after an empty take; it doubles up to the idle poll.
 const FIRST_IDLE_WAIT: Duration = Duration::from_millis(10);
 
+/// Counts one answered ack: handled, or lost to another worker.
+fn count_ack(counters: &Counters, entry: &InboxEntry, acked: bool) {
+    if acked {
+        counters.handled.fetch_add(1, Ordering::Relaxed);
+        outcome_metric(entry, "handled");
+    } else {
+        counters.lost.fetch_add(1, Ordering::Relaxed);
+        outcome_metric(entry, "lost");
+        tracing::warn!(
+            namespace = %entry.namespace,
+            id = %entry.id,
+            "worker: ack refused; the event went to another worker"
+        );
+    }
+}
+
 /// The most acks sent to the store in one `ack_many`.
 const ACKS_AT_ONCE: usize = 512;
 
@@ -489,26 +505,29 @@ async fn ack_in_batches<Q: InboxQueue>(
 ) {
     let mut waiting = Vec::with_capacity(ACKS_AT_ONCE);
     while finished.recv_many(&mut waiting, ACKS_AT_ONCE).await > 0 {
-        let batch: Vec<InboxEntry> = waiting.drain(..).map(Arc::unwrap_or_clone).collect();
+        let mut batch: Vec<InboxEntry> = waiting.drain(..).map(Arc::unwrap_or_clone).collect();
         let mut tries = 0;
         loop {
             match store.ack_many(&batch).await {
                 Ok(acked) => {
                     for (entry, acked) in batch.iter().zip(acked) {
-                        if acked {
-                            counters.handled.fetch_add(1, Ordering::Relaxed);
-                            outcome_metric(entry, "handled");
-                        } else {
-                            counters.lost.fetch_add(1, Ordering::Relaxed);
-                            outcome_metric(entry, "lost");
-                            tracing::warn!(
-                                namespace = %entry.namespace,
-                                id = %entry.id,
-                                "worker: ack refused; the event went to another worker"
-                            );
-                        }
+                        count_ack(&counters, entry, acked);
                     }
                     break;
+                }
+                // Some shards answered: count those, and try the rest again.
+                Err(DedupError::AckedInPart { acked, source }) if tries < ACK_RETRIES => {
+                    tries += 1;
+                    let mut unanswered = Vec::new();
+                    for (entry, acked) in batch.into_iter().zip(acked) {
+                        match acked {
+                            Some(acked) => count_ack(&counters, &entry, acked),
+                            None => unanswered.push(entry),
+                        }
+                    }
+                    batch = unanswered;
+                    tracing::warn!(error = %source, events = batch.len(), "worker: ack failed in part; trying the rest again");
+                    tokio::time::sleep(Duration::from_millis(50 << tries)).await;
                 }
                 Err(error) if tries < ACK_RETRIES => {
                     tries += 1;

@@ -158,13 +158,41 @@ impl InboxQueue for RedisInbox {
             }
         }))
         .await;
-        let mut acked = vec![false; deliveries.len()];
+        // A delivery with no shard of this store (a receipt it never
+        // issued) is answered lost, as `ack` would.
+        let mut acked: Vec<Option<bool>> = deliveries
+            .iter()
+            .map(|delivery| {
+                parse_receipt_entry(&delivery.receipt.entry)
+                    .is_none_or(|(shard, _)| shard >= self.shards.count)
+                    .then_some(false)
+            })
+            .collect();
+        let mut failed = None;
         for (indexes, flags) in replies {
-            for (index, flag) in indexes.into_iter().zip(flags?) {
-                acked[index] = flag == 1;
+            match flags {
+                Ok(flags) => {
+                    for (index, flag) in indexes.into_iter().zip(flags) {
+                        acked[index] = Some(flag == 1);
+                    }
+                }
+                Err(error) => {
+                    failed.get_or_insert(DedupError::from(error));
+                }
             }
         }
-        Ok(acked)
+        match failed {
+            None => Ok(acked
+                .into_iter()
+                .map(|flag| flag.unwrap_or(false))
+                .collect()),
+            // Nothing was acked: a plain error, as a store of one shard gives.
+            Some(error) if !acked.contains(&Some(true)) => Err(error),
+            Some(error) => Err(DedupError::AckedInPart {
+                acked,
+                source: Box::new(error),
+            }),
+        }
     }
 
     async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {

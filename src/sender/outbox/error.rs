@@ -99,7 +99,8 @@ impl From<DedupError> for OutboxError {
             DedupError::ReplicasBehind { acked, wanted } => Self::ReplicasBehind { acked, wanted },
             error @ (DedupError::DeliveryLost
             | DedupError::InvalidShardCount(_)
-            | DedupError::ShardCountMismatch { .. }) => Self::Store(StoreError::other(error)),
+            | DedupError::ShardCountMismatch { .. }
+            | DedupError::AckedInPart { .. }) => Self::Store(StoreError::other(error)),
         }
     }
 }
