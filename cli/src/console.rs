@@ -33,6 +33,11 @@ pub(crate) struct ConsoleArgs {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:8081")]
     addr: SocketAddr,
+    /// How long a client may take to send a request's head (and, on a
+    /// kept-alive connection, to start its next request) before the
+    /// connection is closed.
+    #[arg(long, default_value = "10s", value_parser = crate::send::parse_duration)]
+    header_timeout: std::time::Duration,
 }
 
 /// The environment variable that holds the token when no file is named.
@@ -75,7 +80,13 @@ async fn serve<S: InboxQueue + Clone + 'static>(
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", args.addr))?;
     println!("console on http://{}/", listener.local_addr()?);
-    axum::serve(listener, console.router()).await?;
+    crate::serve::serve(
+        listener,
+        console.router(),
+        args.header_timeout,
+        crate::listen::stop_signal(),
+    )
+    .await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -23,12 +23,16 @@ use crate::{SchemeArgs, UsageError, rfc3339};
 pub(crate) struct ListenArgs {
     #[command(flatten)]
     scheme: SchemeArgs,
-    /// Secret in the scheme's form (repeat for several: any may match).
-    #[arg(long = "secret", required = true)]
-    secrets: Vec<String>,
+    #[command(flatten)]
+    secrets: crate::SecretArgs,
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
+    /// How long a client may take to send a request's head (and, on a
+    /// kept-alive connection, to start its next request) before the
+    /// connection is closed.
+    #[arg(long, default_value = "10s", value_parser = crate::send::parse_duration)]
+    header_timeout: std::time::Duration,
     /// Claim store: `sqlite:PATH`, `postgres://…`, `redis://…` (`rediss://`
     /// for TLS), `redis+cluster://host1:port1,host2:port2` for a Redis
     /// Cluster, or `memory`.
@@ -94,7 +98,8 @@ const LEASE: Duration = Duration::from_secs(30);
 pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
     let scheme = args.scheme.scheme()?;
     let verifier =
-        crate::verifier_builder(scheme.clone(), &args.secrets, args.tolerance)?.build()?;
+        crate::verifier_builder(scheme.clone(), &args.secrets.secrets()?, args.tolerance)?
+            .build()?;
     // Events are claimed by what the signature covers: the signed id
     // header, Stripe's body `id`, or a digest of the signed content.
     let mut layer = WebhookLayer::new(verifier);
@@ -194,16 +199,14 @@ impl Setup<'_> {
                 .map(|forward| format!(", forwarding to {}", forward.url))
                 .unwrap_or_default()
         );
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop_signal())
-            .await?;
+        crate::serve::serve(listener, app, self.args.header_timeout, stop_signal()).await;
         println!("stopped");
         Ok(ExitCode::SUCCESS)
     }
 }
 
 /// Ctrl-C or SIGTERM.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut signal) => {

@@ -8,6 +8,7 @@ mod inbox;
 mod listen;
 mod outbox;
 mod send;
+mod serve;
 
 use std::io::Read as _;
 use std::process::ExitCode;
@@ -54,13 +55,57 @@ enum Command {
     Console(console::ConsoleArgs),
 }
 
+/// The secrets, in the scheme's form: from flags, files or the
+/// environment (at least one; several are all used, as in a rotation).
+#[derive(Debug, Args)]
+#[group(required = true, multiple = true)]
+pub(crate) struct SecretArgs {
+    /// A secret (repeat for several). A command line is visible to every
+    /// user of the machine (`ps`): prefer --secret-file or
+    /// HOOKLATCH_SECRET.
+    #[arg(
+        long = "secret",
+        value_name = "SECRET",
+        env = "HOOKLATCH_SECRET",
+        hide_env_values = true
+    )]
+    given: Vec<String>,
+    /// A file holding a secret, white space around it ignored (repeat for
+    /// several).
+    #[arg(long = "secret-file", value_name = "PATH")]
+    files: Vec<std::path::PathBuf>,
+}
+
+impl SecretArgs {
+    /// Every secret given, read from its file where named by one.
+    fn secrets(&self) -> Result<Vec<String>, UsageError> {
+        let mut secrets = self.given.clone();
+        for path in &self.files {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                UsageError(format!(
+                    "cannot read the secret file {}: {error}",
+                    path.display()
+                ))
+            })?;
+            let secret = text.trim();
+            if secret.is_empty() {
+                return Err(UsageError(format!(
+                    "the secret file {} is empty",
+                    path.display()
+                )));
+            }
+            secrets.push(secret.to_owned());
+        }
+        Ok(secrets)
+    }
+}
+
 #[derive(Debug, Args)]
 struct SignArgs {
     #[command(flatten)]
     scheme: SchemeArgs,
-    /// Secret in the scheme's form (repeat to sign with each, as in a rotation).
-    #[arg(long = "secret", required = true)]
-    secrets: Vec<String>,
+    #[command(flatten)]
+    secrets: SecretArgs,
     /// Event id [default: msg_ followed by the current time in hex].
     #[arg(long)]
     id: Option<String>,
@@ -76,9 +121,8 @@ struct SignArgs {
 struct VerifyArgs {
     #[command(flatten)]
     scheme: SchemeArgs,
-    /// Secret in the scheme's form (repeat for several: any may match).
-    #[arg(long = "secret", required = true)]
-    secrets: Vec<String>,
+    #[command(flatten)]
+    secrets: SecretArgs,
     /// A request header, `name: value` (repeat for each header).
     #[arg(short = 'H', long = "header", value_parser = parse_header)]
     headers: Vec<(String, String)>,
@@ -259,20 +303,21 @@ fn no_shared_store(flag: &str, why: &str) -> UsageError {
 }
 
 /// A store URL as it may be shown in a message: a user and password, and a
-/// query (which may carry a password too), replaced by `***`.
+/// query or fragment (which may carry a password too), replaced by `***`.
+/// A password typed without escaping may hold `/`, `?`, `#` or `@`, so the
+/// user-info ends at the last `@`, and the query is looked for after it.
 fn shown(spec: &str) -> String {
-    let (spec, query) = match spec.split_once('?') {
-        Some((before, _)) => (before, "?***"),
-        None => (spec, ""),
+    let (scheme, rest) = match spec.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), spec),
     };
-    let Some((scheme, rest)) = spec.split_once("://") else {
-        return format!("{spec}{query}");
+    let (user_info, place) = match rest.rfind('@') {
+        Some(at) if !scheme.is_empty() => ("***@", &rest[at + 1..]),
+        _ => ("", rest),
     };
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    match authority.rfind('@') {
-        Some(at) => format!("{scheme}://***@{}{query}", &rest[at + 1..]),
-        None => format!("{spec}{query}"),
-    }
+    let end = place.find(['?', '#']).unwrap_or(place.len());
+    let hidden = if end < place.len() { "?***" } else { "" };
+    format!("{scheme}{user_info}{}{hidden}", &place[..end])
 }
 
 /// `2026-11-29T17:50:01.123Z`: a time in UTC, to the millisecond.
@@ -287,7 +332,7 @@ impl<E: std::fmt::Display> From<E> for UsageError {
 }
 
 fn sign(args: SignArgs) -> Result<ExitCode, UsageError> {
-    let signer = Signer::new(args.scheme.scheme()?, &args.secrets)?;
+    let signer = Signer::new(args.scheme.scheme()?, &args.secrets.secrets()?)?;
     let body = read_body(&args.body_file)?;
     let at = args.timestamp.map_or_else(SystemTime::now, unix_time);
     let id = args.id.unwrap_or_else(default_id);
@@ -317,7 +362,8 @@ fn verifier_builder(
 
 fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
     let scheme = args.scheme.scheme()?;
-    let mut builder = verifier_builder(scheme.clone(), &args.secrets, args.tolerance)?;
+    let secrets = args.secrets.secrets()?;
+    let mut builder = verifier_builder(scheme.clone(), &secrets, args.tolerance)?;
     if args.ignore_timestamp {
         builder = builder.insecure_skip_timestamp_check();
     }
@@ -352,7 +398,7 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
             if args.explain {
                 let rejected = explain::Rejected {
                     scheme,
-                    secrets: &args.secrets,
+                    secrets: &secrets,
                     headers: &args.headers,
                     body: &body,
                     error: &error,
@@ -369,7 +415,27 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
     }
 }
 
+/// Ends the process quietly when its output is closed early (`hooklatch
+/// sign | head -1`), as a command killed by `SIGPIPE` does (exit 141),
+/// instead of `println!`'s panic. Every other panic is reported as usual.
+fn quiet_on_closed_output() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_output();
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Sign(args) => sign(args),
@@ -410,6 +476,16 @@ mod tests {
             "redis+cluster://***@a:7000,b:7000"
         );
         assert_eq!(shown("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        // Passwords typed without escaping.
+        assert_eq!(
+            shown("postgres://app:hun/ter?2@db:5432/hooks"),
+            "postgres://***@db:5432/hooks"
+        );
+        assert_eq!(
+            shown("redis://:a#b@c@cache:6379/0"),
+            "redis://***@cache:6379/0"
+        );
+        assert_eq!(shown("postgres://db/hooks#frag"), "postgres://db/hooks?***");
         assert_eq!(shown("sqlite:hooks.db"), "sqlite:hooks.db");
     }
 

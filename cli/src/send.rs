@@ -19,9 +19,8 @@ pub(crate) struct SendArgs {
     /// Where to POST the event.
     #[arg(long)]
     url: String,
-    /// Secret in the scheme's form (repeat to sign with each, as in a rotation).
-    #[arg(long = "secret", required = true)]
-    secrets: Vec<String>,
+    #[command(flatten)]
+    secrets: crate::SecretArgs,
     /// Event id [default: msg_ followed by the current time in hex].
     #[arg(long)]
     id: Option<String>,
@@ -56,7 +55,7 @@ pub(crate) struct SendArgs {
 }
 
 pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
-    let signer = Signer::new(args.scheme.scheme()?, &args.secrets)?;
+    let signer = Signer::new(args.scheme.scheme()?, &args.secrets.secrets()?)?;
     let body = read_body(&args.body_file)?;
     let mut policy = policy(&args.schedule)?;
     if let Some(timeout) = args.timeout {

@@ -461,3 +461,83 @@ fn verify_accepts_each_providers_published_vector() {
     }
     assert_eq!(paddle_index, 6, "every Paddle vector");
 }
+
+/// A secret read from a file or from `HOOKLATCH_SECRET` signs as the same
+/// secret given with `--secret`, so it need not appear in a command line
+/// other users see; a missing file is a usage error (exit 2).
+#[test]
+fn secrets_come_from_a_file_or_the_environment_too() {
+    let body = body_file("secret-sources.json", BODY.as_bytes());
+    let body = body.to_str().unwrap();
+    let fixed = [
+        "--id",
+        "msg_1",
+        "--timestamp",
+        "1614265330",
+        "--body-file",
+        body,
+    ];
+    let with_flag = hooklatch(
+        &[&["sign", "--secret", SECRET][..], &fixed[..]].concat(),
+        None,
+    );
+    assert!(with_flag.status.success());
+    let secret_file = body_file("secret.txt", format!("  {SECRET}\n").as_bytes());
+    let from_file = hooklatch(
+        &[
+            &["sign", "--secret-file", secret_file.to_str().unwrap()][..],
+            &fixed[..],
+        ]
+        .concat(),
+        None,
+    );
+    assert_eq!(stdout(&from_file), stdout(&with_flag));
+    let from_environment = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([&["sign"][..], &fixed[..]].concat())
+        .env("HOOKLATCH_SECRET", SECRET)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&from_environment), stdout(&with_flag));
+
+    let missing = hooklatch(
+        &[
+            &["sign", "--secret-file", "/nonexistent/secret"][..],
+            &fixed[..],
+        ]
+        .concat(),
+        None,
+    );
+    assert_eq!(missing.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("cannot read the secret file"), "{said}");
+    let none = hooklatch(&[&["sign"][..], &fixed[..]].concat(), None);
+    assert_eq!(
+        none.status.code(),
+        Some(2),
+        "no secret at all is a usage error"
+    );
+}
+
+/// Output closed early (`hooklatch sign | head -1`) ends the command
+/// quietly, as a killed pipe does, not with a panic.
+#[test]
+fn closed_output_ends_quietly_without_a_panic() {
+    let body = body_file("closed-output.json", BODY.as_bytes());
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([
+            "sign",
+            "--secret",
+            SECRET,
+            "--body-file",
+            body.to_str().unwrap(),
+        ])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!said.contains("panicked"), "{said}");
+    assert_eq!(output.status.code(), Some(141));
+}

@@ -330,7 +330,7 @@ async fn the_console_requeues_a_dead_letter_and_replays_a_failing_endpoints_deli
     let row_start = list.find(&format!("data-endpoint=\"{endpoint}\"")).unwrap();
     let row = &list[row_start..row_start + list[row_start..].find("</tr>").unwrap()];
     assert!(row.contains("failing since"), "{row}");
-    assert!(row.contains("https://hooks.example/in"), "{row}");
+    assert!(row.contains("https://hooks.example/***"), "{row}");
     browser.click(&format!("a[href$=\"{endpoint}\"]")).await;
     let page = browser.source_with("Latest attempts").await;
     assert!(

@@ -769,3 +769,43 @@ async fn listen_github_and_shopify_replays_under_any_delivery_id_are_duplicates(
         );
     }
 }
+
+/// Fifty clients that send half a request head and then nothing are cut
+/// off once `--header-timeout` passes, and a whole request is answered
+/// meanwhile: slow clients cannot pin `listen`. (The 30 s below only ends
+/// a failing run; the server's limit is 1 s.)
+#[tokio::test]
+async fn listen_closes_connections_whose_request_head_never_arrives() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = Listener::start(&["--header-timeout", "1s"]);
+    let address = listener
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/hooks")
+        .to_owned();
+    let mut slow = Vec::new();
+    for _ in 0..50 {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream
+            .write_all(b"POST /hooks HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    let body = br#"{"paid":true}"#.to_vec();
+    let valid = signed(SECRET, "msg_meanwhile", SystemTime::now(), &body);
+    assert_eq!(post_to(&listener.url, &valid, body).await.0, 202);
+    for mut stream in slow {
+        let closed = tokio::time::timeout(Duration::from_secs(30), async {
+            let mut buffer = [0u8; 1024];
+            // Closed, with or without a 408 first.
+            while let Ok(read) = stream.read(&mut buffer).await {
+                if read == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "a half-sent request head was still open");
+    }
+}

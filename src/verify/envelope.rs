@@ -311,7 +311,7 @@ fn read_id<'h>(
     }
     // Visible ASCII is valid UTF-8.
     let id = std::str::from_utf8(value).map_err(|_| malformed(Malformed::NotVisibleAscii))?;
-    if signed_by.is_some_and(|scheme| id.chars().any(|c| scheme.id_excludes(c))) {
+    if signed_by.is_some_and(|scheme| scheme.id_holds_delimiter(id)) {
         return Err(malformed(Malformed::IdContainsDelimiter));
     }
     Ok(id)

@@ -739,18 +739,24 @@ impl Scheme {
         self.template.feed(id, timestamp, body, sink);
     }
 
-    /// Whether a signed id may not contain `c`: a character of what
+    /// Whether a signed `id` holds a character it may not: one of what
     /// separates the id from its neighbours in the signed content (`.` for
     /// Standard Webhooks and Svix). One signature would otherwise verify
-    /// two splits into id, timestamp and body, and so two ids.
-    pub(crate) fn id_excludes(&self, c: char) -> bool {
+    /// two splits into id, timestamp and body, and so two ids. The
+    /// characters are gathered once a call, not once a character: this runs
+    /// on every request.
+    pub(crate) fn id_holds_delimiter(&self, id: &str) -> bool {
+        let mut excluded = self.template.id_border_mask();
         // With an RFC 3339 timestamp right after the id (Twitch), an id
         // holding a `:` could hold the real timestamp and more, leaving a
         // date-time in the body to be read as the timestamp: every
         // date-time has a `:`, so no id may.
-        let touches_date = self.timestamp_format == TimestampFormat::Rfc3339
-            && self.template.id_touches_timestamp();
-        self.template.borders_id(c) || (touches_date && c == ':')
+        if self.timestamp_format == TimestampFormat::Rfc3339 && self.template.id_touches_timestamp()
+        {
+            excluded |= 1 << b':';
+        }
+        id.bytes()
+            .any(|byte| byte < 128 && (excluded >> byte) & 1 == 1)
     }
 
     /// The header the timestamp is read from.

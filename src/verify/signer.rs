@@ -304,7 +304,7 @@ fn check_id(header: &str, id: &str, scheme: &Scheme) -> Result<(), VerifyError> 
         Malformed::TooLong { max: MAX_ID_LEN }
     } else if !id.bytes().all(|b| b.is_ascii_graphic()) {
         Malformed::NotVisibleAscii
-    } else if scheme.signs_id() && id.chars().any(|c| scheme.id_excludes(c)) {
+    } else if scheme.signs_id() && scheme.id_holds_delimiter(id) {
         Malformed::IdContainsDelimiter
     } else {
         return Ok(());

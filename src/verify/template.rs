@@ -19,18 +19,30 @@ pub(super) enum Segment {
 pub(super) struct Template(Cow<'static, [Segment]>);
 
 impl Template {
-    /// Whether `c` is a character of a literal right before or after an
-    /// `{id}`: an id that holds one could split the signed content two
-    /// ways (`{id}.{timestamp}` reads `a.1.2` as id `a.1` or id `a`).
-    pub(super) fn borders_id(&self, c: char) -> bool {
-        self.0.iter().enumerate().any(|(at, segment)| {
-            *segment == Segment::Id
-                && [at.checked_sub(1), Some(at + 1)]
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|next| self.0.get(next))
-                    .any(|next| matches!(next, Segment::Literal(literal) if literal.contains(c)))
-        })
+    /// The ASCII characters of the literals right before or after an
+    /// `{id}`, as a mask (bit `c` for character `c`): an id that holds one
+    /// could split the signed content two ways (`{id}.{timestamp}` reads
+    /// `a.1.2` as id `a.1` or id `a`). Ids are visible ASCII, so no other
+    /// character matters.
+    pub(super) fn id_border_mask(&self) -> u128 {
+        let mut mask = 0;
+        for (at, segment) in self.0.iter().enumerate() {
+            if *segment != Segment::Id {
+                continue;
+            }
+            let neighbours = [at.checked_sub(1), Some(at + 1)]
+                .into_iter()
+                .flatten()
+                .filter_map(|next| self.0.get(next));
+            for neighbour in neighbours {
+                if let Segment::Literal(literal) = neighbour {
+                    for byte in literal.bytes().filter(u8::is_ascii) {
+                        mask |= 1u128 << byte;
+                    }
+                }
+            }
+        }
+        mask
     }
 
     /// Whether `{timestamp}` follows `{id}` with nothing between.

@@ -248,27 +248,25 @@ pub fn check_url(url: &str, policy: &AddressPolicy) -> Result<Url, Forbidden> {
     Ok(url)
 }
 
-/// `url` as it may be shown or recorded: its scheme, host, port and first
-/// path segment when that is a short plain word (`hooks`, `services`).
-/// User-info, the rest of the path, a first segment that may be a
-/// credential (longer than 24 characters, or with anything but letters,
-/// digits, `-`, `_` and `.`: Telegram's `bot<token>`, a UUID), the query
-/// and the fragment, where credentials live (`user:pass@`, capability
-/// paths such as Slack's `/services/T…/B…/…`, `?token=`), each become
-/// `***`; a URL that does not parse becomes `***` whole. A host name that
-/// is itself a secret stays visible.
+/// `url` as it may be shown or recorded: its scheme, host and port only.
+/// User-info, the path, the query and the fragment, where credentials live
+/// (`user:pass@`, capability paths such as Slack's `/services/T…/B…/…` or
+/// Telegram's `/bot<token>/`, `?token=`), each become `***`; a URL that
+/// does not parse becomes `***` whole. A host name that is itself a secret
+/// stays visible: it names where deliveries go.
 ///
 /// ```
 /// use hooklatch::sender::guard::mask_url;
 ///
 /// assert_eq!(
 ///     mask_url("https://user:pass@hooks.slack.com/services/T0/B0/XYZ?token=1#top"),
-///     "https://***@hooks.slack.com/services/***?***#***"
+///     "https://***@hooks.slack.com/***?***#***"
 /// );
-/// assert_eq!(mask_url("https://example.com:8443/hooks"), "https://example.com:8443/hooks");
+/// assert_eq!(mask_url("https://example.com:8443/hooks"), "https://example.com:8443/***");
+/// assert_eq!(mask_url("https://example.com"), "https://example.com/");
 /// assert_eq!(
 ///     mask_url("https://api.telegram.org/bot123:AAF-secret/sendMessage"),
-///     "https://api.telegram.org/***/***"
+///     "https://api.telegram.org/***"
 /// );
 /// assert_eq!(mask_url("not a URL"), "***");
 /// ```
@@ -285,23 +283,11 @@ pub fn mask_url(url: &str) -> String {
     if let Some(port) = parsed.port() {
         let _ = write!(masked, ":{port}");
     }
-    let plain = |segment: &str| {
-        segment.len() <= 24
-            && segment
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    };
-    let path = parsed.path().trim_start_matches('/');
-    let (first, rest) = path.split_once('/').unwrap_or((path, ""));
-    if first.is_empty() && rest.is_empty() {
-        masked.push('/');
+    masked.push_str(if parsed.path().trim_start_matches('/').is_empty() {
+        "/"
     } else {
-        masked.push('/');
-        masked.push_str(if plain(first) { first } else { "***" });
-        if !rest.is_empty() {
-            masked.push_str("/***");
-        }
-    }
+        "/***"
+    });
     if parsed.query().is_some() {
         masked.push_str("?***");
     }

@@ -1,0 +1,80 @@
+//! The CLI's HTTP servers (`listen`, `console`): an axum router on hyper
+//! with the bounds `axum::serve` leaves out, so that clients that send
+//! slowly cannot pin the server. A request's head must arrive within a
+//! time (also the wait for the next request on a kept-alive connection),
+//! and connections past a cap wait to be accepted.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+/// Connections open at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 1024;
+
+/// How long requests under way get to finish once the server stops.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Serves `app` on `listener` until `stop` ends, closing any connection
+/// whose request head takes longer than `head_timeout` to arrive.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    head_timeout: Duration,
+    stop: impl Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let (stopping, stopped) = watch::channel(());
+    let mut connections = JoinSet::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let slot = tokio::select! {
+            () = &mut stop => break,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors, say: wait for some to close.
+                    eprintln!("cannot accept a connection: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        while connections.try_join_next().is_some() {}
+        let service = TowerToHyperService::new(app.clone());
+        let mut stopped = stopped.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(head_timeout);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = stopped.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.as_mut().await;
+                }
+            }
+        });
+    }
+    drop(stopping);
+    let finished = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(GRACE, finished).await.is_err() {
+        eprintln!("requests still under way after {GRACE:?}: closing them");
+    }
+}
