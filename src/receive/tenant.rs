@@ -5,7 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock, so that tests can pause and move it; the same as the
+// standard library's otherwise.
+use tokio::time::Instant;
 
 use super::{Receiver, Rejection, VerifiedEvent};
 use crate::dedup::{DedupError, validate_namespace};
@@ -361,7 +365,14 @@ impl LookupLimit {
 struct Cache {
     known: Lru<Tenant>,
     unknown: Lru<()>,
+    /// Names a lookup found a tenant for, kept after the cache lets their
+    /// answers go: their lookups have a budget of their own.
+    found_before: Lru<()>,
+    /// The lookups of names never found: made-up names use this one up.
     limit: Option<LookupLimit>,
+    /// The lookups of names found before (an answer expired or let go),
+    /// apart, so that a flood of made-up names never starves a real tenant.
+    limit_found: Option<LookupLimit>,
     /// Counts forgets: a lookup that was asked before one is not kept.
     generation: u64,
 }
@@ -379,12 +390,17 @@ impl Cache {
     /// With nothing cached every request would need a lookup: the limit
     /// applies only with the cache on.
     fn new(capacity: usize, lookups_per_second: Option<u32>) -> Self {
+        let limit = || {
+            lookups_per_second
+                .filter(|_| capacity > 0)
+                .map(|per_second| LookupLimit::new(per_second.max(1)))
+        };
         Self {
             known: Lru::new(capacity),
             unknown: Lru::new(capacity.min(UNKNOWN_NAMES)),
-            limit: lookups_per_second
-                .filter(|_| capacity > 0)
-                .map(|per_second| LookupLimit::new(per_second.max(1))),
+            found_before: Lru::new(capacity),
+            limit: limit(),
+            limit_found: limit(),
             generation: 0,
         }
     }
@@ -394,6 +410,7 @@ impl Cache {
     fn keep_known(&mut self, name: String, tenant: Tenant) {
         self.unknown.remove(&name);
         self.known.remove(&name);
+        self.found_before.insert(name.clone(), ());
         let (names, least) = self.known.count_and_least_used(tenant.namespace());
         if names >= NAMES_PER_TENANT
             && let Some(least) = least
@@ -421,10 +438,16 @@ enum Cached {
 /// names (at most 8 for one tenant) and 1,000 unknown ones, each answer
 /// for 60 s, by default.
 /// Names not in the cache reach the source at most 100 times a second
-/// ([`with_lookup_limit`](Self::with_lookup_limit)), so a flood of made-up
-/// names neither overloads the source nor evicts a known tenant: past the
-/// limit, a tenant whose answer expired keeps its last answer, and a name
-/// never seen is answered 503 (the sender retries). Clones share the
+/// ([`with_lookup_limit`](Self::with_lookup_limit)), and names a lookup
+/// found before (this process) have 100 more of their own, so a flood of
+/// made-up names neither overloads the source, nor evicts a known tenant,
+/// nor uses up the lookups a real tenant needs when its answer expires.
+/// Past its limit, a name never found is answered 503 (the sender
+/// retries), and a tenant whose answer expired keeps its last answer for
+/// at most one more time to live, then is answered 503 until a lookup gets
+/// through. So a tenant removed or whose secrets changed at the source is
+/// refused within the time to live, or twice that while lookups are
+/// throttled; [`forget`](Self::forget) makes it take effect at once. Clones share the
 /// cache. A source that is not worth caching (`StaticTenants`, in memory)
 /// gets neither the cache nor the limit.
 ///
@@ -485,10 +508,11 @@ impl Tenants {
         self
     }
 
-    /// Lets at most `per_second` lookups a second (at least one) reach the
-    /// source, in bursts of as many, or any number with `None`. The limit
-    /// applies only with the cache on: with nothing cached, every request
-    /// would need a lookup.
+    /// Lets at most `per_second` lookups a second (at least one) of names
+    /// never found reach the source, and as many again of names a lookup
+    /// found before, in bursts of as many, or any number with `None`. The
+    /// limit applies only with the cache on: with nothing cached, every
+    /// request would need a lookup.
     ///
     /// ```
     /// use std::time::Duration;
@@ -606,11 +630,22 @@ impl Tenants {
         {
             return Cached::Fresh(None);
         }
-        let allowed = cache.limit.as_mut().is_none_or(LookupLimit::allow);
-        if allowed {
+        let found_before = known.is_some() || cache.found_before.get(name).is_some();
+        let limit = if found_before {
+            &mut cache.limit_found
+        } else {
+            &mut cache.limit
+        };
+        if limit.as_mut().is_none_or(LookupLimit::allow) {
             Cached::Ask(cache.generation)
         } else {
-            Cached::Limited(known.map(|(tenant, _)| tenant))
+            // An expired answer stands in for one more time to live at most:
+            // a tenant revoked at the source is refused by then.
+            Cached::Limited(
+                known
+                    .filter(|(_, at)| at.elapsed() < self.ttl.saturating_mul(2))
+                    .map(|(tenant, _)| tenant),
+            )
         }
     }
 
@@ -828,25 +863,66 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn past_the_lookup_limit_a_known_tenant_keeps_its_last_answer() {
+    /// Made-up names use up the lookups of names never found, not those
+    /// of a tenant found before: its expired answer is looked up again
+    /// during the flood.
+    #[tokio::test(start_paused = true)]
+    async fn a_flood_of_made_up_names_leaves_a_known_tenant_its_own_lookups() {
         let source = Counting::default();
         let tenants = Tenants::new(TenantKey::LastPathSegment, source.clone())
-            .with_cache(100, Duration::ZERO)
+            .with_cache(100, Duration::from_secs(60))
             .with_lookup_limit(Some(1));
         assert!(tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok());
-        // The one lookup a second is spent: the expired answer stands in.
+        tokio::time::advance(Duration::from_secs(61)).await;
+        for i in 0..100 {
+            let path = format!("/hooks/made-up-{i}");
+            let _ = tenants.resolve(&path, &NO_HEADERS).await;
+        }
+        assert_eq!(
+            source.lookups.load(Ordering::SeqCst),
+            2,
+            "one made-up name got through"
+        );
         assert!(tenants.resolve("/hooks/acme", &NO_HEADERS).await.is_ok());
         assert_eq!(
-            tenants
-                .resolve("/hooks/nobody", &NO_HEADERS)
-                .await
-                .unwrap_err()
-                .status(),
+            source.lookups.load(Ordering::SeqCst),
+            3,
+            "the known tenant was looked up again, not served stale"
+        );
+    }
+
+    /// Past the limit, a known tenant's expired answer stands in for one
+    /// more time to live, and no longer: then it is 503 until a lookup
+    /// gets through, so a tenant revoked at the source stops verifying.
+    #[tokio::test(start_paused = true)]
+    async fn past_the_lookup_limit_a_known_tenant_keeps_its_last_answer_for_one_more_ttl() {
+        let source = Counting::default();
+        let tenants = Tenants::new(TenantKey::LastPathSegment, source.clone())
+            .with_cache(100, Duration::from_secs(10))
+            .with_lookup_limit(Some(1));
+        let resolve = |path: &'static str| tenants.resolve(path, &NO_HEADERS);
+        assert!(resolve("/hooks/acme").await.is_ok());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(resolve("/hooks/globex").await.is_ok());
+        assert_eq!(
+            resolve("/hooks/nobody").await.unwrap_err().status(),
             http::StatusCode::SERVICE_UNAVAILABLE,
             "a name never seen waits for the next lookup"
         );
-        assert_eq!(source.lookups.load(Ordering::SeqCst), 1);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        // acme takes this second's lookup; globex, expired, is served as
+        // last looked up.
+        assert!(resolve("/hooks/acme").await.is_ok());
+        assert!(resolve("/hooks/globex").await.is_ok());
+        assert_eq!(source.lookups.load(Ordering::SeqCst), 3);
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(resolve("/hooks/acme").await.is_ok());
+        assert_eq!(
+            resolve("/hooks/globex").await.unwrap_err().status(),
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            "an answer two times to live old is not served"
+        );
+        assert_eq!(source.lookups.load(Ordering::SeqCst), 4);
     }
 
     /// A source that ignores case, as a database collation may.
