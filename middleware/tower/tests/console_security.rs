@@ -2,7 +2,9 @@
 //! the same site): every answer forbids framing, caching, sniffing and
 //! referrers; the login cookie is a session that expires, not the token;
 //! it is scoped to the console's path and `Secure` over HTTPS; a decoy
-//! cookie of the same name does not lock an operator out.
+//! cookie of the same name does not lock an operator out; signing out ends
+//! a session; a CSRF token is good for its own session only; a change from
+//! another site is refused; wrong tokens are throttled.
 #![cfg(feature = "console")]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -106,15 +108,16 @@ fn cookie_pair(set_cookie: &str) -> &str {
 
 /// A session cookie as the console makes one, for a given expiry.
 fn session(expires: u64) -> String {
+    let nonce = "5eed";
     let mut mac = Hmac::<Sha256>::new_from_slice(TOKEN.as_bytes()).unwrap();
-    mac.update(format!("session {expires}").as_bytes());
+    mac.update(format!("session {expires} {nonce}").as_bytes());
     let hex: String = mac
         .finalize()
         .into_bytes()
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect();
-    format!("hooklatch_console={expires}.{hex}")
+    format!("hooklatch_console={expires}.{nonce}.{hex}")
 }
 
 fn now_seconds() -> u64 {
@@ -341,4 +344,124 @@ async fn endpoint_urls_are_shown_without_their_credentials() {
     for secret in ["hunter2", "T0SECRET", "B0SECRET", "XSECRET", "QSECRET"] {
         assert!(!page.contains(secret), "{secret} shown");
     }
+}
+
+/// The CSRF token on the first page for `cookie`.
+async fn csrf_of(app: &Served, cookie: &str) -> String {
+    let (status, _, page) = send(app, "GET", "/ops", &[("cookie", cookie)], "").await;
+    assert_eq!(status, StatusCode::OK);
+    csrf(&page)
+}
+
+#[tokio::test]
+async fn signing_out_ends_the_session() {
+    let app = app().await;
+    let cookie = cookie_pair(&login(&app, &[]).await).to_owned();
+    let token = csrf_of(&app, &cookie).await;
+    let (status, headers, _) = send(
+        &app,
+        "POST",
+        "/ops/logout",
+        &[("cookie", &cookie)],
+        &format!("csrf={token}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cleared = headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", &cookie)], "").await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "the cookie, kept by a browser or a thief, is refused"
+    );
+}
+
+#[tokio::test]
+async fn a_csrf_token_is_good_for_its_own_session_only() {
+    let app = app().await;
+    let first = cookie_pair(&login(&app, &[]).await).to_owned();
+    let second = cookie_pair(&login(&app, &[]).await).to_owned();
+    let (first_csrf, second_csrf) = (csrf_of(&app, &first).await, csrf_of(&app, &second).await);
+    assert_ne!(first_csrf, second_csrf);
+    let requeue = |csrf: &str| format!("csrf={csrf}&namespace=stripe");
+    let (status, _, _) = send(
+        &app,
+        "POST",
+        "/ops/requeue",
+        &[("cookie", &second)],
+        &requeue(&first_csrf),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "another session's token");
+    let (status, _, _) = send(
+        &app,
+        "POST",
+        "/ops/requeue",
+        &[("cookie", &second)],
+        &requeue(&second_csrf),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "its own token");
+}
+
+#[tokio::test]
+async fn a_change_from_another_site_is_refused() {
+    let app = app().await;
+    let cookie = cookie_pair(&login(&app, &[]).await).to_owned();
+    let form = format!("csrf={}&namespace=stripe", csrf_of(&app, &cookie).await);
+    let host = app.base.trim_start_matches("http://").to_owned();
+    let own_origin = format!("http://{host}");
+    let cases: [(&[(&str, &str)], StatusCode); 6] = [
+        (&[("origin", "https://evil.example")], StatusCode::FORBIDDEN),
+        (&[("sec-fetch-site", "cross-site")], StatusCode::FORBIDDEN),
+        (&[("sec-fetch-site", "same-site")], StatusCode::FORBIDDEN),
+        (&[("origin", "null")], StatusCode::FORBIDDEN),
+        (
+            &[("origin", "null"), ("sec-fetch-site", "same-origin")],
+            StatusCode::SEE_OTHER,
+        ),
+        (
+            &[("origin", &own_origin), ("sec-fetch-site", "same-origin")],
+            StatusCode::SEE_OTHER,
+        ),
+    ];
+    for (extra, expected) in cases {
+        let mut headers = vec![("cookie", cookie.as_str())];
+        headers.extend_from_slice(extra);
+        let (status, _, _) = send(&app, "POST", "/ops/requeue", &headers, &form).await;
+        assert_eq!(status, expected, "{extra:?}");
+    }
+}
+
+#[tokio::test]
+async fn wrong_tokens_are_throttled_and_sessions_go_on() {
+    let app = app().await;
+    let cookie = cookie_pair(&login(&app, &[]).await).to_owned();
+    let mut answers = Vec::new();
+    for _ in 0..20 {
+        let (status, _, _) = send(
+            &app,
+            "POST",
+            "/ops/login",
+            &[],
+            "token=guess-guess-guess-guess",
+        )
+        .await;
+        answers.push(status);
+    }
+    assert_eq!(answers[0], StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        answers.last(),
+        Some(&StatusCode::TOO_MANY_REQUESTS),
+        "{answers:?}"
+    );
+    let wrong_bearer = ("authorization", "Bearer guess-guess-guess-guess");
+    let (status, _, _) = send(&app, "GET", "/ops", &[wrong_bearer], "").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "a header guess too");
+    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", &cookie)], "").await;
+    assert_eq!(status, StatusCode::OK, "a session already issued goes on");
+    // One wrong token a second comes back: the right one signs in again.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    login(&app, &[]).await;
 }

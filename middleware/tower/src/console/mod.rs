@@ -16,8 +16,14 @@
 //!   of the name that is valid is accepted, so a decoy planted by a
 //!   same-site page cannot lock operators out. Compared in constant time;
 //!   without either the answer is 401;
-//! - a change is a POST that carries a CSRF token derived from the bearer
-//!   token, so another site cannot make an operator's browser send one;
+//!   A session ends at its expiry or when its operator signs out (`POST
+//!   /logout`); a new token ends every session. Wrong tokens, at the login
+//!   form or in the header, are limited to a burst of 10 and then one a
+//!   second, past which the answer is 429 without a comparison;
+//! - a change is a POST that carries a CSRF token of its session (an HMAC
+//!   under the bearer token), and whose `Origin` and `Sec-Fetch-Site` do
+//!   not name another site, so another site cannot make an operator's
+//!   browser send one;
 //! - every answer forbids framing (`Content-Security-Policy:
 //!   frame-ancestors 'none'`, `X-Frame-Options: DENY`), scripts and
 //!   anything loaded from elsewhere (`default-src 'none'`), caching
@@ -27,18 +33,14 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::{Form, OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use hmac::{Hmac, KeyInit as _, Mac as _};
 use hooklatch::dedup::{InboxQueue, validate_namespace};
 use hooklatch::sender::outbox::OutboxView;
-use sha2::Sha256;
-use subtle::ConstantTimeEq as _;
 
 /// The console's settings: the token, the store and the namespaces shown.
 ///
@@ -59,13 +61,6 @@ pub struct Console<S> {
     links_outbox: bool,
 }
 
-/// The token check and the CSRF token, shared by the inbox and outbox
-/// pages.
-#[derive(Clone)]
-struct Guard {
-    token: Arc<str>,
-}
-
 /// A console that cannot be built.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -78,13 +73,11 @@ pub enum ConsoleError {
     Namespace(#[from] hooklatch::dedup::DedupError),
 }
 
+mod guard;
 mod outbox;
 mod time;
 
-const COOKIE: &str = "hooklatch_console";
-
-/// How long a login lasts.
-const SESSION: Duration = Duration::from_secs(12 * 3600);
+use guard::{COOKIE, Caller, Guard, Refused, SESSION};
 
 /// The headers on every answer (see the module's documentation). The page
 /// has one inline `<style>` and forms that post to the console itself.
@@ -129,9 +122,7 @@ impl<S: InboxQueue + Clone + 'static> Console<S> {
             .collect::<Result<_, ConsoleError>>()?;
         Ok(Self {
             store,
-            guard: Guard {
-                token: Arc::from(token),
-            },
+            guard: Guard::new(token),
             namespaces,
             outbox: None,
             links_outbox: false,
@@ -160,7 +151,8 @@ impl<S: InboxQueue + Clone + 'static> Console<S> {
         self
     }
 
-    /// The console's routes: `GET /`, `POST /login`, `POST /requeue`, and
+    /// The console's routes: `GET /`, `POST /login`, `POST /logout`, `POST
+    /// /requeue`, and
     /// with an outbox `GET /outbox`, `GET /outbox/endpoint`, `POST
     /// /outbox/replay`, `POST /outbox/enable` and `POST /outbox/disable`.
     pub fn router(mut self) -> Router {
@@ -169,6 +161,7 @@ impl<S: InboxQueue + Clone + 'static> Console<S> {
         let inbox = Router::new()
             .route("/", get(page::<S>))
             .route("/login", post(login::<S>))
+            .route("/logout", post(logout::<S>))
             .route("/requeue", post(requeue::<S>))
             .with_state(Arc::new(self));
         let console = match outbox {
@@ -179,79 +172,26 @@ impl<S: InboxQueue + Clone + 'static> Console<S> {
     }
 }
 
-impl Guard {
-    /// Whether the request carries the token in the header, or a valid
-    /// session in any cookie of the console's name.
-    fn authorized(&self, headers: &HeaderMap) -> bool {
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        if bearer.is_some_and(|given| self.is_token(given)) {
-            return true;
-        }
-        let now = SystemTime::now();
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(';'))
-            .filter_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-            .any(|session| self.is_session(session, now))
+/// The answer to a request refused by the guard under `root`: the login
+/// page (401), or 429 after too many wrong tokens.
+fn refused(refusal: &Refused, root: &str) -> Response {
+    match refusal {
+        Refused::Unauthorized => login_page(root),
+        Refused::Throttled => too_many(),
     }
+}
 
-    /// A session that lasts until `expires` (seconds since the epoch):
-    /// `{expires}.{hex HMAC of it under the token}`. It does not hold the
-    /// token, and cannot be extended without it.
-    fn session(&self, expires: u64) -> String {
-        format!("{expires}.{}", self.mac(&format!("session {expires}")))
-    }
-
-    /// Whether `given` is a session this console issued that has not
-    /// expired at `now`.
-    fn is_session(&self, given: &str, now: SystemTime) -> bool {
-        let Some((expires, _)) = given.split_once('.') else {
-            return false;
-        };
-        let Ok(expires) = expires.parse::<u64>() else {
-            return false;
-        };
-        let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-        let expected = self.session(expires);
-        expires > now
-            && given.len() == expected.len()
-            && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
-    }
-
-    fn is_token(&self, given: &str) -> bool {
-        given.len() == self.token.len() && bool::from(given.as_bytes().ct_eq(self.token.as_bytes()))
-    }
-
-    /// Whether a form's CSRF token is this console's.
-    fn is_csrf(&self, given: &str) -> bool {
-        let expected = self.csrf();
-        given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
-    }
-
-    /// The token a form must carry: an HMAC of a fixed label under the
-    /// bearer token, which a page of another site cannot know.
-    fn csrf(&self) -> String {
-        self.mac("hooklatch console csrf")
-    }
-
-    /// The hex HMAC-SHA256 of `label` under the bearer token.
-    fn mac(&self, label: &str) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(self.token.as_bytes())
-            .expect("HMAC takes any key length");
-        mac.update(label.as_bytes());
-        mac.finalize()
-            .into_bytes()
-            .iter()
-            .fold(String::new(), |mut hex, byte| {
-                let _ = write!(hex, "{byte:02x}");
-                hex
-            })
-    }
+/// 429: too many wrong tokens lately.
+fn too_many() -> Response {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, "1")],
+        Html(shell(
+            "hooklatch console",
+            "<h1>hooklatch console</h1><p>Too many wrong tokens: try again in a moment.</p>",
+        )),
+    )
+        .into_response()
 }
 
 /// Text made safe to put in HTML, in an element or a quoted attribute.
@@ -338,11 +278,19 @@ async fn page<S: InboxQueue + Clone + 'static>(
     headers: HeaderMap,
 ) -> Response {
     let root = escape(&root_of(&uri, ""));
-    if !console.guard.authorized(&headers) {
-        return login_page(&root);
-    }
-    let csrf = console.guard.csrf();
+    let caller = match console.guard.caller(&headers) {
+        Ok(caller) => caller,
+        Err(refusal) => return refused(&refusal, &root),
+    };
+    let csrf = console.guard.csrf(&caller);
     let mut body = String::from("<h1>hooklatch console</h1>");
+    if matches!(caller, Caller::Session { .. }) {
+        let _ = write!(
+            body,
+            "<form method=post action=\"{root}/logout\"><input type=hidden name=csrf value={csrf}>\
+             <button type=submit id=logout>Sign out</button></form>"
+        );
+    }
     if console.links_outbox {
         let _ = write!(
             body,
@@ -424,14 +372,9 @@ async fn login<S: InboxQueue + Clone + 'static>(
     Form(form): Form<Login>,
 ) -> Response {
     let root = root_of(&uri, "/login");
-    if !console.guard.is_token(&form.token) {
-        return login_page(&escape(&root));
+    if let Err(refusal) = console.guard.check_token(&form.token) {
+        return refused(&refusal, &escape(&root));
     }
-    let expires = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .saturating_add(SESSION)
-        .as_secs();
     let secure = if over_https(&uri, &headers) {
         "; Secure"
     } else {
@@ -439,7 +382,7 @@ async fn login<S: InboxQueue + Clone + 'static>(
     };
     let cookie = format!(
         "{COOKIE}={}; HttpOnly; SameSite=Strict; Path={}; Max-Age={}{secure}",
-        console.guard.session(expires),
+        console.guard.new_session(),
         home(&root),
         SESSION.as_secs(),
     );
@@ -481,10 +424,13 @@ async fn requeue<S: InboxQueue + Clone + 'static>(
     Form(form): Form<RequeueForm>,
 ) -> Response {
     let root = root_of(&uri, "/requeue");
-    if !console.guard.authorized(&headers) {
-        return login_page(&escape(&root));
-    }
-    if !console.guard.is_csrf(&form.csrf) || !console.namespaces.contains(&form.namespace) {
+    let caller = match console.guard.caller(&headers) {
+        Ok(caller) => caller,
+        Err(refusal) => return refused(&refusal, &escape(&root)),
+    };
+    if !console.guard.allows_change(&headers, &caller, &form.csrf)
+        || !console.namespaces.contains(&form.namespace)
+    {
         return (StatusCode::FORBIDDEN, "refused").into_response();
     }
     match console
@@ -499,6 +445,34 @@ async fn requeue<S: InboxQueue + Clone + 'static>(
         )
             .into_response(),
     }
+}
+
+#[derive(serde::Deserialize)]
+struct LogoutForm {
+    csrf: String,
+}
+
+/// Signs the caller's session out and clears its cookie.
+async fn logout<S: InboxQueue + Clone + 'static>(
+    State(console): State<Arc<Console<S>>>,
+    uri: OriginalUri,
+    headers: HeaderMap,
+    Form(form): Form<LogoutForm>,
+) -> Response {
+    let root = root_of(&uri, "/logout");
+    let caller = match console.guard.caller(&headers) {
+        Ok(caller) => caller,
+        Err(refusal) => return refused(&refusal, &escape(&root)),
+    };
+    if !console.guard.allows_change(&headers, &caller, &form.csrf) {
+        return (StatusCode::FORBIDDEN, "refused").into_response();
+    }
+    console.guard.sign_out(&caller);
+    let cookie = format!(
+        "{COOKIE}=; HttpOnly; SameSite=Strict; Path={}; Max-Age=0",
+        home(&root)
+    );
+    ([(header::SET_COOKIE, cookie)], Redirect::to(&home(&root))).into_response()
 }
 
 #[cfg(test)]

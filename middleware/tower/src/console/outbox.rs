@@ -16,7 +16,7 @@ use hooklatch::sender::outbox::{DeliveryState, DisableReason, EndpointHealth};
 use hooklatch::sender::outbox::{OutboxView, RecentAttempt};
 
 use super::time::{parse_utc, utc_text};
-use super::{Guard, escape, home, preview, root_of, shell};
+use super::{Guard, Refused, escape, home, preview, root_of, shell, too_many};
 
 struct Outbox<D> {
     store: D,
@@ -36,6 +36,15 @@ pub(super) fn router<D: OutboxView + Clone>(store: D, guard: Guard) -> Router {
         .route("/enable", post(enable::<D>))
         .route("/disable", post(disable::<D>))
         .with_state(Arc::new(Outbox { store, guard }))
+}
+
+/// The answer to a request the guard refused: 401 with a way back to the
+/// sign-in, or 429 after too many wrong tokens.
+fn refused(refusal: &Refused, root: &str) -> Response {
+    match refusal {
+        Refused::Unauthorized => unauthorized(root),
+        Refused::Throttled => too_many(),
+    }
 }
 
 /// 401 with a way back to the console's sign-in, the first page under
@@ -108,8 +117,8 @@ async fn endpoints<D: OutboxView + Clone>(
     Query(Page { after }): Query<Page>,
 ) -> Response {
     let root = root_of(&uri, "/outbox");
-    if !outbox.guard.authorized(&headers) {
-        return unauthorized(&root);
+    if let Err(refusal) = outbox.guard.caller(&headers) {
+        return refused(&refusal, &root);
     }
     // One more than a page tells whether a next page exists.
     let read = outbox
@@ -185,9 +194,10 @@ async fn endpoint<D: OutboxView + Clone>(
     Query(Named { name }): Query<Named>,
 ) -> Response {
     let root = root_of(&uri, "/outbox/endpoint");
-    if !outbox.guard.authorized(&headers) {
-        return unauthorized(&root);
-    }
+    let caller = match outbox.guard.caller(&headers) {
+        Ok(caller) => caller,
+        Err(refusal) => return refused(&refusal, &root),
+    };
     if let Err(error) = validate_namespace(&name) {
         return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
     }
@@ -204,7 +214,7 @@ async fn endpoint<D: OutboxView + Clone>(
         Ok(read) => read,
         Err(error) => return unavailable(&error),
     };
-    let (n, csrf, r) = (escape(&name), outbox.guard.csrf(), escape(&root));
+    let (n, csrf, r) = (escape(&name), outbox.guard.csrf(&caller), escape(&root));
     let hidden = format!(
         "<input type=hidden name=csrf value={csrf}><input type=hidden name=name value=\"{n}\">"
     );
@@ -296,10 +306,11 @@ impl<D> Outbox<D> {
     /// The refusal of a form without the token or this console's CSRF
     /// token, or naming no valid endpoint; `None` for a form to act on.
     fn refusal(&self, headers: &HeaderMap, form: &Change, root: &str) -> Option<Response> {
-        if !self.guard.authorized(headers) {
-            return Some(unauthorized(root));
-        }
-        if !self.guard.is_csrf(&form.csrf) {
+        let caller = match self.guard.caller(headers) {
+            Ok(caller) => caller,
+            Err(refusal) => return Some(refused(&refusal, root)),
+        };
+        if !self.guard.allows_change(headers, &caller, &form.csrf) {
             return Some((StatusCode::FORBIDDEN, "refused").into_response());
         }
         if let Err(error) = validate_namespace(&form.name) {
