@@ -65,7 +65,8 @@ async fn each_outcome_is_counted_once_with_bounded_labels() {
         .install()
         .expect("the only recorder in this process");
 
-    let up = serve(layer(MemoryInbox::new(), "orders")).await;
+    let inbox = MemoryInbox::new();
+    let up = serve(layer(inbox.clone(), "orders")).await;
     let down = serve(layer(Down, "orders")).await;
     let now = SystemTime::now();
     let body = br#"{"type":"ping"}"#;
@@ -77,6 +78,19 @@ async fn each_outcome_is_counted_once_with_bounded_labels() {
     assert_eq!(send(&up, "msg_3", stale, SECRET, body).await, 400);
     assert_eq!(send(&up, "msg_4", now, SECRET, &[b'x'; 2048]).await, 413);
     assert_eq!(send(&down, "msg_5", now, SECRET, body).await, 503);
+
+    // The worker drains what was accepted: it counts the event handled,
+    // and times its handler and the wait from the accept to it.
+    let (handled, mut handled_rx) = tokio::sync::mpsc::unbounded_channel();
+    let worker =
+        hooklatch::worker::Worker::new(inbox, "orders", move |event: hooklatch::worker::Event| {
+            let _ = handled.send(event.id().to_owned());
+            async { Ok::<(), hooklatch::worker::Failure>(()) }
+        })
+        .start();
+    assert_eq!(handled_rx.recv().await.as_deref(), Some("msg_1"));
+    let report = worker.stop(Duration::from_secs(5)).await;
+    assert_eq!(report.handled, 1);
 
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut samples: HashMap<String, usize> = HashMap::new();
@@ -110,9 +124,23 @@ async fn each_outcome_is_counted_once_with_bounded_labels() {
     assert_eq!(count("too_large", "body_too_large", ""), 1);
     assert_eq!(count("store_error", "store_unavailable", "orders"), 1);
     assert_eq!(
-        counts.values().sum::<u64>(),
+        counts
+            .iter()
+            .filter(|(name, _)| name.starts_with("hooklatch_requests_total"))
+            .map(|(_, count)| count)
+            .sum::<u64>(),
         6,
         "nothing else counted: {counts:#?}"
+    );
+    assert_eq!(
+        counts.get("hooklatch_worker_events_total namespace=orders,type=ping,outcome=handled"),
+        Some(&1),
+        "{counts:#?}"
+    );
+    assert_eq!(samples["hooklatch_worker_handler_seconds"], 1);
+    assert_eq!(
+        samples["hooklatch_worker_lag_seconds"], 1,
+        "the wait from the accept to the handler, for its first attempt"
     );
     assert!(
         counts.keys().all(|name| !name.contains("msg_")),

@@ -52,6 +52,8 @@ struct Row {
     dead: bool,
     /// Why and when it was dead-lettered.
     dead_letter: Option<DeadLetter>,
+    /// When it was accepted, ms since the epoch.
+    received_at: i64,
 }
 
 impl MemoryInbox {
@@ -103,6 +105,7 @@ impl MemoryInbox {
             attempt: row.attempts,
             meta: row.meta.clone(),
             dead: row.dead.then(|| row.dead_letter.clone()).flatten(),
+            received_at_millis: Some(row.received_at),
             receipt: Receipt {
                 entry: entry.to_string(),
                 token,
@@ -177,6 +180,7 @@ impl Inbox for MemoryInbox {
                     taken: None,
                     dead: false,
                     dead_letter: None,
+                    received_at: now,
                 },
             );
         drop(state);

@@ -187,6 +187,10 @@ pub struct InboxEntry {
     /// [`dead_letters`](InboxQueue::dead_letters) returns, `None` on a
     /// taken event.
     pub dead: Option<DeadLetter>,
+    /// When the store accepted the event, in milliseconds since the Unix
+    /// epoch on the store's clock (the process's for SQLite and memory);
+    /// `None` from a store of your own that does not say.
+    pub received_at_millis: Option<i64>,
     pub(crate) receipt: Receipt,
 }
 

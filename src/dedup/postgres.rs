@@ -213,7 +213,7 @@ fn take_statement(inbox: &str) -> String {
     format!(
         "WITH ready AS (SELECT entry FROM {inbox} WHERE {} {} LIMIT $2{}) \
          UPDATE {inbox} SET {} FROM ready WHERE {inbox}.entry = ready.entry AND {} \
-         RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead, meta",
+         RETURNING {inbox}.entry, event_id, body, signed_at, attempts, dead, meta, received_at",
         ready_condition("$1", POSTGRES.now),
         TAKE_ORDER,
         POSTGRES.lock_rows,

@@ -197,7 +197,7 @@ fn take_statement(inbox: &str) -> String {
     format!(
         "UPDATE {inbox} SET {} WHERE entry IN \
          (SELECT entry FROM {inbox} WHERE {} {} LIMIT $2{}) \
-         RETURNING entry, event_id, body, signed_at, attempts, dead, meta",
+         RETURNING entry, event_id, body, signed_at, attempts, dead, meta, received_at",
         take_assignments("$3", "$4", &format!("{} + $5", SQLITE.now), SQLITE.now),
         ready_condition("$1", SQLITE.now),
         TAKE_ORDER,

@@ -19,6 +19,30 @@ use crate::dedup::{DedupError, GiveBack, InboxEntry, InboxQueue, NackOutcome};
 /// The first wait after an empty take; it doubles up to the idle poll.
 const FIRST_IDLE_WAIT: Duration = Duration::from_millis(10);
 
+/// Records how long a first attempt waited from its accept to its
+/// handler's start (`hooklatch_worker_lag_seconds`): the store's time of
+/// the accept against this host's clock now, so a skew between the two
+/// shows in it. Retries wait on purpose, and are left out.
+#[cfg(feature = "metrics")]
+fn record_lag(namespace: &str, entry: &InboxEntry) {
+    let Some(received) = entry.received_at_millis.filter(|_| entry.attempt == 1) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        });
+    #[allow(clippy::cast_precision_loss)]
+    let lag = now.saturating_sub(received).max(0) as f64 / 1000.0;
+    metrics::histogram!(
+        "hooklatch_worker_lag_seconds",
+        "namespace" => namespace.to_owned(),
+        "type" => type_label(entry),
+    )
+    .record(lag);
+}
+
 /// Counts one answered ack: handled, or lost to another worker.
 fn count_ack(counters: &Counters, entry: &InboxEntry, acked: bool) {
     if acked {
@@ -350,6 +374,8 @@ async fn hold<Q: InboxQueue + 'static>(
                 break Ending::Unfinished;
             }
             started = Some(Instant::now());
+            #[cfg(feature = "metrics")]
+            record_lag(&shared.namespace, &entry);
             let event = Event::new(Arc::clone(&entry), lost_rx.clone());
             let span = event_span(&entry);
             handler = Some(tokio::spawn(shared.handler.handle(event).instrument(span)));

@@ -392,6 +392,33 @@ async fn a_worker_that_dies_mid_batch_loses_nothing<B: Backend>() {
     assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
 }
 
+/// Each store says when it accepted an event, on its clock (this host's
+/// here, where the servers run): a first take carries it, for the
+/// worker's lag from the accept to the handler.
+async fn a_first_take_says_when_the_store_accepted_the_event<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let (store, namespace) = (&f.store, &f.namespace);
+    let millis = || {
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap()
+    };
+    let before = millis();
+    accept(store, namespace, "evt_1").await;
+    let after = millis();
+    let taken = store.take(namespace, "worker", 1).await.unwrap();
+    let received = taken[0].received_at_millis.expect("the store says");
+    // A store's clock reads in whole milliseconds (seconds for none).
+    assert!(
+        (before - 1..=after + 1).contains(&received),
+        "{before} <= {received} <= {after}"
+    );
+}
+
 macro_rules! worker_suite {
     ($($module:ident => $backend:ident),* $(,)?) => {
         $(
@@ -405,6 +432,7 @@ macro_rules! worker_suite {
                     each_keys_events_run_one_at_a_time_in_accept_order,
                     a_stop_mid_batch_loses_nothing_and_reruns_only_the_unfinished,
                     a_worker_that_dies_mid_batch_loses_nothing,
+                    a_first_take_says_when_the_store_accepted_the_event,
                 );
             }
         )*

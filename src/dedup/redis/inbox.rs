@@ -288,8 +288,10 @@ impl InboxQueue for RedisInbox {
                     // A stream id starts with its time in ms on the server.
                     dead: Some(DeadLetter::new(
                         entry.map.contains_key("reason").then(|| text("reason")),
-                        entry.id.split('-').next().and_then(|ms| ms.parse().ok()),
+                        super::stream_id_millis(&entry.id),
                     )),
+                    // The dead stream's id is the time of death.
+                    received_at_millis: None,
                     receipt: Receipt {
                         entry: entry.id.clone(),
                         token: String::new(),

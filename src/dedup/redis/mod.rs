@@ -345,14 +345,18 @@ impl RedisInbox {
 
     fn delivery(namespace: &str, shard: u16, row: TakenRow) -> InboxEntry {
         let (entry, id, body, signed_at, attempt, token, meta) = row;
+        let attempt: u32 = attempt.parse().unwrap_or(u32::MAX);
         InboxEntry {
             namespace: namespace.to_owned(),
             id,
             body,
             signed_at: signed_at.parse().ok(),
-            attempt: attempt.parse().unwrap_or(u32::MAX),
+            attempt,
             meta: EventMeta::from_text(Some(&meta)),
             dead: None,
+            // A retry is appended to the stream again when due: only a
+            // first attempt's stream id is its accept's time.
+            received_at_millis: (attempt == 1).then(|| stream_id_millis(&entry)).flatten(),
             receipt: Receipt {
                 entry: receipt_entry(shard, &entry),
                 token,
@@ -414,4 +418,10 @@ impl RedisInbox {
         let held: i64 = invocation.invoke_async(&mut connection).await?;
         if held == 1 { Ok(()) } else { Err(lost) }
     }
+}
+
+/// The time a stream entry id starts with: when the server appended it, in
+/// ms since the epoch on its clock.
+pub(super) fn stream_id_millis(entry: &str) -> Option<i64> {
+    entry.split('-').next()?.parse().ok()
 }

@@ -101,11 +101,20 @@ pub trait InboxBackend: Database {
 }
 
 /// A row a take returns: entry, event id, body, signed at, attempts,
-/// dead, meta.
-type TakenRow = (i64, String, Vec<u8>, Option<i64>, i64, bool, Option<String>);
+/// dead, meta, received at.
+type TakenRow = (
+    i64,
+    String,
+    Vec<u8>,
+    Option<i64>,
+    i64,
+    bool,
+    Option<String>,
+    i64,
+);
 
 /// A taken row without `dead`.
-type EntryRow = (i64, String, Vec<u8>, Option<i64>, i64, Option<String>);
+type EntryRow = (i64, String, Vec<u8>, Option<i64>, i64, Option<String>, i64);
 
 /// A dead letter's row: an entry's, then its reason and time.
 type DeadRow = (
@@ -117,6 +126,7 @@ type DeadRow = (
     Option<String>,
     Option<String>,
     Option<i64>,
+    i64,
 );
 
 impl<DB: SqlDatabase> SqlInbox<DB> {
@@ -276,7 +286,7 @@ fn entry_of(delivery: &InboxEntry) -> Result<i64, DedupError> {
 /// The delivery a row describes, under the take's `token`.
 fn delivery(
     namespace: &str,
-    (entry, id, body, signed_at, attempts, meta): EntryRow,
+    (entry, id, body, signed_at, attempts, meta, received_at): EntryRow,
     token: &str,
     dead: Option<DeadLetter>,
 ) -> InboxEntry {
@@ -288,6 +298,7 @@ fn delivery(
         signed_at,
         attempt: u32::try_from(attempts).unwrap_or(u32::MAX),
         meta: EventMeta::from_text(meta.as_deref()),
+        received_at_millis: Some(received_at),
         receipt: Receipt {
             entry: entry.to_string(),
             token: token.to_owned(),
@@ -329,9 +340,10 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
         // The rows dead-lettered by this take are not handed out.
         let mut taken = Vec::with_capacity(rows.len());
         for row in &rows {
-            let (entry, id, body, signed_at, attempts, dead, meta) = DB::decode::<TakenRow>(row)?;
+            let (entry, id, body, signed_at, attempts, dead, meta, received_at) =
+                DB::decode::<TakenRow>(row)?;
             if !dead {
-                let row = (entry, id, body, signed_at, attempts, meta);
+                let row = (entry, id, body, signed_at, attempts, meta, received_at);
                 taken.push(delivery(namespace, row, &token, None));
             }
         }
@@ -430,10 +442,12 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
             .await?;
         Ok(rows
             .into_iter()
-            .map(|(entry, id, body, signed_at, attempts, meta, reason, at)| {
-                let row = (entry, id, body, signed_at, attempts, meta);
-                delivery(namespace, row, "", Some(DeadLetter::new(reason, at)))
-            })
+            .map(
+                |(entry, id, body, signed_at, attempts, meta, reason, at, received_at)| {
+                    let row = (entry, id, body, signed_at, attempts, meta, received_at);
+                    delivery(namespace, row, "", Some(DeadLetter::new(reason, at)))
+                },
+            )
             .collect())
     }
 

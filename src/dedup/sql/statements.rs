@@ -251,7 +251,8 @@ impl Statements {
                  WHERE entry = $1 AND taken_token = $2 AND NOT dead RETURNING dead"
             )),
             dead_letters: statement(format!(
-                "SELECT entry, event_id, body, signed_at, attempts, meta, dead_reason, dead_at \
+                "SELECT entry, event_id, body, signed_at, attempts, meta, dead_reason, dead_at, \
+                 received_at \
                  FROM {inbox} WHERE namespace = $1 AND dead ORDER BY entry LIMIT $2"
             )),
             // One bounded batch, oldest first, by the `claimed_at` index;
