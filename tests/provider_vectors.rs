@@ -823,7 +823,15 @@ fn schemes_that_sign_no_id_claim_by_a_digest_so_a_fresh_id_is_the_same_event() {
     let now = SystemTime::now();
     let secret = "a-provider-secret-0123456789";
     let mut schemes: Vec<Scheme> = [
-        "github", "shopify", "meta", "outpost", "x", "slack", "zoom", "convoy",
+        "github",
+        "shopify",
+        "shopify-events",
+        "meta",
+        "outpost",
+        "x",
+        "slack",
+        "zoom",
+        "convoy",
     ]
     .iter()
     .map(|name| Scheme::by_name(name).unwrap())
@@ -857,4 +865,44 @@ fn schemes_that_sign_no_id_claim_by_a_digest_so_a_fresh_id_is_the_same_event() {
             "{name}: another body"
         );
     }
+}
+
+/// A Shopify Events delivery as Shopify documents it: the body's
+/// base64 HMAC-SHA256 under the app's client secret in
+/// `Shopify-Hmac-Sha256` (no `X-`), its delivery id in
+/// `Shopify-Webhook-Id`. `Scheme::shopify_events` accepts it, with the
+/// body's `topic` as its type; the webhooks scheme, which reads
+/// `X-Shopify-Hmac-Sha256`, refuses it as missing its header.
+#[test]
+fn a_shopify_events_delivery_verifies_with_its_own_header() {
+    use base64::Engine as _;
+    use hmac::{KeyInit as _, Mac as _};
+    let secret = "shopify-app-client-secret";
+    let body =
+        br#"{"topic":"Product","action":"update","handle":"products","fields_changed":["title"]}"#;
+    // Computed here as Shopify's docs say, not with our signer.
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    let signature = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    let headers = [
+        ("Shopify-Hmac-Sha256", signature.as_str()),
+        ("Shopify-Webhook-Id", "b1234c5d-0e6f-4a7b-8c9d-e0f1a2b3c4d5"),
+        ("Content-Type", "application/json"),
+    ];
+    let now = SystemTime::now();
+    let events = verifier(Scheme::shopify_events(), &[secret]);
+    let event = events
+        .verify_at(&headers, body, now)
+        .expect("a Shopify Events delivery");
+    assert!(event.id().is_none() || !Scheme::shopify_events().signs_id());
+    let key = EventKey::default().key(&events, &event).unwrap();
+    assert!(
+        key.starts_with("sha256:"),
+        "claimed by the signed body: {key}"
+    );
+    let webhooks = verifier(Scheme::shopify(), &[secret]);
+    assert!(matches!(
+        webhooks.verify_at(&headers, body, now),
+        Err(VerifyError::MissingHeader { .. })
+    ));
 }

@@ -546,8 +546,8 @@ fn timestamp_at<'a>(scheme: &'a Scheme, custom: Option<&'a str>) -> Option<Stamp
         "stripe" | "convoy" => (scheme.signature_header(), true),
         // Paddle's `ts=` sits among `;` fields and Twitch writes a date:
         // neither is a count of seconds to read as milliseconds.
-        "github" | "shopify" | "meta" | "square" | "twilio" | "outpost" | "paddle" | "twitch"
-        | "x" => {
+        "github" | "shopify" | "shopify-events" | "meta" | "square" | "twilio" | "outpost"
+        | "paddle" | "twitch" | "x" => {
             return None;
         }
         _ => (custom?, false),

@@ -696,8 +696,20 @@ mod tests {
     /// The HMAC schemes a handshake may stand beside, each verified with
     /// one secret.
     const HMAC_SCHEMES: &[&str] = &[
-        "standard", "svix", "stripe", "github", "shopify", "slack", "meta", "twitch", "zoom",
-        "paddle", "convoy", "outpost", "x",
+        "standard",
+        "svix",
+        "stripe",
+        "github",
+        "shopify",
+        "shopify-events",
+        "slack",
+        "meta",
+        "twitch",
+        "zoom",
+        "paddle",
+        "convoy",
+        "outpost",
+        "x",
     ];
 
     /// The secret every scheme of the oracle test is verified with.

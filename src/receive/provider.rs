@@ -67,6 +67,7 @@ impl ProviderInfo {
                 text(headers, "x-shopify-webhook-id"),
                 None,
             ),
+            "shopify-events" => (None, text(headers, "shopify-webhook-id"), None),
             "slack" => (
                 None,
                 None,
@@ -91,6 +92,7 @@ impl ProviderInfo {
             "github" | "shopify" | "outpost" => BodyType::Nowhere,
             "twitch" => BodyType::TwitchSubscription,
             "zoom" => BodyType::Field("event"),
+            "shopify-events" => BodyType::Field("topic"),
             "paddle" => BodyType::Field("event_type"),
             "meta" => BodyType::MetaChange,
             _ => BodyType::Field("type"),
@@ -227,6 +229,17 @@ mod tests {
         ];
         let info = ProviderInfo::read("shopify", &headers, &[]);
         assert_eq!(info.event_type(b"{}"), Some("orders/create"));
+        assert_eq!(info.delivery_id.as_deref(), Some("b54557e4"));
+    }
+
+    #[test]
+    fn shopify_events_name_the_delivery_in_a_header_and_the_type_in_the_body() {
+        let headers = [("shopify-webhook-id", "b54557e4")];
+        let info = ProviderInfo::read("shopify-events", &headers, &[]);
+        assert_eq!(
+            info.event_type(br#"{"topic":"Product","action":"update"}"#),
+            Some("Product")
+        );
         assert_eq!(info.delivery_id.as_deref(), Some("b54557e4"));
     }
 

@@ -558,8 +558,23 @@ impl Scheme {
         }
     }
 
+    /// Shopify Events, the subscriptions Shopify says will become its main
+    /// mechanism: the same signature as [`shopify`](Self::shopify), in
+    /// `Shopify-Hmac-Sha256` (no `X-`); `Shopify-Webhook-Id` is read as
+    /// metadata, and the event's type is the body's `topic`. Events are
+    /// claimed by a digest of the signed body.
+    pub fn shopify_events() -> Self {
+        Self::body_only(
+            "shopify-events",
+            "shopify-hmac-sha256",
+            "",
+            Encoding::Base64,
+            Some("shopify-webhook-id"),
+        )
+    }
+
     /// Looks a provider's scheme up by its short name: `standard`, `svix`,
-    /// `stripe`, `github`, `shopify`, `slack`, `meta`, `twitch`, `zoom`,
+    /// `stripe`, `github`, `shopify`, `shopify-events`, `slack`, `meta`, `twitch`, `zoom`,
     /// `paddle`, `convoy`, `outpost`, `discord`, `sendgrid` or `x`
     /// ([`NAMES`](Self::NAMES)). Square's and Twilio's need the URL
     /// they sign: [`Scheme::square`], [`Scheme::twilio`].
@@ -570,6 +585,7 @@ impl Scheme {
             "stripe" => Self::stripe(),
             "github" => Self::github(),
             "shopify" => Self::shopify(),
+            "shopify-events" => Self::shopify_events(),
             "slack" => Self::slack(),
             "meta" => Self::meta(),
             "twitch" => Self::twitch(),
@@ -586,8 +602,22 @@ impl Scheme {
 
     /// Every name [`by_name`](Self::by_name) knows.
     pub const NAMES: &'static [&'static str] = &[
-        "standard", "svix", "stripe", "github", "shopify", "slack", "meta", "twitch", "zoom",
-        "paddle", "convoy", "outpost", "discord", "sendgrid", "x",
+        "standard",
+        "svix",
+        "stripe",
+        "github",
+        "shopify",
+        "shopify-events",
+        "slack",
+        "meta",
+        "twitch",
+        "zoom",
+        "paddle",
+        "convoy",
+        "outpost",
+        "discord",
+        "sendgrid",
+        "x",
     ];
 
     /// Sets the text before a single signature, such as `sha256=`.
