@@ -92,6 +92,9 @@ async fn serve<S: InboxQueue + Clone + 'static>(
 
 pub(crate) fn console(args: ConsoleArgs) -> Result<ExitCode, UsageError> {
     let token = args.token()?;
+    if crate::said_no_such_store(&args.store) {
+        return Ok(ExitCode::FAILURE);
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let Some(store) = open_or_say(&args.store).await? else {

@@ -76,6 +76,9 @@ fn preview(body: &[u8], max: usize) -> String {
 
 pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
     hooklatch::dedup::validate_namespace(&args.namespace)?;
+    if crate::said_no_such_store(&args.store) {
+        return Ok(ExitCode::FAILURE);
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let Some(store) = open_or_say(&args.store).await? else {
@@ -91,6 +94,9 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
             }),
             InboxCommand::Dead { limit } => {
                 store.dead_letters(namespace, limit).await.map(|dead| {
+                    if dead.is_empty() {
+                        println!("no dead letters in namespace {namespace}");
+                    }
                     for entry in dead {
                         let (reason, died) = death(entry.dead.as_ref());
                         println!(
@@ -103,12 +109,23 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
                     }
                 })
             }
-            InboxCommand::Requeue { id, all: _ } => store
-                .requeue_dead(namespace, id.as_deref())
-                .await
-                .map(|moved| {
-                    println!("requeued {moved}");
-                }),
+            InboxCommand::Requeue { id, all: _ } => {
+                match store.requeue_dead(namespace, id.as_deref()).await {
+                    Ok(0) if id.is_some() => {
+                        let id = id.unwrap_or_default();
+                        eprintln!(
+                            "hooklatch: no dead letter {id} in namespace {namespace}: \
+                             `hooklatch inbox dead` lists them"
+                        );
+                        return Ok(ExitCode::FAILURE);
+                    }
+                    Ok(moved) => {
+                        println!("requeued {moved}");
+                        Ok(())
+                    }
+                    Err(error) => Err(error),
+                }
+            }
         };
         match done {
             Ok(()) => Ok(ExitCode::SUCCESS),

@@ -322,6 +322,30 @@ fn shown(spec: &str) -> String {
     format!("{scheme}{user_info}{}{hidden}", &place[..end])
 }
 
+/// The file a `sqlite:` store URL names, when it does not exist: the
+/// operator commands look into a store another process writes, and opening
+/// a mistyped path would create an empty one and report zeros.
+fn missing_sqlite_file(spec: &str) -> Option<&str> {
+    let path = spec
+        .strip_prefix("sqlite://")
+        .or_else(|| spec.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next().unwrap_or(path);
+    (!path.is_empty() && path != ":memory:" && !std::path::Path::new(path).exists()).then_some(path)
+}
+
+/// Says that no store is at `spec` when it is a SQLite file that does not
+/// exist; whether it did.
+fn said_no_such_store(spec: &str) -> bool {
+    let Some(path) = missing_sqlite_file(spec) else {
+        return false;
+    };
+    eprintln!(
+        "hooklatch: no store at {path} (--store {spec}): check the path; a store is \
+         created by what writes to it (`hooklatch listen`, your app)"
+    );
+    true
+}
+
 /// `2026-11-29T17:50:01.123Z`: a time in UTC, to the millisecond.
 fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()

@@ -151,7 +151,11 @@ async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), Outb
             }
         }
         OutboxCommand::Dead { endpoint, limit } => {
-            for id in store.list(&endpoint, DeliveryState::Dead, limit).await? {
+            let dead = store.list(&endpoint, DeliveryState::Dead, limit).await?;
+            if dead.is_empty() {
+                println!("no dead deliveries for endpoint {endpoint}");
+            }
+            for id in dead {
                 let delivery = store.delivery(&endpoint, &id).await?;
                 let last = delivery.and_then(|delivery| delivery.attempts.last().cloned());
                 match last {
@@ -166,7 +170,11 @@ async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), Outb
             }
         }
         OutboxCommand::Attempts { endpoint, limit } => {
-            for recent in store.recent_attempts(&endpoint, limit).await? {
+            let attempts = store.recent_attempts(&endpoint, limit).await?;
+            if attempts.is_empty() {
+                println!("no attempts for endpoint {endpoint} yet");
+            }
+            for recent in attempts {
                 let attempt = recent.attempt;
                 println!(
                     "{} {} #{} answer={} took={}ms",
@@ -231,11 +239,33 @@ pub(crate) fn outbox(args: OutboxArgs) -> Result<ExitCode, UsageError> {
     if let Some(endpoint) = endpoint_of(&args.command) {
         hooklatch::sender::outbox::validate_endpoint_name(endpoint)?;
     }
+    if crate::said_no_such_store(&args.store) {
+        return Ok(ExitCode::FAILURE);
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let Some(store) = open_or_say(&args.store, "--store").await? else {
             return Ok(ExitCode::FAILURE);
         };
+        // An operation on a name the outbox does not know would report
+        // nothing, or (a disable, an enable) create the endpoint.
+        if let Some(endpoint) = endpoint_of(&args.command) {
+            match store.endpoint_names().await {
+                Ok(names) if names.iter().any(|name| name == endpoint) => {}
+                Ok(_) => {
+                    eprintln!(
+                        "hooklatch: no endpoint named {endpoint} in {}: \
+                         `hooklatch outbox endpoints` lists them",
+                        crate::shown(&args.store)
+                    );
+                    return Ok(ExitCode::FAILURE);
+                }
+                Err(error) => {
+                    eprintln!("hooklatch: {error}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
         let done = run(&store, args.command).await;
         match done {
             Ok(()) => Ok(ExitCode::SUCCESS),

@@ -399,7 +399,17 @@ fn status_with_bearer(url: &str, token: &str) -> u16 {
 #[test]
 fn console_takes_its_token_from_a_file_or_the_environment_never_a_flag() {
     let dir = support::TempDir::new("console-token");
-    let store = format!("sqlite:{}", dir.path().join("console.db").display());
+    let path = dir.path().join("console.db");
+    // The console looks into a store something else writes: it must exist.
+    let opened = std::process::Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["console", "--store", &format!("sqlite:{}", path.display())])
+        .env("HOOKLATCH_CONSOLE_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert_eq!(opened.status.code(), Some(1), "no store there yet");
+    assert!(!path.exists(), "and none was created");
+    drop(new_sqlite_store(&path));
+    let store = format!("sqlite:{}", path.display());
     let console = |extra: &[&str]| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_hooklatch"));
         command
@@ -447,4 +457,14 @@ fn console_takes_its_token_from_a_file_or_the_environment_never_a_flag() {
     );
     assert_eq!(status_with_bearer(url, "another-token-0123456789"), 401);
     drop(running);
+}
+
+/// Creates an empty SQLite inbox at `path`, on a runtime of its own.
+fn new_sqlite_store(path: &std::path::Path) -> hooklatch::dedup::SqliteInbox {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(hooklatch::dedup::SqliteInbox::open(path))
+        .unwrap()
 }

@@ -83,6 +83,16 @@ async fn the_inbox_commands_show_and_requeue_what_the_store_holds<S: InboxQueue>
     );
     let stats = store.stats(&namespace).await.unwrap();
     assert_eq!((stats.waiting, stats.dead), (3, 0));
+    // Nothing found is said, not silent.
+    assert_eq!(
+        run(spec, &namespace, &["dead"]),
+        (0, format!("no dead letters in namespace {namespace}\n"))
+    );
+    assert_eq!(
+        run(spec, &namespace, &["requeue", "--id", "nope"]).0,
+        1,
+        "no dead letter of that id"
+    );
     assert_eq!(run(spec, &namespace, &["requeue"]).0, 2, "--id or --all");
     assert_eq!(
         run("mysql://x", &namespace, &["stats"]).0,
@@ -111,6 +121,26 @@ async fn the_inbox_commands_work_on_postgres() {
         .unwrap()
         .with_options(StoreOptions::default().with_max_attempts(1));
     the_inbox_commands_show_and_requeue_what_the_store_holds(&store, &server.url()).await;
+}
+
+/// A `sqlite:` path where no store is: said, exit 1, and no file created
+/// (`stats` on a typo read zeros and left an empty database behind).
+#[test]
+fn a_sqlite_store_that_does_not_exist_is_refused_and_not_created() {
+    let dir = support::TempDir::new("cli-inbox-missing");
+    let path = dir.path().join("typo.db");
+    let spec = format!("sqlite:{}", path.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["inbox", "--store", &spec, "stats"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("no store at"), "{said}");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "no file was created"
+    );
 }
 
 #[test]

@@ -59,7 +59,7 @@ async fn the_outbox_commands_show_and_change_what_the_store_holds(
         "{line}"
     );
     assert!(
-        line.ends_with("pending=0 due=0 dead=2 gone=0 delivered=1 url=https://hooks.example/in"),
+        line.ends_with("pending=0 due=0 dead=2 gone=0 delivered=1 url=https://hooks.example/***"),
         "{line}"
     );
 
@@ -110,6 +110,25 @@ async fn the_outbox_commands_show_and_change_what_the_store_holds(
     let bad_time = ["replay", "--endpoint", e, "--since", "yesterday"];
     assert_eq!(run(spec, &bad_time).0, 2);
     assert_eq!(run(spec, &["dead", "--endpoint", "no spaces"]).0, 2);
+
+    // A name the outbox does not know: said, exit 1, and nothing created.
+    for command in ["disable", "enable", "dead", "attempts"] {
+        assert_eq!(
+            run(spec, &[command, "--endpoint", "typo"]).0,
+            1,
+            "{command} of an unknown endpoint"
+        );
+    }
+    let (_, listed) = run(spec, &["endpoints"]);
+    assert!(
+        !listed.contains("typo"),
+        "no endpoint was created: {listed}"
+    );
+    assert_eq!(
+        store.health("typo").await.unwrap().disabled,
+        None,
+        "nothing disabled"
+    );
     assert_eq!(run("mysql://x", &["endpoints"]).0, 2, "unknown store");
 }
 
@@ -127,6 +146,26 @@ async fn the_outbox_commands_work_on_postgres() {
     let server = support::postgres();
     let store = PostgresOutbox::connect(&server.url()).await.unwrap();
     the_outbox_commands_show_and_change_what_the_store_holds(&store, &server.url()).await;
+}
+
+/// A `sqlite:` path where no store is: every outbox command says so and
+/// exits 1, creating no file (a typo would otherwise read as an empty
+/// outbox).
+#[test]
+fn a_sqlite_outbox_that_does_not_exist_is_refused_and_not_created() {
+    let dir = support::TempDir::new("cli-outbox-missing");
+    let path = dir.path().join("typo.db");
+    let spec = format!("sqlite:{}", path.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["outbox", "--store", &spec, "endpoints"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no store at"));
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "no file was created"
+    );
 }
 
 #[test]
