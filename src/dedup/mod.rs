@@ -74,6 +74,9 @@ mod sqlite;
 #[cfg(feature = "worker")]
 pub(crate) mod wake;
 
+/// A task that runs until dropped: see [`InboxQueue::watch_accepts`].
+pub type AcceptWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
 /// Tells this process's workers on `namespace` that an event was accepted.
 fn wake_workers(namespace: &str) {
     #[cfg(feature = "worker")]
@@ -501,6 +504,15 @@ pub trait InboxQueue: Inbox {
     /// extends a long handler's event before half of it has passed.
     fn visibility_timeout(&self) -> Duration {
         StoreOptions::default().visibility_timeout()
+    }
+
+    /// A task that wakes this process's workers when another process
+    /// accepts an event into this store, for as long as it runs (Postgres:
+    /// `LISTEN`, fed by a `NOTIFY` in each accept's transaction); `None`
+    /// where the store cannot tell, and workers find such events by
+    /// polling. A [`Worker`](crate::worker::Worker) runs it while it runs.
+    fn watch_accepts(&self) -> Option<AcceptWatch> {
+        None
     }
 
     /// Up to `max` dead-lettered events of `namespace`, oldest first.

@@ -145,6 +145,13 @@ impl InboxBackend for Postgres {
         super::accept_batch::accept(group, event).await
     }
 
+    fn watch_accepts(pool: &PgPool, inbox: &str) -> Option<super::AcceptWatch> {
+        let (pool, channel) = (pool.clone(), inbox.to_owned());
+        Some(Box::pin(async move {
+            listen_for_accepts(&pool, &channel).await
+        }))
+    }
+
     async fn ack_many(
         pool: &PgPool,
         _group: &Self::Writes,
@@ -160,6 +167,43 @@ impl InboxBackend for Postgres {
     }
 }
 
+/// Wakes this process's workers on each namespace another process accepts
+/// into the inbox table `channel` (each accept's transaction sends its
+/// namespaces there), until dropped. A connection lost is opened again;
+/// what was accepted meanwhile is found by the workers' polls.
+async fn listen_for_accepts(pool: &PgPool, channel: &str) {
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        let Err(error) = listen_once(pool, channel).await;
+        tracing::warn!(%error, channel, "cannot listen for accepts; workers poll meanwhile");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(5));
+    }
+}
+
+/// Listens on `channel` and wakes the workers of each namespace named.
+async fn listen_once(
+    pool: &PgPool,
+    channel: &str,
+) -> Result<std::convert::Infallible, sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+    listener.listen(channel).await?;
+    loop {
+        let notification = listener.recv().await?;
+        super::wake::accepted(notification.payload());
+    }
+}
+
+/// Sends the namespaces of what `claim` inserted to the inbox table's
+/// channel, for workers in other processes (`LISTEN`); Postgres delivers
+/// them at commit, once per namespace and transaction. A CTE of a `SELECT`
+/// runs only when referenced: the statement counts its rows.
+fn notify_accepts(inbox: &str) -> String {
+    format!(
+        "notified AS (SELECT pg_notify('{inbox}', namespace) FROM (SELECT DISTINCT namespace FROM claim) AS c)"
+    )
+}
+
 /// Claims as done and enqueues what the claim inserted, in one statement.
 /// A batch of one event runs this: planned once, where the statement for
 /// many is planned again for each call (its plan depends on the arrays'
@@ -167,11 +211,12 @@ impl InboxBackend for Postgres {
 fn accept_statement(parts: &AcceptParts<'_>) -> String {
     let (claim_done, inbox) = (parts.claim_done, parts.inbox);
     format!(
-        "WITH claim AS ({claim_done} RETURNING namespace, event_id, claimed_at) \
+        "WITH claim AS ({claim_done} RETURNING namespace, event_id, claimed_at), {notified} \
          INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
          SELECT namespace, event_id, $4, $5, claimed_at, claimed_at, $6 FROM claim \
-         WHERE {flushed}",
-        flushed = POSTGRES.flushed
+         WHERE {flushed} AND (SELECT count(*) FROM notified) >= 0",
+        flushed = POSTGRES.flushed,
+        notified = notify_accepts(inbox),
     )
 }
 
@@ -198,10 +243,12 @@ fn accept_many_statement(
          RETURNING namespace, event_id, claimed_at), \
          enqueue AS (INSERT INTO {inbox} (namespace, event_id, body, signed_at, received_at, available_at, meta) \
          SELECT namespace, event_id, body, signed_at, claimed_at, claimed_at, meta \
-         FROM first JOIN claim USING (namespace, event_id) ORDER BY n) \
-         SELECT n FROM first JOIN claim USING (namespace, event_id) WHERE {flushed}",
+         FROM first JOIN claim USING (namespace, event_id) ORDER BY n), {notified} \
+         SELECT n FROM first JOIN claim USING (namespace, event_id) \
+         WHERE {flushed} AND (SELECT count(*) FROM notified) >= 0",
         now = POSTGRES.now,
-        flushed = POSTGRES.flushed
+        flushed = POSTGRES.flushed,
+        notified = notify_accepts(inbox),
     )
 }
 

@@ -14,9 +14,13 @@
 //! - **Capacity.** At most [`with_concurrency`](Worker::with_concurrency)
 //!   events are held at once; the worker takes more as they finish, in one
 //!   `take` for as many as it has room for.
-//! - **Wake-ups.** An accept in the same process wakes the worker at once;
-//!   otherwise it polls, backing off while idle from 10 ms to
-//!   [`with_idle_poll`](Worker::with_idle_poll) (250 ms by default).
+//! - **Wake-ups.** An accept in the same process wakes the worker at once,
+//!   and on Postgres one in another process too (`LISTEN`/`NOTIFY`,
+//!   [`InboxQueue::watch_accepts`](crate::dedup::InboxQueue::watch_accepts)),
+//!   where an idle worker then polls every
+//!   [`with_idle_poll`](Worker::with_idle_poll) (250 ms by default) only
+//!   for retries coming due. Elsewhere it polls, backing off while idle
+//!   from 10 ms to that interval.
 //! - **Heartbeats.** While a handler runs, the worker extends its event's
 //!   visibility every half visibility timeout (on the store's clock). If
 //!   the store says the event went to another worker, the handler is told
@@ -185,7 +189,8 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
     }
 
     /// The longest wait between polls while idle (default 250 ms). An
-    /// accept in this process wakes the worker at once whatever this is.
+    /// accept in this process, or on Postgres in any, wakes the worker at
+    /// once whatever this is.
     #[must_use]
     pub fn with_idle_poll(mut self, interval: Duration) -> Self {
         self.idle_poll = interval.max(Duration::from_millis(1));

@@ -193,15 +193,27 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
             deadline,
             turns: Mutex::default(),
         });
+        // Accepts in other processes wake this one, where the store can tell.
+        let watching = store.watch_accepts().map(tokio::spawn);
         let acker = tokio::spawn(ack_in_batches(store, Arc::clone(&counters), acked));
         let taking = Taking {
             consumer: self.consumer,
             concurrency: self.concurrency,
             idle_poll: self.idle_poll,
+            // Woken on every accept, an idle worker polls only for retries
+            // coming due; else it backs off from a short poll.
+            first_idle_wait: if watching.is_some() {
+                self.idle_poll
+            } else {
+                FIRST_IDLE_WAIT.min(self.idle_poll)
+            },
             order: self.order,
         };
         let task = tokio::spawn(async move {
             taking.run(shared, stopping, deadline_passed).await;
+            if let Some(watching) = watching {
+                watching.abort();
+            }
             // Every sender of acks is gone now: the acker drains and ends.
             let _ = acker.await;
         });
@@ -218,6 +230,8 @@ struct Taking {
     consumer: String,
     concurrency: usize,
     idle_poll: Duration,
+    /// The first wait after an empty take.
+    first_idle_wait: Duration,
     order: Option<OrderKey>,
 }
 
@@ -231,7 +245,7 @@ impl Taking {
         let waiter = Waiter::new(&shared.namespace);
         let room = Arc::new(Semaphore::new(self.concurrency));
         let mut holds = JoinSet::new();
-        let mut idle_wait = FIRST_IDLE_WAIT;
+        let mut idle_wait = self.first_idle_wait;
         let mut taken: u64 = 0;
         loop {
             while holds.try_join_next().is_some() {}
@@ -260,7 +274,7 @@ impl Taking {
                 .await;
             let wait = match batch {
                 Ok(batch) if !batch.is_empty() => {
-                    idle_wait = FIRST_IDLE_WAIT;
+                    idle_wait = self.first_idle_wait;
                     for (entry, permit) in batch.into_iter().zip(permits.drain(..)) {
                         taken += 1;
                         let turn = self.turn_of(&shared, &entry, taken);
@@ -283,7 +297,7 @@ impl Taking {
             tokio::select! {
                 biased;
                 () = stop_asked(&mut stopping) => break,
-                () = &mut accepted => idle_wait = FIRST_IDLE_WAIT,
+                () = &mut accepted => idle_wait = self.first_idle_wait,
                 () = tokio::time::sleep(wait) => {}
             }
         }

@@ -478,6 +478,87 @@ async fn an_accept_in_the_same_process_wakes_an_idle_worker_at_once() {
     running.stop(Duration::from_secs(1)).await;
 }
 
+/// An accept in another process wakes an idle worker on Postgres at once
+/// (`LISTEN`/`NOTIFY`): with the idle poll an hour, the worker has listened
+/// and found the inbox empty before another process accepts, and the
+/// handler runs. Without the wake-up the worker sleeps the hour and the
+/// test fails at its two-minute guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
+    const CHILD: &str = "HOOKLATCH_TEST_ACCEPT_INTO";
+    if let Ok(target) = std::env::var(CHILD) {
+        // The other process: accept one event, and end.
+        let (url, namespace) = target.split_once(' ').unwrap();
+        let store = hooklatch::dedup::PostgresInbox::connect(url).await.unwrap();
+        accept(&store, namespace, "evt_remote").await;
+        return;
+    }
+    let server = super::support::postgres();
+    let namespace = super::support::unique("remote");
+    // Its own application name, to tell this test's connections from
+    // others on a shared server.
+    let app = super::support::unique("wake");
+    let base = server.url();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}application_name={app}");
+    let store = hooklatch::dedup::PostgresInbox::connect(&url)
+        .await
+        .unwrap();
+    let (handled, mut handled_rx) = tokio::sync::mpsc::unbounded_channel();
+    let running = Worker::new(store, &namespace, move |event: Event| {
+        let _ = handled.send(event.id().to_owned());
+        async { Ok::<(), Failure>(()) }
+    })
+    .with_idle_poll(Duration::from_secs(3600))
+    .start();
+
+    let admin = sqlx::PgPool::connect(&base).await.unwrap();
+    let last_queries = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT query FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
+        )
+        .bind(&app)
+        .fetch_all(&admin)
+        .await
+        .unwrap()
+    };
+    wait_until(
+        "the worker listens and has found the inbox empty",
+        || async {
+            let queries = last_queries().await;
+            queries.iter().any(|query| query.starts_with("LISTEN"))
+                && queries
+                    .iter()
+                    .any(|query| query.starts_with("WITH ready AS"))
+        },
+    )
+    .await;
+
+    let test = format!(
+        "{}::an_accept_in_another_process_wakes_an_idle_postgres_worker",
+        module_path!().split_once("::").map_or("", |(_, path)| path)
+    );
+    let child = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test.as_str(), "--exact", "--nocapture"])
+            .env(CHILD, format!("{url} {namespace}"))
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        child.status.success(),
+        "the other process accepted: {}",
+        String::from_utf8_lossy(&child.stdout)
+    );
+    let handled = tokio::time::timeout(Duration::from_secs(120), handled_rx.recv())
+        .await
+        .expect("the worker slept through an accept in another process");
+    assert_eq!(handled.as_deref(), Some("evt_remote"));
+    running.stop(Duration::from_secs(5)).await;
+}
+
 /// A handler runs in a `webhook.handle` span that carries the trace
 /// context the receiver kept from the provider's request, so a tracing
 /// layer (OpenTelemetry's, say) continues that trace.

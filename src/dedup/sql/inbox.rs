@@ -90,6 +90,13 @@ pub trait InboxBackend: Database {
         event: &IncomingEvent<'_>,
     ) -> impl Future<Output = Result<Acceptance, DedupError>> + Send;
 
+    /// A task waking this process's workers on accepts other processes
+    /// make into the inbox table `inbox`: see
+    /// [`InboxQueue::watch_accepts`].
+    fn watch_accepts(_pool: &Pool<Self>, _inbox: &str) -> Option<crate::dedup::AcceptWatch> {
+        None
+    }
+
     /// Acks `taken` (entries and tokens) in one statement; the entries
     /// acked, each with the token it was acked by.
     fn ack_many(
@@ -427,6 +434,10 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
 
     fn visibility_timeout(&self) -> Duration {
         self.options.visibility_timeout()
+    }
+
+    fn watch_accepts(&self) -> Option<crate::dedup::AcceptWatch> {
+        DB::watch_accepts(&self.pool, &self.statements.inbox)
     }
 
     async fn dead_letters(
