@@ -559,6 +559,79 @@ async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
     running.stop(Duration::from_secs(5)).await;
 }
 
+/// A worker process killed with SIGKILL mid-batch on Postgres loses
+/// nothing: its events, held by handlers that never end, come back after
+/// the visibility timeout (its heartbeats stopped with it) and a worker in
+/// this process handles each once. The worker that dies is this test
+/// binary run again as another process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_process_killed_mid_batch_loses_nothing() {
+    use std::io::BufRead as _;
+    const CHILD: &str = "HOOKLATCH_TEST_DOOMED_WORKER";
+    let options = StoreOptions::default().with_visibility_timeout(Duration::from_secs(1));
+    if let Ok(target) = std::env::var(CHILD) {
+        // The process that dies: hold every event, say so, wait for the kill.
+        let (url, namespace) = target.split_once(' ').unwrap();
+        let store = hooklatch::dedup::PostgresInbox::connect(url)
+            .await
+            .unwrap()
+            .with_options(options.clone());
+        let _running = Worker::new(store, namespace, |event: Event| {
+            println!("holding {}", event.id());
+            std::future::pending::<Result<(), Failure>>()
+        })
+        .start();
+        std::future::pending::<()>().await;
+    }
+    let server = super::support::postgres();
+    let url = server.url();
+    let namespace = super::support::unique("killed");
+    let store = hooklatch::dedup::PostgresInbox::connect(&url)
+        .await
+        .unwrap()
+        .with_options(options);
+    for n in 0..5 {
+        accept(&store, &namespace, &format!("evt_{n}")).await;
+    }
+    let test = format!(
+        "{}::a_worker_process_killed_mid_batch_loses_nothing",
+        module_path!().split_once("::").map_or("", |(_, path)| path)
+    );
+    let mut doomed = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test.as_str(), "--exact", "--nocapture"])
+        .env(CHILD, format!("{url} {namespace}"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = doomed.stdout.take().unwrap();
+    let held = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .filter(|line| line.starts_with("holding "))
+            .take(5)
+            .count()
+    })
+    .await
+    .unwrap();
+    assert_eq!(held, 5, "the other process holds every event");
+    doomed.kill().unwrap();
+    let _ = doomed.wait();
+
+    let survivor = Worker::new(store.clone(), &namespace, |_event: Event| async {
+        Ok::<(), Failure>(())
+    })
+    .with_idle_poll(Duration::from_millis(50))
+    .start();
+    wait_until("this process handles all five", || async {
+        survivor.report().handled == 5
+    })
+    .await;
+    survivor.stop(Duration::from_secs(5)).await;
+    let stats = store.stats(&namespace).await.unwrap();
+    assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
+}
+
 /// A handler runs in a `webhook.handle` span that carries the trace
 /// context the receiver kept from the provider's request, so a tracing
 /// layer (OpenTelemetry's, say) continues that trace.
