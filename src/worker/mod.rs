@@ -68,6 +68,7 @@
 mod failure;
 mod handler;
 mod run;
+mod sequenced;
 
 use std::fmt;
 use std::sync::Arc;
@@ -225,6 +226,59 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
         key: impl Fn(&InboxEntry) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
         self.order = Some(Arc::new(key));
+        self
+    }
+
+    /// Puts each resource's events in order by their sequence numbers, with
+    /// `tracker` (the [`sequence`](crate::sequence) module's) deciding for
+    /// each event what `sequence_of` names (its resource and number;
+    /// `None` for an event outside any sequence):
+    ///
+    /// - the next number runs the handler; once it succeeds the number is
+    ///   committed, then the event acked;
+    /// - a number at or before the last committed is stale: acked without
+    ///   running the handler;
+    /// - a number past the next waits: it is given back and retried with
+    ///   the worker's backoff until the events before it were applied, and
+    ///   dead-lettered after its last attempt, the reason naming the number
+    ///   it waited for.
+    ///
+    /// One resource's events run one at a time, in the order they were
+    /// taken (as [`ordered_by`](Self::ordered_by) the resource), and
+    /// different resources in parallel. The handler runs at least once per
+    /// number: a crash between the handler and the commit runs it again.
+    ///
+    /// ```
+    /// # use hooklatch::dedup::MemoryInbox;
+    /// # use hooklatch::worker::{Event, Failure, Worker};
+    /// use hooklatch::sequence::{MemorySequences, Tracker};
+    /// # async fn handle(_: Event) -> Result<(), Failure> { Ok(()) }
+    /// // Each order's events by its `version`.
+    /// let worker = Worker::new(MemoryInbox::new(), "shop", handle).sequenced(
+    ///     Tracker::new(MemorySequences::new()),
+    ///     |entry| {
+    ///         let body: serde_json::Value = entry.json().ok()?;
+    ///         Some((body["order"].as_str()?.to_owned(), body["version"].as_u64()?))
+    ///     },
+    /// );
+    /// # let _ = worker;
+    /// ```
+    #[must_use]
+    pub fn sequenced<S: crate::sequence::SequenceStore + 'static>(
+        mut self,
+        tracker: crate::sequence::Tracker<S>,
+        sequence_of: impl Fn(&InboxEntry) -> Option<(String, u64)> + Send + Sync + 'static,
+    ) -> Self {
+        let sequence_of: sequenced::SequenceOf = Arc::new(sequence_of);
+        let resource_of = Arc::clone(&sequence_of);
+        self.order = Some(Arc::new(move |entry: &InboxEntry| {
+            resource_of(entry).map(|(resource, _)| resource)
+        }));
+        self.handler = Arc::new(sequenced::Sequenced {
+            tracker: Arc::new(tracker),
+            sequence_of,
+            inner: self.handler,
+        });
         self
     }
 }

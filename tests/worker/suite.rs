@@ -392,6 +392,98 @@ async fn a_worker_that_dies_mid_batch_loses_nothing<B: Backend>() {
     assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
 }
 
+/// With a sequence tracker, each resource's events (accepted shuffled,
+/// two resources interleaved, one number sent twice under two ids) are
+/// applied once per number, in number order: a number past the next waits
+/// (given back and retried) until the ones before it were applied, the
+/// repeat is acked without running the handler, and nothing is
+/// dead-lettered.
+async fn sequenced_events_apply_in_order_skip_repeats_and_wait_for_gaps<B: Backend>() {
+    use hooklatch::sequence::{FirstEvent, MemorySequences, Tracker};
+    let f = B::fixture(StoreOptions::default().with_max_attempts(1_000)).await;
+    let arrivals = [
+        ("a3", "r1", 3),
+        ("b2", "r2", 2),
+        ("a1", "r1", 1),
+        ("a4", "r1", 4),
+        ("a1-again", "r1", 1),
+        ("b1", "r2", 1),
+        ("a2", "r1", 2),
+    ];
+    for (id, resource, number) in arrivals {
+        let body = format!(r#"{{"resource":"{resource}","n":{number}}}"#);
+        let event = IncomingEvent::new(&f.namespace, id, body.as_bytes());
+        let _ = f.store.accept(&event).await.expect("accept");
+    }
+    // Every resource's numbers start at 1: a first event numbered 3 waits.
+    let tracker = Tracker::new(MemorySequences::new()).with_first_event(FirstEvent::StartAt(1));
+    let applied = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&applied);
+    let running = Worker::new(f.store.clone(), &f.namespace, move |event: Event| {
+        let body: serde_json::Value = event.json().unwrap();
+        seen.lock().unwrap().push((
+            body["resource"].as_str().unwrap().to_owned(),
+            body["n"].as_u64().unwrap(),
+        ));
+        async { Ok::<(), Failure>(()) }
+    })
+    .with_backoff(NO_WAIT)
+    .sequenced(tracker, |entry| {
+        let body: serde_json::Value = entry.json().ok()?;
+        Some((body["resource"].as_str()?.to_owned(), body["n"].as_u64()?))
+    })
+    .start();
+    wait_until("every event acked", || async {
+        running.report().handled == arrivals.len() as u64
+    })
+    .await;
+    let report = running.stop(Duration::from_secs(5)).await;
+    assert_eq!(report.dead_lettered, 0);
+    let applied = applied.lock().unwrap().clone();
+    for (resource, expected) in [("r1", vec![1, 2, 3, 4]), ("r2", vec![1, 2])] {
+        let numbers: Vec<u64> = applied
+            .iter()
+            .filter(|(applied_to, _)| applied_to == resource)
+            .map(|(_, number)| *number)
+            .collect();
+        assert_eq!(numbers, expected, "{resource}: {applied:?}");
+    }
+    let stats = f.store.stats(&f.namespace).await.unwrap();
+    assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
+}
+
+/// A gap that never fills: the event waiting for the number before it is
+/// retried until its last attempt, then dead-lettered with a reason naming
+/// the number it waited for; the handler never ran.
+async fn a_sequence_gap_that_never_fills_is_dead_lettered_naming_what_it_waited_for<B: Backend>() {
+    use hooklatch::sequence::{FirstEvent, MemorySequences, Tracker};
+    let f = B::fixture(StoreOptions::default().with_max_attempts(3)).await;
+    let event = IncomingEvent::new(&f.namespace, "a2", br#"{"resource":"r1","n":2}"#);
+    let _ = f.store.accept(&event).await.expect("accept");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&ran);
+    let tracker = Tracker::new(MemorySequences::new()).with_first_event(FirstEvent::StartAt(1));
+    let running = Worker::new(f.store.clone(), &f.namespace, move |_event: Event| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async { Ok::<(), Failure>(()) }
+    })
+    .with_backoff(NO_WAIT)
+    .sequenced(tracker, |entry| {
+        let body: serde_json::Value = entry.json().ok()?;
+        Some((body["resource"].as_str()?.to_owned(), body["n"].as_u64()?))
+    })
+    .start();
+    wait_until("the event is dead-lettered", || async {
+        running.report().dead_lettered == 1
+    })
+    .await;
+    running.stop(Duration::from_secs(5)).await;
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the handler never ran");
+    let dead = f.store.dead_letters(&f.namespace, 10).await.unwrap();
+    let reason = &dead[0].dead.as_ref().unwrap().reason;
+    assert_eq!(reason, "waiting for 1 of r1 before 2");
+}
+
 /// Each store says when it accepted an event, on its clock (this host's
 /// here, where the servers run): a first take carries it, for the
 /// worker's lag from the accept to the handler.
@@ -433,6 +525,8 @@ macro_rules! worker_suite {
                     a_stop_mid_batch_loses_nothing_and_reruns_only_the_unfinished,
                     a_worker_that_dies_mid_batch_loses_nothing,
                     a_first_take_says_when_the_store_accepted_the_event,
+                    sequenced_events_apply_in_order_skip_repeats_and_wait_for_gaps,
+                    a_sequence_gap_that_never_fills_is_dead_lettered_naming_what_it_waited_for,
                 );
             }
         )*
