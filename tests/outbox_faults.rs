@@ -166,6 +166,13 @@ async fn redis_outbox_replica_acks_confirm_every_write_with_a_replica_attached()
         .unwrap()
         .to_owned();
     let _replica = support::Redis::start_with(&["--replicaof", "127.0.0.1", &port]);
+    // Writes start once the replica is in sync, not during its first sync.
+    wait_until("the replica is online", || async {
+        support::info(&master.url(), "replication")
+            .lines()
+            .any(|line| line.starts_with("slave0:") && line.contains("state=online"))
+    })
+    .await;
     let store = RedisOutbox::connect(&master.url())
         .await
         .unwrap()

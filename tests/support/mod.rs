@@ -496,7 +496,7 @@ pub fn error_replies(url: &str) -> u64 {
 }
 
 /// `INFO section` of the Redis server at `url`, on a connection of its own.
-fn info(url: &str, section: &str) -> String {
+pub fn info(url: &str, section: &str) -> String {
     let address = url.trim_start_matches("redis://").trim_end_matches('/');
     let mut stream = TcpStream::connect(address).expect("connect to redis");
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
