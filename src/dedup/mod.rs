@@ -510,7 +510,7 @@ pub trait InboxQueue: Inbox {
     /// accepts an event into this store, for as long as it runs (Postgres:
     /// `LISTEN`, fed by a `NOTIFY` in each accept's transaction); `None`
     /// where the store cannot tell, and workers find such events by
-    /// polling. A [`Worker`](crate::worker::Worker) runs it while it runs.
+    /// polling. A `Worker` (feature `worker`) runs it while it runs.
     fn watch_accepts(&self) -> Option<AcceptWatch> {
         None
     }

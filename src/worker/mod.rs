@@ -16,7 +16,7 @@
 //!   `take` for as many as it has room for.
 //! - **Wake-ups.** An accept in the same process wakes the worker at once,
 //!   and on Postgres one in another process too (`LISTEN`/`NOTIFY`,
-//!   [`InboxQueue::watch_accepts`](crate::dedup::InboxQueue::watch_accepts)),
+//!   [`watch_accepts`](crate::dedup::InboxQueue::watch_accepts)),
 //!   where an idle worker then polls every
 //!   [`with_idle_poll`](Worker::with_idle_poll) (250 ms by default) only
 //!   for retries coming due. Elsewhere it polls, backing off while idle
