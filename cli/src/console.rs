@@ -36,8 +36,12 @@ pub(crate) struct ConsoleArgs {
     /// How long a client may take to send a request's head (and, on a
     /// kept-alive connection, to start its next request) before the
     /// connection is closed.
-    #[arg(long, default_value = "10s", value_parser = crate::send::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::serve::timeout)]
     header_timeout: std::time::Duration,
+    /// How long a whole request may take, its body included, before it is
+    /// answered 408.
+    #[arg(long, default_value = "30s", value_parser = crate::serve::timeout)]
+    request_timeout: std::time::Duration,
 }
 
 /// The environment variable that holds the token when no file is named.
@@ -83,7 +87,10 @@ async fn serve<S: InboxQueue + Clone + 'static>(
     crate::serve::serve(
         listener,
         console.router(),
-        args.header_timeout,
+        crate::serve::Limits {
+            head: args.header_timeout,
+            whole: args.request_timeout,
+        },
         crate::listen::stop_signal(),
     )
     .await;

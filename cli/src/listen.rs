@@ -31,8 +31,12 @@ pub(crate) struct ListenArgs {
     /// How long a client may take to send a request's head (and, on a
     /// kept-alive connection, to start its next request) before the
     /// connection is closed.
-    #[arg(long, default_value = "10s", value_parser = crate::send::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::serve::timeout)]
     header_timeout: std::time::Duration,
+    /// How long a whole request may take, its body included, before it is
+    /// answered 408.
+    #[arg(long, default_value = "30s", value_parser = crate::serve::timeout)]
+    request_timeout: std::time::Duration,
     /// Claim store: `sqlite:PATH`, `postgres://…`, `redis://…` (`rediss://`
     /// for TLS), `redis+cluster://host1:port1,host2:port2` for a Redis
     /// Cluster, or `memory`.
@@ -199,7 +203,11 @@ impl Setup<'_> {
                 .map(|forward| format!(", forwarding to {}", forward.url))
                 .unwrap_or_default()
         );
-        crate::serve::serve(listener, app, self.args.header_timeout, stop_signal()).await;
+        let limits = crate::serve::Limits {
+            head: self.args.header_timeout,
+            whole: self.args.request_timeout,
+        };
+        crate::serve::serve(listener, app, limits, stop_signal()).await;
         println!("stopped");
         Ok(ExitCode::SUCCESS)
     }

@@ -314,6 +314,11 @@ fn shown(spec: &str) -> String {
         None => (String::new(), spec),
     };
     let (user_info, place) = match rest.rfind('@') {
+        // An `@` in the query (`?user=app@corp&password=...`): where the
+        // user-info ends cannot be told, so nothing past the scheme shows.
+        Some(at) if !scheme.is_empty() && rest[at + 1..].contains(['=', '&']) => {
+            return format!("{scheme}***");
+        }
         Some(at) if !scheme.is_empty() => ("***@", &rest[at + 1..]),
         _ => ("", rest),
     };
@@ -340,8 +345,9 @@ fn said_no_such_store(spec: &str) -> bool {
         return false;
     };
     eprintln!(
-        "hooklatch: no store at {path} (--store {spec}): check the path; a store is \
-         created by what writes to it (`hooklatch listen`, your app)"
+        "hooklatch: no store at {path} (--store {}): check the path; a store is \
+         created by what writes to it (`hooklatch listen`, your app)",
+        shown(spec)
     );
     true
 }
@@ -512,6 +518,10 @@ mod tests {
             "redis://***@cache:6379/0"
         );
         assert_eq!(shown("postgres://db/hooks#frag"), "postgres://db/hooks?***");
+        assert_eq!(
+            shown("postgres://db/hooks?user=app@corp&password=hunter2"),
+            "postgres://***"
+        );
         assert_eq!(shown("sqlite:hooks.db"), "sqlite:hooks.db");
     }
 

@@ -20,14 +20,58 @@ const MAX_CONNECTIONS: usize = 1024;
 /// How long requests under way get to finish once the server stops.
 const GRACE: Duration = Duration::from_secs(10);
 
-/// Serves `app` on `listener` until `stop` ends, closing any connection
-/// whose request head takes longer than `head_timeout` to arrive.
+/// The longest `--header-timeout` or `--request-timeout` taken.
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// `--header-timeout` and `--request-timeout`: a duration from 1 ms to an
+/// hour.
+pub(crate) fn timeout(text: &str) -> Result<Duration, String> {
+    let timeout = crate::send::parse_duration(text)?;
+    if timeout.is_zero() || timeout > LONGEST_TIMEOUT {
+        return Err(format!("`{text}`: give a time from 1ms to 1h"));
+    }
+    Ok(timeout)
+}
+
+/// How long a request may take: its head, and the whole of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// For the request's head (and the next request on a kept-alive
+    /// connection).
+    pub(crate) head: Duration,
+    /// For the whole request, its body read included: a client that sends
+    /// a body a byte at a time is answered 408 by then.
+    pub(crate) whole: Duration,
+}
+
+/// Answers 408 to a request that takes longer than `limit`.
+async fn within(
+    limit: Duration,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => (
+            http::StatusCode::REQUEST_TIMEOUT,
+            "the request took too long",
+        )
+            .into_response(),
+    }
+}
+
+/// Serves `app` on `listener` until `stop` ends, within `limits`.
 pub(crate) async fn serve(
     listener: TcpListener,
     app: axum::Router,
-    head_timeout: Duration,
+    limits: Limits,
     stop: impl Future<Output = ()>,
 ) {
+    let whole = limits.whole;
+    let app = app.layer(axum::middleware::from_fn(move |request, next| {
+        within(whole, request, next)
+    }));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let (stopping, stopped) = watch::channel(());
     let mut connections = JoinSet::new();
@@ -60,7 +104,7 @@ pub(crate) async fn serve(
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(head_timeout);
+                .header_read_timeout(limits.head);
             let connection = builder.serve_connection(TokioIo::new(stream), service);
             let mut connection = std::pin::pin!(connection);
             tokio::select! {

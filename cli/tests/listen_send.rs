@@ -809,3 +809,46 @@ async fn listen_closes_connections_whose_request_head_never_arrives() {
         assert!(closed.is_ok(), "a half-sent request head was still open");
     }
 }
+
+/// A client that sends its body a byte at a time is answered 408 once
+/// `--request-timeout` passes (the head arrived in time): a slow body
+/// cannot hold a connection either. `--header-timeout 0s` is a usage
+/// error. (The 30 s below only ends a failing run; the limit is 1 s.)
+#[tokio::test]
+async fn listen_answers_408_to_a_body_that_never_finishes() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = Listener::start(&["--request-timeout", "1s"]);
+    let address = listener
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/hooks")
+        .to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    stream
+        .write_all(b"POST /hooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"a\"")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut buffer = [0u8; 1024];
+        while let Ok(read) = stream.read(&mut buffer).await {
+            if read == 0 {
+                break;
+            }
+            answer.extend_from_slice(&buffer[..read]);
+            if answer.windows(4).any(|window| window == b"\r\n\r\n") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the slow body was still being read");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["listen", "--secret", SECRET, "--header-timeout", "0s"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+}

@@ -172,10 +172,13 @@ impl TenantKey {
         let name = match self {
             Self::LastPathSegment => segments().next_back().map(str::to_owned),
             Self::PathSegment(n) => segments().nth(*n).map(str::to_owned),
+            // Host names ignore case: one spelling, so that made-up
+            // spellings of a tenant's host are one name to the cache.
             Self::Host => header(&HeaderKey::from_static("host")).map(|host| {
                 host.rsplit_once(':')
                     .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
                     .map_or(host.clone(), |(name, _)| name.to_owned())
+                    .to_ascii_lowercase()
             }),
             Self::Header(name) => header(name),
             Self::Custom(find) => find(path, headers),
@@ -365,9 +368,11 @@ impl LookupLimit {
 struct Cache {
     known: Lru<Tenant>,
     unknown: Lru<()>,
-    /// Names a lookup found a tenant for, kept after the cache lets their
-    /// answers go: their lookups have a budget of their own.
-    found_before: Lru<()>,
+    /// Names a lookup found a tenant for (at most [`NAMES_PER_TENANT`] per
+    /// tenant, so that spellings made up by the thousand cannot claim the
+    /// budget), kept after the cache lets their answers go: their lookups
+    /// have a budget of their own.
+    found_before: Lru<FoundUnder>,
     /// The lookups of names never found: made-up names use this one up.
     limit: Option<LookupLimit>,
     /// The lookups of names found before (an answer expired or let go),
@@ -410,7 +415,15 @@ impl Cache {
     fn keep_known(&mut self, name: String, tenant: Tenant) {
         self.unknown.remove(&name);
         self.known.remove(&name);
-        self.found_before.insert(name.clone(), ());
+        self.found_before.remove(&name);
+        let (found, least) = self.found_before.count_and_least_used(tenant.namespace());
+        if found >= NAMES_PER_TENANT
+            && let Some(least) = least
+        {
+            self.found_before.remove(&least);
+        }
+        self.found_before
+            .insert(name.clone(), FoundUnder(tenant.namespace().to_owned()));
         let (names, least) = self.known.count_and_least_used(tenant.namespace());
         if names >= NAMES_PER_TENANT
             && let Some(least) = least
@@ -418,6 +431,16 @@ impl Cache {
             self.known.remove(&least);
         }
         self.known.insert(name, tenant);
+    }
+}
+
+/// The tenant (its namespace) a name was found under.
+#[derive(Clone)]
+struct FoundUnder(String);
+
+impl Grouped for FoundUnder {
+    fn group(&self) -> Option<&str> {
+        Some(&self.0)
     }
 }
 
@@ -989,6 +1012,20 @@ mod tests {
             "globex is still cached"
         );
         assert!(tenants.cached().known.len() <= NAMES_PER_TENANT + 1);
+        // Nor can they claim the lookups of names found before: at most
+        // eight of one tenant's spellings count as found.
+        let (found, _) = tenants.cached().found_before.count_and_least_used("acme");
+        assert!(found <= NAMES_PER_TENANT, "{found} spellings of acme");
+    }
+
+    /// Host names ignore case: every spelling of one host is one name.
+    #[test]
+    fn a_host_names_its_tenant_in_one_spelling() {
+        let headers = [("host", "AcMe.Example.COM:8443")];
+        assert_eq!(
+            TenantKey::Host.name_in("/hooks", &headers).as_deref(),
+            Some("acme.example.com")
+        );
     }
 
     #[tokio::test]

@@ -432,6 +432,17 @@ async fn a_change_from_another_site_is_refused() {
         let (status, _, _) = send(&app, "POST", "/ops/requeue", &headers, &form).await;
         assert_eq!(status, expected, "{extra:?}");
     }
+    // Nor may another site's page sign its visitors in (or spend the limit
+    // on wrong tokens through their browsers).
+    let (status, _, _) = send(
+        &app,
+        "POST",
+        "/ops/login",
+        &[("origin", "https://evil.example")],
+        &format!("token={TOKEN}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }
 
 #[tokio::test]

@@ -17,6 +17,11 @@ use crate::verify::{Clock, SystemClock};
 /// How long a reading is carried forward before the store is read again.
 const RESYNC: Duration = Duration::from_secs(5);
 
+/// How long the last good reading is trusted while new ones fail or come
+/// too slowly: the store may have moved (a failover to a node whose clock
+/// differs) or this host slept, so past this nothing is leased on it.
+const STALEST_READING: Duration = Duration::from_secs(60);
+
 /// A reading whose round trip took longer is discarded: the store's time
 /// is taken for the middle of the trip, so a reading is off by up to half
 /// its trip, and a server slow to answer (a stall, a failover) would move
@@ -112,16 +117,32 @@ impl StoreClock {
         self.reading().is_some()
     }
 
+    /// Whether the last good reading is older than [`STALEST_READING`].
+    fn reading_is_stale(&self) -> bool {
+        self.reading()
+            .is_some_and(|reading| reading.at.elapsed() > STALEST_READING)
+    }
+
     /// Reads `store`'s clock again if the last reading is older than
     /// [`RESYNC`]. Until a reading succeeds every call tries, and fails if
     /// it cannot; after one, only one caller reads at a time and the others
     /// go on with the last reading, and a failed or slow reading keeps it.
     pub(super) async fn sync(&self, store: &impl DeliveryStore) -> Result<(), Unsynced> {
+        self.sync_with(|| store.store_time()).await
+    }
+
+    /// [`sync`](Self::sync) with `read` asking the store for its time.
+    async fn sync_with<F: Future<Output = Result<SystemTime, OutboxError>>>(
+        &self,
+        read: impl FnOnce() -> F,
+    ) -> Result<(), Unsynced> {
         let fresh = |asked: Option<Instant>| asked.is_some_and(|at| at.elapsed() < RESYNC);
-        if self.is_synced() && fresh(*self.asked()) {
+        // A reading is used while it is younger than `STALEST_READING`.
+        let usable = || self.is_synced() && !self.reading_is_stale();
+        if usable() && fresh(*self.asked()) {
             return Ok(());
         }
-        let _turn = if self.is_synced() {
+        let _turn = if usable() {
             match self.reading_turn.try_lock() {
                 Ok(turn) => turn,
                 Err(_) => return Ok(()),
@@ -129,14 +150,14 @@ impl StoreClock {
         } else {
             self.reading_turn.lock().await
         };
-        if self.is_synced() && fresh(*self.asked()) {
+        if usable() && fresh(*self.asked()) {
             return Ok(());
         }
-        let outcome = self.read(store.store_time()).await;
+        let outcome = self.read(read()).await;
         *self.asked() = Some(Instant::now());
         match outcome {
             Ok(()) => Ok(()),
-            Err(unsynced) if self.is_synced() => {
+            Err(unsynced) if usable() => {
                 tracing::warn!(error = %unsynced, "going on with the store's clock as last read");
                 Ok(())
             }
@@ -273,6 +294,42 @@ mod tests {
             store_time + Duration::from_millis(12_200),
             "the first reading, carried forward"
         );
+    }
+
+    /// Readings that keep failing leave the last good one in use for a
+    /// minute at most: then nothing is leased on it (the store may have
+    /// failed over to a node with another clock).
+    #[tokio::test(start_paused = true)]
+    async fn a_reading_is_not_carried_forward_past_a_minute_of_failures() {
+        let clock = StoreClock::new();
+        clock
+            .sync_with(|| async { Ok(SystemTime::now()) })
+            .await
+            .unwrap();
+        let failing = || async {
+            let down = std::io::Error::other("connection refused");
+            Err(OutboxError::Store(StoreError::other(down)))
+        };
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(
+            clock.sync_with(failing).await.is_ok(),
+            "30 s old: still used"
+        );
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(
+            clock.sync_with(failing).await.is_ok(),
+            "asked 2 s ago: no new try"
+        );
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(clock.sync_with(failing).await.is_err(), "62 s old: refused");
+        assert!(
+            clock.sync_with(failing).await.is_err(),
+            "and every call tries again"
+        );
+        clock
+            .sync_with(|| async { Ok(SystemTime::now()) })
+            .await
+            .expect("a good reading is used again");
     }
 
     #[tokio::test(start_paused = true)]

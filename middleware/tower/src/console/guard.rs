@@ -201,6 +201,13 @@ impl Guard {
         csrf_matches && same_origin(headers)
     }
 
+    /// Whether a sign-in may go ahead: sent from the console's own origin,
+    /// so that pages of other sites cannot make their visitors' browsers
+    /// spend the limit on wrong tokens.
+    pub(super) fn allows_sign_in(&self, headers: &HeaderMap) -> bool {
+        same_origin(headers)
+    }
+
     /// The hex HMAC-SHA256 of `label` under the bearer token.
     fn mac(&self, label: &str) -> String {
         let mut mac = Hmac::<Sha256>::new_from_slice(self.token.as_bytes())

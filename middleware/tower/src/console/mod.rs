@@ -372,6 +372,9 @@ async fn login<S: InboxQueue + Clone + 'static>(
     Form(form): Form<Login>,
 ) -> Response {
     let root = root_of(&uri, "/login");
+    if !console.guard.allows_sign_in(&headers) {
+        return (StatusCode::FORBIDDEN, "refused").into_response();
+    }
     if let Err(refusal) = console.guard.check_token(&form.token) {
         return refused(&refusal, &escape(&root));
     }
