@@ -20,9 +20,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::support;
-use hooklatch::dedup::{
-    Acceptance, Inbox, InboxQueue, IncomingEvent, PostgresInbox, RedisInbox, SqliteInbox,
-};
+use hooklatch::dedup::{InboxQueue, PostgresInbox, RedisInbox, SqliteInbox};
 use sqlx::AssertSqlSafe;
 
 const BATCH: usize = 256;
@@ -53,28 +51,6 @@ fn fill(inbox: &str, series: &str) -> AssertSqlSafe<String> {
         "INSERT INTO {inbox} (namespace, event_id, body, received_at, available_at) \
          SELECT 'bench', 'evt_' || x, zeroblob(1024), x, x FROM {series}"
     ))
-}
-
-/// Accepts `count` 1 KiB events into `namespace`, 64 callers at once.
-async fn fill_redis(store: &RedisInbox, namespace: &str, count: u64) {
-    const CALLERS: u64 = 64;
-    let body = vec![b'x'; 1024];
-    let tasks: Vec<_> = (0..CALLERS)
-        .map(|caller| {
-            let (store, namespace, body) = (store.clone(), namespace.to_owned(), body.clone());
-            tokio::spawn(async move {
-                for n in (caller..count).step_by(CALLERS as usize) {
-                    let id = format!("evt_{n}");
-                    let event = IncomingEvent::new(&namespace, &id, &body);
-                    let accepted = store.accept(&event).await.expect("accept");
-                    assert_eq!(accepted, Acceptance::Accepted);
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("filler");
-    }
 }
 
 /// Removes `namespace`'s streams and claims, which a shared server would
@@ -155,7 +131,7 @@ fn main() {
             let store = RedisInbox::connect(&redis.url()).await.expect("redis");
             for &size in &sizes {
                 let namespace = format!("take-{size}-{}", std::process::id());
-                fill_redis(&store, &namespace, size + TAKEN).await;
+                common::accept_events(&store, &namespace, size + TAKEN).await;
                 rows.push(("Redis", size, median_take(&store, &namespace).await));
                 forget_redis(&redis.url(), &namespace).await;
             }

@@ -18,32 +18,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::support;
-use hooklatch::dedup::{
-    Acceptance, Inbox, InboxQueue, IncomingEvent, PostgresInbox, RedisInbox, SqliteInbox,
-};
+use hooklatch::dedup::{InboxQueue, PostgresInbox, RedisInbox, SqliteInbox};
 use hooklatch::worker::{Event, Failure, Worker};
-
-/// Accepts `count` 1 KiB events into `namespace`, 64 callers at once.
-async fn fill<S: Inbox + Clone + 'static>(store: &S, namespace: &str, count: u64) {
-    const CALLERS: u64 = 64;
-    let body = vec![b'x'; 1024];
-    let tasks: Vec<_> = (0..CALLERS)
-        .map(|caller| {
-            let (store, namespace, body) = (store.clone(), namespace.to_owned(), body.clone());
-            tokio::spawn(async move {
-                for n in (caller..count).step_by(CALLERS as usize) {
-                    let id = format!("evt_{n}");
-                    let event = IncomingEvent::new(&namespace, &id, &body);
-                    let accepted = store.accept(&event).await.expect("accept");
-                    assert_eq!(accepted, Acceptance::Accepted);
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("filler");
-    }
-}
 
 /// Events a second through a bare loop of `take(256)` and `ack_many`.
 async fn floor<S: InboxQueue>(store: &S, namespace: &str, count: u64) -> f64 {
@@ -80,10 +56,10 @@ async fn worker<S: InboxQueue + Clone + 'static>(store: &S, namespace: &str, cou
 /// The floor and the worker on `store`, each on a backlog of `count`.
 async fn measure<S: InboxQueue + Clone + 'static>(store: &S, count: u64) -> (f64, f64) {
     let namespace = support::unique("floor");
-    fill(store, &namespace, count).await;
+    common::accept_events(store, &namespace, count).await;
     let floor = floor(store, &namespace, count).await;
     let namespace = support::unique("worker");
-    fill(store, &namespace, count).await;
+    common::accept_events(store, &namespace, count).await;
     let worker = worker(store, &namespace, count).await;
     (floor, worker)
 }

@@ -51,3 +51,29 @@ impl StoreBench {
         }
     }
 }
+
+/// Accepts `count` 1 KiB events into `namespace`, 64 callers at once.
+pub(crate) async fn accept_events<S: hooklatch::dedup::Inbox + Clone + 'static>(
+    store: &S,
+    namespace: &str,
+    count: u64,
+) {
+    const CALLERS: u64 = 64;
+    let body = vec![b'x'; 1024];
+    let tasks: Vec<_> = (0..CALLERS)
+        .map(|caller| {
+            let (store, namespace, body) = (store.clone(), namespace.to_owned(), body.clone());
+            tokio::spawn(async move {
+                for n in (caller..count).step_by(CALLERS as usize) {
+                    let id = format!("evt_{n}");
+                    let event = hooklatch::dedup::IncomingEvent::new(&namespace, &id, &body);
+                    let accepted = store.accept(&event).await.expect("accept");
+                    assert_eq!(accepted, hooklatch::dedup::Acceptance::Accepted);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("filler");
+    }
+}

@@ -805,6 +805,13 @@ impl Scheme {
         )
     }
 
+    /// Whether the scheme signs with a shared secret (HMAC), not a key
+    /// pair.
+    #[cfg(all(test, feature = "http"))]
+    pub(crate) fn signs_with_a_secret(&self) -> bool {
+        !matches!(self.format, Format::Ed25519 | Format::EcdsaP256)
+    }
+
     /// Whether the scheme has `v1a` (ed25519) signatures.
     pub(crate) fn has_ed25519(&self) -> bool {
         matches!(self.format, Format::Versioned | Format::Ed25519)

@@ -392,6 +392,12 @@ async fn a_worker_that_dies_mid_batch_loses_nothing<B: Backend>() {
     assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
 }
 
+/// The resource and number a test event's body names.
+fn resource_and_number(entry: &hooklatch::dedup::InboxEntry) -> Option<(String, u64)> {
+    let body: serde_json::Value = entry.json().ok()?;
+    Some((body["resource"].as_str()?.to_owned(), body["n"].as_u64()?))
+}
+
 /// With a sequence tracker, each resource's events (accepted shuffled,
 /// two resources interleaved, one number sent twice under two ids) are
 /// applied once per number, in number order: a number past the next waits
@@ -428,10 +434,7 @@ async fn sequenced_events_apply_in_order_skip_repeats_and_wait_for_gaps<B: Backe
         async { Ok::<(), Failure>(()) }
     })
     .with_backoff(NO_WAIT)
-    .sequenced(tracker, |entry| {
-        let body: serde_json::Value = entry.json().ok()?;
-        Some((body["resource"].as_str()?.to_owned(), body["n"].as_u64()?))
-    })
+    .sequenced(tracker, resource_and_number)
     .start();
     wait_until("every event acked", || async {
         running.report().handled == arrivals.len() as u64
@@ -468,10 +471,7 @@ async fn a_sequence_gap_that_never_fills_is_dead_lettered_naming_what_it_waited_
         async { Ok::<(), Failure>(()) }
     })
     .with_backoff(NO_WAIT)
-    .sequenced(tracker, |entry| {
-        let body: serde_json::Value = entry.json().ok()?;
-        Some((body["resource"].as_str()?.to_owned(), body["n"].as_u64()?))
-    })
+    .sequenced(tracker, resource_and_number)
     .start();
     wait_until("the event is dead-lettered", || async {
         running.report().dead_lettered == 1
