@@ -200,7 +200,7 @@ trait ErasedStore: Send + Sync {
         reason: &'a str,
     ) -> Boxed<'a, NackOutcome>;
     fn visibility_timeout(&self) -> Duration;
-    fn watch_accepts(&self) -> Option<super::AcceptWatch>;
+    fn watch_accepts(&self, namespace: &str) -> Option<super::AcceptWatch>;
     fn dead_letters<'a>(&'a self, namespace: &'a str, max: usize) -> Boxed<'a, Vec<InboxEntry>>;
     fn stats<'a>(&'a self, namespace: &'a str) -> Boxed<'a, InboxStats>;
     fn requeue_dead<'a>(&'a self, namespace: &'a str, id: Option<&'a str>) -> Boxed<'a, u64>;
@@ -247,8 +247,8 @@ impl<S: InboxQueue + LeaseStore> ErasedStore for S {
     fn visibility_timeout(&self) -> Duration {
         InboxQueue::visibility_timeout(self)
     }
-    fn watch_accepts(&self) -> Option<super::AcceptWatch> {
-        InboxQueue::watch_accepts(self)
+    fn watch_accepts(&self, namespace: &str) -> Option<super::AcceptWatch> {
+        InboxQueue::watch_accepts(self, namespace)
     }
     fn dead_letters<'a>(&'a self, namespace: &'a str, max: usize) -> Boxed<'a, Vec<InboxEntry>> {
         Box::pin(InboxQueue::dead_letters(self, namespace, max))
@@ -314,8 +314,8 @@ impl InboxQueue for AnyInbox {
         self.store.visibility_timeout()
     }
 
-    fn watch_accepts(&self) -> Option<super::AcceptWatch> {
-        self.store.watch_accepts()
+    fn watch_accepts(&self, namespace: &str) -> Option<super::AcceptWatch> {
+        self.store.watch_accepts(namespace)
     }
 
     async fn dead_letters(&self, namespace: &str, max: usize) -> Answer<Vec<InboxEntry>> {

@@ -344,6 +344,9 @@ impl InboxQueue for MemoryInbox {
                 requeued += 1;
             }
         }
+        if requeued > 0 {
+            super::wake_workers(namespace);
+        }
         Ok(requeued)
     }
 }

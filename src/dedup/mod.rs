@@ -506,12 +506,20 @@ pub trait InboxQueue: Inbox {
         StoreOptions::default().visibility_timeout()
     }
 
-    /// A task that wakes this process's workers when another process
-    /// accepts an event into this store, for as long as it runs (Postgres:
-    /// `LISTEN`, fed by a `NOTIFY` in each accept's transaction); `None`
-    /// where the store cannot tell, and workers find such events by
+    /// A task that wakes this process's workers of `namespace` when
+    /// another process accepts an event into it, for as long as it runs;
+    /// `None` where the store cannot tell, and workers find such events by
     /// polling. A `Worker` (feature `worker`) runs it while it runs.
-    fn watch_accepts(&self) -> Option<AcceptWatch> {
+    ///
+    /// Postgres `LISTEN`s, fed by a `NOTIFY` in each accept's transaction.
+    /// Redis subscribes to the namespace's channel, on which an accept
+    /// publishes when it is the first into a shard a take found empty (so a
+    /// busy inbox publishes next to nothing); a store on a connection
+    /// handed over with `RedisConnection::from` cannot subscribe and gives
+    /// `None`. Each time the task (re)connects, it wakes the workers once,
+    /// so nothing accepted while it was away waits for a poll.
+    fn watch_accepts(&self, namespace: &str) -> Option<AcceptWatch> {
+        let _ = namespace;
         None
     }
 

@@ -145,10 +145,10 @@ impl InboxBackend for Postgres {
         super::accept_batch::accept(group, event).await
     }
 
-    fn watch_accepts(pool: &PgPool, inbox: &str) -> Option<super::AcceptWatch> {
-        let (pool, channel) = (pool.clone(), inbox.to_owned());
+    fn watch_accepts(pool: &PgPool, inbox: &str, namespace: &str) -> Option<super::AcceptWatch> {
+        let (pool, channel, namespace) = (pool.clone(), inbox.to_owned(), namespace.to_owned());
         Some(Box::pin(async move {
-            listen_for_accepts(&pool, &channel).await
+            listen_for_accepts(&pool, &channel, &namespace).await
         }))
     }
 
@@ -169,12 +169,13 @@ impl InboxBackend for Postgres {
 
 /// Wakes this process's workers on each namespace another process accepts
 /// into the inbox table `channel` (each accept's transaction sends its
-/// namespaces there), until dropped. A connection lost is opened again;
-/// what was accepted meanwhile is found by the workers' polls.
-async fn listen_for_accepts(pool: &PgPool, channel: &str) {
+/// namespaces there), until dropped. Each time it starts listening it
+/// wakes the workers of `namespace` once, so what was accepted before (or
+/// while a lost connection was opened again) is taken at once.
+async fn listen_for_accepts(pool: &PgPool, channel: &str, namespace: &str) {
     let mut pause = std::time::Duration::from_millis(100);
     loop {
-        let Err(error) = listen_once(pool, channel).await;
+        let Err(error) = listen_once(pool, channel, namespace).await;
         tracing::warn!(%error, channel, "cannot listen for accepts; workers poll meanwhile");
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(std::time::Duration::from_secs(5));
@@ -185,9 +186,11 @@ async fn listen_for_accepts(pool: &PgPool, channel: &str) {
 async fn listen_once(
     pool: &PgPool,
     channel: &str,
+    namespace: &str,
 ) -> Result<std::convert::Infallible, sqlx::Error> {
     let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
     listener.listen(channel).await?;
+    super::wake::accepted(namespace);
     loop {
         let notification = listener.recv().await?;
         super::wake::accepted(notification.payload());

@@ -46,6 +46,9 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 pub struct RedisConnection {
     inner: Inner,
     allow_no_persistence: bool,
+    /// Where a dedicated subscriber connects (the server, or each seed of
+    /// a cluster in turn): known only for connections this type opened.
+    subscribe_at: Vec<redis::Client>,
 }
 
 #[derive(Clone)]
@@ -69,6 +72,7 @@ impl From<ConnectionManager> for RedisConnection {
         Self {
             inner: Inner::Single(connection),
             allow_no_persistence: false,
+            subscribe_at: Vec::new(),
         }
     }
 }
@@ -78,6 +82,7 @@ impl From<ClusterConnection> for RedisConnection {
         Self {
             inner: Inner::Cluster(connection),
             allow_no_persistence: false,
+            subscribe_at: Vec::new(),
         }
     }
 }
@@ -128,22 +133,31 @@ impl RedisConnection {
     pub async fn open(address: &str) -> RedisResult<Self> {
         match cluster_seeds(address) {
             Some(seeds) => Self::open_cluster(&seeds).await,
-            None => {
-                let client = redis::Client::open(address)?;
-                Ok(ConnectionManager::new_with_config(client, single_config())
-                    .await?
-                    .into())
-            }
+            None => Self::single(redis::Client::open(address)?).await,
         }
+    }
+
+    /// A single server's connection through `client`, which also serves
+    /// subscriptions.
+    async fn single(client: redis::Client) -> RedisResult<Self> {
+        let mut connection: Self =
+            ConnectionManager::new_with_config(client.clone(), single_config())
+                .await?
+                .into();
+        connection.subscribe_at = vec![client];
+        Ok(connection)
     }
 
     /// Connects to the cluster that any of `nodes` (`redis://host:port`
     /// URLs, all with the same credentials) belongs to.
     pub async fn open_cluster<S: AsRef<str>>(seeds: &[S]) -> RedisResult<Self> {
-        Self::cluster(ClusterClientBuilder::new(
-            seeds.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
-        ))
-        .await
+        let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
+        let mut connection = Self::cluster(ClusterClientBuilder::new(seeds.clone())).await?;
+        connection.subscribe_at = seeds
+            .into_iter()
+            .map(redis::Client::open)
+            .collect::<RedisResult<_>>()?;
+        Ok(connection)
     }
 
     /// Like [`open`](Self::open) for a `rediss://` (or `rediss+cluster://`)
@@ -162,14 +176,16 @@ impl RedisConnection {
         };
         match cluster_seeds(address) {
             Some(seeds) => {
-                Self::cluster(ClusterClientBuilder::new(seeds).certs(certificates())).await
+                let mut connection =
+                    Self::cluster(ClusterClientBuilder::new(seeds.clone()).certs(certificates()))
+                        .await?;
+                connection.subscribe_at = seeds
+                    .into_iter()
+                    .map(|seed| redis::Client::build_with_tls(seed, certificates()))
+                    .collect::<RedisResult<_>>()?;
+                Ok(connection)
             }
-            None => {
-                let client = redis::Client::build_with_tls(address, certificates())?;
-                Ok(ConnectionManager::new_with_config(client, single_config())
-                    .await?
-                    .into())
-            }
+            None => Self::single(redis::Client::build_with_tls(address, certificates())?).await,
         }
     }
 
@@ -185,6 +201,12 @@ impl RedisConnection {
             .max_retry_wait(1000)
             .build()?;
         Ok(client.get_async_connection().await?.into())
+    }
+
+    /// Where a subscriber connects, to try in turn: empty for a connection
+    /// made elsewhere and handed over (`From`), which cannot subscribe.
+    pub(crate) fn subscribe_at(&self) -> &[redis::Client] {
+        &self.subscribe_at
     }
 
     /// Whether this is a cluster connection.

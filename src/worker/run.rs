@@ -181,6 +181,8 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
         let (acks, acked) = mpsc::unbounded_channel();
         let (deadline_passed, deadline) = watch::channel(false);
         let store = Arc::new(self.store);
+        // Accepts in other processes wake this one, where the store can tell.
+        let watching = store.watch_accepts(&self.namespace).map(tokio::spawn);
         let shared = Arc::new(Shared {
             visibility: store.visibility_timeout(),
             store: Arc::clone(&store),
@@ -193,8 +195,6 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
             deadline,
             turns: Mutex::default(),
         });
-        // Accepts in other processes wake this one, where the store can tell.
-        let watching = store.watch_accepts().map(tokio::spawn);
         let acker = tokio::spawn(ack_in_batches(store, Arc::clone(&counters), acked));
         let taking = Taking {
             consumer: self.consumer,

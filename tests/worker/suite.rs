@@ -572,19 +572,95 @@ async fn an_accept_in_the_same_process_wakes_an_idle_worker_at_once() {
     running.stop(Duration::from_secs(1)).await;
 }
 
-/// An accept in another process wakes an idle worker on Postgres at once
+/// The child process of the wake-up tests: accepts one event into the
+/// store and namespace its parent names, and ends.
+const ACCEPT_INTO: &str = "HOOKLATCH_TEST_ACCEPT_INTO";
+
+/// Whether this is the child of a wake-up test; if so it accepts and
+/// returns true. `connect` opens the parent's store at a URL.
+async fn accept_as_child<S, F, Fut>(connect: F) -> bool
+where
+    S: Inbox,
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = S>,
+{
+    let Ok(target) = std::env::var(ACCEPT_INTO) else {
+        return false;
+    };
+    let (url, namespace) = target.split_once(' ').unwrap();
+    let store = connect(url.to_owned()).await;
+    accept(&store, namespace, "evt_remote").await;
+    true
+}
+
+/// Runs `test` of this binary again as another process that accepts one
+/// event into `namespace` of the store at `url`, and waits for it.
+async fn accept_in_another_process(test: &str, url: &str, namespace: &str) {
+    let test = format!(
+        "{}::{test}",
+        module_path!().split_once("::").map_or("", |(_, path)| path)
+    );
+    let target = format!("{url} {namespace}");
+    let child = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test.as_str(), "--exact", "--nocapture"])
+            .env(ACCEPT_INTO, target)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        child.status.success(),
+        "the other process accepted: {}",
+        String::from_utf8_lossy(&child.stdout)
+    );
+}
+
+/// A worker with a poll interval of an hour, sending each id it handles.
+fn worker_sending_ids<S: InboxQueue + Clone + 'static>(
+    store: S,
+    namespace: &str,
+) -> (
+    hooklatch::worker::Running,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (handled, handled_rx) = tokio::sync::mpsc::unbounded_channel();
+    let running = Worker::new(store, namespace, move |event: Event| {
+        let _ = handled.send(event.id().to_owned());
+        async { Ok::<(), Failure>(()) }
+    })
+    .with_idle_poll(Duration::from_secs(3600))
+    .start();
+    (running, handled_rx)
+}
+
+/// Waits for the event the other process accepted: without a wake-up the
+/// worker sleeps its hour and this fails at its two-minute guard.
+async fn remote_event_is_handled(
+    running: hooklatch::worker::Running,
+    mut handled: tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let handled = tokio::time::timeout(Duration::from_secs(120), handled.recv())
+        .await
+        .expect("the worker slept through an accept in another process");
+    assert_eq!(handled.as_deref(), Some("evt_remote"));
+    running.stop(Duration::from_secs(5)).await;
+}
+
+/// An accept in another process wakes an idle worker on Postgres
 /// (`LISTEN`/`NOTIFY`): with the idle poll an hour, the worker has listened
 /// and found the inbox empty before another process accepts, and the
-/// handler runs. Without the wake-up the worker sleeps the hour and the
-/// test fails at its two-minute guard.
+/// handler runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
-    const CHILD: &str = "HOOKLATCH_TEST_ACCEPT_INTO";
-    if let Ok(target) = std::env::var(CHILD) {
-        // The other process: accept one event, and end.
-        let (url, namespace) = target.split_once(' ').unwrap();
-        let store = hooklatch::dedup::PostgresInbox::connect(url).await.unwrap();
-        accept(&store, namespace, "evt_remote").await;
+    if accept_as_child(|url| async move {
+        hooklatch::dedup::PostgresInbox::connect(&url)
+            .await
+            .unwrap()
+    })
+    .await
+    {
         return;
     }
     let server = super::support::postgres();
@@ -598,13 +674,7 @@ async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
     let store = hooklatch::dedup::PostgresInbox::connect(&url)
         .await
         .unwrap();
-    let (handled, mut handled_rx) = tokio::sync::mpsc::unbounded_channel();
-    let running = Worker::new(store, &namespace, move |event: Event| {
-        let _ = handled.send(event.id().to_owned());
-        async { Ok::<(), Failure>(()) }
-    })
-    .with_idle_poll(Duration::from_secs(3600))
-    .start();
+    let (running, handled) = worker_sending_ids(store, &namespace);
 
     let admin = sqlx::PgPool::connect(&base).await.unwrap();
     let last_queries = || async {
@@ -627,30 +697,66 @@ async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
         },
     )
     .await;
+    accept_in_another_process(
+        "an_accept_in_another_process_wakes_an_idle_postgres_worker",
+        &url,
+        &namespace,
+    )
+    .await;
+    remote_event_is_handled(running, handled).await;
+}
 
-    let test = format!(
-        "{}::an_accept_in_another_process_wakes_an_idle_postgres_worker",
-        module_path!().split_once("::").map_or("", |(_, path)| path)
-    );
-    let child = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(std::env::current_exe().unwrap())
-            .args([test.as_str(), "--exact", "--nocapture"])
-            .env(CHILD, format!("{url} {namespace}"))
-            .output()
-            .unwrap()
-    })
+/// An accept in another process wakes an idle worker on Redis (the
+/// namespace's channel, published on by the first accept into a shard a
+/// take found empty): with the idle poll an hour, the worker has
+/// subscribed and every shard is marked idle before another process
+/// accepts, and the handler runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accept_in_another_process_wakes_an_idle_redis_worker() {
+    if accept_as_child(
+        |url| async move { hooklatch::dedup::RedisInbox::connect(&url).await.unwrap() },
+    )
     .await
-    .unwrap();
-    assert!(
-        child.status.success(),
-        "the other process accepted: {}",
-        String::from_utf8_lossy(&child.stdout)
-    );
-    let handled = tokio::time::timeout(Duration::from_secs(120), handled_rx.recv())
+    {
+        return;
+    }
+    let server = super::support::redis();
+    let url = server.url();
+    let namespace = super::support::unique("remote");
+    let store = hooklatch::dedup::RedisInbox::connect(&url).await.unwrap();
+    let (running, handled) = worker_sending_ids(store, &namespace);
+
+    let admin = ::redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
         .await
-        .expect("the worker slept through an accept in another process");
-    assert_eq!(handled.as_deref(), Some("evt_remote"));
-    running.stop(Duration::from_secs(5)).await;
+        .unwrap();
+    wait_until(
+        "the worker subscribes and finds every shard empty",
+        || async {
+            let mut admin = admin.clone();
+            let channels: Vec<String> = ::redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .arg(format!("*{{{namespace}}}*"))
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            let idle: Vec<String> = ::redis::cmd("KEYS")
+                .arg(format!("*{{{namespace}/*}}:idle"))
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            channels.len() == 1 && idle.len() == usize::from(hooklatch::dedup::DEFAULT_SHARDS)
+        },
+    )
+    .await;
+    accept_in_another_process(
+        "an_accept_in_another_process_wakes_an_idle_redis_worker",
+        &url,
+        &namespace,
+    )
+    .await;
+    remote_event_is_handled(running, handled).await;
 }
 
 /// A worker process killed with SIGKILL mid-batch on Postgres loses

@@ -25,6 +25,8 @@ impl Inbox for RedisInbox {
         let shard = self.shards.of(event.id);
         let claim = self.shards.claim_key(event.namespace, event.id);
         let inbox = self.shards.key(event.namespace, shard, "inbox");
+        let idle = self.shards.idle_key(event.namespace, shard);
+        let channel = self.shards.accepted_channel(event.namespace);
         let retention = millis(self.options.retention()).to_string();
         let signed_at = event.signed_at.map(|t| t.to_string()).unwrap_or_default();
         let meta = event.meta_text().unwrap_or_default();
@@ -36,7 +38,7 @@ impl Inbox for RedisInbox {
         let accepted: i64 = self
             .run_script(
                 (&ACCEPT_SCRIPT, ACCEPT),
-                &[&claim, &inbox],
+                &[&claim, &inbox, &idle],
                 &[
                     retention.as_bytes(),
                     event.id.as_bytes(),
@@ -44,6 +46,7 @@ impl Inbox for RedisInbox {
                     signed_at.as_bytes(),
                     meta.as_bytes(),
                     rewrite.as_bytes(),
+                    channel.as_bytes(),
                 ],
             )
             .await?;
@@ -205,6 +208,20 @@ impl InboxQueue for RedisInbox {
         self.options.visibility_timeout()
     }
 
+    fn watch_accepts(&self, namespace: &str) -> Option<crate::dedup::AcceptWatch> {
+        let nodes = self.connection.subscribe_at().to_vec();
+        if nodes.is_empty() {
+            return None;
+        }
+        let (channel, namespace) = (
+            self.shards.accepted_channel(namespace),
+            namespace.to_owned(),
+        );
+        Some(Box::pin(async move {
+            subscribe_to_accepts(&nodes, &channel, &namespace).await
+        }))
+    }
+
     async fn give_back(
         &self,
         delivery: &InboxEntry,
@@ -336,12 +353,16 @@ impl InboxQueue for RedisInbox {
         };
         let moved = join_all(shards.into_iter().map(|shard| {
             let [stream, _, _, dead] = self.shards.inbox_keys(namespace, shard);
+            let idle = self.shards.idle_key(namespace, shard);
+            let channel = self.shards.accepted_channel(namespace);
             let mut connection = self.connection.clone();
             async move {
                 let moved: Result<u64, _> = REQUEUE_DEAD_SCRIPT
                     .key(stream)
                     .key(dead)
+                    .key(idle)
                     .arg(id.unwrap_or_default())
+                    .arg(channel)
                     .invoke_async(&mut connection)
                     .await;
                 moved
@@ -352,6 +373,45 @@ impl InboxQueue for RedisInbox {
         for moved in moved {
             total += moved?;
         }
+        if total > 0 {
+            crate::dedup::wake_workers(namespace);
+        }
         Ok(total)
+    }
+}
+
+/// Wakes this process's workers of `namespace` on each message on
+/// `channel`, until dropped, subscribed at the first of `nodes` that
+/// answers (on a cluster a `PUBLISH` reaches every node). Each time it has
+/// subscribed it wakes the workers once: what was accepted before, or
+/// while a lost connection was made again, is taken at once.
+async fn subscribe_to_accepts(nodes: &[redis::Client], channel: &str, namespace: &str) {
+    use futures_util::StreamExt as _;
+    let mut pause = Duration::from_millis(100);
+    for node in nodes.iter().cycle() {
+        let subscribed = async {
+            let mut subscriber = node.get_async_pubsub().await?;
+            subscriber.subscribe(channel).await?;
+            Ok::<_, redis::RedisError>(subscriber)
+        };
+        match subscribed.await {
+            Ok(subscriber) => {
+                pause = Duration::from_millis(100);
+                crate::dedup::wake::accepted(namespace);
+                let mut messages = subscriber.into_on_message();
+                while messages.next().await.is_some() {
+                    crate::dedup::wake::accepted(namespace);
+                }
+                tracing::warn!(
+                    channel,
+                    "lost the subscription to accepts; workers poll meanwhile"
+                );
+            }
+            Err(error) => {
+                tracing::warn!(%error, channel, "cannot subscribe to accepts; workers poll meanwhile");
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
     }
 }

@@ -326,6 +326,7 @@ impl RedisInbox {
         for key in self.shards.inbox_keys(namespace, shard) {
             script.key(key);
         }
+        script.key(self.shards.idle_key(namespace, shard));
         let rows: Vec<TakenRow> = script
             .arg(GROUP)
             .arg(consumer)

@@ -63,6 +63,18 @@ impl Shards {
         ["inbox", "attempts", "delayed", "dead"].map(|suffix| self.key(namespace, shard, suffix))
     }
 
+    /// A shard's idle mark: set by a take that found no new entry, cleared
+    /// (and published) by the next accept.
+    pub(super) fn idle_key(&self, namespace: &str, shard: u16) -> String {
+        self.key(namespace, shard, "idle")
+    }
+
+    /// The channel an accept into an idle shard of `namespace` publishes
+    /// on, for workers in other processes.
+    pub(super) fn accepted_channel(&self, namespace: &str) -> String {
+        format!("{}:{{{namespace}}}:accepted", self.prefix)
+    }
+
     /// Where the namespace's shard count is recorded, and the stream an
     /// unsharded store kept its inbox in.
     pub(super) fn record_keys(&self, namespace: &str) -> [String; 2] {

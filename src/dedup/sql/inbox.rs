@@ -90,10 +90,14 @@ pub trait InboxBackend: Database {
         event: &IncomingEvent<'_>,
     ) -> impl Future<Output = Result<Acceptance, DedupError>> + Send;
 
-    /// A task waking this process's workers on accepts other processes
-    /// make into the inbox table `inbox`: see
+    /// A task waking this process's workers of `namespace` on accepts
+    /// other processes make into the inbox table `inbox`: see
     /// [`InboxQueue::watch_accepts`].
-    fn watch_accepts(_pool: &Pool<Self>, _inbox: &str) -> Option<crate::dedup::AcceptWatch> {
+    fn watch_accepts(
+        _pool: &Pool<Self>,
+        _inbox: &str,
+        _namespace: &str,
+    ) -> Option<crate::dedup::AcceptWatch> {
         None
     }
 
@@ -436,8 +440,8 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
         self.options.visibility_timeout()
     }
 
-    fn watch_accepts(&self) -> Option<crate::dedup::AcceptWatch> {
-        DB::watch_accepts(&self.pool, &self.statements.inbox)
+    fn watch_accepts(&self, namespace: &str) -> Option<crate::dedup::AcceptWatch> {
+        DB::watch_accepts(&self.pool, &self.statements.inbox, namespace)
     }
 
     async fn dead_letters(
@@ -485,8 +489,12 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
                     .text(namespace)
                     .opt_text(id),
             )
-            .await?;
-        Ok(requeued.affected())
+            .await?
+            .affected();
+        if requeued > 0 {
+            crate::dedup::wake_workers(namespace);
+        }
+        Ok(requeued)
     }
 }
 

@@ -4,6 +4,10 @@
 -- ARGV[6] = '1' (replica acks): a duplicate rewrites its claim as it is,
 -- so that every path writes and the `WAIT` that follows has this node's
 -- copy of the claim to wait for.
+-- KEYS[3] is the shard's idle mark, set by a take that found no new entry:
+-- the first accept after it publishes on ARGV[7], so that workers waiting
+-- in other processes take at once; accepts into a shard being drained
+-- publish nothing.
 if not redis.call('SET', KEYS[1], 'done', 'NX', 'PX', ARGV[1]) then
   if ARGV[6] == '1' then
     redis.call('SET', KEYS[1], redis.call('GET', KEYS[1]), 'KEEPTTL')
@@ -16,4 +20,5 @@ if type(added) == 'table' and added.err then
   redis.call('DEL', KEYS[1])
   return added
 end
+if redis.call('DEL', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[7], '') end
 return 1

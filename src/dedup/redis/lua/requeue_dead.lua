@@ -1,6 +1,7 @@
 -- Moves one shard's dead letters (those with event id ARGV[1], or all when
--- it is empty) back onto the stream, their attempts counted from zero.
-local stream, dead, only = KEYS[1], KEYS[2], ARGV[1]
+-- it is empty) back onto the stream, their attempts counted from zero;
+-- into an idle shard (KEYS[3]) it publishes on ARGV[2], as an accept does.
+local stream, dead, idle, only = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local moved = 0
 for _, entry in ipairs(redis.call('XRANGE', dead, '-', '+')) do
   local f = {}
@@ -12,4 +13,5 @@ for _, entry in ipairs(redis.call('XRANGE', dead, '-', '+')) do
     moved = moved + 1
   end
 end
+if moved > 0 and redis.call('DEL', idle) == 1 then redis.call('PUBLISH', ARGV[2], '') end
 return moved

@@ -13,7 +13,9 @@
 -- for more only this way: a second reclaim in the same take could hand
 -- out again what its first round handed out, had the rounds taken longer
 -- than the visibility timeout.
-local stream, attempts, delayed, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- KEYS[5], the shard's idle mark, is set when the read finds fewer new
+-- entries than asked: the next accept into the shard publishes (accept.lua).
+local stream, attempts, delayed, dead, idle = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local group, consumer = ARGV[1], ARGV[2]
 local count, visibility, max, nonce = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local fresh_only = ARGV[7] == '1'
@@ -104,8 +106,11 @@ if not fresh_only then
   deliver(reclaimed[2])
 end
 if #out < count then
+  local asked = count - #out
   local fresh = in_group('XREADGROUP', 'GROUP', group, consumer,
-    'COUNT', count - #out, 'STREAMS', stream, '>')
-  if fresh then deliver(fresh[1][2]) end
+    'COUNT', asked, 'STREAMS', stream, '>')
+  local read = fresh and fresh[1][2] or {}
+  if #read < asked then redis.call('SET', idle, '1') end
+  deliver(read)
 end
 return out
