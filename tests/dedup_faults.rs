@@ -269,6 +269,54 @@ async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
     );
 }
 
+/// The first accepts into a new Redis namespace, many at once, scan the
+/// keyspace for claims of the layout before shards once between them, not
+/// once each: on a server of 20,000 keys a pass is about 20 `SCAN` calls,
+/// and 64 callers each scanning made the server stall for seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_accepts_of_a_redis_namespace_scan_the_keyspace_once() {
+    let server = support::Redis::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    for chunk in 0..20 {
+        let mut fill = redis::pipe();
+        for n in 0..1000 {
+            fill.set(format!("other:{chunk}:{n}"), 1).ignore();
+        }
+        let _: () = fill.query_async(&mut raw).await.unwrap();
+    }
+    let scans = || {
+        support::info(&server.url(), "commandstats")
+            .lines()
+            .find(|line| line.starts_with("cmdstat_scan:"))
+            .and_then(|line| line.split("calls=").nth(1)?.split(',').next()?.parse().ok())
+            .unwrap_or(0_u64)
+    };
+    let store = RedisInbox::connect(&server.url()).await.unwrap();
+    let namespace = support::unique("fresh");
+    let before = scans();
+    let accepts: Vec<_> = (0..64)
+        .map(|n| {
+            let (store, namespace) = (store.clone(), namespace.clone());
+            tokio::spawn(async move {
+                let id = format!("evt_{n}");
+                store
+                    .accept(&IncomingEvent::new(&namespace, &id, b"{}"))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for accept in accepts {
+        assert_eq!(accept.await.unwrap(), Acceptance::Accepted);
+    }
+    let calls = scans() - before;
+    assert!(
+        (1..=40).contains(&calls),
+        "one pass over 20,000 keys is about 20 SCAN calls; 64 first accepts made {calls}"
+    );
+}
+
 /// A namespace used only in lease mode before shards has nothing but
 /// `{ns}:claim:<id>` keys. Upgraded stores must still find its done marks
 /// and leases (or refuse the namespace), never run a handler again.

@@ -240,8 +240,15 @@ impl RedisInbox {
     }
 
     /// Checks, once per namespace, that the shard count on record is this
-    /// store's, recording it on first use.
+    /// store's, recording it on first use. A namespace with no record costs
+    /// one `SCAN` of the keyspace (for claims of the layout before shards):
+    /// callers that arrive meanwhile wait for it rather than scan too.
     async fn check_shards(&self, namespace: &str) -> Result<(), DedupError> {
+        if self.shards.is_checked(namespace) {
+            return Ok(());
+        }
+        let lock = self.shards.check_lock(namespace);
+        let _checking = lock.lock().await;
         if self.shards.is_checked(namespace) {
             return Ok(());
         }

@@ -7,7 +7,7 @@
 //! namespace, so no two namespaces share a tag); with a single shard the
 //! tag is `{ns}`, the layout of stores made before shards.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A namespace's shard count when none is chosen: enough to spread one
@@ -24,6 +24,9 @@ pub(super) struct Shards {
     pub(super) count: u16,
     /// Namespaces whose recorded shard count was checked against `count`.
     checked: Arc<Mutex<HashSet<String>>>,
+    /// A lock per namespace being checked: callers that find it unchecked
+    /// at once wait for one check, not one `SCAN` of the keyspace each.
+    checking: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 impl Shards {
@@ -32,6 +35,7 @@ impl Shards {
             prefix,
             count,
             checked: Arc::default(),
+            checking: Arc::default(),
         }
     }
 
@@ -100,6 +104,16 @@ impl Shards {
 
     pub(super) fn mark_checked(&self, namespace: &str) {
         self.checked_set().insert(namespace.to_owned());
+        self.checking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(namespace);
+    }
+
+    /// The lock the first check of `namespace` runs under.
+    pub(super) fn check_lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut checking = self.checking.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(checking.entry(namespace.to_owned()).or_default())
     }
 
     fn checked_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {

@@ -110,7 +110,8 @@ if #out < count then
   local fresh = in_group('XREADGROUP', 'GROUP', group, consumer,
     'COUNT', asked, 'STREAMS', stream, '>')
   local read = fresh and fresh[1][2] or {}
-  if #read < asked then redis.call('SET', idle, '1') end
+  -- Set only when unset: a write would cost an empty take an AOF fsync.
+  if #read < asked and redis.call('EXISTS', idle) == 0 then redis.call('SET', idle, '1') end
   deliver(read)
 end
 return out
