@@ -94,6 +94,7 @@ pub struct Worker<Q> {
     backoff: Backoff,
     max_attempts: Option<u32>,
     idle_poll: Duration,
+    take_interval: Duration,
     order: Option<OrderKey>,
 }
 
@@ -106,6 +107,7 @@ impl<Q> fmt::Debug for Worker<Q> {
             .field("backoff", &self.backoff)
             .field("max_attempts", &self.max_attempts)
             .field("idle_poll", &self.idle_poll)
+            .field("take_interval", &self.take_interval)
             .field("ordered", &self.order.is_some())
             .finish_non_exhaustive()
     }
@@ -150,6 +152,10 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 /// The longest a worker waits between polls while idle, unless told.
 pub const DEFAULT_IDLE_POLL: Duration = Duration::from_millis(250);
 
+/// The least time between two takes after one that came back short,
+/// unless told.
+pub const DEFAULT_TAKE_INTERVAL: Duration = Duration::from_millis(5);
+
 impl<Q: InboxQueue + 'static> Worker<Q> {
     /// A worker taking events of `namespace` from `store` and running
     /// `handler` for each: a closure, or a [`Router`].
@@ -163,6 +169,7 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
             backoff: Backoff::default(),
             max_attempts: None,
             idle_poll: DEFAULT_IDLE_POLL,
+            take_interval: DEFAULT_TAKE_INTERVAL,
             order: None,
         }
     }
@@ -195,6 +202,20 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
     #[must_use]
     pub fn with_idle_poll(mut self, interval: Duration) -> Self {
         self.idle_poll = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The least time between the starts of two takes when the first came
+    /// back with events but short of what it asked (default 5 ms): under a
+    /// steady load each
+    /// take then brings what arrived meanwhile, since a take costs the
+    /// store a round whatever it returns (on Redis a script per shard). An
+    /// event that follows a quiet spell is taken at once; under load an
+    /// event waits at most this much longer. A take that comes back full is
+    /// followed at once. `Duration::ZERO` takes on every wake-up.
+    #[must_use]
+    pub fn with_take_interval(mut self, interval: Duration) -> Self {
+        self.take_interval = interval;
         self
     }
 

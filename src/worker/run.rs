@@ -200,6 +200,7 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
             consumer: self.consumer,
             concurrency: self.concurrency,
             idle_poll: self.idle_poll,
+            take_interval: self.take_interval,
             // Woken on every accept, an idle worker polls only for retries
             // coming due; else it backs off from a short poll.
             first_idle_wait: if watching.is_some() {
@@ -230,6 +231,7 @@ struct Taking {
     consumer: String,
     concurrency: usize,
     idle_poll: Duration,
+    take_interval: Duration,
     /// The first wait after an empty take.
     first_idle_wait: Duration,
     order: Option<OrderKey>,
@@ -247,8 +249,17 @@ impl Taking {
         let mut holds = JoinSet::new();
         let mut idle_wait = self.first_idle_wait;
         let mut taken: u64 = 0;
+        // After a take that came back short, when the next may start.
+        let mut next_take_at: Option<Instant> = None;
         loop {
             while holds.try_join_next().is_some() {}
+            if let Some(at) = next_take_at.take().filter(|at| *at > Instant::now()) {
+                tokio::select! {
+                    biased;
+                    () = stop_asked(&mut stopping) => break,
+                    () = tokio::time::sleep_until(at) => {}
+                }
+            }
             let first = tokio::select! {
                 biased;
                 () = stop_asked(&mut stopping) => break,
@@ -268,6 +279,8 @@ impl Taking {
             let accepted = waiter.notify().notified();
             tokio::pin!(accepted);
             accepted.as_mut().enable();
+            let take_started = Instant::now();
+            let asked = permits.len();
             let batch = shared
                 .store
                 .take(&shared.namespace, &self.consumer, permits.len())
@@ -275,6 +288,9 @@ impl Taking {
             let wait = match batch {
                 Ok(batch) if !batch.is_empty() => {
                     idle_wait = self.first_idle_wait;
+                    if batch.len() < asked {
+                        next_take_at = Some(take_started + self.take_interval);
+                    }
                     for (entry, permit) in batch.into_iter().zip(permits.drain(..)) {
                         taken += 1;
                         let turn = self.turn_of(&shared, &entry, taken);

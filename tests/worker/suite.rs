@@ -572,6 +572,52 @@ async fn an_accept_in_the_same_process_wakes_an_idle_worker_at_once() {
     running.stop(Duration::from_secs(1)).await;
 }
 
+/// Under a steady load a worker takes at most once per take interval, so
+/// each take brings what arrived meanwhile: on a paused clock, after a
+/// take that came back short (one event of the 32 it could hold), an event
+/// accepted 1 ms later starts at the 5 ms interval, not at once; an event
+/// after a quiet spell starts at once; with the interval zero, every
+/// wake-up takes.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_worker_under_load_takes_at_most_once_per_take_interval() {
+    for (interval, second_waits) in [
+        (
+            hooklatch::worker::DEFAULT_TAKE_INTERVAL,
+            Duration::from_millis(4),
+        ),
+        (Duration::ZERO, Duration::ZERO),
+    ] {
+        let store = hooklatch::dedup::MemoryInbox::new();
+        let namespace = super::support::unique("paced");
+        let (handled, mut handled_rx) = tokio::sync::mpsc::unbounded_channel();
+        let running = Worker::new(store.clone(), &namespace, move |event: Event| {
+            let _ = handled.send((event.id().to_owned(), tokio::time::Instant::now()));
+            async { Ok::<(), Failure>(()) }
+        })
+        .with_idle_poll(Duration::from_secs(3600))
+        .with_take_interval(interval)
+        .start();
+        tokio::time::sleep(Duration::from_secs(7200)).await;
+        // After a quiet spell: at once.
+        let first_accepted = tokio::time::Instant::now();
+        accept(&store, &namespace, "evt_first").await;
+        let (id, first_started) = handled_rx.recv().await.unwrap();
+        assert_eq!((id.as_str(), first_started), ("evt_first", first_accepted));
+        // 1 ms after that short take: at the interval's end.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let second_accepted = tokio::time::Instant::now();
+        accept(&store, &namespace, "evt_second").await;
+        let (id, second_started) = handled_rx.recv().await.unwrap();
+        assert_eq!(id, "evt_second");
+        assert_eq!(
+            second_started - second_accepted,
+            second_waits,
+            "with a take interval of {interval:?}"
+        );
+        running.stop(Duration::from_secs(1)).await;
+    }
+}
+
 /// The child process of the wake-up tests: accepts one event into the
 /// store and namespace its parent names, and ends.
 const ACCEPT_INTO: &str = "HOOKLATCH_TEST_ACCEPT_INTO";
