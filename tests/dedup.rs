@@ -2,6 +2,8 @@
 //! SQLite, Postgres and Redis. The SQL and Redis tests run against real
 //! servers (see tests/support).
 
+#[path = "worker/own_store.rs"]
+mod own_store;
 mod support;
 #[path = "worker/suite.rs"]
 mod worker;
@@ -1547,6 +1549,7 @@ async fn redis_a_take_asking_a_shard_again_makes_a_missing_group() {
         .key(&attempts)
         .key(&delayed)
         .key(&dead)
+        .key(format!("t:{{{tag}}}:idle"))
         .arg("hooklatch")
         .arg("w")
         .arg(10)

@@ -213,10 +213,7 @@ impl InboxQueue for MemoryInbox {
                 // Its last worker died holding it: that was its last try.
                 row.dead = true;
                 row.taken = None;
-                row.dead_letter = Some(DeadLetter::new(
-                    Some(LAST_ATTEMPT_TIMED_OUT.to_owned()),
-                    Some(now),
-                ));
+                row.dead_letter = Some(DeadLetter::new(LAST_ATTEMPT_TIMED_OUT, Some(now)));
                 continue;
             }
             row.attempts += 1;
@@ -277,7 +274,7 @@ impl InboxQueue for MemoryInbox {
                 }
                 _ => {
                     row.dead = true;
-                    row.dead_letter = Some(DeadLetter::new(Some(reason.to_owned()), Some(now)));
+                    row.dead_letter = Some(DeadLetter::new(reason, Some(now)));
                     NackOutcome::DeadLettered
                 }
             }

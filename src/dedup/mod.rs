@@ -211,9 +211,12 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
-    pub(crate) fn new(reason: Option<String>, at_millis: Option<i64>) -> Self {
+    /// Why an event was dead-lettered and when (milliseconds since the
+    /// Unix epoch), as a store of your own reports it on the entries
+    /// [`dead_letters`](InboxQueue::dead_letters) returns.
+    pub fn new(reason: impl Into<String>, at_millis: Option<i64>) -> Self {
         Self {
-            reason: reason.unwrap_or_default(),
+            reason: reason.into(),
             at_millis,
         }
     }
@@ -253,15 +256,113 @@ impl InboxEntry {
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_slice(&self.body)
     }
+
+    /// An entry as a store of your own hands it out from
+    /// [`take`](InboxQueue::take): its first attempt, no signed time, no
+    /// metadata, not dead; the `with_*` methods set the rest.
+    ///
+    /// ```
+    /// use hooklatch::dedup::{EventMeta, InboxEntry, Receipt};
+    ///
+    /// let entry = InboxEntry::new("stripe", "evt_1", b"{}".to_vec(), Receipt::new("row-7", "t-1"))
+    ///     .with_attempt(2)
+    ///     .with_meta(EventMeta::with_type("invoice.paid"))
+    ///     .with_received_at_millis(Some(1_767_225_600_000));
+    /// assert_eq!(entry.receipt().entry(), "row-7");
+    /// assert_eq!(entry.attempt, 2);
+    /// ```
+    pub fn new(
+        namespace: impl Into<String>,
+        id: impl Into<String>,
+        body: Vec<u8>,
+        receipt: Receipt,
+    ) -> Self {
+        Self {
+            namespace: namespace.into(),
+            id: id.into(),
+            body,
+            signed_at: None,
+            attempt: 1,
+            meta: EventMeta::default(),
+            dead: None,
+            received_at_millis: None,
+            receipt,
+        }
+    }
+
+    /// Which attempt this taking is: 1 on the first.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// The signed timestamp the receiver kept, if any.
+    #[must_use]
+    pub fn with_signed_at(mut self, signed_at: Option<i64>) -> Self {
+        self.signed_at = signed_at;
+        self
+    }
+
+    /// What the provider said about the event.
+    #[must_use]
+    pub fn with_meta(mut self, meta: EventMeta) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// When the store accepted the event, in milliseconds since the Unix
+    /// epoch.
+    #[must_use]
+    pub fn with_received_at_millis(mut self, at: Option<i64>) -> Self {
+        self.received_at_millis = at;
+        self
+    }
+
+    /// Why and when the event was dead-lettered, on the entries
+    /// [`dead_letters`](InboxQueue::dead_letters) returns.
+    #[must_use]
+    pub fn with_dead(mut self, dead: DeadLetter) -> Self {
+        self.dead = Some(dead);
+        self
+    }
+
+    /// This taking's receipt: what an ack or nack of the entry is checked
+    /// against.
+    pub fn receipt(&self) -> &Receipt {
+        &self.receipt
+    }
 }
 
-/// Identifies one taking of an event, so only its taker can ack or nack it.
+/// Identifies one taking of an event, so only its taker can ack or nack
+/// it: which entry of the store (a row, a stream entry), and a token that
+/// changes every time the entry is taken. A store of your own makes one
+/// for each entry it hands out and checks both on every ack, nack and
+/// extension.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Receipt {
-    /// The row or stream entry.
+pub struct Receipt {
     pub(crate) entry: String,
-    /// Changes every time the event is taken.
     pub(crate) token: String,
+}
+
+impl Receipt {
+    /// The receipt of `entry` taken under `token`.
+    pub fn new(entry: impl Into<String>, token: impl Into<String>) -> Self {
+        Self {
+            entry: entry.into(),
+            token: token.into(),
+        }
+    }
+
+    /// Which entry of the store was taken.
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+
+    /// This taking's token: an ack or nack that carries another is lost.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
 }
 
 /// How [`InboxQueue::give_back`] gives an event back.
@@ -681,15 +782,20 @@ pub(crate) fn check_namespace(namespace: &str) -> Result<(), DedupError> {
 }
 
 impl Lease {
-    pub(crate) fn new(namespace: &str, id: &str, token: String) -> Self {
+    /// The lease a store of your own hands out from
+    /// [`claim`](LeaseStore::claim): `token` is unique to this claim, so a
+    /// completion or release by a holder whose lease ran out and was
+    /// claimed again is refused.
+    pub fn new(namespace: &str, id: &str, token: impl Into<String>) -> Self {
         Self {
             namespace: namespace.to_owned(),
             id: id.to_owned(),
-            token,
+            token: token.into(),
         }
     }
 
-    pub(crate) fn token(&self) -> &str {
+    /// This claim's token.
+    pub fn token(&self) -> &str {
         &self.token
     }
 }

@@ -787,12 +787,16 @@ async fn an_accept_in_another_process_wakes_an_idle_redis_worker() {
                 .query_async(&mut admin)
                 .await
                 .unwrap();
-            let idle: Vec<String> = ::redis::cmd("KEYS")
-                .arg(format!("*{{{namespace}/*}}:idle"))
+            // Each shard's idle mark, in the store's key layout.
+            let marks: Vec<String> = (0..hooklatch::dedup::DEFAULT_SHARDS)
+                .map(|shard| format!("hooklatch:{{{namespace}/{shard}}}:idle"))
+                .collect();
+            let idle: usize = ::redis::cmd("EXISTS")
+                .arg(&marks)
                 .query_async(&mut admin)
                 .await
                 .unwrap();
-            channels.len() == 1 && idle.len() == usize::from(hooklatch::dedup::DEFAULT_SHARDS)
+            channels.len() == 1 && idle == marks.len()
         },
     )
     .await;

@@ -304,7 +304,7 @@ impl InboxQueue for RedisInbox {
                     meta: EventMeta::from_text(Some(&text("meta"))),
                     // A stream id starts with its time in ms on the server.
                     dead: Some(DeadLetter::new(
-                        entry.map.contains_key("reason").then(|| text("reason")),
+                        text("reason"),
                         super::stream_id_millis(&entry.id),
                     )),
                     // The dead stream's id is the time of death.

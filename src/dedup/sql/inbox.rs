@@ -460,7 +460,12 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
             .map(
                 |(entry, id, body, signed_at, attempts, meta, reason, at, received_at)| {
                     let row = (entry, id, body, signed_at, attempts, meta, received_at);
-                    delivery(namespace, row, "", Some(DeadLetter::new(reason, at)))
+                    delivery(
+                        namespace,
+                        row,
+                        "",
+                        Some(DeadLetter::new(reason.unwrap_or_default(), at)),
+                    )
                 },
             )
             .collect())
