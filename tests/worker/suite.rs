@@ -781,12 +781,14 @@ async fn an_accept_in_another_process_wakes_an_idle_redis_worker() {
         "the worker subscribes and finds every shard empty",
         || async {
             let mut admin = admin.clone();
+            // A reply slower than the client's timeout (both cores busy)
+            // is asked again.
             let channels: Vec<String> = ::redis::cmd("PUBSUB")
                 .arg("CHANNELS")
                 .arg(format!("*{{{namespace}}}*"))
                 .query_async(&mut admin)
                 .await
-                .unwrap();
+                .unwrap_or_default();
             // Each shard's idle mark, in the store's key layout.
             let marks: Vec<String> = (0..hooklatch::dedup::DEFAULT_SHARDS)
                 .map(|shard| format!("hooklatch:{{{namespace}/{shard}}}:idle"))
@@ -795,7 +797,7 @@ async fn an_accept_in_another_process_wakes_an_idle_redis_worker() {
                 .arg(&marks)
                 .query_async(&mut admin)
                 .await
-                .unwrap();
+                .unwrap_or_default();
             channels.len() == 1 && idle == marks.len()
         },
     )
