@@ -4,6 +4,8 @@
 
 #[path = "worker/own_store.rs"]
 mod own_store;
+#[path = "support/patient_redis.rs"]
+mod patient_redis;
 mod support;
 #[path = "worker/suite.rs"]
 mod worker;
@@ -1213,7 +1215,7 @@ async fn redis_refuses_a_server_that_keeps_no_append_only_file() {
         .expect("opted out");
 
     let client = ::redis::Client::open(url.as_str()).unwrap();
-    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let mut connection = crate::patient_redis::patient_redis(&client).await;
     let _: () = ::redis::cmd("CONFIG")
         .arg("SET")
         .arg("appendonly")
@@ -1235,7 +1237,7 @@ async fn redis_refuses_a_server_that_may_evict_keys() {
         .await
         .expect("noeviction is accepted");
     let client = ::redis::Client::open(url.as_str()).unwrap();
-    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let mut connection = crate::patient_redis::patient_redis(&client).await;
     for policy in ["volatile-lru", "allkeys-lfu"] {
         let _: () = ::redis::cmd("CONFIG")
             .arg("SET")
@@ -1427,7 +1429,7 @@ async fn redis_inbox_steps_add_no_errors_to_the_servers_statistics() {
         .with_shards(4)
         .unwrap();
     let client = ::redis::Client::open(url.as_str()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let mut admin = crate::patient_redis::patient_redis(&client).await;
     redis_event_life(&store, &support::unique("warm"), "warm-up").await;
     let ns = support::unique("ns");
 
@@ -1481,7 +1483,7 @@ async fn redis_a_take_makes_the_consumer_group_again_when_it_is_gone() {
         .with_shards(1)
         .unwrap();
     let client = ::redis::Client::open(url.as_str()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let mut admin = crate::patient_redis::patient_redis(&client).await;
     let ns = support::unique("ns");
     assert_eq!(
         store.accept(&event(&ns, "before")).await.unwrap(),
@@ -1519,7 +1521,7 @@ async fn redis_a_take_makes_the_consumer_group_again_when_it_is_gone() {
 async fn redis_a_take_asking_a_shard_again_makes_a_missing_group() {
     let server = support::redis();
     let client = ::redis::Client::open(server.url().as_str()).unwrap();
-    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let mut connection = crate::patient_redis::patient_redis(&client).await;
     let tag = support::unique("ns");
     let [stream, attempts, delayed, dead] =
         ["inbox", "attempts", "delayed", "dead"].map(|suffix| format!("t:{{{tag}}}:{suffix}"));

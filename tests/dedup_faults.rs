@@ -4,6 +4,8 @@
 
 #[path = "support/flush.rs"]
 mod flush;
+#[path = "support/patient_redis.rs"]
+mod patient_redis;
 mod support;
 
 use std::collections::{HashMap, HashSet};
@@ -95,7 +97,7 @@ async fn redis_failed_enqueue_leaves_no_claim() {
         .with_shards(1)
         .unwrap();
     let client = redis::Client::open(server.url()).unwrap();
-    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let mut raw = crate::patient_redis::patient_redis(&client).await;
     let namespace = support::unique("ns");
     let stream = format!("hooklatch:{{{namespace}}}:inbox");
     let claim = format!("hooklatch:{{{namespace}}}:claim:evt");
@@ -242,7 +244,7 @@ async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
         .with_shards(1)
         .unwrap();
     let client = redis::Client::open(server.url()).unwrap();
-    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let mut raw = crate::patient_redis::patient_redis(&client).await;
     let _: String = redis::cmd("XADD")
         .arg(format!("hooklatch:{{{namespace}}}:inbox"))
         .arg("*")
@@ -277,7 +279,7 @@ async fn redis_namespace_from_before_shards_keeps_its_one_shard_layout() {
 async fn concurrent_first_accepts_of_a_redis_namespace_scan_the_keyspace_once() {
     let server = support::Redis::start();
     let client = redis::Client::open(server.url()).unwrap();
-    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let mut raw = crate::patient_redis::patient_redis(&client).await;
     for chunk in 0..20 {
         let mut fill = redis::pipe();
         for n in 0..1000 {
@@ -328,7 +330,7 @@ async fn redis_lease_namespace_from_before_shards_keeps_its_dedup_after_an_upgra
     // What a release before shards left: a done mark and a lease in
     // progress, and no record of a shard count.
     let client = redis::Client::open(server.url()).unwrap();
-    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let mut raw = crate::patient_redis::patient_redis(&client).await;
     for (id, value) in [("done", "done"), ("running", "lease:old-token")] {
         let _: () = redis::cmd("SET")
             .arg(format!("hooklatch:{{{namespace}}}:claim:{id}"))
@@ -411,7 +413,7 @@ async fn redis_fencing_tokens_stay_unique_across_a_restart_from_a_snapshot() {
     let first = store.take(&namespace, "w1", 1).await.unwrap();
     assert_eq!(first.len(), 1);
     let client = redis::Client::open(server.url()).unwrap();
-    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let mut raw = crate::patient_redis::patient_redis(&client).await;
     let _: () = redis::cmd("SAVE").query_async(&mut raw).await.unwrap();
 
     tokio::time::sleep(visibility * 2).await;
@@ -1462,7 +1464,7 @@ async fn redis_ack_many_with_a_failing_shard_says_which_deliveries_were_acked() 
     let attempts = format!("hooklatch:{{{namespace}/{broken}}}:attempts");
     let aside = format!("{attempts}-aside");
     let client = redis::Client::open(server.url()).unwrap();
-    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let mut raw = crate::patient_redis::patient_redis(&client).await;
     let () = redis::pipe()
         .cmd("RENAME")
         .arg(&attempts)

@@ -772,11 +772,8 @@ async fn an_accept_in_another_process_wakes_an_idle_redis_worker() {
     let store = hooklatch::dedup::RedisInbox::connect(&url).await.unwrap();
     let (running, handled) = worker_sending_ids(store, &namespace);
 
-    let admin = ::redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let admin =
+        crate::patient_redis::patient_redis(&::redis::Client::open(url.as_str()).unwrap()).await;
     wait_until(
         "the worker subscribes and finds every shard empty",
         || async {
