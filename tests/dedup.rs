@@ -810,15 +810,14 @@ async fn clients_with_clocks_hours_apart_agree_when_leases_end<B: Backend>() {
 /// `extend` keeps a lease or a taken event beyond its first term, and only
 /// for its holder.
 async fn heartbeats_extend_leases_and_taken_events_for_their_holder_only<B: Backend>() {
-    let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(1200));
+    // Terms of 3 s and a heartbeat every 750 ms: a beat may come 2.25 s
+    // late (a loaded machine's stalls) before a term lapses. The terms run
+    // on the store's clock, which no test can pause.
+    const TERM: Duration = Duration::from_secs(3);
+    let options = StoreOptions::default().with_visibility_timeout(TERM);
     let f = B::fixture(options).await;
     let ns = &f.namespace;
-    let Claim::Fresh(lease) = f
-        .store
-        .claim(ns, "evt", Duration::from_millis(1200))
-        .await
-        .unwrap()
-    else {
+    let Claim::Fresh(lease) = f.store.claim(ns, "evt", TERM).await.unwrap() else {
         panic!("fresh");
     };
     assert_eq!(
@@ -827,10 +826,10 @@ async fn heartbeats_extend_leases_and_taken_events_for_their_holder_only<B: Back
     );
     let taken = f.store.take(ns, "w1", 10).await.unwrap();
     assert_eq!(taken.len(), 1);
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(600)).await;
+    for _ in 0..5 {
+        tokio::time::sleep(TERM / 4).await;
         f.store
-            .extend_lease(&lease, Duration::from_millis(1200))
+            .extend_lease(&lease, TERM)
             .await
             .expect("extend the lease");
         f.store
@@ -838,7 +837,7 @@ async fn heartbeats_extend_leases_and_taken_events_for_their_holder_only<B: Back
             .await
             .expect("extend the taken event");
     }
-    // 1.8 s in: past the first term of both, still held.
+    // 3.75 s in: past the first term of both, still held.
     assert!(matches!(
         f.store
             .claim(ns, "evt", Duration::from_secs(1))
@@ -849,7 +848,7 @@ async fn heartbeats_extend_leases_and_taken_events_for_their_holder_only<B: Back
     assert!(f.store.take(ns, "w2", 10).await.unwrap().is_empty());
     // Without heartbeats both lapse; then another holder takes them and
     // the first holder's heartbeats are refused.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(TERM + Duration::from_millis(500)).await;
     let Claim::Fresh(second) = f
         .store
         .claim(ns, "evt", Duration::from_secs(5))
