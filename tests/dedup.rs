@@ -452,7 +452,11 @@ async fn stats_count_each_state_and_requeue_brings_dead_letters_back<B: Backend>
 }
 
 async fn crashed_worker_event_comes_back_and_acked_never_does<B: Backend>() {
-    let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(300));
+    // 2 s of visibility on the store's clock, which no test can pause: the
+    // take, ack and second take below fit in it on a loaded machine (at
+    // 300 ms they did not, once in a run with both cores busy).
+    const VISIBILITY: Duration = Duration::from_secs(2);
+    let options = StoreOptions::default().with_visibility_timeout(VISIBILITY);
     let f = B::fixture(options).await;
     for id in ["crash", "fine"] {
         let _ = f.store.accept(&event(&f.namespace, id)).await.unwrap();
@@ -467,7 +471,7 @@ async fn crashed_worker_event_comes_back_and_acked_never_does<B: Backend>() {
             .unwrap()
             .is_empty()
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(VISIBILITY + Duration::from_millis(200)).await;
     let redelivered = f.store.take(&f.namespace, "other", 10).await.unwrap();
     assert_eq!(redelivered.len(), 1, "only the unacked event comes back");
     assert_eq!(redelivered[0].id, "crash");
