@@ -314,11 +314,13 @@ async fn nack_redelivers_after_the_delay<B: Backend>() {
     let taken = f.store.take(&f.namespace, "w1", 1).await.unwrap();
     assert_eq!(
         f.store
-            .nack(&taken[0], Duration::from_millis(400))
+            .nack(&taken[0], Duration::from_secs(2))
             .await
             .unwrap(),
         NackOutcome::WillRetry
     );
+    // 2 s, not less: the take must come before the delay ends, and one on a
+    // loaded machine may wait for the store a second or more.
     assert!(
         f.store
             .take(&f.namespace, "w1", 1)
@@ -326,7 +328,7 @@ async fn nack_redelivers_after_the_delay<B: Backend>() {
             .unwrap()
             .is_empty()
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     let again = f.store.take(&f.namespace, "w2", 1).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].id, "evt");
@@ -802,7 +804,7 @@ async fn clients_with_clocks_hours_apart_agree_when_leases_end<B: Backend>() {
     let taken = behind.take(ns, "w1", 10).await.unwrap();
     assert_eq!(
         behind
-            .nack(&taken[0], Duration::from_millis(1500))
+            .nack(&taken[0], Duration::from_secs(3))
             .await
             .unwrap(),
         NackOutcome::WillRetry
@@ -811,7 +813,7 @@ async fn clients_with_clocks_hours_apart_agree_when_leases_end<B: Backend>() {
         ahead.take(ns, "w2", 10).await.unwrap().is_empty(),
         "not due yet"
     );
-    tokio::time::sleep(Duration::from_millis(1800)).await;
+    tokio::time::sleep(Duration::from_millis(3300)).await;
     assert_eq!(ahead.take(ns, "w2", 10).await.unwrap().len(), 1, "due now");
 }
 

@@ -742,13 +742,14 @@ async fn purge_never_forgets_a_claim_inside_the_retention() {
         assert_eq!(answer, Acceptance::Duplicate, "a retry inside the window");
     }
 
-    let short = StoreOptions::default().with_retention(Duration::from_millis(200));
+    // 2 s: "new" must still be kept when the purge runs, however slowly.
+    let short = StoreOptions::default().with_retention(Duration::from_secs(2));
     let (sqlite, memory) = (
         sqlite.with_options(short.clone()),
         memory.with_options(short),
     );
     let _ = sqlite.accept(&event("ns", "old", SMALL)).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     let _ = sqlite.accept(&event("ns", "new", SMALL)).await.unwrap();
     assert_eq!(
         sqlite.purge(Duration::ZERO).await.unwrap(),

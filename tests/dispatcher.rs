@@ -78,10 +78,13 @@ async fn an_endpoint_failing_past_its_limit_is_disabled_and_its_owner_told() {
         dispatcher.disabled(ENDPOINT).unwrap().is_some()
     })
     .await;
+    let disabled_at = SystemTime::now();
     let attempts_when_disabled = receiver.answered().len();
+    // How many attempts fit in 200 ms depends on the machine; what the rule
+    // promises is that it waits out the limit and acts on a failure past it.
     assert!(
-        attempts_when_disabled >= 6,
-        "failed for 200 ms at 30 ms apart"
+        attempts_when_disabled >= 2,
+        "a first failure and one past the limit"
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
@@ -97,7 +100,12 @@ async fn an_endpoint_failing_past_its_limit_is_disabled_and_its_owner_told() {
         told[0].reason,
         DisableReason::NoSuccessFor(Duration::from_millis(200))
     );
-    assert!(told[0].failing_since.unwrap() >= started);
+    let failing_since = told[0].failing_since.unwrap();
+    assert!(failing_since >= started);
+    assert!(
+        disabled_at.duration_since(failing_since).unwrap() >= Duration::from_millis(200),
+        "not disabled before failing for the whole limit"
+    );
 
     // The delivery waited, pending, and goes out once enabled again.
     receiver.set_status(200);

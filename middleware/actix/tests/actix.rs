@@ -353,7 +353,7 @@ async fn a_leased_webhook_dropped_in_any_task_or_thread_never_panics() {
     }
     let store = MemoryInbox::new();
     let config = WebhookConfig::new(verifier())
-        .with_lease(store.clone(), "actix-drop", Duration::from_millis(800))
+        .with_lease(store.clone(), "actix-drop", Duration::from_millis(2500))
         .unwrap();
     let url = serve(config, routes);
     let client = reqwest::Client::new();
@@ -381,7 +381,7 @@ async fn a_leased_webhook_dropped_in_any_task_or_thread_never_panics() {
         409,
         "no runtime on that thread: the lease stands until it ends"
     );
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    tokio::time::sleep(Duration::from_millis(2600)).await;
     let body = br#""done""#.to_vec();
     let headers = sign("msg_thread", &body);
     assert_eq!(post(&client, &url, &headers, body).await.0, 200);
