@@ -250,9 +250,17 @@ fn cycles(graph: &Graph) -> Vec<Vec<Module>> {
 }
 
 fn source() -> Graph {
-    dependencies(&read_modules(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-    ))
+    dependencies(&read_modules(&package_root().join("src")))
+}
+
+/// The package's folder as cargo names it to this run; the path compiled
+/// in may be another checkout's, where a build cache is shared between
+/// checkouts and this binary was found fresh.
+fn package_root() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || env!("CARGO_MANIFEST_DIR").into(),
+        std::path::PathBuf::from,
+    )
 }
 
 fn name(module: &Module) -> String {
