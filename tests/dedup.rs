@@ -911,13 +911,15 @@ async fn a_heartbeat_after_the_lease_lapsed_is_refused<B: Backend>() {
 /// ran out is refused, on every store alike, even before another worker
 /// took the event: that worker may take it at any moment.
 async fn a_heartbeat_after_the_visibility_lapsed_is_refused<B: Backend>() {
-    let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(300));
+    // 3 s: the second taker's heartbeat must come within it, however
+    // slowly the store answers on a loaded machine.
+    let options = StoreOptions::default().with_visibility_timeout(Duration::from_secs(3));
     let f = B::fixture(options).await;
     let ns = &f.namespace;
     let _ = f.store.accept(&event(ns, "evt")).await.unwrap();
     let taken = f.store.take(ns, "w1", 10).await.unwrap();
     assert_eq!(taken.len(), 1);
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(3300)).await;
     assert!(matches!(
         f.store.extend_visibility(&taken[0]).await,
         Err(DedupError::DeliveryLost)

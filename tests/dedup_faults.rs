@@ -1026,6 +1026,13 @@ async fn accept_through_outage<S: InboxQueue + Clone + 'static>(
             tokio::spawn(async move {
                 let mut calls = Vec::new();
                 for id in (task..ids).step_by(callers) {
+                    // Past the threshold, wait for the stop: however slowly
+                    // the stop comes, work is left for the outage.
+                    while accepted.load(Ordering::Relaxed) >= stop_after
+                        && !stopped.load(Ordering::Relaxed)
+                    {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
                     // Once the server is down, calls fail fast: pace them so
                     // the outage is spread over many calls.
                     if stopped.load(Ordering::Relaxed) {
@@ -1165,11 +1172,16 @@ async fn postgres_stopped_mid_run(callers: usize) {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(8)
         .acquire_timeout(Duration::from_millis(300))
-        .connect(&server.url())
-        .await
+        .connect_lazy(&server.url())
         .unwrap();
     let store = PostgresInbox::new(pool, "hooklatch").unwrap();
-    store.migrate().await.unwrap();
+    // The first connection may take longer than the pool's 300 ms on a
+    // loaded machine: tried again, not failed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(error) = store.migrate().await {
+        assert!(Instant::now() < deadline, "no connection: {error}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let (stopper, restarter) = (server.clone(), server.clone());
     let (calls, down_since, up_again) = accept_through_outage(
         &store,
@@ -1275,11 +1287,41 @@ async fn postgres_accept_writers_never_hold_a_small_pool() {
     let (pool, store) = postgres_store_on_pool(&server, 2, &support::unique("small")).await;
     accept_many_at_once(&store, "ns", 64).await;
     let both = async { (pool.acquire().await, pool.acquire().await) };
-    let (first, second) = tokio::time::timeout(Duration::from_millis(500), both)
+    let (first, second) = while_accepts_trickle(&store, both)
         .await
         .expect("the writers still hold the pool");
     first.unwrap();
     second.unwrap();
+}
+
+/// Runs `wanted` for up to 10 s while an accept comes every 20 ms: a
+/// writer that kept its connection would never go quiet and hand it back,
+/// so only one that hands it back after each batch lets `wanted` finish.
+/// (A bound of a few hundred ms without the trickle would fail on a loaded
+/// machine, and a longer one would prove nothing: a kept connection goes
+/// back after a quiet second.)
+async fn while_accepts_trickle<T>(
+    store: &PostgresInbox,
+    wanted: impl Future<Output = T>,
+) -> Result<T, tokio::time::error::Elapsed> {
+    let trickling = Arc::new(AtomicBool::new(true));
+    let trickle = {
+        let (store, trickling) = (store.clone(), trickling.clone());
+        tokio::spawn(async move {
+            let mut n = 0;
+            while trickling.load(Ordering::SeqCst) {
+                n += 1;
+                let _ = store
+                    .accept(&event("trickle", &format!("evt_{n}"), b"{}"))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let result = tokio::time::timeout(Duration::from_secs(10), wanted).await;
+    trickling.store(false, Ordering::SeqCst);
+    trickle.await.unwrap();
+    result
 }
 
 /// On a pool large enough to keep connections, a writer keeps its
@@ -1295,7 +1337,7 @@ async fn postgres_accept_writers_keep_nothing_the_pool_cannot_spare() {
         elsewhere.push(pool.acquire().await.unwrap());
     }
     accept_many_at_once(&store, "ns", 64).await;
-    tokio::time::timeout(Duration::from_millis(500), pool.acquire())
+    while_accepts_trickle(&store, pool.acquire())
         .await
         .expect("the writers kept what the pool could not spare")
         .unwrap();

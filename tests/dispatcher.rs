@@ -172,7 +172,9 @@ async fn an_open_breaker_sends_nothing_until_its_cool_down_ends() {
             .with_breaker(
                 Breaker::new()
                     .with_failure_threshold(3)
-                    .with_cool_down(Duration::from_millis(400))
+                    // 3 s: the look at what was sent 250 ms in must come
+                    // before the cool-down ends, however slow the machine.
+                    .with_cool_down(Duration::from_secs(3))
                     .with_probes(1),
             ),
     )

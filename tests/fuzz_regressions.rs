@@ -6,7 +6,6 @@
 #[path = "../fuzz/src/lib.rs"]
 mod targets;
 
-
 use arbitrary::{Arbitrary, Unstructured};
 
 /// The package's folder as cargo names it to this run; the path compiled

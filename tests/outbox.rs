@@ -82,12 +82,14 @@ async fn graceful_restart(backend: impl Backend) {
     }
 }
 
-const CRASH_LEASE: Duration = Duration::from_secs(2);
+/// Attempts may run 4 s: seeing four of them under way never takes that
+/// long, however slow the machine, so none times out before the crash.
+const CRASH_LEASE: Duration = Duration::from_secs(6);
 
 fn crash_policy() -> Policy {
     every(Duration::from_millis(50), 10)
         .with_concurrency(4)
-        .with_attempt_timeout(Duration::from_millis(1500))
+        .with_attempt_timeout(Duration::from_secs(4))
 }
 
 /// The process running a dispatcher dies with attempts in flight: a new
@@ -108,7 +110,7 @@ fn crash_mid_attempt<B: Backend>(backend: B) {
                 .build()
                 .unwrap();
             runtime.block_on(async {
-                // Attempts may run 1.5 s, so the crash surely cuts them off.
+                // Attempts may run 4 s, so the crash surely cuts them off.
                 let first = dispatcher(backend.open().await, &receiver)
                     .with_lease(CRASH_LEASE)
                     .expect("lease");
@@ -1368,17 +1370,21 @@ async fn a_lost_lease_records_and_merges_nothing(backend: impl Backend) {
 /// on a 410: the disable stays, in the store and for a new dispatcher.
 async fn a_late_failure_keeps_a_disable(backend: impl Backend) {
     let receiver = Receiver::answering(200);
-    receiver.answer_id("msg_slow", 500, Duration::from_millis(600));
+    // B's answer comes 4 s in: A's take, 410 and disable fit in that
+    // however slow the machine.
+    receiver.answer_id("msg_slow", 500, Duration::from_secs(4));
     receiver.answer_id("msg_gone", 410, Duration::ZERO);
     let policy = || {
         every(Duration::from_secs(60), 5)
             .with_concurrency(1)
-            .with_attempt_timeout(Duration::from_secs(2))
+            .with_attempt_timeout(Duration::from_secs(8))
     };
-    let (a, b) = (
-        dispatcher(backend.open().await, &receiver),
-        dispatcher(backend.open().await, &receiver),
-    );
+    let leasing = |store| {
+        dispatcher(store, &receiver)
+            .with_lease(Duration::from_secs(20))
+            .expect("lease")
+    };
+    let (a, b) = (leasing(backend.open().await), leasing(backend.open().await));
     add(&a, policy()).await;
     add(&b, policy()).await;
     b.send(ENDPOINT, "msg_slow", b"{}").await.unwrap();
@@ -1407,7 +1413,7 @@ async fn a_late_failure_keeps_a_disable(backend: impl Backend) {
     assert_eq!(saved.disabled, Some(DisableReason::Gone), "{saved:?}");
     assert!(saved.failing_since.is_some(), "B's failure was merged");
     assert_eq!(b.disabled(ENDPOINT).unwrap(), Some(DisableReason::Gone));
-    let c = dispatcher(store, &receiver);
+    let c = leasing(store);
     add(&c, policy()).await;
     assert_eq!(c.disabled(ENDPOINT).unwrap(), Some(DisableReason::Gone));
 }

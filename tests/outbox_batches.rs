@@ -446,7 +446,7 @@ async fn in_one_batch(
     let mut answers = Vec::new();
     for (id, failed_at) in ids.iter().zip(changes) {
         let (store, taken, failed_at) = (store.clone(), taken[id].clone(), *failed_at);
-        answers.push(tokio::spawn(async move {
+        answers.push(async move {
             let (attempt, change, step) = match failed_at {
                 Some(at) => (
                     Attempt::new(1, at, Ok(500)),
@@ -460,18 +460,21 @@ async fn in_one_batch(
                 ),
             };
             store.finish(&taken, &attempt, step, Some(change)).await
-        }));
-        // Queued in this order.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        });
     }
+    // One poll queues them in this order: each `finish` queues its record
+    // on its first poll, and `join_all` polls them first in turn.
+    let mut answers = std::pin::pin!(futures_util::future::join_all(answers));
+    assert!(futures_util::poll!(answers.as_mut()).is_pending());
     blocker.commit().await.unwrap();
     for hold in held {
         assert!(hold.await.unwrap().is_some());
     }
-    let mut told = Vec::new();
-    for answer in answers {
-        told.push(answer.await.unwrap().unwrap().failing_since);
-    }
+    let told: Vec<_> = answers
+        .await
+        .into_iter()
+        .map(|answer| answer.unwrap().failing_since)
+        .collect();
     let transactions: HashSet<String> = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT xmin::text FROM {prefix}_deliveries WHERE event_id LIKE 'r{round}\\_%'"
     )))
@@ -550,11 +553,19 @@ async fn postgres_stopped_mid_batch_loses_no_enqueue_or_record_it_answered() {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(8)
         .acquire_timeout(Duration::from_millis(300))
-        .connect(&server.url())
-        .await
+        .connect_lazy(&server.url())
         .unwrap();
     let store = PostgresOutbox::new(pool, "hooklatch").unwrap();
-    store.migrate().await.unwrap();
+    // The first connection may take longer than the pool's 300 ms on a
+    // loaded machine: tried again, not failed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while let Err(error) = store.migrate().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no connection: {error}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for n in 0..2_000 {
         let id = format!("leased_{n}");
         store
@@ -567,13 +578,21 @@ async fn postgres_stopped_mid_batch_loses_no_enqueue_or_record_it_answered() {
 
     let answered = Arc::new(AtomicUsize::new(0));
     let next_new = Arc::new(AtomicUsize::new(0));
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let callers: Vec<_> = (0..64)
         .map(|caller| {
             let (store, leased) = (store.clone(), leased.clone());
             let (answered, next_new) = (answered.clone(), next_new.clone());
+            let stopped = stopped.clone();
             tokio::spawn(async move {
                 let (mut added, mut recorded, mut errors) = (Vec::new(), Vec::new(), 0);
                 loop {
+                    // Past 600 answers, wait for the stop: however slowly
+                    // it comes, work is left for the outage.
+                    while answered.load(Ordering::SeqCst) >= 600 && !stopped.load(Ordering::SeqCst)
+                    {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
                     if caller % 2 == 0 {
                         let n = next_new.fetch_add(1, Ordering::SeqCst);
                         if n >= 2_000 {
@@ -606,6 +625,7 @@ async fn postgres_stopped_mid_batch_loses_no_enqueue_or_record_it_answered() {
     tokio::task::spawn_blocking(move || stopper.stop_immediately())
         .await
         .unwrap();
+    stopped.store(true, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let restarter = server.clone();
     tokio::task::spawn_blocking(move || restarter.start_again())

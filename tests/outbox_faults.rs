@@ -80,10 +80,14 @@ async fn outage_loses_no_delivery<S: DeliveryStore + Clone>(
         async move { done >= 20 }
     })
     .await;
+    // Slowed down so that work is left for the outage however slowly the
+    // server stops (180 deliveries, 4 at a time, at 200 ms each: 9 s).
+    receiver.set_delay(Duration::from_millis(200));
     tokio::task::spawn_blocking(stop).await.unwrap();
     let during = receiver.successes().len();
     tokio::time::sleep(Duration::from_secs(2)).await;
     tokio::task::spawn_blocking(restart).await.unwrap();
+    receiver.set_delay(Duration::ZERO);
     assert!(during < ids.len(), "the outage came mid-run");
     wait_until("every delivery is delivered", || {
         all_in(&store, &ids, DeliveryState::Delivered)

@@ -830,7 +830,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_cache_is_bounded_and_entries_expire() {
         let source = Counting::default();
         let tenants = Tenants::new(TenantKey::LastPathSegment, source.clone())

@@ -177,7 +177,10 @@ async fn handlers_choose_their_outcome_and_routes_get_typed_payloads<B: Backend>
 /// the worker's heartbeats hide it, a second worker polling the same
 /// store never runs it, and the ack succeeds.
 async fn a_handler_running_three_visibility_timeouts_keeps_its_event<B: Backend>() {
-    let visibility = Duration::from_secs(1);
+    // 4 s, beats every 2 s: a beat may come 2 s late (a loaded machine's
+    // stalls) before the event lapses. The term runs on the store's clock,
+    // which no test can pause.
+    let visibility = Duration::from_secs(4);
     let f = B::fixture(StoreOptions::default().with_visibility_timeout(visibility)).await;
     accept(&f.store, &f.namespace, "evt_long").await;
     let (started, has_started) = tokio::sync::oneshot::channel();

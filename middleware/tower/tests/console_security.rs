@@ -445,13 +445,59 @@ async fn a_change_from_another_site_is_refused() {
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
 
-#[tokio::test]
+/// The console's router, called in this process: no socket, so a test
+/// may pause the clock and move it.
+async fn in_process() -> axum::Router {
+    let outbox = MemoryOutbox::new();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    seed::seed_endpoint(&outbox, "orders", &[("dead_1", an_hour_ago, Ok(500))]).await;
+    let console = Console::new(MemoryInbox::new(), TOKEN, ["stripe"])
+        .unwrap()
+        .with_outbox(outbox);
+    axum::Router::new().nest("/ops", console.router())
+}
+
+/// [`send`] through [`in_process`]'s router: the status and the headers.
+async fn call(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    form: &str,
+) -> (StatusCode, HeaderMap) {
+    use tower::ServiceExt as _;
+    let mut request = axum::http::Request::builder()
+        .method(method)
+        .uri(format!("http://console.example{path}"))
+        .header(header::HOST, "console.example");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if method == "POST" {
+        request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    }
+    let request = request
+        .body(axum::body::Body::from(form.to_owned()))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    (response.status(), response.headers().clone())
+}
+
+/// Wrong tokens are allowed ten in a burst, then one a second; the clock
+/// is paused, so the test holds however slow the machine.
+#[tokio::test(start_paused = true)]
 async fn wrong_tokens_are_throttled_and_sessions_go_on() {
-    let app = app().await;
-    let cookie = cookie_pair(&login(&app, &[]).await).to_owned();
+    let app = in_process().await;
+    let login = |app| async move {
+        let (status, headers) =
+            call(app, "POST", "/ops/login", &[], &format!("token={TOKEN}")).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "a good token signs in");
+        headers[header::SET_COOKIE].to_str().unwrap().to_owned()
+    };
+    let cookie = cookie_pair(&login(&app).await).to_owned();
     let mut answers = Vec::new();
     for _ in 0..20 {
-        let (status, _, _) = send(
+        let (status, _) = call(
             &app,
             "POST",
             "/ops/login",
@@ -461,18 +507,35 @@ async fn wrong_tokens_are_throttled_and_sessions_go_on() {
         .await;
         answers.push(status);
     }
-    assert_eq!(answers[0], StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        answers.last(),
-        Some(&StatusCode::TOO_MANY_REQUESTS),
-        "{answers:?}"
-    );
+    let unauthorized = StatusCode::UNAUTHORIZED;
+    let throttled = StatusCode::TOO_MANY_REQUESTS;
+    assert_eq!(answers[..10], [unauthorized; 10], "a burst of ten");
+    assert_eq!(answers[10..], [throttled; 10], "then throttled");
     let wrong_bearer = ("authorization", "Bearer guess-guess-guess-guess");
-    let (status, _, _) = send(&app, "GET", "/ops", &[wrong_bearer], "").await;
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "a header guess too");
-    let (status, _, _) = send(&app, "GET", "/ops", &[("cookie", &cookie)], "").await;
+    let (status, _) = call(&app, "GET", "/ops", &[wrong_bearer], "").await;
+    assert_eq!(status, throttled, "a header guess too");
+    let (status, _) = call(&app, "GET", "/ops", &[("cookie", &cookie)], "").await;
     assert_eq!(status, StatusCode::OK, "a session already issued goes on");
-    // One wrong token a second comes back: the right one signs in again.
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
-    login(&app, &[]).await;
+    // One wrong token a second comes back: the right one signs in again,
+    // and one more wrong one is answered, not throttled.
+    tokio::time::advance(Duration::from_millis(1_100)).await;
+    login(&app).await;
+    let (status, _) = call(
+        &app,
+        "POST",
+        "/ops/login",
+        &[],
+        "token=wrong-wrong-wrong-wrong",
+    )
+    .await;
+    assert_eq!(status, unauthorized);
+    let (status, _) = call(
+        &app,
+        "POST",
+        "/ops/login",
+        &[],
+        "token=wrong-wrong-wrong-wrong",
+    )
+    .await;
+    assert_eq!(status, throttled, "one a second");
 }
