@@ -62,6 +62,14 @@ fn count_ack(counters: &Counters, entry: &InboxEntry, acked: bool) {
 /// The most acks sent to the store in one `ack_many`.
 const ACKS_AT_ONCE: usize = 512;
 
+/// How long the acker waits, after the first finished event, for others
+/// to join its batch. Handlers of one take finish within a moment of each
+/// other; without the wait the acker, woken by the first, sends them in
+/// many small `ack_many` calls (a store round trip and, on SQLite and
+/// Postgres, a commit each). An ack only ends the event's hold, so this
+/// delays nothing else.
+const ACK_GATHER: Duration = Duration::from_millis(2);
+
 /// How often a failed `ack_many` is tried again before its events are left
 /// to come back after the visibility timeout.
 const ACK_RETRIES: u32 = 3;
@@ -561,6 +569,15 @@ async fn ack_in_batches<Q: InboxQueue>(
 ) {
     let mut waiting = Vec::with_capacity(ACKS_AT_ONCE);
     while finished.recv_many(&mut waiting, ACKS_AT_ONCE).await > 0 {
+        if waiting.len() < ACKS_AT_ONCE {
+            tokio::time::sleep(ACK_GATHER).await;
+            while waiting.len() < ACKS_AT_ONCE {
+                match finished.try_recv() {
+                    Ok(entry) => waiting.push(entry),
+                    Err(_) => break,
+                }
+            }
+        }
         let mut batch: Vec<InboxEntry> = waiting.drain(..).map(Arc::unwrap_or_clone).collect();
         let mut tries = 0;
         loop {
