@@ -774,9 +774,79 @@ async fn an_accept_in_another_process_wakes_an_idle_redis_worker() {
     let namespace = super::support::unique("remote");
     let store = hooklatch::dedup::RedisInbox::connect(&url).await.unwrap();
     let (running, handled) = worker_sending_ids(store, &namespace);
+    wait_until_subscribed_and_idle(&url, &namespace).await;
+    accept_in_another_process(
+        "an_accept_in_another_process_wakes_an_idle_redis_worker",
+        &url,
+        &namespace,
+    )
+    .await;
+    remote_event_is_handled(running, handled).await;
+}
 
-    let admin =
-        crate::patient_redis::patient_redis(&::redis::Client::open(url.as_str()).unwrap()).await;
+/// The child process of the requeue wake-up test: requeues the dead
+/// letters of the store and namespace its parent names, and ends.
+const REQUEUE_IN: &str = "HOOKLATCH_TEST_REQUEUE_IN";
+
+/// A requeue of dead letters in another process (the CLI's `inbox
+/// requeue`, say) wakes an idle Redis worker: the requeue into a shard a
+/// take found empty publishes on the namespace's channel, as an accept
+/// does. With the idle poll an hour, the worker has subscribed and found
+/// every shard empty (the event is dead) before the other process
+/// requeues, and the handler runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeue_in_another_process_wakes_an_idle_redis_worker() {
+    if let Ok(target) = std::env::var(REQUEUE_IN) {
+        let (url, namespace) = target.split_once(' ').unwrap();
+        let store = hooklatch::dedup::RedisInbox::connect(url).await.unwrap();
+        let requeued = store.requeue_dead(namespace, None).await.unwrap();
+        assert_eq!(requeued, 1, "the dead letter was requeued");
+        return;
+    }
+    let server = super::support::redis();
+    let url = server.url();
+    let namespace = super::support::unique("requeue");
+    let store = hooklatch::dedup::RedisInbox::connect(&url).await.unwrap();
+    accept(&store, &namespace, "evt_remote").await;
+    let taken = store.take(&namespace, "before", 1).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    store
+        .give_back(
+            &taken[0],
+            hooklatch::dedup::GiveBack::DeadLetter,
+            "for the test",
+        )
+        .await
+        .unwrap();
+    let (running, handled) = worker_sending_ids(store, &namespace);
+    wait_until_subscribed_and_idle(&url, &namespace).await;
+
+    let test = format!(
+        "{}::a_requeue_in_another_process_wakes_an_idle_redis_worker",
+        module_path!().split_once("::").map_or("", |(_, path)| path)
+    );
+    let target = format!("{url} {namespace}");
+    let child = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test.as_str(), "--exact", "--nocapture"])
+            .env(REQUEUE_IN, target)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        child.status.success(),
+        "the other process requeued: {}",
+        String::from_utf8_lossy(&child.stdout)
+    );
+    remote_event_is_handled(running, handled).await;
+}
+
+/// Waits until a worker on the Redis server at `url` has subscribed to
+/// `namespace`'s channel and marked each of its shards idle.
+async fn wait_until_subscribed_and_idle(url: &str, namespace: &str) {
+    let admin = crate::patient_redis::patient_redis(&::redis::Client::open(url).unwrap()).await;
     wait_until(
         "the worker subscribes and finds every shard empty",
         || async {
@@ -802,13 +872,6 @@ async fn an_accept_in_another_process_wakes_an_idle_redis_worker() {
         },
     )
     .await;
-    accept_in_another_process(
-        "an_accept_in_another_process_wakes_an_idle_redis_worker",
-        &url,
-        &namespace,
-    )
-    .await;
-    remote_event_is_handled(running, handled).await;
 }
 
 /// A worker process killed with SIGKILL mid-batch on Postgres loses
