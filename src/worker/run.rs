@@ -6,13 +6,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::Poll;
+
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
-use tokio::task::{JoinError, JoinHandle, JoinSet};
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument as _;
+use tracing::instrument::Instrumented;
 
 use super::failure::Then;
-use super::{Backoff, Event, Failure, Handler, OrderKey, Worker};
+use super::{Backoff, Event, Failure, Handler, HandlerFuture, OrderKey, Worker};
 use crate::dedup::wake::Waiter;
 use crate::dedup::{DedupError, GiveBack, InboxEntry, InboxQueue, NackOutcome};
 
@@ -380,13 +387,31 @@ async fn deadline_passed(deadline: &mut watch::Receiver<bool>) {
 
 /// How an event's hold ended.
 enum Ending {
-    Finished(Result<Result<(), Failure>, JoinError>),
+    /// The handler's result, or what it panicked with.
+    Finished(Result<Result<(), Failure>, Box<dyn Any + Send>>),
     Unfinished,
 }
 
-/// Holds one taken event: waits for its turn, runs its handler in a task
-/// of its own (a panic stays there), extends its visibility every half
-/// timeout, and settles it.
+/// Polls a handler, catching a panic in any of its polls; after one it is
+/// not polled again.
+fn run_caught(
+    handler: &mut Instrumented<HandlerFuture>,
+) -> impl Future<Output = Result<Result<(), Failure>, Box<dyn Any + Send>>> + '_ {
+    std::future::poll_fn(move |context| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *handler).poll(context))) {
+            Ok(Poll::Ready(result)) => Poll::Ready(Ok(result)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    })
+}
+
+/// Holds one taken event: waits for its turn, runs its handler (a panic
+/// is caught and counts as a failure), extends its visibility every half
+/// timeout, and settles it. The handler runs in this task, not one of its
+/// own: a task per event, not two, which is half the scheduling work per
+/// event (a handler must not block its thread, which would hold up its
+/// heartbeats too).
 async fn hold<Q: InboxQueue + 'static>(
     shared: Arc<Shared<Q>>,
     entry: InboxEntry,
@@ -404,7 +429,7 @@ async fn hold<Q: InboxQueue + 'static>(
     let half = (shared.visibility / 2).max(Duration::from_millis(1));
     let mut heartbeat = tokio::time::interval_at(Instant::now() + half, half);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut handler: Option<JoinHandle<Result<(), Failure>>> = None;
+    let mut handler: Option<Instrumented<HandlerFuture>> = None;
     let mut started = None;
     let ending = loop {
         if handler.is_none() && turn.wait.is_none() {
@@ -416,14 +441,21 @@ async fn hold<Q: InboxQueue + 'static>(
             record_lag(&shared.namespace, &entry);
             let event = Event::new(Arc::clone(&entry), lost_rx.clone());
             let span = event_span(&entry);
-            handler = Some(tokio::spawn(shared.handler.handle(event).instrument(span)));
+            // A closure handler runs up to its first await here: a panic
+            // there is caught too.
+            match std::panic::catch_unwind(AssertUnwindSafe(|| shared.handler.handle(event))) {
+                Ok(future) => handler = Some(future.instrument(span)),
+                Err(panic) => break Ending::Finished(Err(panic)),
+            }
         }
         tokio::select! {
             biased;
             () = deadline_passed(&mut deadline) => break Ending::Unfinished,
             _ = async { turn.wait.as_mut().expect("checked by the branch's condition").await },
                 if turn.wait.is_some() => turn.wait = None,
-            result = async { handler.as_mut().expect("checked by the branch's condition").await },
+            // In an async block: a disabled branch's expression is still
+            // evaluated.
+            result = async { run_caught(handler.as_mut().expect("checked by the branch's condition")).await },
                 if handler.is_some() => break Ending::Finished(result),
             _ = heartbeat.tick() => {
                 if !*lost_tx.borrow() {
@@ -432,9 +464,8 @@ async fn hold<Q: InboxQueue + 'static>(
             }
         }
     };
-    if let Some(handler) = &handler {
-        handler.abort();
-    }
+    // An unfinished handler is dropped here: it stops at its next await.
+    drop(handler);
     let lost = *lost_tx.borrow();
     #[cfg(feature = "metrics")]
     if let Some(started) = started {
@@ -463,8 +494,8 @@ async fn hold<Q: InboxQueue + 'static>(
             let _ = shared.acks.send(Arc::clone(&entry));
         }
         Ending::Finished(Ok(Err(failure))) => settle_failure(&shared, &entry, &failure).await,
-        Ending::Finished(Err(error)) => {
-            let failure = Failure::retry(panic_reason(error));
+        Ending::Finished(Err(panic)) => {
+            let failure = Failure::retry(panic_reason(panic.as_ref()));
             settle_failure(&shared, &entry, &failure).await;
         }
     }
@@ -669,11 +700,7 @@ fn event_span(entry: &InboxEntry) -> tracing::Span {
 }
 
 /// A panicked handler's failure reason: its message, where it had one.
-fn panic_reason(error: JoinError) -> String {
-    if !error.is_panic() {
-        return "the handler was cancelled".to_owned();
-    }
-    let payload = error.into_panic();
+fn panic_reason(payload: &(dyn Any + Send)) -> String {
     let message = payload
         .downcast_ref::<&str>()
         .map(|text| (*text).to_owned())

@@ -81,32 +81,57 @@ async fn failing_handlers_are_retried_then_dead_lettered_with_their_error<B: Bac
     assert_eq!(again[0].dead, None, "a requeued event carries no reason");
 }
 
-/// A panic in a handler is caught: the worker keeps running, and the
-/// event is retried, then dead-lettered with the panic's message.
+/// A panic in a handler is caught, whether in its future or in the
+/// closure before it returns one: the worker keeps running, and the event
+/// is retried, then dead-lettered with the panic's message.
 async fn a_panicking_handler_is_dead_lettered_with_the_panic_message<B: Backend>() {
     let f = B::fixture(StoreOptions::default().with_max_attempts(2)).await;
     accept(&f.store, &f.namespace, "evt_panics").await;
     accept(&f.store, &f.namespace, "evt_fine").await;
-    let handler = |event: Event| async move {
-        assert!(event.id() != "evt_panics", "bad data in {}", event.id());
-        Ok::<(), Failure>(())
+    accept(&f.store, &f.namespace, "evt_panics_at_once").await;
+    let handler = |event: Event| {
+        assert!(
+            event.id() != "evt_panics_at_once",
+            "no future for {}",
+            event.id()
+        );
+        async move {
+            assert!(event.id() != "evt_panics", "bad data in {}", event.id());
+            Ok::<(), Failure>(())
+        }
     };
     let running = Worker::new(f.store.clone(), &f.namespace, handler)
         .with_backoff(NO_WAIT)
         .start();
-    wait_until("the panicking event is dead-lettered", || async {
+    wait_until("the panicking events are dead-lettered", || async {
         let stats = f.store.stats(&f.namespace).await.unwrap();
-        stats.dead == 1 && stats.waiting == 0 && stats.taken == 0
+        stats.dead == 2 && stats.waiting == 0 && stats.taken == 0
     })
     .await;
     let report = running.stop(Duration::from_secs(5)).await;
     assert_eq!(report.handled, 1, "{report:?}");
-    let dead = f.store.dead_letters(&f.namespace, 10).await.unwrap();
-    assert_eq!(dead[0].id, "evt_panics");
-    let reason = &dead[0].dead.as_ref().unwrap().reason;
+    let mut dead: Vec<(String, String)> = f
+        .store
+        .dead_letters(&f.namespace, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|letter| (letter.id.clone(), letter.dead.unwrap().reason))
+        .collect();
+    dead.sort();
+    assert_eq!(dead[0].0, "evt_panics");
     assert!(
-        reason.starts_with("the handler panicked: bad data in evt_panics"),
-        "{reason}"
+        dead[0]
+            .1
+            .starts_with("the handler panicked: bad data in evt_panics"),
+        "{dead:?}"
+    );
+    assert_eq!(dead[1].0, "evt_panics_at_once");
+    assert!(
+        dead[1]
+            .1
+            .starts_with("the handler panicked: no future for evt_panics_at_once"),
+        "{dead:?}"
     );
 }
 
