@@ -31,7 +31,7 @@ pub(crate) struct ConsoleArgs {
     #[arg(long, value_name = "PATH")]
     token_file: Option<PathBuf>,
     /// Address to listen on; port 0 picks a free port.
-    #[arg(long, default_value = "127.0.0.1:8081")]
+    #[arg(long, default_value = "127.0.0.1:8081", value_parser = crate::serve::socket_address)]
     addr: SocketAddr,
     /// How long a client may take to send a request's head (and, on a
     /// kept-alive connection, to start its next request) before the

@@ -76,28 +76,177 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
     if accepts(&as_given, rejected.headers, rejected.body) {
         return vec![rejected.signature_is_fine()];
     }
+    let mut notes = api_keys_given(rejected.secrets);
+    if let Some(pasted) = name_pasted_into_value(rejected.headers) {
+        notes.push(pasted.saying);
+        if accepts(&as_given, &pasted.mended, rejected.body) {
+            notes.push(format!(
+                "would match: `{}` given without its name repeated in its value",
+                pasted.name
+            ));
+        }
+        return notes;
+    }
     let mut search = Search {
         request: rejected,
         as_given,
         findings: Vec::new(),
         tried: Vec::new(),
     };
+    if let VerifyError::MissingHeader { name } = rejected.error {
+        // No body or secret brings a missing header back: only another
+        // scheme, whose headers these may be, is worth trying.
+        notes.push(missing_header(name, rejected.headers));
+        search.schemes(&given);
+        notes.extend(
+            search
+                .findings
+                .into_iter()
+                .map(|finding| format!("would match: {finding}")),
+        );
+        return notes;
+    }
     search.bodies();
     search.secrets();
     search.timestamps();
     search.urls(&given);
     search.schemes(&given);
     if search.findings.is_empty() {
-        return vec![format!(
-            "no match: none of the usual mistakes makes the signature match (tried {}); \
+        return notes
+            .into_iter()
+            .chain([format!(
+                "no match: none of the usual mistakes makes the signature match (tried {}); \
              check that the secret is the one the sender signs with and that the body \
              is the raw request body",
-            search.tried.join(", ")
-        )];
+                search.tried.join(", ")
+            )])
+            .collect();
     }
     let findings = search.findings.into_iter();
-    findings
-        .map(|finding| format!("would match: {finding}"))
+    notes
+        .into_iter()
+        .chain(findings.map(|finding| format!("would match: {finding}")))
+        .collect()
+}
+
+/// Headers that sound like the one the scheme reads: the same name but
+/// for an `x-` prefix, `_` for `-` or case, or a few letters apart.
+fn near_misses<'h>(wanted: &str, headers: &'h [(String, String)]) -> Vec<&'h str> {
+    let plain = |name: &str| {
+        let name = name.to_ascii_lowercase().replace('_', "-");
+        name.strip_prefix("x-").map(str::to_owned).unwrap_or(name)
+    };
+    let wanted_plain = plain(wanted);
+    let mut found: Vec<&str> = headers
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| {
+            let candidate = plain(name);
+            candidate == wanted_plain || edit_distance(&candidate, &wanted_plain) <= 2
+        })
+        .collect();
+    found.dedup();
+    found
+}
+
+/// Levenshtein distance, for header names (short, ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// The line for a header the scheme reads and the request lacks: the near
+/// miss it has instead (GitHub's SHA-1 header named as such), or the
+/// headers it has.
+fn missing_header(name: &str, headers: &[(String, String)]) -> String {
+    let has = |wanted: &str| {
+        headers
+            .iter()
+            .any(|(given, _)| given.eq_ignore_ascii_case(wanted))
+    };
+    if name == "x-hub-signature-256" && has("x-hub-signature") {
+        return "header: `x-hub-signature` is GitHub's legacy SHA-1 signature; this scheme checks `x-hub-signature-256`, which GitHub sends with every delivery: pass that header"
+            .to_owned();
+    }
+    let near = near_misses(name, headers);
+    if let Some(first) = near.first() {
+        return format!(
+            "header: the request has no `{name}`, but `{first}`: a near miss (a proxy or the sender renamed it, or another scheme of the provider); no body or secret was tried, since the signature is read from `{name}`"
+        );
+    }
+    let given: Vec<String> = headers
+        .iter()
+        .map(|(name, _)| format!("`{name}`"))
+        .collect();
+    format!(
+        "header: the request has no `{name}`, which this scheme reads its signature or metadata from (given: {}); no body or secret was tried",
+        if given.is_empty() {
+            "none".to_owned()
+        } else {
+            given.join(", ")
+        }
+    )
+}
+
+/// A header whose value begins with its own name, as when `-H 'name:
+/// name: value'` is pasted from a capture.
+struct Pasted {
+    name: String,
+    saying: String,
+    /// The headers with that repeated name taken out.
+    mended: Vec<(String, String)>,
+}
+
+fn name_pasted_into_value(headers: &[(String, String)]) -> Option<Pasted> {
+    let (name, value) = headers.iter().find(|(name, value)| {
+        value
+            .get(..name.len() + 1)
+            .is_some_and(|start| start.eq_ignore_ascii_case(&format!("{name}:")))
+    })?;
+    let mended_value = value[name.len() + 1..].trim_start().to_owned();
+    let mended = headers
+        .iter()
+        .map(|(given, kept)| {
+            if given == name {
+                (given.clone(), mended_value.clone())
+            } else {
+                (given.clone(), kept.clone())
+            }
+        })
+        .collect();
+    Some(Pasted {
+        name: name.clone(),
+        saying: format!(
+            "header: the value of `{name}` begins with `{name}:` again: its name was pasted into its value; give `-H '{name}: <value>'`"
+        ),
+        mended,
+    })
+}
+
+/// A Stripe API key given where the webhook signing secret belongs.
+fn api_keys_given(secrets: &[String]) -> Vec<String> {
+    secrets
+        .iter()
+        .filter_map(|secret| {
+            let kind = ["sk_", "rk_", "pk_"]
+                .into_iter()
+                .find(|prefix| secret.starts_with(prefix))?;
+            Some(format!(
+                "secret: `{kind}…` is a Stripe API key, not a webhook signing secret; the signing secret is the `whsec_…` shown on the endpoint's page (Workbench, Webhooks)"
+            ))
+        })
         .collect()
 }
 

@@ -46,6 +46,8 @@ enum InboxCommand {
 /// The store `spec` names; `None`, having said why, when it cannot be
 /// reached (exit 1). A `spec` that names no store is a usage error.
 pub(crate) async fn open_or_say(spec: &str) -> Result<Option<AnyInbox>, UsageError> {
+    // `memory` is `listen`'s spelling of `memory:`: refused as that is.
+    let spec = if spec == "memory" { "memory:" } else { spec };
     match AnyInbox::connect(spec).await {
         // A store in this process is empty: the receiver's is elsewhere.
         Ok(store) if store.kind() == "memory" => Err(UsageError(

@@ -13,8 +13,11 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use clap::Args;
 use hooklatch::RedisConnection;
-use hooklatch::dedup::{AnyInbox, DedupError, LeaseStore, RedisInbox};
+use hooklatch::dedup::{AnyInbox, DedupError, InboxQueue, LeaseStore, RedisInbox};
+use hooklatch::sender::guard::{Forbidden, check_url};
 use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
+use hooklatch::verify::Signer;
+use hooklatch::worker::{Event, Failure, Worker};
 use hooklatch_tower::{Rejection, VerifiedEvent, WebhookLayer};
 
 use crate::{SchemeArgs, UsageError, rfc3339};
@@ -26,7 +29,7 @@ pub(crate) struct ListenArgs {
     #[command(flatten)]
     secrets: crate::SecretArgs,
     /// Address to listen on; port 0 picks a free port.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = crate::serve::socket_address)]
     addr: SocketAddr,
     /// How long a client may take to send a request's head (and, on a
     /// kept-alive connection, to start its next request) before the
@@ -58,15 +61,61 @@ pub(crate) struct ListenArgs {
     namespace: String,
     /// Pass each accepted event on, body and headers unchanged, to this URL
     /// (such as your app on localhost), and answer with its status.
-    #[arg(long)]
+    #[arg(long, value_parser = forward_url)]
     forward_to: Option<String>,
     /// Seconds a timestamp may be in the past or the future [default: 300].
     #[arg(long)]
     tolerance: Option<u64>,
     /// The largest body accepted, in bytes [default: 1 MiB]. A bigger body
     /// is answered 413. (`--max-body` is its earlier name.)
-    #[arg(long, alias = "max-body")]
+    #[arg(long, alias = "max-body", value_parser = body_limit)]
     body_limit: Option<usize>,
+    /// Accept each event into an inbox (202 once it is stored), for a
+    /// worker to take, instead of claiming it while it is forwarded. With
+    /// --forward-to, a worker here takes each event and POSTs it to your
+    /// app, signed again with the first secret, retries a failure with
+    /// backoff and dead-letters it after --max-attempts; `hooklatch inbox`
+    /// shows what waits and what died.
+    #[arg(long)]
+    inbox: bool,
+    /// With --inbox and --forward-to: the attempts before an event is
+    /// dead-lettered.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    max_attempts: u32,
+}
+
+/// `--body-limit`: at least one byte (0 would refuse every request).
+fn body_limit(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("`0` would refuse every body; give a size in bytes, such as 1048576".into()),
+        Ok(limit) => Ok(limit),
+        Err(_) => Err(format!("`{text}` is not a size in bytes, such as 1048576")),
+    }
+}
+
+/// The addresses events may be forwarded to: the app is the user's own,
+/// usually on loopback.
+fn forward_policy() -> AddressPolicy {
+    AddressPolicy::strict()
+        .insecure_allow_loopback()
+        .insecure_allow_private()
+}
+
+/// `--forward-to`: an `http://` or `https://` URL with a host that the
+/// transport may reach, checked by the transport's own parse at start-up
+/// rather than on every event. `localhost:3000` parses as a URL of scheme
+/// `localhost`, so it is named, with the URL meant.
+fn forward_url(text: &str) -> Result<String, String> {
+    match check_url(text, &forward_policy()) {
+        Ok(_) => Ok(text.to_owned()),
+        Err(Forbidden::NotHttp) if !text.contains("://") => Err(format!(
+            "`{text}` has no scheme: give a URL such as http://{text}"
+        )),
+        Err(Forbidden::NotHttp) => Err(format!(
+            "`{text}`: give an http:// or https:// URL with a host, such as http://localhost:3000/webhooks"
+        )),
+        Err(forbidden) => Err(format!("`{text}`: its host is a {forbidden}, refused")),
+    }
 }
 
 /// What the handler did with an accepted event, for the printed line.
@@ -114,21 +163,25 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
         Some(url) => Some(Forward {
             url: url.clone(),
             // The app is the user's own, usually on loopback.
-            transport: Arc::new(HttpTransport::new(
-                AddressPolicy::strict()
-                    .insecure_allow_loopback()
-                    .insecure_allow_private(),
-            )?),
+            transport: Arc::new(HttpTransport::new(forward_policy())?),
         }),
         None => None,
     };
     let id_header = scheme.id_header().map(str::to_owned);
+    let resigner = if args.inbox {
+        // Kept so the app is sent the content type the sender gave.
+        layer = layer.with_receiver(|receiver| receiver.with_kept_headers(["content-type"]))?;
+        Some(Signer::new(scheme.clone(), &args.secrets.secrets()?[..1])?)
+    } else {
+        None
+    };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let store = args.store.as_str();
         let setup = Setup {
             layer,
             forward,
+            resigner,
             id_header,
             args: &args,
         };
@@ -145,48 +198,95 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
         .any(|scheme| store.starts_with(scheme));
         if let Some(nodes) = &args.redis_cluster_nodes {
             let seeds: Vec<&str> = nodes.split(',').map(str::trim).collect();
-            let connection = RedisConnection::open_cluster(&seeds).await?;
-            setup.serve(redis(RedisInbox::new(connection).await?)).await
+            let opened = match RedisConnection::open_cluster(&seeds).await {
+                Ok(connection) => RedisInbox::new(connection).await,
+                Err(error) => Err(error.into()),
+            };
+            match opened {
+                Ok(inbox) => setup.serve(redis(inbox)).await,
+                Err(error) => Ok(cannot_open(
+                    &format!("--redis-cluster-nodes {nodes}"),
+                    &error,
+                )),
+            }
         } else if args.redis_wait_replicas > 0 && !is_redis {
             Err(UsageError(format!(
                 "--redis-wait-replicas needs a Redis store, not `{}`",
                 crate::shown(store)
             )))
         } else if is_redis {
-            setup.serve(redis(RedisInbox::connect(store).await?)).await
+            match RedisInbox::connect(store).await {
+                Ok(inbox) => setup.serve(redis(inbox)).await,
+                Err(error) => Ok(cannot_open(store, &error)),
+            }
         } else {
             // `memory` is the CLI's older spelling of `memory:`.
             let url = if store == "memory" { "memory:" } else { store };
             match AnyInbox::connect(url).await {
                 Ok(store) => setup.serve(store).await,
                 Err(DedupError::StoreUrl(why)) => Err(UsageError(format!("--store: {why}"))),
-                Err(error) => Err(error.into()),
+                Err(error) => Ok(cannot_open(store, &error)),
             }
         }
     })
 }
 
+/// Says a store could not be opened, naming it (its password masked), and
+/// exits 1 as the operator commands do: the flags were fine, the store
+/// was not there.
+fn cannot_open(spec: &str, error: &DedupError) -> ExitCode {
+    eprintln!("hooklatch: cannot open {}: {error}", crate::shown(spec));
+    ExitCode::from(1)
+}
+
 struct Setup<'a> {
     layer: WebhookLayer,
     forward: Option<Forward>,
+    /// With --inbox: signs what the worker forwards.
+    resigner: Option<Signer>,
     id_header: Option<String>,
     args: &'a ListenArgs,
 }
 
 impl Setup<'_> {
-    async fn serve<St: LeaseStore + Clone + Send + Sync + 'static>(
+    async fn serve<St: LeaseStore + InboxQueue + Clone + Send + Sync + 'static>(
         self,
         store: St,
     ) -> Result<ExitCode, UsageError> {
-        let layer = self.layer.with_lease(store, &self.args.namespace, LEASE)?;
-        let app = Router::new()
+        let namespace = &self.args.namespace;
+        let router = Router::new()
             .fallback(handle)
-            .with_state(self.forward.clone())
-            .layer(layer)
-            .layer(middleware::from_fn_with_state(
-                Arc::new(self.id_header),
-                print_verdict,
-            ));
+            .with_state(self.forward.clone());
+        let mut worker = None;
+        let router = if let Some(signer) = self.resigner.clone() {
+            if let Some(forward) = self.forward.clone() {
+                worker = Some(
+                    Worker::new(
+                        store.clone(),
+                        namespace,
+                        forwarder(forward, signer, self.args.max_attempts),
+                    )
+                    .with_max_attempts(self.args.max_attempts)
+                    .start(),
+                );
+            }
+            router.layer(self.layer.clone().with_inbox(store, namespace)?)
+        } else {
+            router.layer(self.layer.clone().with_lease(store, namespace, LEASE)?)
+        };
+        let app = router.layer(middleware::from_fn_with_state(
+            Arc::new(self.id_header.clone()),
+            print_verdict,
+        ));
+        let served = self.run(app).await;
+        if let Some(worker) = worker {
+            // What is under way gets a moment; the rest runs again next time.
+            worker.stop(Duration::from_secs(5)).await;
+        }
+        served
+    }
+
+    async fn run(self, app: Router) -> Result<ExitCode, UsageError> {
         let listener = tokio::net::TcpListener::bind(self.args.addr)
             .await
             .map_err(|error| format!("cannot listen on {}: {error}", self.args.addr))?;
@@ -198,10 +298,15 @@ impl Setup<'_> {
                 |nodes| format!("redis cluster {nodes}")
             ),
             self.args.namespace,
-            self.forward
-                .as_ref()
-                .map(|forward| format!(", forwarding to {}", forward.url))
-                .unwrap_or_default()
+            match (&self.forward, self.args.inbox) {
+                (Some(forward), false) => format!(", forwarding to {}", forward.url),
+                (Some(forward), true) => format!(
+                    ", into the inbox; a worker forwards to {}, {} attempts at most",
+                    forward.url, self.args.max_attempts
+                ),
+                (None, true) => ", into the inbox".to_owned(),
+                (None, false) => String::new(),
+            }
         );
         let limits = crate::serve::Limits {
             head: self.args.header_timeout,
@@ -210,6 +315,61 @@ impl Setup<'_> {
         crate::serve::serve(listener, app, limits, stop_signal()).await;
         println!("stopped");
         Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The worker's handler with --inbox --forward-to: POSTs each event to
+/// the app, signed again (the sender's signature is not kept with the
+/// event), prints what happened, and fails with the app's answer so the
+/// worker retries it, then dead-letters it.
+fn forwarder(
+    forward: Forward,
+    signer: Signer,
+    max_attempts: u32,
+) -> impl Fn(Event) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Failure>> + Send>>
++ Send
++ Sync
++ 'static {
+    let shared = Arc::new((forward, signer));
+    move |event: Event| {
+        let shared = Arc::clone(&shared);
+        Box::pin(async move {
+            let (forward, signer) = &*shared;
+            let id = event.id().to_owned();
+            let attempt = event.attempt();
+            let say = |text: &str| println!("{} {id} {text}", rfc3339(SystemTime::now()));
+            let signed = signer
+                .sign(&id, SystemTime::now(), event.body())
+                .map_err(|error| Failure::dead_letter(format!("cannot sign it again: {error}")))?;
+            let mut headers: Vec<(String, String)> = signed
+                .iter()
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .collect();
+            headers.extend(event.meta().headers.iter().cloned());
+            let failure = match forward
+                .transport
+                .post(&forward.url, &headers, event.body())
+                .await
+            {
+                Ok(answer) if (200..300).contains(&answer.status) => {
+                    say(&format!("forwarded: {} (attempt {attempt})", answer.status));
+                    return Ok(());
+                }
+                Ok(answer) => format!("the app answered {}", answer.status),
+                Err(error) => format!("could not reach the app: {error}"),
+            };
+            if attempt >= max_attempts {
+                say(&format!(
+                    "forward failed (attempt {attempt} of {max_attempts}): {failure}; dead-lettered \
+                     (`hooklatch inbox dead` shows it, `inbox requeue` sends it again)"
+                ));
+            } else {
+                say(&format!(
+                    "forward failed (attempt {attempt} of {max_attempts}): {failure}; retried after a backoff"
+                ));
+            }
+            Err(Failure::retry(failure))
+        })
     }
 }
 
@@ -295,6 +455,21 @@ async fn print_verdict(
         .and_then(|name| request.headers().get(name))
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
+    // Webhooks are POSTed, and this receiver answers no handshake: a
+    // browser's GET is told so, not that a signature header is missing.
+    if request.method() != axum::http::Method::POST {
+        println!(
+            "{} - {} answered 405: webhooks are sent with POST",
+            rfc3339(SystemTime::now()),
+            request.method()
+        );
+        return (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(axum::http::header::ALLOW, "POST")],
+            "webhooks are sent with POST\n",
+        )
+            .into_response();
+    }
     let verdict = Verdict::default();
     request.extensions_mut().insert(verdict.clone());
     let response = next.run(request).await;
@@ -312,6 +487,8 @@ async fn print_verdict(
                     format!("rejected ({}): {}", status.as_u16(), rejection.reason())
                 }
                 None if status == StatusCode::OK => "duplicate".to_owned(),
+                // Inbox mode: stored for the worker; no handler ran here.
+                None if status == StatusCode::ACCEPTED => "accepted into the inbox".to_owned(),
                 None => format!("answered {}", status.as_u16()),
             };
             // The layer's duplicate answer carries the event, whose key may

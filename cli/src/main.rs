@@ -110,7 +110,7 @@ struct SignArgs {
     #[arg(long)]
     id: Option<String>,
     /// Timestamp in seconds since the Unix epoch [default: now].
-    #[arg(long)]
+    #[arg(long, value_parser = unix_seconds)]
     timestamp: Option<i64>,
     /// File holding the body, or `-` for standard input.
     #[arg(long)]
@@ -131,7 +131,7 @@ struct VerifyArgs {
     body_file: String,
     /// Check the timestamp against this time (seconds since the Unix epoch)
     /// instead of now.
-    #[arg(long)]
+    #[arg(long, value_parser = unix_seconds)]
     now: Option<i64>,
     /// Seconds a timestamp may be in the past or the future [default: 300].
     #[arg(long)]
@@ -285,6 +285,18 @@ fn unix_time(seconds: i64) -> SystemTime {
     }
 }
 
+/// `--now` and `--timestamp`: seconds since the Unix epoch, as `date +%s`
+/// prints them; other forms are named with the fix.
+fn unix_seconds(text: &str) -> Result<i64, String> {
+    text.trim().parse().map_err(|_| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        format!("`{text}` is not a time in seconds since the Unix epoch, such as {now} (now, as `date +%s` prints it)")
+    })
+}
+
 /// An event id for when none is given: `msg_` and the time in hex.
 fn default_id() -> String {
     let nanos = SystemTime::now()
@@ -363,8 +375,23 @@ impl<E: std::fmt::Display> From<E> for UsageError {
     }
 }
 
+/// A secret the scheme cannot read, said for a command line: the library's
+/// advice (pass the key as bytes) names an API no flag has.
+fn secret_error(error: ConfigError) -> UsageError {
+    match error {
+        ConfigError::SecretNotBase64 { prefix } if !prefix.is_empty() => UsageError(format!(
+            "a secret is not valid base64 after its `{prefix}` prefix: copy the whole signing secret from the provider's dashboard, `{prefix}` included"
+        )),
+        ConfigError::SecretNotBase64 { .. } => UsageError(
+            "a secret is not valid base64: this scheme's secrets are base64 keys; copy the whole signing secret from the provider's dashboard".into(),
+        ),
+        error => UsageError(error.to_string()),
+    }
+}
+
 fn sign(args: SignArgs) -> Result<ExitCode, UsageError> {
-    let signer = Signer::new(args.scheme.scheme()?, &args.secrets.secrets()?)?;
+    let signer =
+        Signer::new(args.scheme.scheme()?, &args.secrets.secrets()?).map_err(secret_error)?;
     let body = read_body(&args.body_file)?;
     let at = args.timestamp.map_or_else(SystemTime::now, unix_time);
     let id = args.id.unwrap_or_else(default_id);
@@ -384,7 +411,7 @@ fn verifier_builder(
 ) -> Result<hooklatch::verify::VerifierBuilder, UsageError> {
     let mut builder = Verifier::builder(scheme);
     for secret in secrets {
-        builder = builder.with_secret(secret)?;
+        builder = builder.with_secret(secret).map_err(secret_error)?;
     }
     if let Some(seconds) = tolerance {
         builder = builder.with_tolerance(Duration::from_secs(seconds));

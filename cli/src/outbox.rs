@@ -87,6 +87,8 @@ fn when(text: &str) -> Result<SystemTime, String> {
 /// when it cannot be reached (exit 1). A `spec` that names no outbox is a
 /// usage error.
 pub(crate) async fn open_or_say(spec: &str, flag: &str) -> Result<Option<AnyOutbox>, UsageError> {
+    // `memory` is `listen`'s spelling of `memory:`: refused as that is.
+    let spec = if spec == "memory" { "memory:" } else { spec };
     match AnyOutbox::connect(spec).await {
         // An outbox in this process is empty: the dispatcher's is elsewhere.
         Ok(store) if store.kind() == "memory" => Err(UsageError(format!(

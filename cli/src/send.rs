@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use hooklatch::sender::guard::{IpNet, check_address, check_url};
+use hooklatch::sender::guard::{Forbidden, IpNet, check_address, check_url};
 use hooklatch::sender::rules::{Attempt, Final, Jitter, Schedule, WaitReason};
 use hooklatch::sender::{AddressPolicy, Endpoint, HttpTransport, Policy, deliver_observed};
 use hooklatch::verify::Signer;
@@ -55,7 +55,8 @@ pub(crate) struct SendArgs {
 }
 
 pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
-    let signer = Signer::new(args.scheme.scheme()?, &args.secrets.secrets()?)?;
+    let signer = Signer::new(args.scheme.scheme()?, &args.secrets.secrets()?)
+        .map_err(crate::secret_error)?;
     let body = read_body(&args.body_file)?;
     let mut policy = policy(&args.schedule)?;
     if let Some(timeout) = args.timeout {
@@ -75,6 +76,11 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
         addresses = addresses.with_denied_range(range);
     }
     let id = args.id.clone().unwrap_or_else(default_id);
+    // An id the scheme cannot sign is the flag's fault: said now, not as
+    // a failed first attempt.
+    if let Err(error) = signer.sign(&id, std::time::SystemTime::now(), &body) {
+        return Err(UsageError(format!("--id `{id}`: {error}")));
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         refuse_forbidden(&args.url, &addresses, args.egress_proxy.is_some()).await?;
@@ -89,10 +95,11 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
         let transport = transport.build()?;
         let endpoint = Endpoint::new(&args.url, signer);
         let schedule = policy.schedule();
+        let attempts = schedule.attempts();
         println!(
-            "sending {id} to {} ({} attempts over {})",
+            "sending {id} to {} ({attempts} {} over {})",
             args.url,
-            schedule.attempts(),
+            if attempts == 1 { "attempt" } else { "attempts" },
             human(schedule.window())
         );
         let record = deliver_observed(
@@ -134,13 +141,13 @@ async fn refuse_forbidden(
     addresses: &AddressPolicy,
     proxied: bool,
 ) -> Result<(), UsageError> {
-    let hint = "pass --allow-private or --allow-range to send to your own network";
     let url = check_url(text, addresses).map_err(|forbidden| match forbidden {
-        hooklatch::sender::guard::Forbidden::NotHttp => UsageError(format!(
+        Forbidden::NotHttp => UsageError(format!(
             "--url `{text}`: use an http:// or https:// URL with a host"
         )),
         forbidden => UsageError(format!(
-            "refusing to send to {text}: its host is a {forbidden}; {hint}"
+            "refusing to send to {text}: its host is a {forbidden}; {}",
+            hint(forbidden)
         )),
     })?;
     let Some(host) = url.domain().filter(|_| !proxied) else {
@@ -155,11 +162,26 @@ async fn refuse_forbidden(
         let ip = address.ip();
         if let Err(forbidden) = check_address(ip, addresses) {
             return Err(UsageError(format!(
-                "refusing to send to {text}: {host} ({ip}) is a {forbidden}; {hint}"
+                "refusing to send to {text}: {host} ({ip}) is a {forbidden}; {}",
+                hint(forbidden)
             )));
         }
     }
     Ok(())
+}
+
+/// What lets a send through to a `forbidden` address, if anything does.
+fn hint(forbidden: Forbidden) -> &'static str {
+    match forbidden {
+        Forbidden::Metadata => {
+            "cloud metadata addresses are refused whatever the flags, --allow-private and --allow-range included"
+        }
+        Forbidden::Denied => "a --deny-range names it",
+        Forbidden::Loopback | Forbidden::Private => {
+            "pass --allow-private (or --allow-range with its range) to send to your own machine or network"
+        }
+        _ => "pass --allow-range with its range to allow it",
+    }
 }
 
 fn print_attempt(attempt: &Attempt) {

@@ -33,6 +33,27 @@ pub(crate) fn timeout(text: &str) -> Result<Duration, String> {
     Ok(timeout)
 }
 
+/// `--addr`: a socket address; a bare port gets a hint, since
+/// `SocketAddr`'s own error ("invalid socket address syntax") gives none.
+pub(crate) fn socket_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(address) = text.parse() {
+        return Ok(address);
+    }
+    if let Ok(port) = text.trim_start_matches(':').parse::<u16>() {
+        return Err(format!(
+            "`{text}` is a port, not an address: give 127.0.0.1:{port} (this machine only) or 0.0.0.0:{port} (every interface)"
+        ));
+    }
+    if let Some(port) = text.strip_prefix("localhost:") {
+        return Err(format!(
+            "`{text}`: give an IP address, such as 127.0.0.1:{port}"
+        ));
+    }
+    Err(format!(
+        "`{text}` is not an address such as 127.0.0.1:8080 or [::1]:8080"
+    ))
+}
+
 /// How long a request may take: its head, and the whole of it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {

@@ -210,6 +210,35 @@ fn bad_secret_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     let error = String::from_utf8(output.stderr).unwrap();
     assert!(error.contains("not valid base64"), "{error}");
+    // The library's advice ("pass it as bytes") names no flag the CLI has.
+    assert!(error.contains("copy the whole signing secret"), "{error}");
+    assert!(!error.contains("as bytes"), "{error}");
+}
+
+/// `--now` and `--timestamp` take seconds since the epoch; anything else
+/// is a usage error that shows the form (not "invalid digit found in
+/// string").
+#[test]
+fn a_time_that_is_not_unix_seconds_is_named_with_its_form() {
+    for flag in ["--now", "--timestamp"] {
+        let command = if flag == "--now" { "verify" } else { "sign" };
+        let output = hooklatch(
+            &[
+                command,
+                "--secret",
+                SECRET,
+                "--body-file",
+                "-",
+                flag,
+                "yesterday",
+            ],
+            Some(b""),
+        );
+        assert_eq!(output.status.code(), Some(2), "{flag}");
+        let error = String::from_utf8(output.stderr).unwrap();
+        assert!(error.contains("seconds since the Unix epoch"), "{error}");
+        assert!(error.contains("date +%s"), "{error}");
+    }
 }
 
 #[test]

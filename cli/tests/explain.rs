@@ -364,12 +364,16 @@ fn explain_finds_the_scheme_the_request_was_signed_with() {
         (Scheme::paddle(), "stripe", "s3cret", "paddle"),
     ] {
         let headers = sign(&signer(signed_as, secret), AT, BODY);
-        assert_explains(
-            verified_as,
-            secret,
-            &headers,
-            BODY,
-            &format!("--scheme {names} instead of --scheme {verified_as}"),
+        // The header the scheme reads is missing: said first, then the
+        // scheme that signed.
+        let lines = explained_missing(verified_as, secret, &headers);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].starts_with("header: the request has no `"), "{lines:?}");
+        assert!(
+            lines[1].starts_with(&format!(
+                "would match: --scheme {names} instead of --scheme {verified_as}"
+            )),
+            "{lines:?}"
         );
     }
 }
@@ -536,4 +540,140 @@ fn explain_with_a_value_is_a_usage_error() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(output.stdout.is_empty());
+}
+
+/// `headers` with the header `from` renamed `to`.
+fn renamed(headers: &[String], from: &str, to: &str) -> Vec<String> {
+    headers
+        .iter()
+        .map(|line| match line.split_once(": ") {
+            Some((key, value)) if key == from => format!("{to}: {value}"),
+            _ => line.clone(),
+        })
+        .collect()
+}
+
+/// The lines `verify --explain` prints after its `rejected:` line, which
+/// must say the header is missing.
+fn explained_missing(scheme: &str, secret: &str, headers: &[String]) -> Vec<String> {
+    let run = verify(scheme, secret, headers, BODY, true);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    let mut lines = run.stdout.lines().map(str::to_owned);
+    let first = lines.next().unwrap_or_default();
+    assert!(
+        first.starts_with("rejected: missing header"),
+        "{}",
+        run.stdout
+    );
+    lines.collect()
+}
+
+#[test]
+fn explain_names_githubs_legacy_sha1_header_and_tries_no_body() {
+    let headers = sign(&signer(Scheme::github(), "s3cret"), AT, BODY);
+    let headers = renamed(&headers, "x-hub-signature-256", "x-hub-signature");
+    let lines = explained_missing("github", "s3cret", &headers);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("header: `x-hub-signature` is GitHub's legacy SHA-1 signature"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn explain_names_a_near_miss_header_and_tries_no_body() {
+    let headers = sign(&signer(Scheme::standard_webhooks(), SECRET), AT, BODY);
+    for near in [
+        "x-webhook-signature",
+        "webhook_signature",
+        "webhook-signatures",
+    ] {
+        let lines = explained_missing(
+            "standard",
+            SECRET,
+            &renamed(&headers, "webhook-signature", near),
+        );
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with(&format!(
+                "header: the request has no `webhook-signature`, but `{near}`: a near miss"
+            )),
+            "{lines:?}"
+        );
+    }
+    // Nothing like it: the headers given are listed.
+    let lines = explained_missing(
+        "standard",
+        SECRET,
+        &renamed(&headers, "webhook-signature", "authorization"),
+    );
+    assert!(
+        lines[0].contains("(given: `webhook-id`, `webhook-timestamp`, `authorization`)"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn explain_of_a_missing_header_still_finds_the_scheme_that_signed() {
+    let headers = sign(&signer(Scheme::svix(), SECRET), AT, BODY);
+    let lines = explained_missing("standard", SECRET, &headers);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("header: the request has no `webhook-"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("would match: --scheme svix instead of --scheme standard"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn explain_finds_a_header_name_pasted_into_its_value() {
+    let headers = sign(&signer(Scheme::standard_webhooks(), SECRET), AT, BODY);
+    let signature = headers
+        .iter()
+        .find_map(|line| line.strip_prefix("webhook-signature: "))
+        .unwrap()
+        .to_owned();
+    let pasted = with_header(
+        &headers,
+        "webhook-signature",
+        &format!("webhook-signature: {signature}"),
+    );
+    let run = verify("standard", SECRET, &pasted, BODY, true);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    let lines: Vec<&str> = run.stdout.lines().skip(1).collect();
+    assert_eq!(
+        lines,
+        [
+            "header: the value of `webhook-signature` begins with `webhook-signature:` again: \
+             its name was pasted into its value; give `-H 'webhook-signature: <value>'`",
+            "would match: `webhook-signature` given without its name repeated in its value",
+        ],
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn explain_names_a_stripe_api_key_given_as_the_secret() {
+    let headers = sign(&signer(Scheme::stripe(), "whsec_test_secret"), AT, BODY);
+    for key in ["sk_test_51Habc", "rk_live_51Habc"] {
+        let run = verify("stripe", key, &headers, BODY, true);
+        assert_eq!(run.code, Some(1), "{}", run.stdout);
+        let prefix = &key[..3];
+        assert!(
+            run.stdout.contains(&format!(
+                "secret: `{prefix}…` is a Stripe API key, not a webhook signing secret"
+            )),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            !run.stdout.contains(key),
+            "the key is not printed: {}",
+            run.stdout
+        );
+    }
 }

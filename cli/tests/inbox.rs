@@ -200,9 +200,37 @@ fn a_store_that_is_down_is_named_without_its_password() {
     );
     assert!(!said.contains("hunter2"), "{said}");
 
+    // Both spellings `listen` takes.
+    for memory in ["memory:", "memory"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+            .args(["inbox", "--store", memory, "stats"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            said.contains("empty store in this process"),
+            "{memory}: {said}"
+        );
+    }
+}
+
+/// A Postgres server that is not there is said as the connection's own
+/// error, not the pool's "timed out".
+#[test]
+fn a_closed_postgres_port_is_said_as_refused() {
+    let port = support::free_port();
     let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
-        .args(["inbox", "--store", "memory:", "stats"])
+        .args([
+            "inbox",
+            "--store",
+            &format!("postgres://app@127.0.0.1:{port}/db"),
+            "stats",
+        ])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("refused"), "{said}");
+    assert!(!said.contains("timed out"), "{said}");
 }

@@ -553,7 +553,11 @@ async fn send_refuses_private_targets_unless_allowed() {
     ])
     .await;
     assert_eq!(output.status.code(), Some(2));
-    assert!(text(&output.stderr).contains("cloud metadata"));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("cloud metadata"), "{stderr}");
+    // No flag lets it through, so none is suggested.
+    assert!(stderr.contains("refused whatever the flags"), "{stderr}");
+    assert!(!stderr.contains("pass --allow"), "{stderr}");
     assert!(script.seen.lock().unwrap().is_empty(), "nothing was sent");
 }
 
@@ -581,6 +585,118 @@ async fn send_usage_errors_exit_two() {
     assert!(text(&output.stderr).contains("--schedule"));
     let output = run_send(&["--url", "ftp://example.com/"]).await;
     assert_eq!(output.status.code(), Some(2));
+}
+
+/// An id the scheme cannot sign is a usage error found before any attempt
+/// (exit 2, the flag named), not a failed delivery (exit 1).
+#[tokio::test]
+async fn send_refuses_an_unsignable_id_before_sending() {
+    let script = Script::new(vec![]);
+    let url = script.serve().await;
+    for id in ["a.b", ""] {
+        let output = run_send(&["--url", &url, "--allow-private", "--id", id]).await;
+        assert_eq!(output.status.code(), Some(2), "--id `{id}`");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(&format!("--id `{id}`")), "{stderr}");
+        assert!(
+            !text(&output.stdout).contains("attempt"),
+            "nothing was tried"
+        );
+    }
+    assert!(script.seen.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+/// One attempt is said in the singular, before and after.
+#[tokio::test]
+async fn send_of_one_attempt_says_attempt() {
+    let script = Script::new(vec![StatusCode::OK.into_response()]);
+    let url = script.serve().await;
+    let output = run_send(&["--url", &url, "--allow-private", "--schedule", "0"]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("(1 attempt over"), "{stdout}");
+    assert!(stdout.contains("delivered after 1 attempt\n"), "{stdout}");
+}
+
+/// Runs `listen` with `args` (after its secret) until it ends by itself,
+/// as it must on a usage error or a store it cannot open; one still
+/// running after 60 s fails the test.
+fn listen_that_ends(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["listen", "--secret", SECRET])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hooklatch listen runs");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("listen {args:?} kept running");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Flags `listen` cannot use are usage errors at start-up (exit 2) whose
+/// message gives the value meant; before, each of these started a server
+/// (or said only "invalid socket address syntax").
+#[test]
+fn listen_refuses_bad_flags_at_start_with_the_fix() {
+    let store = format!("sqlite:{}", scratch("listen-flags").join("c.db").display());
+    let cases: [(&[&str], &str); 5] = [
+        (&["--forward-to", "localhost:3000"], "http://localhost:3000"),
+        (&["--forward-to", "ftp://localhost/"], "http:// or https://"),
+        (
+            &["--forward-to", "http://169.254.169.254/"],
+            "cloud metadata",
+        ),
+        (&["--addr", "8090"], "127.0.0.1:8090"),
+        (&["--body-limit", "0"], "refuse every body"),
+    ];
+    for (flags, fix) in cases {
+        let mut args = vec!["--store", store.as_str()];
+        if !flags.contains(&"--addr") {
+            args.extend(["--addr", "127.0.0.1:0"]);
+        }
+        args.extend(flags);
+        let output = listen_that_ends(&args);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(fix), "{flags:?}: {stderr}");
+    }
+}
+
+/// A store `listen` cannot open is named, password masked, with exit 1 as
+/// the operator commands give: the flags were right, the store was not
+/// there.
+#[test]
+fn listen_names_a_store_it_cannot_open_and_exits_one() {
+    let port = support::free_port();
+    let store = format!("redis://:hunter2@127.0.0.1:{port}");
+    let output = listen_that_ends(&["--store", &store, "--addr", "127.0.0.1:0"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot open redis://***@127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// A GET (a browser opening the URL) is answered 405 with `Allow: POST`,
+/// and the line printed says so, rather than a 400 for a missing
+/// signature.
+#[tokio::test]
+async fn listen_answers_other_methods_405() {
+    let listener = Listener::start(&[]);
+    let response = reqwest::get(&listener.url).await.unwrap();
+    assert_eq!(response.status(), 405);
+    assert_eq!(response.headers()["allow"], "POST");
+    let line = listener.next_line();
+    assert!(after_time(&line).contains("GET answered 405"), "{line}");
 }
 
 /// Claims outlive the process: a second `listen` on the same store reports
@@ -866,4 +982,96 @@ async fn listen_answers_408_to_a_body_that_never_finishes() {
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(2));
+}
+
+/// The next `count` lines of `listener`, without their times, sorted: the
+/// receiver's line and the worker's for one event may come in either
+/// order.
+fn next_lines(listener: &Listener, count: usize) -> Vec<String> {
+    let mut lines: Vec<String> = (0..count)
+        .map(|_| after_time(&listener.next_line()).to_owned())
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// `listen --inbox --forward-to`: each event is stored (202) and a worker
+/// POSTs it to the app signed again, so the app can verify it; an app
+/// that keeps failing gets `--max-attempts` tries, then the event is
+/// dead-lettered with the app's answer as its reason, which `hooklatch
+/// inbox dead` shows.
+// Multi-threaded: the app serves while the test blocks reading lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_into_an_inbox_forwards_retries_and_dead_letters() {
+    let failing = || StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    let script = Script::new(vec![
+        StatusCode::NO_CONTENT.into_response(),
+        failing(),
+        failing(),
+    ]);
+    let app_url = script.serve().await;
+    let store = format!(
+        "sqlite:{}",
+        scratch("listen-inbox").join("inbox.db").display()
+    );
+    let listener = Listener::start_on(
+        &store,
+        &["--inbox", "--forward-to", &app_url, "--max-attempts", "2"],
+    );
+    let body = br#"{"n":1}"#.to_vec();
+    let send = |id: &'static str| {
+        let (url, body) = (listener.url.clone(), body.clone());
+        async move {
+            post_to(&url, &signed(SECRET, id, SystemTime::now(), &body), body)
+                .await
+                .0
+        }
+    };
+
+    assert_eq!(send("msg_ok").await, 202);
+    assert_eq!(
+        next_lines(&listener, 2),
+        [
+            "msg_ok accepted into the inbox",
+            "msg_ok forwarded: 204 (attempt 1)"
+        ]
+    );
+    assert_eq!(send("msg_ok").await, 200);
+    assert_eq!(after_time(&listener.next_line()), "msg_ok duplicate");
+    {
+        let seen = script.seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        let (_, _, headers) = &seen[0];
+        let event = verifier()
+            .verify(headers, &body)
+            .expect("the app can verify what it is sent");
+        assert_eq!(event.id(), Some("msg_ok"));
+    }
+
+    assert_eq!(send("msg_bad").await, 202);
+    let lines = next_lines(&listener, 3);
+    assert_eq!(lines[0], "msg_bad accepted into the inbox", "{lines:?}");
+    assert!(
+        lines[1].starts_with(
+            "msg_bad forward failed (attempt 1 of 2): the app answered 500; retried after a backoff"
+        ),
+        "{lines:?}"
+    );
+    assert!(
+        lines[2].starts_with(
+            "msg_bad forward failed (attempt 2 of 2): the app answered 500; dead-lettered"
+        ),
+        "{lines:?}"
+    );
+    let dead = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["inbox", "--store", &store, "dead"])
+        .output()
+        .unwrap();
+    let said = text(&dead.stdout);
+    assert_eq!(dead.status.code(), Some(0), "{said}");
+    assert!(said.contains("msg_bad"), "{said}");
+    assert!(said.contains("the app answered 500"), "{said}");
+    assert!(!said.contains("msg_ok"), "{said}");
+    let (exit, _) = listener.interrupt();
+    assert!(exit.success());
 }

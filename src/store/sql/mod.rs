@@ -191,14 +191,24 @@ async fn bring_up_to_date<DB: SqlDatabase>(
 }
 
 /// A pool of up to 16 connections to `url`, waiting at most 5 seconds for
-/// one.
+/// one. A server that refuses is tried again until then (it may be
+/// starting); if it never answers, the error is the last try's own
+/// ("connection refused", a wrong password), not the pool's "timed out".
 #[cfg(feature = "postgres")]
 pub(crate) async fn postgres_pool(url: &str) -> Result<sqlx::PgPool, sqlx::Error> {
-    sqlx::postgres::PgPoolOptions::new()
+    use sqlx::Connection as _;
+    let opened = sqlx::postgres::PgPoolOptions::new()
         .max_connections(16)
         .acquire_timeout(Duration::from_secs(5))
         .connect(url)
-        .await
+        .await;
+    match opened {
+        Err(sqlx::Error::PoolTimedOut) => Err(sqlx::PgConnection::connect(url)
+            .await
+            .err()
+            .unwrap_or(sqlx::Error::PoolTimedOut)),
+        opened => opened,
+    }
 }
 
 /// Brings `schema` up to date. When it is current this only reads (even
