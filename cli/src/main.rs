@@ -7,6 +7,7 @@ mod explain;
 mod inbox;
 mod listen;
 mod outbox;
+mod request;
 mod send;
 mod serve;
 
@@ -115,6 +116,10 @@ struct SignArgs {
     /// File holding the body, or `-` for standard input.
     #[arg(long)]
     body_file: String,
+    /// Print a ready-to-run curl command that POSTs the signed body to
+    /// this URL, instead of the headers alone.
+    #[arg(long, value_name = "URL")]
+    curl: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -127,8 +132,15 @@ struct VerifyArgs {
     #[arg(short = 'H', long = "header", value_parser = parse_header)]
     headers: Vec<(String, String)>,
     /// File holding the body exactly as received, or `-` for standard input.
-    #[arg(long)]
-    body_file: String,
+    #[arg(long, required_unless_present = "request")]
+    body_file: Option<String>,
+    /// A raw HTTP/1.1 request as captured (`nc -l`, a proxy's dump), or `-`
+    /// for standard input: its request line, headers, a blank line and the
+    /// body, instead of -H and --body-file. A `Content-Length` cuts the body
+    /// there (an editor's trailing newline is dropped); a chunked body is
+    /// joined.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["headers", "body_file"])]
+    request: Option<String>,
     /// Check the timestamp against this time (seconds since the Unix epoch)
     /// instead of now.
     #[arg(long, value_parser = unix_seconds)]
@@ -396,10 +408,51 @@ fn sign(args: SignArgs) -> Result<ExitCode, UsageError> {
     let at = args.timestamp.map_or_else(SystemTime::now, unix_time);
     let id = args.id.unwrap_or_else(default_id);
     let headers = signer.sign(&id, at, &body)?;
+    let Some(url) = &args.curl else {
+        for (name, value) in headers.iter() {
+            println!("{name}: {value}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    // The body goes as the file it came from; from standard input it is
+    // written into the command (`--data-raw`: a leading `@` is not a file
+    // there), which a NUL byte cannot be.
+    let data = if args.body_file == "-" {
+        if body.contains(&0) {
+            return Err(UsageError(
+                "--curl: the body holds NUL bytes, which a command line cannot; save it to a file \
+                 and pass --body-file"
+                    .into(),
+            ));
+        }
+        shell_quoted(&String::from_utf8_lossy(&body))
+    } else {
+        shell_quoted(&format!("@{}", args.body_file))
+    };
+    let mut command = format!("curl -sS -X POST {}", shell_quoted(url));
     for (name, value) in headers.iter() {
-        println!("{name}: {value}");
+        command.push_str(&format!(
+            " \\\n  -H {}",
+            shell_quoted(&format!("{name}: {value}"))
+        ));
     }
+    if serde_json::from_slice::<serde_json::Value>(&body).is_ok() {
+        command.push_str(" \\\n  -H 'content-type: application/json'");
+    }
+    let flag = if args.body_file == "-" {
+        "--data-raw"
+    } else {
+        "--data-binary"
+    };
+    command.push_str(&format!(" \\\n  {flag} {data}"));
+    println!("{command}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `text` as one word for a POSIX shell: in single quotes, each `'` closed,
+/// escaped and opened again.
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// A verifier builder for `scheme` with `secrets` and, if given, a
@@ -427,9 +480,15 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
         builder = builder.insecure_skip_timestamp_check();
     }
     let verifier = builder.build()?;
-    let body = read_body(&args.body_file)?;
+    let (headers, body) = match (&args.request, &args.body_file) {
+        (Some(path), _) => {
+            request::parse(&read_body(path)?).map_err(|why| format!("--request {path}: {why}"))?
+        }
+        (None, Some(path)) => (args.headers.clone(), read_body(path)?),
+        (None, None) => return Err(UsageError("give --body-file or --request".into())),
+    };
     let now = args.now.map_or_else(SystemTime::now, unix_time);
-    match verifier.verify_at(&args.headers, &body, now) {
+    match verifier.verify_at(&headers, &body, now) {
         Ok(event) => {
             let mut line = String::from("ok");
             if let Some(id) = event.id() {
@@ -458,7 +517,7 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, UsageError> {
                 let rejected = explain::Rejected {
                     scheme,
                     secrets: &secrets,
-                    headers: &args.headers,
+                    headers: &headers,
                     body: &body,
                     error: &error,
                     custom_timestamp_header: args.scheme.timestamp_header.as_deref(),

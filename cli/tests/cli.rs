@@ -570,3 +570,135 @@ fn closed_output_ends_quietly_without_a_panic() {
     assert!(!said.contains("panicked"), "{said}");
     assert_eq!(output.status.code(), Some(141));
 }
+
+/// `sign --curl` prints a command that a POSIX shell runs as curl with the
+/// signed headers and the body. Run through `sh` with `curl` standing for
+/// a function that prints its arguments (the shell's own quoting, no
+/// network), the request they make verifies; quotes in the URL, the path
+/// and the body survive.
+#[test]
+fn sign_curl_prints_a_command_whose_request_verifies() {
+    let json = br#"{"it's": "quoted", "n": 1}"#;
+    let path = body_file("curl body's.json", json);
+    let url = "http://127.0.0.1:9/hooks?a=1&b='x'";
+    let verifier =
+        hooklatch::verify::Verifier::builder(hooklatch::verify::Scheme::standard_webhooks())
+            .with_secret(SECRET)
+            .unwrap()
+            .build()
+            .unwrap();
+    for (body_arg, stdin) in [(path.to_str().unwrap(), None), ("-", Some(&json[..]))] {
+        let output = hooklatch(
+            &[
+                "sign",
+                "--secret",
+                SECRET,
+                "--body-file",
+                body_arg,
+                "--curl",
+                url,
+            ],
+            stdin,
+        );
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let command = stdout(&output);
+        assert!(command.starts_with("curl -sS -X POST "), "{command}");
+        let run = Command::new("sh")
+            .arg("-c")
+            .arg(format!("curl() {{ printf '%s\\0' \"$@\"; }}\n{command}"))
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{run:?}");
+        let words: Vec<String> = String::from_utf8(run.stdout)
+            .unwrap()
+            .split_terminator('\0')
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(&words[..4], ["-sS", "-X", "POST", url]);
+        let mut headers = Vec::new();
+        let mut body = None;
+        let mut rest = words[4..].iter();
+        while let Some(flag) = rest.next() {
+            let value = rest.next().expect("each flag has its value");
+            match flag.as_str() {
+                "-H" => {
+                    let (name, value) = value.split_once(": ").unwrap();
+                    headers.push((name.to_owned(), value.to_owned()));
+                }
+                "--data-binary" => {
+                    body = Some(std::fs::read(value.strip_prefix('@').unwrap()).unwrap());
+                }
+                "--data-raw" => body = Some(value.as_bytes().to_vec()),
+                other => panic!("unexpected flag {other}"),
+            }
+        }
+        let body = body.expect("the command sends the body");
+        assert_eq!(body, json);
+        assert!(headers.contains(&("content-type".to_owned(), "application/json".to_owned())));
+        verifier
+            .verify(&headers, &body)
+            .expect("the request verifies");
+    }
+}
+
+/// `verify --request` reads a captured request, from a file or standard
+/// input: its headers and its body as a receiver saw them, cut at
+/// `Content-Length` (an editor's trailing newline dropped). It replaces
+/// `-H` and `--body-file`; a broken capture is a usage error naming it.
+#[test]
+fn verify_reads_a_captured_request() {
+    let body = body_file("captured-body.json", BODY.as_bytes());
+    let signed = stdout(&hooklatch(
+        &[
+            "sign",
+            "--secret",
+            SECRET,
+            "--id",
+            "msg_captured",
+            "--timestamp",
+            "1614265330",
+            "--body-file",
+            body.to_str().unwrap(),
+        ],
+        None,
+    ));
+    let mut raw = format!(
+        "POST /hooks HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: {}\r\n",
+        BODY.len()
+    );
+    for line in signed.lines() {
+        raw.push_str(line);
+        raw.push_str("\r\n");
+    }
+    raw.push_str("\r\n");
+    raw.push_str(BODY);
+    raw.push('\n');
+    let capture = body_file("captured.http", raw.as_bytes());
+    let capture = capture.to_str().unwrap();
+    let verify = |extra: &[&str], stdin: Option<&[u8]>| {
+        let mut args = vec!["verify", "--secret", SECRET, "--now", "1614265330"];
+        args.extend(extra);
+        hooklatch(&args, stdin)
+    };
+
+    let output = verify(&["--request", capture], None);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).starts_with("ok id=msg_captured"));
+
+    let tampered = raw.replace("2432232314", "2432232315");
+    let output = verify(&["--request", "-", "--explain"], Some(tampered.as_bytes()));
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stdout(&output).starts_with("rejected: signature mismatch"));
+
+    let output = verify(&["--request", capture, "-H", "webhook-id: other"], None);
+    assert_eq!(output.status.code(), Some(2), "--request with -H");
+
+    let broken = body_file("broken.http", b"POST /hooks HTTP/1.1\r\nHost: a\r\n");
+    let output = verify(&["--request", broken.to_str().unwrap()], None);
+    assert_eq!(output.status.code(), Some(2));
+    let error = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        error.contains("--request") && error.contains("no blank line"),
+        "{error}"
+    );
+}

@@ -368,7 +368,10 @@ fn explain_finds_the_scheme_the_request_was_signed_with() {
         // scheme that signed.
         let lines = explained_missing(verified_as, secret, &headers);
         assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].starts_with("header: the request has no `"), "{lines:?}");
+        assert!(
+            lines[0].starts_with("header: the request has no `"),
+            "{lines:?}"
+        );
         assert!(
             lines[1].starts_with(&format!(
                 "would match: --scheme {names} instead of --scheme {verified_as}"

@@ -1,0 +1,143 @@
+//! `verify --request`: a raw HTTP/1.1 request, as captured, split into
+//! the headers and the body a receiver would have seen.
+
+/// A captured request's headers (in order, names as written) and body.
+pub(crate) type Captured = (Vec<(String, String)>, Vec<u8>);
+
+/// The headers and the body of `raw`: a
+/// request line (optional), header lines, a blank line, the body. Lines
+/// may end in CRLF or LF. A `Content-Length` cuts the body there; a
+/// chunked body is joined.
+pub(crate) fn parse(raw: &[u8]) -> Result<Captured, String> {
+    let (head, rest) = split_head(raw).ok_or(
+        "no blank line after the headers: a request is its request line, its headers, an \
+         empty line, then the body",
+    )?;
+    let head = std::str::from_utf8(head).map_err(|_| "the headers are not text")?;
+    let mut lines = head
+        .lines()
+        .map(|line| line.strip_suffix('\r').unwrap_or(line));
+    let mut headers = Vec::new();
+    let mut first = true;
+    for line in lines.by_ref() {
+        if std::mem::take(&mut first) && is_request_line(line) {
+            continue;
+        }
+        if line.starts_with([' ', '\t']) {
+            return Err(format!(
+                "a header folded over two lines (`{line}`): join it to the line above"
+            ));
+        }
+        let (name, value) = line
+            .split_once(':')
+            .filter(|(name, _)| !name.is_empty() && !name.contains(char::is_whitespace))
+            .ok_or_else(|| format!("`{line}` is not a header (`name: value`)"))?;
+        headers.push((name.to_owned(), value.trim().to_owned()));
+    }
+    let header = |wanted: &str| {
+        headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(wanted))
+            .map(|(_, value)| value.as_str())
+    };
+    let chunked = header("transfer-encoding")
+        .is_some_and(|value| value.to_ascii_lowercase().contains("chunked"));
+    let body = if chunked {
+        join_chunks(rest)?
+    } else if let Some(length) = header("content-length") {
+        let length: usize = length
+            .parse()
+            .map_err(|_| format!("Content-Length `{length}` is not a number"))?;
+        rest.get(..length)
+            .ok_or(format!(
+                "the body is {} bytes where Content-Length says {length}: the capture is cut short",
+                rest.len()
+            ))?
+            .to_vec()
+    } else {
+        rest.to_vec()
+    };
+    Ok((headers, body))
+}
+
+/// The head and what follows the blank line that ends it (CRLF or LF).
+fn split_head(raw: &[u8]) -> Option<(&[u8], &[u8])> {
+    let crlf = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| (at, 4));
+    let lf = raw.windows(2).position(|w| w == b"\n\n").map(|at| (at, 2));
+    let (at, length) = match (crlf, lf) {
+        (Some(crlf), Some(lf)) => std::cmp::min_by_key(crlf, lf, |(at, _)| *at),
+        (one, other) => one.or(other)?,
+    };
+    Some((&raw[..at], &raw[at + length..]))
+}
+
+/// `POST /hooks HTTP/1.1`.
+fn is_request_line(line: &str) -> bool {
+    let words: Vec<&str> = line.split(' ').collect();
+    words.len() == 3 && words[2].starts_with("HTTP/")
+}
+
+/// A chunked body's data, chunks joined; trailers after the last ignored.
+fn join_chunks(mut rest: &[u8]) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    loop {
+        let end = rest
+            .iter()
+            .position(|byte| *byte == b'\n')
+            .ok_or("a chunk's size line has no end")?;
+        let line = std::str::from_utf8(&rest[..end]).map_err(|_| "a chunk size is not text")?;
+        let size = line
+            .trim_end_matches('\r')
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim();
+        let size = usize::from_str_radix(size, 16)
+            .map_err(|_| format!("`{size}` is not a chunk size in hex"))?;
+        rest = &rest[end + 1..];
+        if size == 0 {
+            return Ok(body);
+        }
+        let chunk = rest
+            .get(..size)
+            .ok_or("a chunk is cut short: the capture ends inside it")?;
+        body.extend_from_slice(chunk);
+        rest = &rest[size..];
+        rest = rest
+            .strip_prefix(b"\r\n")
+            .or_else(|| rest.strip_prefix(b"\n"))
+            .ok_or("a chunk does not end where its size says")?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn a_request_splits_into_its_headers_and_body() {
+        let raw = b"POST /hooks HTTP/1.1\r\nHost: a\r\nwebhook-id: msg_1\r\nContent-Length: 2\r\n\r\n{}\n";
+        let (headers, body) = parse(raw).unwrap();
+        assert_eq!(headers[1], ("webhook-id".to_owned(), "msg_1".to_owned()));
+        assert_eq!(body, b"{}", "cut at Content-Length");
+        let (headers, body) = parse(b"webhook-id: msg_1\n\n{}\n").unwrap();
+        assert_eq!(headers.len(), 1);
+        assert_eq!(body, b"{}\n", "no Content-Length: all of it");
+        let chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4;x=y\r\n\":1}\r\n0\r\n\r\n";
+        assert_eq!(parse(chunked).unwrap().1, b"{\"a\":1}");
+    }
+
+    #[test]
+    fn a_broken_capture_is_said_as_such() {
+        let error = |raw: &[u8]| parse(raw).unwrap_err();
+        assert!(error(b"POST / HTTP/1.1\r\nHost: a\r\n").contains("no blank line"));
+        assert!(error(b"Host a\n\n").contains("is not a header"));
+        assert!(error(b"A: 1\n folded\n\n").contains("folded"));
+        assert!(error(b"Content-Length: 9\n\n{}").contains("cut short"));
+        assert!(error(b"Transfer-Encoding: chunked\n\nzz\n").contains("chunk size"));
+        assert!(error(b"Transfer-Encoding: chunked\n\n9\n{}").contains("cut short"));
+    }
+}
