@@ -16,6 +16,9 @@ pub(crate) struct InboxArgs {
     /// The namespace.
     #[arg(long, global = true, default_value = "listen")]
     namespace: String,
+    /// Print JSON for scripts: one object a line (none for an empty list).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: InboxCommand,
 }
@@ -87,8 +90,21 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
             return Ok(ExitCode::FAILURE);
         };
         let namespace = args.namespace.as_str();
+        let json = args.json;
         let done = match args.command {
             InboxCommand::Stats => store.stats(namespace).await.map(|stats| {
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "namespace": namespace,
+                            "waiting": stats.waiting,
+                            "taken": stats.taken,
+                            "dead": stats.dead,
+                        })
+                    );
+                    return;
+                }
                 println!(
                     "waiting {}, taken {}, dead {}",
                     stats.waiting, stats.taken, stats.dead
@@ -96,11 +112,26 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
             }),
             InboxCommand::Dead { limit } => {
                 store.dead_letters(namespace, limit).await.map(|dead| {
-                    if dead.is_empty() {
+                    if dead.is_empty() && !json {
                         println!("no dead letters in namespace {namespace}");
                     }
                     for entry in dead {
                         let (reason, died) = death(entry.dead.as_ref());
+                        if json {
+                            let known = |text: &str| (text != "-").then(|| text.to_owned());
+                            println!(
+                                "{}",
+                                serde_json::json!({
+                                    "id": entry.id,
+                                    "attempts": entry.attempt,
+                                    "type": entry.meta.event_type,
+                                    "died": known(&died),
+                                    "reason": known(reason),
+                                    "body": String::from_utf8_lossy(&entry.body),
+                                })
+                            );
+                            continue;
+                        }
                         println!(
                             "{} attempts={} type={} died={died} reason={reason:?} {}",
                             entry.id,
@@ -120,6 +151,10 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
                              `hooklatch inbox dead` lists them"
                         );
                         return Ok(ExitCode::FAILURE);
+                    }
+                    Ok(moved) if json => {
+                        println!("{}", serde_json::json!({ "requeued": moved }));
+                        Ok(())
                     }
                     Ok(moved) => {
                         println!("requeued {moved}");

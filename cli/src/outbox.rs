@@ -18,6 +18,9 @@ pub(crate) struct OutboxArgs {
     /// `redis+cluster://host:port,…`.
     #[arg(long, global = true, default_value = "sqlite:hooklatch-outbox.db")]
     store: String,
+    /// Print JSON for scripts: one object a line (none for an empty list).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: OutboxCommand,
 }
@@ -125,7 +128,16 @@ fn health_text(health: EndpointHealth) -> String {
 /// Endpoints read at a time by `outbox endpoints`.
 const PAGE: usize = 500;
 
-async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), OutboxError> {
+/// Prints `value` as one line of JSON.
+fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}
+
+async fn run(
+    store: &impl OutboxView,
+    command: OutboxCommand,
+    json: bool,
+) -> Result<(), OutboxError> {
     let now = SystemTime::now();
     match command {
         OutboxCommand::Endpoints => {
@@ -133,8 +145,25 @@ async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), Outb
             loop {
                 let page = store.endpoint_page(after.as_deref(), PAGE, now).await?;
                 for endpoint in &page {
-                    let url = endpoint.masked_url().unwrap_or_else(|| "-".to_owned());
                     let counts = endpoint.counts;
+                    if json {
+                        print_json(&serde_json::json!({
+                            "name": endpoint.name,
+                            "health": health_text(EndpointHealth {
+                                failing_since: None,
+                                ..endpoint.health
+                            }),
+                            "failing_since": endpoint.health.failing_since.map(rfc3339),
+                            "pending": counts.pending,
+                            "due": counts.due,
+                            "dead": counts.dead,
+                            "gone": counts.gone,
+                            "delivered": counts.delivered,
+                            "url": endpoint.masked_url(),
+                        }));
+                        continue;
+                    }
+                    let url = endpoint.masked_url().unwrap_or_else(|| "-".to_owned());
                     println!(
                         "{} {} pending={} due={} dead={} gone={} delivered={} url={url}",
                         endpoint.name,
@@ -154,12 +183,21 @@ async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), Outb
         }
         OutboxCommand::Dead { endpoint, limit } => {
             let dead = store.list(&endpoint, DeliveryState::Dead, limit).await?;
-            if dead.is_empty() {
+            if dead.is_empty() && !json {
                 println!("no dead deliveries for endpoint {endpoint}");
             }
             for id in dead {
                 let delivery = store.delivery(&endpoint, &id).await?;
                 let last = delivery.and_then(|delivery| delivery.attempts.last().cloned());
+                if json {
+                    print_json(&serde_json::json!({
+                        "id": id,
+                        "attempts": last.as_ref().map_or(0, |last| last.number),
+                        "last": last.as_ref().map(|last| rfc3339(last.sent_at)),
+                        "answer": last.as_ref().map(|last| answer_json(&last.result)),
+                    }));
+                    continue;
+                }
                 match last {
                     Some(last) => println!(
                         "{id} attempts={} last={} answer={}",
@@ -173,11 +211,21 @@ async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), Outb
         }
         OutboxCommand::Attempts { endpoint, limit } => {
             let attempts = store.recent_attempts(&endpoint, limit).await?;
-            if attempts.is_empty() {
+            if attempts.is_empty() && !json {
                 println!("no attempts for endpoint {endpoint} yet");
             }
             for recent in attempts {
                 let attempt = recent.attempt;
+                if json {
+                    print_json(&serde_json::json!({
+                        "at": rfc3339(attempt.sent_at),
+                        "id": recent.id,
+                        "attempt": attempt.number,
+                        "answer": answer_json(&attempt.result),
+                        "took_ms": u64::try_from(attempt.duration.as_millis()).unwrap_or(u64::MAX),
+                    }));
+                    continue;
+                }
                 println!(
                     "{} {} #{} answer={} took={}ms",
                     rfc3339(attempt.sent_at),
@@ -205,10 +253,18 @@ async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), Outb
                 }
                 (None, None) => 0,
             };
-            println!("replayed {replayed}");
+            if json {
+                print_json(&serde_json::json!({ "replayed": replayed }));
+            } else {
+                println!("replayed {replayed}");
+            }
         }
         OutboxCommand::Disable { endpoint } => {
             let disabled = store.disable(&endpoint, DisableReason::Manual, now).await?;
+            if json {
+                print_json(&serde_json::json!({ "disabled": true, "already": !disabled }));
+                return Ok(());
+            }
             println!(
                 "{}",
                 if disabled {
@@ -222,12 +278,23 @@ async fn run(store: &impl OutboxView, command: OutboxCommand) -> Result<(), Outb
             // As the saved policy says: its backlog too, if it replays on
             // enable.
             match store.enable_as_saved(&endpoint, now).await? {
+                replayed if json => {
+                    print_json(&serde_json::json!({ "enabled": true, "replayed": replayed }));
+                }
                 0 => println!("enabled"),
                 replayed => println!("enabled, replayed {replayed}"),
             }
         }
     }
     Ok(())
+}
+
+/// An attempt's answer for JSON: its status, or its error's name.
+fn answer_json(result: &Result<u16, hooklatch::sender::rules::AttemptError>) -> serde_json::Value {
+    match result {
+        Ok(status) => serde_json::json!(status),
+        Err(error) => serde_json::json!(error.as_str()),
+    }
 }
 
 fn answer(result: &Result<u16, hooklatch::sender::rules::AttemptError>) -> String {
@@ -268,7 +335,7 @@ pub(crate) fn outbox(args: OutboxArgs) -> Result<ExitCode, UsageError> {
                 }
             }
         }
-        let done = run(&store, args.command).await;
+        let done = run(&store, args.command, args.json).await;
         match done {
             Ok(()) => Ok(ExitCode::SUCCESS),
             Err(error) => {

@@ -72,6 +72,29 @@ async fn the_inbox_commands_show_and_requeue_what_the_store_holds<S: InboxQueue>
             r#"evt_b attempts=1 type=invoice.paid reason="no customer for evt_b" {"amount":100}"#,
         ]
     );
+    // The same for scripts: an object a line.
+    let json = |args: &[&str]| {
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let (code, out) = run(spec, &namespace, &with_json);
+        assert_eq!(code, 0, "{out}");
+        out.lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        json(&["stats"]),
+        [serde_json::json!({"namespace": namespace, "waiting": 1, "taken": 0, "dead": 2})]
+    );
+    let mut dead = json(&["dead"]);
+    dead.sort_by_key(|letter| letter["id"].as_str().unwrap().to_owned());
+    assert_eq!(dead.len(), 2);
+    assert_eq!(dead[0]["id"], "evt_a");
+    assert_eq!(dead[0]["attempts"], 1);
+    assert_eq!(dead[0]["type"], "invoice.paid");
+    assert_eq!(dead[0]["reason"], "no customer for evt_a");
+    assert_eq!(dead[0]["body"], r#"{"amount":100}"#);
+    assert!(dead[0]["died"].as_str().unwrap().ends_with('Z'));
     assert_eq!(
         run(spec, &namespace, &["requeue", "--id", "evt_a"]),
         (0, "requeued 1\n".into())
@@ -83,10 +106,18 @@ async fn the_inbox_commands_show_and_requeue_what_the_store_holds<S: InboxQueue>
     );
     let stats = store.stats(&namespace).await.unwrap();
     assert_eq!((stats.waiting, stats.dead), (3, 0));
-    // Nothing found is said, not silent.
+    // Nothing found is said, not silent; as JSON, no line.
     assert_eq!(
         run(spec, &namespace, &["dead"]),
         (0, format!("no dead letters in namespace {namespace}\n"))
+    );
+    assert_eq!(
+        run(spec, &namespace, &["dead", "--json"]),
+        (0, String::new())
+    );
+    assert_eq!(
+        run(spec, &namespace, &["requeue", "--all", "--json"]),
+        (0, "{\"requeued\":0}\n".into())
     );
     assert_eq!(
         run(spec, &namespace, &["requeue", "--id", "nope"]).0,

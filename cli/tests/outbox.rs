@@ -71,6 +71,48 @@ async fn the_outbox_commands_show_and_change_what_the_store_holds(
     assert!(dead[0].starts_with("dead_1 attempts=1 last=") && dead[0].ends_with("answer=500"));
     assert!(dead[1].starts_with("dead_2 attempts=1 last=") && dead[1].ends_with("answer=503"));
 
+    // The same for scripts: an object a line.
+    let json = |args: &[&str]| {
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let (code, out) = run(spec, &with_json);
+        assert_eq!(code, 0, "{out}");
+        out.lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let listed = json(&["endpoints"]);
+    let mine = listed
+        .iter()
+        .find(|endpoint| endpoint["name"] == e)
+        .unwrap();
+    assert_eq!(mine["health"], "enabled");
+    assert!(mine["failing_since"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(
+        (
+            mine["pending"].as_u64(),
+            mine["dead"].as_u64(),
+            mine["delivered"].as_u64()
+        ),
+        (Some(0), Some(2), Some(1))
+    );
+    assert_eq!(mine["url"], "https://hooks.example/***");
+    let mut dead = json(&["dead", "--endpoint", e]);
+    dead.sort_by_key(|delivery| delivery["id"].as_str().unwrap().to_owned());
+    assert_eq!(
+        dead.iter()
+            .map(|d| (d["id"].clone(), d["answer"].clone()))
+            .collect::<Vec<_>>(),
+        [
+            (serde_json::json!("dead_1"), serde_json::json!(500)),
+            (serde_json::json!("dead_2"), serde_json::json!(503))
+        ]
+    );
+    let attempts = json(&["attempts", "--endpoint", e, "--limit", "2"]);
+    assert_eq!(attempts[0]["id"], "dead_1");
+    assert_eq!(attempts[0]["answer"], 500);
+    assert!(attempts[0]["took_ms"].is_u64());
+
     let (code, attempts) = run(spec, &["attempts", "--endpoint", e, "--limit", "2"]);
     assert_eq!(code, 0);
     let ids: Vec<&str> = attempts
