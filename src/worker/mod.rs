@@ -207,12 +207,15 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
 
     /// The least time between the starts of two takes when the first came
     /// back with events but short of what it asked (default 5 ms): under a
-    /// steady load each
-    /// take then brings what arrived meanwhile, since a take costs the
-    /// store a round whatever it returns (on Redis a script per shard). An
-    /// event that follows a quiet spell is taken at once; under load an
-    /// event waits at most this much longer. A take that comes back full is
-    /// followed at once. `Duration::ZERO` takes on every wake-up.
+    /// steady load each take then brings what arrived meanwhile, since a
+    /// take costs the store a round whatever it returns (on Redis a script
+    /// per shard, on SQLite and Postgres a commit). After a take of 32
+    /// events or more (a stream, not a trickle) the wait grows with the
+    /// take, to at most four intervals (20 ms by default), so takes stay few
+    /// and full. An event that follows a quiet spell is taken at once; under
+    /// a trickle an event waits at most one interval longer. A take that
+    /// comes back full is followed at once. `Duration::ZERO` takes on every
+    /// wake-up.
     #[must_use]
     pub fn with_take_interval(mut self, interval: Duration) -> Self {
         self.take_interval = interval;

@@ -23,6 +23,22 @@ use super::{Backoff, Event, Failure, Handler, HandlerFuture, OrderKey, Worker};
 use crate::dedup::wake::Waiter;
 use crate::dedup::{DedupError, GiveBack, InboxEntry, InboxQueue, NackOutcome};
 
+/// Events per take interval that mark a stream rather than a trickle.
+const STREAM_PER_INTERVAL: usize = 16;
+
+/// The most take intervals between takes under a stream.
+const MOST_INTERVALS: usize = 4;
+
+/// How many take intervals follow a short take of `taken` events: one for
+/// a trickle (fewer than 32), so an event waits at most one interval; up
+/// to four for a stream, so each take brings several times more events.
+/// Each take costs the store a round, and on Postgres and SQLite a commit,
+/// whatever it brings: at 15,000 events a second a take every 5 ms cost
+/// Postgres a quarter more CPU per event than one every 10-20 ms.
+fn stretch(taken: usize) -> u32 {
+    u32::try_from((taken / STREAM_PER_INTERVAL).clamp(1, MOST_INTERVALS)).unwrap_or(1)
+}
+
 /// The first wait after an empty take; it doubles up to the idle poll.
 const FIRST_IDLE_WAIT: Duration = Duration::from_millis(10);
 
@@ -304,12 +320,21 @@ impl Taking {
                 Ok(batch) if !batch.is_empty() => {
                     idle_wait = self.first_idle_wait;
                     if batch.len() < asked {
-                        next_take_at = Some(take_started + self.take_interval);
+                        next_take_at =
+                            Some(take_started + self.take_interval * stretch(batch.len()));
                     }
                     for (entry, permit) in batch.into_iter().zip(permits.drain(..)) {
                         taken += 1;
                         let turn = self.turn_of(&shared, &entry, taken);
-                        holds.spawn(hold(Arc::clone(&shared), entry, turn, permit));
+                        let mut held = Box::pin(hold(Arc::clone(&shared), entry, turn, permit));
+                        // Polled once here first: a handler that finishes
+                        // at once ends without a task of its own (a spawn
+                        // and a wake-up saved per event). One that waits
+                        // gets its task, whose first poll moves its
+                        // wake-ups there, as the `Future` contract says.
+                        if poll_once(held.as_mut()).await.is_pending() {
+                            holds.spawn(held);
+                        }
                     }
                     continue;
                 }
@@ -371,6 +396,13 @@ impl Taking {
     }
 }
 
+/// Polls a future once, with the caller's context.
+fn poll_once<F: Future + ?Sized>(
+    mut future: Pin<&mut F>,
+) -> impl Future<Output = Poll<F::Output>> + '_ {
+    std::future::poll_fn(move |context| Poll::Ready(future.as_mut().poll(context)))
+}
+
 /// Completes once a stop is asked for; never if the handle was dropped.
 async fn stop_asked(stopping: &mut watch::Receiver<Option<Duration>>) {
     if stopping.wait_for(Option::is_some).await.is_err() {
@@ -408,9 +440,9 @@ fn run_caught(
 
 /// Holds one taken event: waits for its turn, runs its handler (a panic
 /// is caught and counts as a failure), extends its visibility every half
-/// timeout, and settles it. The handler runs in this task, not one of its
-/// own: a task per event, not two, which is half the scheduling work per
-/// event (a handler must not block its thread, which would hold up its
+/// timeout, and settles it. The handler runs inside this future, not a
+/// task of its own, and the taking loop polls it once before giving it a
+/// task (a handler must not block its thread, which would hold up its
 /// heartbeats too).
 async fn hold<Q: InboxQueue + 'static>(
     shared: Arc<Shared<Q>>,

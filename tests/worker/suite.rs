@@ -646,6 +646,47 @@ async fn a_worker_under_load_takes_at_most_once_per_take_interval() {
     }
 }
 
+/// Under a stream the wait after a short take grows with what it brought:
+/// on a paused clock, a take of 40 events (of 256 it could hold) is
+/// followed 10 ms later (two intervals), one of 100 after 20 ms (four, the
+/// most), where a take of one is followed after 5 ms.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_stream_is_taken_at_up_to_four_take_intervals() {
+    for (first_take, next_after) in [(1, 5), (40, 10), (100, 20)] {
+        let store = hooklatch::dedup::MemoryInbox::new();
+        let namespace = super::support::unique("stream");
+        let (handled, mut handled_rx) = tokio::sync::mpsc::unbounded_channel();
+        let running = Worker::new(store.clone(), &namespace, move |event: Event| {
+            let _ = handled.send((event.id().to_owned(), tokio::time::Instant::now()));
+            async { Ok::<(), Failure>(()) }
+        })
+        .with_concurrency(256)
+        .with_idle_poll(Duration::from_secs(3600))
+        .start();
+        tokio::time::sleep(Duration::from_secs(7200)).await;
+        // Accepted in one go: the first take brings them all.
+        let accepts = (0..first_take).map(|n| {
+            let (store, namespace) = (store.clone(), namespace.clone());
+            async move { accept(&store, &namespace, &format!("evt_{n}")).await }
+        });
+        futures_util::future::join_all(accepts).await;
+        let taken_at = tokio::time::Instant::now();
+        for _ in 0..first_take {
+            let (_, started) = handled_rx.recv().await.unwrap();
+            assert_eq!(started, taken_at);
+        }
+        accept(&store, &namespace, "evt_next").await;
+        let (id, started) = handled_rx.recv().await.unwrap();
+        assert_eq!(id, "evt_next");
+        assert_eq!(
+            started - taken_at,
+            Duration::from_millis(next_after),
+            "after a take of {first_take}"
+        );
+        running.stop(Duration::from_secs(1)).await;
+    }
+}
+
 /// The child process of the wake-up tests: accepts one event into the
 /// store and namespace its parent names, and ends.
 const ACCEPT_INTO: &str = "HOOKLATCH_TEST_ACCEPT_INTO";
