@@ -459,18 +459,22 @@ async fn hold<Q: InboxQueue + 'static>(
     let (lost_tx, lost_rx) = watch::channel(false);
     let mut deadline = shared.deadline.clone();
     let half = (shared.visibility / 2).max(Duration::from_millis(1));
-    let mut heartbeat = tokio::time::interval_at(Instant::now() + half, half);
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Made when first polled: a handler that finishes in its first poll
+    // (most do) never reads the clock for it.
+    let mut heartbeat: Option<tokio::time::Interval> = None;
     let mut handler: Option<Instrumented<HandlerFuture>> = None;
+    #[cfg(feature = "metrics")]
     let mut started = None;
     let ending = loop {
         if handler.is_none() && turn.wait.is_none() {
             if *deadline.borrow() {
                 break Ending::Unfinished;
             }
-            started = Some(Instant::now());
             #[cfg(feature = "metrics")]
-            record_lag(&shared.namespace, &entry);
+            {
+                started = Some(Instant::now());
+                record_lag(&shared.namespace, &entry);
+            }
             let event = Event::new(Arc::clone(&entry), lost_rx.clone());
             let span = event_span(&entry);
             // A closure handler runs up to its first await here: a panic
@@ -489,7 +493,16 @@ async fn hold<Q: InboxQueue + 'static>(
             // evaluated.
             result = async { run_caught(handler.as_mut().expect("checked by the branch's condition")).await },
                 if handler.is_some() => break Ending::Finished(result),
-            _ = heartbeat.tick() => {
+            _ = async {
+                heartbeat
+                    .get_or_insert_with(|| {
+                        let mut beats = tokio::time::interval_at(Instant::now() + half, half);
+                        beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                        beats
+                    })
+                    .tick()
+                    .await
+            } => {
                 if !*lost_tx.borrow() {
                     extend(&shared, &entry, &lost_tx).await;
                 }
@@ -508,7 +521,6 @@ async fn hold<Q: InboxQueue + 'static>(
         )
         .record(started.elapsed().as_secs_f64());
     }
-    let _ = started;
     match ending {
         _ if lost => count(&shared, &entry, &shared.counters.lost, "lost"),
         Ending::Unfinished => {
