@@ -185,7 +185,7 @@ struct Shared<Q> {
     /// Heartbeats come every half of this.
     visibility: Duration,
     counters: Arc<Counters>,
-    acks: mpsc::UnboundedSender<Arc<InboxEntry>>,
+    acks: mpsc::UnboundedSender<InboxEntry>,
     /// True once the grace period of a stop ended.
     deadline: watch::Receiver<bool>,
     /// For each order key, the last event taken with it: its number and
@@ -534,8 +534,10 @@ async fn hold<Q: InboxQueue + 'static>(
             .await;
         }
         Ending::Finished(Ok(Ok(()))) => {
-            // Counted as handled once the store took the ack.
-            let _ = shared.acks.send(Arc::clone(&entry));
+            // Counted as handled once the store took the ack. The handler
+            // and its event are gone, so the entry is this hold's alone
+            // (unless the handler kept its event): sent without a copy.
+            let _ = shared.acks.send(Arc::unwrap_or_clone(entry));
         }
         Ending::Finished(Ok(Err(failure))) => settle_failure(&shared, &entry, &failure).await,
         Ending::Finished(Err(panic)) => {
@@ -636,11 +638,14 @@ async fn give_back<Q: InboxQueue>(
     }
 }
 
-/// Acks what the handlers finished, as many at once as are waiting.
+/// Acks what the handlers finished, as many at once as are waiting, in
+/// one buffer kept from batch to batch (a batch of 256 entries is some
+/// 80 KB, whose allocation and release each time cost more than the
+/// batch's own bookkeeping).
 async fn ack_in_batches<Q: InboxQueue>(
     store: Arc<Q>,
     counters: Arc<Counters>,
-    mut finished: mpsc::UnboundedReceiver<Arc<InboxEntry>>,
+    mut finished: mpsc::UnboundedReceiver<InboxEntry>,
 ) {
     let mut waiting = Vec::with_capacity(ACKS_AT_ONCE);
     while finished.recv_many(&mut waiting, ACKS_AT_ONCE).await > 0 {
@@ -653,47 +658,53 @@ async fn ack_in_batches<Q: InboxQueue>(
                 }
             }
         }
-        let mut batch: Vec<InboxEntry> = waiting.drain(..).map(Arc::unwrap_or_clone).collect();
-        let mut tries = 0;
-        loop {
-            match store.ack_many(&batch).await {
-                Ok(acked) => {
-                    for (entry, acked) in batch.iter().zip(acked) {
-                        count_ack(&counters, entry, acked);
+        ack(&*store, &counters, &mut waiting).await;
+    }
+}
+
+/// Acks `batch`, trying what the store did not answer again; leaves it
+/// empty.
+async fn ack<Q: InboxQueue>(store: &Q, counters: &Counters, batch: &mut Vec<InboxEntry>) {
+    let mut tries = 0;
+    loop {
+        match store.ack_many(batch).await {
+            Ok(acked) => {
+                for (entry, acked) in batch.iter().zip(acked) {
+                    count_ack(counters, entry, acked);
+                }
+                break;
+            }
+            // Some shards answered: count those, and try the rest again.
+            Err(DedupError::AckedInPart { acked, source }) if tries < ACK_RETRIES => {
+                tries += 1;
+                let mut answers = acked.into_iter();
+                batch.retain(|entry| match answers.next().flatten() {
+                    Some(acked) => {
+                        count_ack(counters, entry, acked);
+                        false
                     }
-                    break;
-                }
-                // Some shards answered: count those, and try the rest again.
-                Err(DedupError::AckedInPart { acked, source }) if tries < ACK_RETRIES => {
-                    tries += 1;
-                    let mut unanswered = Vec::new();
-                    for (entry, acked) in batch.into_iter().zip(acked) {
-                        match acked {
-                            Some(acked) => count_ack(&counters, &entry, acked),
-                            None => unanswered.push(entry),
-                        }
-                    }
-                    batch = unanswered;
-                    tracing::warn!(error = %source, events = batch.len(), "worker: ack failed in part; trying the rest again");
-                    tokio::time::sleep(Duration::from_millis(50 << tries)).await;
-                }
-                Err(error) if tries < ACK_RETRIES => {
-                    tries += 1;
-                    tracing::warn!(%error, events = batch.len(), "worker: ack failed; trying again");
-                    tokio::time::sleep(Duration::from_millis(50 << tries)).await;
-                }
-                Err(error) => {
-                    counters.store_errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(
-                        %error,
-                        events = batch.len(),
-                        "worker: ack failed; these events run again after the visibility timeout"
-                    );
-                    break;
-                }
+                    None => true,
+                });
+                tracing::warn!(error = %source, events = batch.len(), "worker: ack failed in part; trying the rest again");
+                tokio::time::sleep(Duration::from_millis(50 << tries)).await;
+            }
+            Err(error) if tries < ACK_RETRIES => {
+                tries += 1;
+                tracing::warn!(%error, events = batch.len(), "worker: ack failed; trying again");
+                tokio::time::sleep(Duration::from_millis(50 << tries)).await;
+            }
+            Err(error) => {
+                counters.store_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    %error,
+                    events = batch.len(),
+                    "worker: ack failed; these events run again after the visibility timeout"
+                );
+                break;
             }
         }
     }
+    batch.clear();
 }
 
 fn count<Q>(shared: &Shared<Q>, entry: &InboxEntry, counter: &AtomicU64, outcome: &'static str) {

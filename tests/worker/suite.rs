@@ -1067,3 +1067,144 @@ async fn a_requests_traceparent_reaches_the_handlers_span() {
     running.stop(Duration::from_secs(1)).await;
     assert_eq!(*spans.0.lock().unwrap(), [parent]);
 }
+
+/// An inbox whose `ack_many` answers its first call for half the batch
+/// only (as a Redis Cluster does when one shard is down) and fails its
+/// second outright; it records each call's length.
+#[derive(Clone, Default)]
+struct AcksFailFirst {
+    inner: hooklatch::dedup::MemoryInbox,
+    calls: Arc<Mutex<Vec<usize>>>,
+}
+
+impl Inbox for AcksFailFirst {
+    fn accept(
+        &self,
+        event: &IncomingEvent<'_>,
+    ) -> impl Future<Output = Result<hooklatch::dedup::Acceptance, hooklatch::dedup::DedupError>> + Send
+    {
+        self.inner.accept(event)
+    }
+}
+
+impl InboxQueue for AcksFailFirst {
+    fn take(
+        &self,
+        namespace: &str,
+        consumer: &str,
+        max: usize,
+    ) -> impl Future<
+        Output = Result<Vec<hooklatch::dedup::InboxEntry>, hooklatch::dedup::DedupError>,
+    > + Send {
+        self.inner.take(namespace, consumer, max)
+    }
+
+    async fn ack(
+        &self,
+        delivery: &hooklatch::dedup::InboxEntry,
+    ) -> Result<(), hooklatch::dedup::DedupError> {
+        self.inner.ack(delivery).await
+    }
+
+    async fn ack_many(
+        &self,
+        deliveries: &[hooklatch::dedup::InboxEntry],
+    ) -> Result<Vec<bool>, hooklatch::dedup::DedupError> {
+        use hooklatch::dedup::DedupError;
+        let call = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(deliveries.len());
+            calls.len()
+        };
+        match call {
+            1 => {
+                let half = deliveries.len() / 2;
+                let answered = self.inner.ack_many(&deliveries[..half]).await?;
+                let mut acked: Vec<Option<bool>> = answered.into_iter().map(Some).collect();
+                acked.resize(deliveries.len(), None);
+                Err(DedupError::AckedInPart {
+                    acked,
+                    source: Box::new(DedupError::StoreUrl("a shard is down".into())),
+                })
+            }
+            2 => Err(DedupError::StoreUrl("still down".into())),
+            _ => self.inner.ack_many(deliveries).await,
+        }
+    }
+
+    fn extend_visibility(
+        &self,
+        delivery: &hooklatch::dedup::InboxEntry,
+    ) -> impl Future<Output = Result<(), hooklatch::dedup::DedupError>> + Send {
+        self.inner.extend_visibility(delivery)
+    }
+
+    fn give_back(
+        &self,
+        delivery: &hooklatch::dedup::InboxEntry,
+        how: hooklatch::dedup::GiveBack,
+        reason: &str,
+    ) -> impl Future<Output = Result<hooklatch::dedup::NackOutcome, hooklatch::dedup::DedupError>> + Send
+    {
+        self.inner.give_back(delivery, how, reason)
+    }
+
+    fn dead_letters(
+        &self,
+        namespace: &str,
+        max: usize,
+    ) -> impl Future<
+        Output = Result<Vec<hooklatch::dedup::InboxEntry>, hooklatch::dedup::DedupError>,
+    > + Send {
+        self.inner.dead_letters(namespace, max)
+    }
+
+    fn stats(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<hooklatch::dedup::InboxStats, hooklatch::dedup::DedupError>> + Send
+    {
+        self.inner.stats(namespace)
+    }
+
+    fn requeue_dead(
+        &self,
+        namespace: &str,
+        id: Option<&str>,
+    ) -> impl Future<Output = Result<u64, hooklatch::dedup::DedupError>> + Send {
+        self.inner.requeue_dead(namespace, id)
+    }
+}
+
+/// An ack answered in part is counted for what was answered and tried
+/// again for the rest only; a failed try is tried again: each event is
+/// acked and counted handled once, and none is left taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_answered_in_part_is_tried_again_for_the_rest_only() {
+    let store = AcksFailFirst::default();
+    let namespace = super::support::unique("acks");
+    for n in 0..10 {
+        accept(&store, &namespace, &format!("evt_{n}")).await;
+    }
+    let running = Worker::new(store.clone(), &namespace, |_: Event| async {
+        Ok::<(), Failure>(())
+    })
+    .with_concurrency(10)
+    .start();
+    wait_until("every event is acked", || async {
+        running.report().handled == 10
+    })
+    .await;
+    let report = running.stop(Duration::from_secs(1)).await;
+    assert_eq!(
+        (report.handled, report.lost, report.store_errors),
+        (10, 0, 0)
+    );
+    assert_eq!(
+        *store.calls.lock().unwrap(),
+        [10, 5, 5],
+        "the rest alone is tried again"
+    );
+    let stats = store.stats(&namespace).await.unwrap();
+    assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
+}
