@@ -80,7 +80,12 @@ pub(crate) struct ListenArgs {
     inbox: bool,
     /// With --inbox and --forward-to: the attempts before an event is
     /// dead-lettered.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u32).range(1..),
+        requires_all = ["inbox", "forward_to"]
+    )]
     max_attempts: u32,
 }
 
