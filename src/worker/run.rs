@@ -326,15 +326,12 @@ impl Taking {
                     for (entry, permit) in batch.into_iter().zip(permits.drain(..)) {
                         taken += 1;
                         let turn = self.turn_of(&shared, &entry, taken);
-                        let mut held = Box::pin(hold(Arc::clone(&shared), entry, turn, permit));
-                        // Polled once here first: a handler that finishes
-                        // at once ends without a task of its own (a spawn
-                        // and a wake-up saved per event). One that waits
-                        // gets its task, whose first poll moves its
-                        // wake-ups there, as the `Future` contract says.
-                        if poll_once(held.as_mut()).await.is_pending() {
-                            holds.spawn(held);
-                        }
+                        // A task each: a handler's work before its first
+                        // await runs in parallel with the others' and
+                        // never holds up the taking (tried: polling each
+                        // once here first saved a spawn per event, but let
+                        // one blocking handler stall every take and stop).
+                        holds.spawn(hold(Arc::clone(&shared), entry, turn, permit));
                     }
                     continue;
                 }
@@ -396,13 +393,6 @@ impl Taking {
     }
 }
 
-/// Polls a future once, with the caller's context.
-fn poll_once<F: Future + ?Sized>(
-    mut future: Pin<&mut F>,
-) -> impl Future<Output = Poll<F::Output>> + '_ {
-    std::future::poll_fn(move |context| Poll::Ready(future.as_mut().poll(context)))
-}
-
 /// Completes once a stop is asked for; never if the handle was dropped.
 async fn stop_asked(stopping: &mut watch::Receiver<Option<Duration>>) {
     if stopping.wait_for(Option::is_some).await.is_err() {
@@ -440,10 +430,9 @@ fn run_caught(
 
 /// Holds one taken event: waits for its turn, runs its handler (a panic
 /// is caught and counts as a failure), extends its visibility every half
-/// timeout, and settles it. The handler runs inside this future, not a
-/// task of its own, and the taking loop polls it once before giving it a
-/// task (a handler must not block its thread, which would hold up its
-/// heartbeats too).
+/// timeout, and settles it. The handler runs in this task, not one of its
+/// own: a task per event, not two (a handler must not block its thread,
+/// which would hold up its heartbeats too).
 async fn hold<Q: InboxQueue + 'static>(
     shared: Arc<Shared<Q>>,
     entry: InboxEntry,
@@ -639,9 +628,9 @@ async fn give_back<Q: InboxQueue>(
 }
 
 /// Acks what the handlers finished, as many at once as are waiting, in
-/// one buffer kept from batch to batch (a batch of 256 entries is some
-/// 80 KB, whose allocation and release each time cost more than the
-/// batch's own bookkeeping).
+/// one buffer kept from batch to batch (a batch of a few hundred entries
+/// is tens of KB, whose allocation and release each time cost more than
+/// the batch's own bookkeeping).
 async fn ack_in_batches<Q: InboxQueue>(
     store: Arc<Q>,
     counters: Arc<Counters>,

@@ -1208,3 +1208,47 @@ async fn an_ack_answered_in_part_is_tried_again_for_the_rest_only() {
     let stats = store.stats(&namespace).await.unwrap();
     assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
 }
+
+/// A handler that blocks its thread before its first await (sync I/O, a
+/// lock) holds up its own event only: the worker goes on taking and
+/// handling the others, and stops in order once it is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handler_that_blocks_its_thread_holds_up_no_other_event() {
+    let store = hooklatch::dedup::MemoryInbox::new();
+    let namespace = super::support::unique("blocking");
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = Arc::new(Mutex::new(released));
+    let blocking = Arc::new(AtomicBool::new(false));
+    let handler = {
+        let blocking = Arc::clone(&blocking);
+        move |event: Event| {
+            if event.id() == "evt_block" {
+                blocking.store(true, Ordering::SeqCst);
+                // Blocks this runtime thread until the test lets go.
+                let _ = released.lock().unwrap().recv();
+            }
+            async { Ok::<(), Failure>(()) }
+        }
+    };
+    accept(&store, &namespace, "evt_block").await;
+    let running = Worker::new(store.clone(), &namespace, handler)
+        .with_concurrency(8)
+        .start();
+    wait_until("the blocking handler runs", || async {
+        blocking.load(Ordering::SeqCst)
+    })
+    .await;
+    for n in 0..5 {
+        accept(&store, &namespace, &format!("evt_{n}")).await;
+    }
+    wait_until("the other five are handled meanwhile", || async {
+        running.report().handled == 5
+    })
+    .await;
+    release.send(()).unwrap();
+    wait_until("the blocked one too, once let go", || async {
+        running.report().handled == 6
+    })
+    .await;
+    running.stop(Duration::from_secs(1)).await;
+}
