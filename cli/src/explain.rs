@@ -76,8 +76,20 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
     if accepts(&as_given, rejected.headers, rejected.body) {
         return vec![rejected.signature_is_fine()];
     }
-    let mut notes = api_keys_given(rejected.secrets);
-    if let Some(pasted) = name_pasted_into_value(rejected.headers) {
+    let mut notes = if rejected.scheme.name() == "stripe" {
+        api_keys_given(rejected.secrets)
+    } else {
+        Vec::new()
+    };
+    let read: Vec<&str> = [
+        Some(rejected.scheme.signature_header()),
+        rejected.scheme.id_header(),
+        timestamp_at(&rejected.scheme, rejected.custom_timestamp_header).map(|stamp| stamp.header),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if let Some(pasted) = name_pasted_into_value(rejected.headers, &read) {
         notes.push(pasted.saying);
         if accepts(&as_given, &pasted.mended, rejected.body) {
             notes.push(format!(
@@ -209,11 +221,15 @@ struct Pasted {
     mended: Vec<(String, String)>,
 }
 
-fn name_pasted_into_value(headers: &[(String, String)]) -> Option<Pasted> {
+/// The first of the headers the scheme `read`s whose value begins with
+/// its own name (`Host: host:8080` is no such mistake: the scheme does not
+/// read it).
+fn name_pasted_into_value(headers: &[(String, String)], read: &[&str]) -> Option<Pasted> {
     let (name, value) = headers.iter().find(|(name, value)| {
-        value
-            .get(..name.len() + 1)
-            .is_some_and(|start| start.eq_ignore_ascii_case(&format!("{name}:")))
+        read.iter().any(|wanted| wanted.eq_ignore_ascii_case(name))
+            && value
+                .get(..name.len() + 1)
+                .is_some_and(|start| start.eq_ignore_ascii_case(&format!("{name}:")))
     })?;
     let mended_value = value[name.len() + 1..].trim_start().to_owned();
     let mended = headers

@@ -60,7 +60,8 @@ pub(crate) struct ListenArgs {
     #[arg(long, default_value = "listen")]
     namespace: String,
     /// Pass each accepted event on, body and headers unchanged, to this URL
-    /// (such as your app on localhost), and answer with its status.
+    /// (such as your app on localhost), and answer with its status; with
+    /// --inbox, a worker passes each on after the 202, signed again.
     #[arg(long, value_parser = forward_url)]
     forward_to: Option<String>,
     /// Seconds a timestamp may be in the past or the future [default: 300].
@@ -79,11 +80,11 @@ pub(crate) struct ListenArgs {
     #[arg(long)]
     inbox: bool,
     /// With --inbox and --forward-to: the attempts before an event is
-    /// dead-lettered.
+    /// dead-lettered (at most 10, the store's own limit).
     #[arg(
         long,
         default_value_t = 5,
-        value_parser = clap::value_parser!(u32).range(1..),
+        value_parser = clap::value_parser!(u32).range(1..=10),
         requires_all = ["inbox", "forward_to"]
     )]
     max_attempts: u32,
@@ -96,6 +97,21 @@ fn body_limit(text: &str) -> Result<usize, String> {
         Ok(limit) => Ok(limit),
         Err(_) => Err(format!("`{text}` is not a size in bytes, such as 1048576")),
     }
+}
+
+/// What signs the events `--inbox --forward-to` passes on: the first of
+/// `secrets` that can sign (a public key only verifies).
+fn resigner(scheme: &hooklatch::verify::Scheme, secrets: &[String]) -> Result<Signer, UsageError> {
+    secrets
+        .iter()
+        .find_map(|secret| Signer::new(scheme.clone(), [secret]).ok())
+        .ok_or_else(|| {
+            UsageError(
+                "--inbox with --forward-to signs each event again for the app, and none of the \
+                 secrets can sign (a public key only verifies): give a signing secret too"
+                    .into(),
+            )
+        })
 }
 
 /// The addresses events may be forwarded to: the app is the user's own,
@@ -173,10 +189,10 @@ pub(crate) fn listen(args: ListenArgs) -> Result<ExitCode, UsageError> {
         None => None,
     };
     let id_header = scheme.id_header().map(str::to_owned);
-    let resigner = if args.inbox {
+    let resigner = if args.inbox && args.forward_to.is_some() {
         // Kept so the app is sent the content type the sender gave.
         layer = layer.with_receiver(|receiver| receiver.with_kept_headers(["content-type"]))?;
-        Some(Signer::new(scheme.clone(), &args.secrets.secrets()?[..1])?)
+        Some(resigner(&scheme, &args.secrets.secrets()?)?)
     } else {
         None
     };
@@ -263,8 +279,8 @@ impl Setup<'_> {
             .fallback(handle)
             .with_state(self.forward.clone());
         let mut worker = None;
-        let router = if let Some(signer) = self.resigner.clone() {
-            if let Some(forward) = self.forward.clone() {
+        let router = if self.args.inbox {
+            if let (Some(forward), Some(signer)) = (self.forward.clone(), self.resigner.clone()) {
                 worker = Some(
                     Worker::new(
                         store.clone(),
@@ -300,14 +316,21 @@ impl Setup<'_> {
             "listening on http://{address} (store {}, namespace {}{})",
             self.args.redis_cluster_nodes.as_ref().map_or_else(
                 || crate::shown(&self.args.store),
-                |nodes| format!("redis cluster {nodes}")
+                |nodes| {
+                    let nodes: Vec<String> = nodes
+                        .split(',')
+                        .map(|node| crate::shown(node.trim()))
+                        .collect();
+                    format!("redis cluster {}", nodes.join(","))
+                }
             ),
             self.args.namespace,
             match (&self.forward, self.args.inbox) {
-                (Some(forward), false) => format!(", forwarding to {}", forward.url),
+                (Some(forward), false) => format!(", forwarding to {}", crate::shown(&forward.url)),
                 (Some(forward), true) => format!(
                     ", into the inbox; a worker forwards to {}, {} attempts at most",
-                    forward.url, self.args.max_attempts
+                    crate::shown(&forward.url),
+                    self.args.max_attempts
                 ),
                 (None, true) => ", into the inbox".to_owned(),
                 (None, false) => String::new(),

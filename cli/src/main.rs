@@ -418,18 +418,23 @@ fn sign(args: SignArgs) -> Result<ExitCode, UsageError> {
     // written into the command (`--data-raw`: a leading `@` is not a file
     // there), which a NUL byte cannot be.
     let data = if args.body_file == "-" {
-        if body.contains(&0) {
-            return Err(UsageError(
-                "--curl: the body holds NUL bytes, which a command line cannot; save it to a file \
-                 and pass --body-file"
-                    .into(),
-            ));
-        }
-        shell_quoted(&String::from_utf8_lossy(&body))
+        let text = std::str::from_utf8(&body)
+            .ok()
+            .filter(|text| !text.contains('\0'))
+            .ok_or_else(|| {
+                UsageError(
+                    "--curl: the body is not text a command line can carry (NUL bytes, or not \
+                     UTF-8); save it to a file and pass --body-file"
+                        .into(),
+                )
+            })?;
+        shell_quoted(text)
     } else {
         shell_quoted(&format!("@{}", args.body_file))
     };
-    let mut command = format!("curl -sS -X POST {}", shell_quoted(url));
+    // --globoff: `[]` and `{}` in a query are not curl's globs; --url: a
+    // URL is never read as an option.
+    let mut command = format!("curl -sS --globoff -X POST --url {}", shell_quoted(url));
     for (name, value) in headers.iter() {
         command.push_str(&format!(
             " \\\n  -H {}",

@@ -9,7 +9,12 @@ pub(crate) type Captured = (Vec<(String, String)>, Vec<u8>);
 /// may end in CRLF or LF. A `Content-Length` cuts the body there; a
 /// chunked body is joined.
 pub(crate) fn parse(raw: &[u8]) -> Result<Captured, String> {
-    let (head, rest) = split_head(raw).ok_or(
+    // A capture may begin with an empty line (a paste, `nc`'s output).
+    let start = raw
+        .iter()
+        .position(|byte| !matches!(byte, b'\r' | b'\n'))
+        .unwrap_or(raw.len());
+    let (head, rest) = split_head(&raw[start..]).ok_or(
         "no blank line after the headers: a request is its request line, its headers, an \
          empty line, then the body",
     )?;
@@ -123,7 +128,7 @@ mod tests {
         let (headers, body) = parse(raw).unwrap();
         assert_eq!(headers[1], ("webhook-id".to_owned(), "msg_1".to_owned()));
         assert_eq!(body, b"{}", "cut at Content-Length");
-        let (headers, body) = parse(b"webhook-id: msg_1\n\n{}\n").unwrap();
+        let (headers, body) = parse(b"\r\nwebhook-id: msg_1\n\n{}\n").unwrap();
         assert_eq!(headers.len(), 1);
         assert_eq!(body, b"{}\n", "no Content-Length: all of it");
         let chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4;x=y\r\n\":1}\r\n0\r\n\r\n";

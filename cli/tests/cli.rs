@@ -580,7 +580,7 @@ fn closed_output_ends_quietly_without_a_panic() {
 fn sign_curl_prints_a_command_whose_request_verifies() {
     let json = br#"{"it's": "quoted", "n": 1}"#;
     let path = body_file("curl body's.json", json);
-    let url = "http://127.0.0.1:9/hooks?a=1&b='x'";
+    let url = "http://127.0.0.1:9/hooks?a=1&b='x'&c=[1]";
     let verifier =
         hooklatch::verify::Verifier::builder(hooklatch::verify::Scheme::standard_webhooks())
             .with_secret(SECRET)
@@ -602,7 +602,10 @@ fn sign_curl_prints_a_command_whose_request_verifies() {
         );
         assert_eq!(output.status.code(), Some(0), "{output:?}");
         let command = stdout(&output);
-        assert!(command.starts_with("curl -sS -X POST "), "{command}");
+        assert!(
+            command.starts_with("curl -sS --globoff -X POST --url "),
+            "{command}"
+        );
         let run = Command::new("sh")
             .arg("-c")
             .arg(format!("curl() {{ printf '%s\\0' \"$@\"; }}\n{command}"))
@@ -614,10 +617,13 @@ fn sign_curl_prints_a_command_whose_request_verifies() {
             .split_terminator('\0')
             .map(str::to_owned)
             .collect();
-        assert_eq!(&words[..4], ["-sS", "-X", "POST", url]);
+        assert_eq!(
+            &words[..6],
+            ["-sS", "--globoff", "-X", "POST", "--url", url]
+        );
         let mut headers = Vec::new();
         let mut body = None;
-        let mut rest = words[4..].iter();
+        let mut rest = words[6..].iter();
         while let Some(flag) = rest.next() {
             let value = rest.next().expect("each flag has its value");
             match flag.as_str() {

@@ -680,3 +680,16 @@ fn explain_names_a_stripe_api_key_given_as_the_secret() {
         );
     }
 }
+
+/// A header the scheme does not read is never taken for a pasted name,
+/// though its value begins with it (`host: host:8080`).
+#[test]
+fn explain_takes_no_unread_header_for_a_pasted_name() {
+    let mut headers = sign(&signer(Scheme::standard_webhooks(), SECRET), AT, BODY);
+    headers.push("host: host:8080".to_owned());
+    let other = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    let run = verify("standard", other, &headers, BODY, true);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(!run.stdout.contains("pasted"), "{}", run.stdout);
+    assert!(run.stdout.contains("\nno match: "), "{}", run.stdout);
+}

@@ -646,7 +646,7 @@ fn listen_that_ends(args: &[&str]) -> Output {
 #[test]
 fn listen_refuses_bad_flags_at_start_with_the_fix() {
     let store = format!("sqlite:{}", scratch("listen-flags").join("c.db").display());
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--forward-to", "localhost:3000"], "http://localhost:3000"),
         (&["--forward-to", "ftp://localhost/"], "http:// or https://"),
         (
@@ -656,6 +656,16 @@ fn listen_refuses_bad_flags_at_start_with_the_fix() {
         (&["--addr", "8090"], "127.0.0.1:8090"),
         (&["--body-limit", "0"], "refuse every body"),
         (&["--max-attempts", "3"], "--inbox"),
+        (
+            &[
+                "--inbox",
+                "--forward-to",
+                "http://127.0.0.1:9/",
+                "--max-attempts",
+                "11",
+            ],
+            "1..=10",
+        ),
     ];
     for (flags, fix) in cases {
         let mut args = vec!["--store", store.as_str()];

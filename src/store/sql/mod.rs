@@ -192,8 +192,8 @@ async fn bring_up_to_date<DB: SqlDatabase>(
 
 /// A pool of up to 16 connections to `url`, waiting at most 5 seconds for
 /// one. A server that refuses is tried again until then (it may be
-/// starting); if it never answers, the error is the last try's own
-/// ("connection refused", a wrong password), not the pool's "timed out".
+/// starting); then one more try, bounded alike, says why ("connection
+/// refused") where the pool says only that it timed out.
 #[cfg(feature = "postgres")]
 pub(crate) async fn postgres_pool(url: &str) -> Result<sqlx::PgPool, sqlx::Error> {
     use sqlx::Connection as _;
@@ -203,10 +203,16 @@ pub(crate) async fn postgres_pool(url: &str) -> Result<sqlx::PgPool, sqlx::Error
         .connect(url)
         .await;
     match opened {
-        Err(sqlx::Error::PoolTimedOut) => Err(sqlx::PgConnection::connect(url)
-            .await
-            .err()
-            .unwrap_or(sqlx::Error::PoolTimedOut)),
+        Err(sqlx::Error::PoolTimedOut) => {
+            // Bounded too: a host that drops packets would hold it for the
+            // system's TCP timeout.
+            let why =
+                tokio::time::timeout(Duration::from_secs(5), sqlx::PgConnection::connect(url));
+            Err(match why.await {
+                Ok(Err(cause)) => cause,
+                _ => sqlx::Error::PoolTimedOut,
+            })
+        }
         opened => opened,
     }
 }
