@@ -1210,10 +1210,11 @@ async fn an_ack_answered_in_part_is_tried_again_for_the_rest_only() {
 }
 
 /// A handler that blocks its thread before its first await (sync I/O, a
-/// lock) holds up its own event only: the worker goes on taking and
-/// handling the others, and stops in order once it is let go.
+/// lock) holds up neither the taking nor the stop: events taken after it
+/// are handled while it blocks, and the worker stops in order once it is
+/// let go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_handler_that_blocks_its_thread_holds_up_no_other_event() {
+async fn a_handler_that_blocks_its_thread_holds_up_neither_taking_nor_stop() {
     let store = hooklatch::dedup::MemoryInbox::new();
     let namespace = super::support::unique("blocking");
     let (release, released) = std::sync::mpsc::channel::<()>();
