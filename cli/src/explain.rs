@@ -124,21 +124,20 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
     search.urls(&given);
     search.schemes(&given);
     if search.findings.is_empty() {
-        return notes
-            .into_iter()
-            .chain([format!(
-                "no match: none of the usual mistakes makes the signature match (tried {}); \
+        notes.push(format!(
+            "no match: none of the usual mistakes makes the signature match (tried {}); \
              check that the secret is the one the sender signs with and that the body \
              is the raw request body",
-                search.tried.join(", ")
-            )])
-            .collect();
+            search.tried.join(", ")
+        ));
     }
-    let findings = search.findings.into_iter();
+    notes.extend(
+        search
+            .findings
+            .into_iter()
+            .map(|finding| format!("would match: {finding}")),
+    );
     notes
-        .into_iter()
-        .chain(findings.map(|finding| format!("would match: {finding}")))
-        .collect()
 }
 
 /// Headers that sound like the one the scheme reads: the same name but

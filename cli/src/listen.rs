@@ -17,7 +17,7 @@ use hooklatch::dedup::{AnyInbox, DedupError, InboxQueue, LeaseStore, RedisInbox}
 use hooklatch::sender::guard::{Forbidden, check_url};
 use hooklatch::sender::{AddressPolicy, HttpTransport, Transport};
 use hooklatch::verify::Signer;
-use hooklatch::worker::{Event, Failure, Worker};
+use hooklatch::worker::{Event, Failure, Handler, Worker};
 use hooklatch_tower::{Rejection, VerifiedEvent, WebhookLayer};
 
 use crate::{SchemeArgs, UsageError, rfc3339};
@@ -350,18 +350,11 @@ impl Setup<'_> {
 /// the app, signed again (the sender's signature is not kept with the
 /// event), prints what happened, and fails with the app's answer so the
 /// worker retries it, then dead-letters it.
-fn forwarder(
-    forward: Forward,
-    signer: Signer,
-    max_attempts: u32,
-) -> impl Fn(Event) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Failure>> + Send>>
-+ Send
-+ Sync
-+ 'static {
+fn forwarder(forward: Forward, signer: Signer, max_attempts: u32) -> impl Handler {
     let shared = Arc::new((forward, signer));
     move |event: Event| {
         let shared = Arc::clone(&shared);
-        Box::pin(async move {
+        async move {
             let (forward, signer) = &*shared;
             let id = event.id().to_owned();
             let attempt = event.attempt();
@@ -397,7 +390,7 @@ fn forwarder(
                 ));
             }
             Err(Failure::retry(failure))
-        })
+        }
     }
 }
 
