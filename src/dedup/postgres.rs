@@ -182,18 +182,39 @@ async fn listen_for_accepts(pool: &PgPool, channel: &str, namespace: &str) {
     }
 }
 
-/// Listens on `channel` and wakes the workers of each namespace named.
+/// Listens on `channel` and wakes the workers of each namespace named,
+/// while one of this process's workers on `namespace` is idle. While all
+/// are busy it does not listen: at thousands of accepts a second the
+/// notices cost the server and this process several microseconds an event,
+/// and a busy worker takes again without them.
 async fn listen_once(
     pool: &PgPool,
     channel: &str,
     namespace: &str,
 ) -> Result<std::convert::Infallible, sqlx::Error> {
+    let mut idle = super::wake::idle_workers(namespace);
     let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-    listener.listen(channel).await?;
-    super::wake::accepted(namespace);
+    let mut listening = false;
     loop {
-        let notification = listener.recv().await?;
-        super::wake::accepted(notification.payload());
+        if !listening {
+            // No notice comes while not listening, so nothing is read. (The
+            // count's sender lives while this reads it: it cannot fail.)
+            let _ = idle.wait_for(|idle| *idle > 0).await;
+            listener.listen(channel).await?;
+            listening = true;
+            // What was accepted before the `LISTEN` took effect.
+            super::wake::accepted(namespace);
+        }
+        match listener.try_recv().await? {
+            Some(notification) => super::wake::accepted(notification.payload()),
+            // The connection was lost and opened again (listening again):
+            // what was accepted meanwhile sent no notice.
+            None => super::wake::accepted(namespace),
+        }
+        if *idle.borrow_and_update() == 0 {
+            listener.unlisten(channel).await?;
+            listening = false;
+        }
     }
 }
 

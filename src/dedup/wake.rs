@@ -1,18 +1,39 @@
 //! Wake-ups for workers in the same process: a store that accepts an
 //! event tells the workers waiting on its namespace at once, so a worker
 //! needs no short poll to start within a millisecond of the 202.
+//!
+//! Each worker also says whether it is busy (its takes have kept finding
+//! events for a while): a store that listens for accepts in other
+//! processes (Postgres's `LISTEN`) stops listening while every worker of
+//! the namespace is busy, since a busy worker takes again without being
+//! told, and each notice costs the server and this process a little.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
-/// Each namespace's wake-up and how many workers wait on it.
-type Waiting = HashMap<String, (Arc<Notify>, usize)>;
+/// A namespace's wake-up, how many workers wait on it, and how many of
+/// those are idle.
+struct Waiting {
+    notify: Arc<Notify>,
+    workers: usize,
+    idle: watch::Sender<usize>,
+}
 
-/// Namespaces a worker of this process waits on.
-static WAITING: LazyLock<RwLock<Waiting>> = LazyLock::new(RwLock::default);
+impl Waiting {
+    fn new() -> Self {
+        Self {
+            notify: Arc::new(Notify::new()),
+            workers: 0,
+            idle: watch::Sender::new(0),
+        }
+    }
+}
+
+/// Namespaces a worker of this process waits on, or a listener watches.
+static WAITING: LazyLock<RwLock<HashMap<String, Waiting>>> = LazyLock::new(RwLock::default);
 
 /// How many workers wait at all: accepts skip the lock while none does.
 static WORKERS: AtomicUsize = AtomicUsize::new(0);
@@ -25,17 +46,32 @@ pub(crate) fn accepted(namespace: &str) {
     let waiting = WAITING
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((notify, _)) = waiting.get(namespace) {
-        notify.notify_waiters();
+    if let Some(waiting) = waiting.get(namespace) {
+        waiting.notify.notify_waiters();
     }
 }
 
+/// How many of this process's workers on `namespace` are idle, kept up to
+/// date: a listener for accepts in other processes need only listen while
+/// it is above zero.
+pub(crate) fn idle_workers(namespace: &str) -> watch::Receiver<usize> {
+    let mut waiting = WAITING
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    waiting
+        .entry(namespace.to_owned())
+        .or_insert_with(Waiting::new)
+        .idle
+        .subscribe()
+}
+
 /// A worker's registration: woken on each accept into its namespace until
-/// dropped.
+/// dropped. It starts idle.
 #[derive(Debug)]
 pub(crate) struct Waiter {
     namespace: String,
     notify: Arc<Notify>,
+    busy: AtomicBool,
 }
 
 impl Waiter {
@@ -43,14 +79,16 @@ impl Waiter {
         let mut waiting = WAITING
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (notify, count) = waiting
+        let entry = waiting
             .entry(namespace.to_owned())
-            .or_insert_with(|| (Arc::new(Notify::new()), 0));
-        *count += 1;
+            .or_insert_with(Waiting::new);
+        entry.workers += 1;
+        entry.idle.send_modify(|idle| *idle += 1);
         WORKERS.fetch_add(1, Ordering::Relaxed);
         Self {
             namespace: namespace.to_owned(),
-            notify: Arc::clone(notify),
+            notify: Arc::clone(&entry.notify),
+            busy: AtomicBool::new(false),
         }
     }
 
@@ -59,6 +97,26 @@ impl Waiter {
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
     }
+
+    /// Says whether the worker is busy: its takes keep finding events, so
+    /// it needs no notice of accepts in other processes.
+    pub(crate) fn set_busy(&self, busy: bool) {
+        if self.busy.swap(busy, Ordering::Relaxed) == busy {
+            return;
+        }
+        let waiting = WAITING
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(entry) = waiting.get(&self.namespace) {
+            entry.idle.send_modify(|idle| {
+                *idle = if busy {
+                    idle.saturating_sub(1)
+                } else {
+                    *idle + 1
+                };
+            });
+        }
+    }
 }
 
 impl Drop for Waiter {
@@ -66,9 +124,15 @@ impl Drop for Waiter {
         let mut waiting = WAITING
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, count)) = waiting.get_mut(&self.namespace) {
-            *count -= 1;
-            if *count == 0 {
+        if let Some(entry) = waiting.get_mut(&self.namespace) {
+            entry.workers -= 1;
+            if !*self.busy.get_mut() {
+                entry
+                    .idle
+                    .send_modify(|idle| *idle = idle.saturating_sub(1));
+            }
+            // Kept while a listener reads its idle count.
+            if entry.workers == 0 && entry.idle.receiver_count() == 0 {
                 waiting.remove(&self.namespace);
             }
         }

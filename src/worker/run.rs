@@ -38,6 +38,13 @@ fn stretch(taken: usize) -> u32 {
     u32::try_from((taken / STREAM_PER_INTERVAL).clamp(1, MOST_INTERVALS)).unwrap_or(1)
 }
 
+/// How long takes must keep finding events before the worker counts as
+/// busy, and stops asking for notice of accepts in other processes
+/// ([`Waiter::set_busy`]). Any empty take makes it idle again at once; the
+/// wait keeps a worker under a light load from switching many times a
+/// second.
+const BUSY_AFTER: Duration = Duration::from_millis(100);
+
 /// The first wait after an empty take; it doubles up to the idle poll.
 const FIRST_IDLE_WAIT: Duration = Duration::from_millis(10);
 
@@ -275,6 +282,8 @@ impl Taking {
         deadline_passed: watch::Sender<bool>,
     ) {
         let waiter = Waiter::new(&shared.namespace);
+        // Since when every take found events.
+        let mut busy_since: Option<Instant> = None;
         let room = Arc::new(Semaphore::new(self.concurrency));
         let mut holds = JoinSet::new();
         let mut idle_wait = self.first_idle_wait;
@@ -318,6 +327,8 @@ impl Taking {
             let wait = match batch {
                 Ok(batch) if !batch.is_empty() => {
                     idle_wait = self.first_idle_wait;
+                    let since = *busy_since.get_or_insert(take_started);
+                    waiter.set_busy(take_started.duration_since(since) >= BUSY_AFTER);
                     if batch.len() < asked {
                         next_take_at =
                             Some(take_started + self.take_interval * stretch(batch.len()));
@@ -337,11 +348,15 @@ impl Taking {
                     continue;
                 }
                 Ok(_) => {
+                    busy_since = None;
+                    waiter.set_busy(false);
                     let wait = idle_wait;
                     idle_wait = (idle_wait * 2).min(self.idle_poll);
                     wait
                 }
                 Err(error) => {
+                    busy_since = None;
+                    waiter.set_busy(false);
                     shared.counters.store_errors.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(namespace = %shared.namespace, %error, "worker: take failed");
                     self.idle_poll

@@ -821,6 +821,97 @@ async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
     remote_event_is_handled(running, handled).await;
 }
 
+/// A Postgres worker whose takes keep finding events stops listening for
+/// accepts in other processes (each notice costs the server and this
+/// process), and listens again once a take finds the inbox empty: an
+/// accept in another process after a busy spell still wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_postgres_worker_stops_listening_and_listens_again_once_idle() {
+    if accept_as_child(|url| async move {
+        hooklatch::dedup::PostgresInbox::connect(&url)
+            .await
+            .unwrap()
+    })
+    .await
+    {
+        return;
+    }
+    let server = super::support::postgres();
+    let namespace = super::support::unique("busy");
+    let app = super::support::unique("busy");
+    let base = server.url();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}application_name={app}");
+    let store = hooklatch::dedup::PostgresInbox::connect(&url)
+        .await
+        .unwrap();
+    for id in ["evt_1", "evt_2", "evt_3"] {
+        accept(&store, &namespace, id).await;
+    }
+    // One event at a time, each held 150 ms: the second take comes more
+    // than 100 ms after the first, and both found events, so the worker
+    // is busy from then on.
+    let (started, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (handled, mut handled_rx) = tokio::sync::mpsc::unbounded_channel();
+    let running = Worker::new(store.clone(), &namespace, move |event: Event| {
+        let (started, handled) = (started.clone(), handled.clone());
+        async move {
+            let _ = started.send(());
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let _ = handled.send(event.id().to_owned());
+            Ok::<(), Failure>(())
+        }
+    })
+    .with_concurrency(1)
+    .with_idle_poll(Duration::from_secs(3600))
+    .start();
+
+    let admin = sqlx::PgPool::connect(&base).await.unwrap();
+    let last_queries = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT query FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
+        )
+        .bind(&app)
+        .fetch_all(&admin)
+        .await
+        .unwrap()
+    };
+    for _ in 0..2 {
+        started_rx.recv().await.unwrap();
+    }
+    // Its notice reaches the listener while the worker is busy.
+    accept(&store, &namespace, "evt_4").await;
+    wait_until("the busy worker stops listening", || async {
+        last_queries()
+            .await
+            .iter()
+            .any(|query| query.starts_with("UNLISTEN"))
+    })
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(handled_rx.recv().await.unwrap());
+    }
+    ids.sort();
+    assert_eq!(ids, ["evt_1", "evt_2", "evt_3", "evt_4"]);
+    wait_until(
+        "the idle worker listens again and has found the inbox empty",
+        || async {
+            let queries = last_queries().await;
+            queries.iter().any(|query| query.starts_with("LISTEN"))
+                && !queries.iter().any(|query| query.starts_with("UNLISTEN"))
+        },
+    )
+    .await;
+    accept_in_another_process(
+        "a_busy_postgres_worker_stops_listening_and_listens_again_once_idle",
+        &url,
+        &namespace,
+    )
+    .await;
+    remote_event_is_handled(running, handled_rx).await;
+}
+
 /// An accept in another process wakes an idle worker on Redis (the
 /// namespace's channel, published on by the first accept into a shard a
 /// take found empty): with the idle poll an hour, the worker has
