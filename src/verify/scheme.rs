@@ -776,6 +776,18 @@ impl Scheme {
     /// characters are gathered once a call, not once a character: this runs
     /// on every request.
     pub(crate) fn id_holds_delimiter(&self, id: &str) -> bool {
+        let excluded = self.id_delimiters();
+        id.bytes().any(|byte| {
+            excluded
+                .checked_shr(u32::from(byte))
+                .is_some_and(|bits| bits & 1 == 1)
+        })
+    }
+
+    /// The characters an id may not hold (see
+    /// [`id_holds_delimiter`](Self::id_holds_delimiter)), as a mask of
+    /// bits by ASCII code.
+    pub(crate) fn id_delimiters(&self) -> u128 {
         let mut excluded = self.template.id_border_mask();
         // With an RFC 3339 timestamp right after the id (Twitch), an id
         // holding a `:` could hold the real timestamp and more, leaving a
@@ -785,8 +797,7 @@ impl Scheme {
         {
             excluded |= 1 << b':';
         }
-        id.bytes()
-            .any(|byte| byte < 128 && (excluded >> byte) & 1 == 1)
+        excluded
     }
 
     /// The header the timestamp is read from.

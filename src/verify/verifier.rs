@@ -201,6 +201,7 @@ impl Verifier {
                 limit: inner.max_body_len,
             });
         }
+        let now_seconds = unix_seconds(now);
         let envelope = Envelope::read(&inner.scheme, headers, |algorithm| match algorithm {
             Algorithm::Hmac => inner.accepts_hmac,
             Algorithm::Ed25519 => inner.accepts_ed25519,
@@ -209,14 +210,14 @@ impl Verifier {
         if let Some(timestamp) = envelope.timestamp
             && inner.check_timestamp
         {
-            inner.check_time(timestamp.seconds, unix_seconds(now))?;
+            inner.check_time(timestamp.seconds, now_seconds)?;
         }
         let matched = match inner.scheme.rebuilt_contents(body) {
-            None => inner.find_match(&envelope, body, unix_seconds(now))?,
+            None => inner.find_match(&envelope, body, now_seconds)?,
             Some(contents) => {
                 let mut matched = None;
                 for content in contents? {
-                    matched = inner.find_match(&envelope, &content, unix_seconds(now))?;
+                    matched = inner.find_match(&envelope, &content, now_seconds)?;
                     if matched.is_some() {
                         break;
                     }
