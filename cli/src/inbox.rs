@@ -1,9 +1,12 @@
 //! `hooklatch inbox`: look into an inbox and put dead letters back.
 
 use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
-use hooklatch::dedup::{AnyInbox, DedupError, InboxQueue};
+use hooklatch::dedup::{AnyInbox, DedupError, InboxEntry, InboxQueue};
+use hooklatch::sender::{HttpTransport, Transport};
+use hooklatch::verify::Signer;
 
 use crate::UsageError;
 
@@ -44,6 +47,38 @@ enum InboxCommand {
         #[arg(long)]
         all: bool,
     },
+    /// Send dead letters to a URL, each signed again with your secret and
+    /// POSTed once: one (`--id`), those that died within `--since`, or all
+    /// (`--all`). They stay dead letters; `requeue` hands them to the
+    /// worker instead.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReplayArgs {
+    /// The event id of the dead letter to replay.
+    #[arg(long, conflicts_with_all = ["all", "since"], required_unless_present_any = ["all", "since"])]
+    id: Option<String>,
+    /// Those that died within this long, such as `1h` or `30m`.
+    #[arg(long, conflicts_with = "all", value_parser = crate::send::parse_duration)]
+    since: Option<Duration>,
+    /// Every dead letter of the namespace (up to `--limit`).
+    #[arg(long)]
+    all: bool,
+    /// Where to POST them, such as http://localhost:3000/webhooks
+    /// (loopback and private addresses allowed: it is your app).
+    #[arg(long, value_parser = crate::listen::forward_url)]
+    to: String,
+    #[command(flatten)]
+    scheme: crate::SchemeArgs,
+    #[command(flatten)]
+    secrets: crate::SecretArgs,
+    /// How many dead letters to read, oldest first.
+    #[arg(long, default_value_t = 1000)]
+    limit: usize,
+    /// Time allowed for each POST, such as `10s`.
+    #[arg(long, default_value = "15s", value_parser = crate::send::parse_duration)]
+    timeout: Duration,
 }
 
 /// The store `spec` names; `None`, having said why, when it cannot be
@@ -81,6 +116,15 @@ fn preview(body: &[u8], max: usize) -> String {
 
 pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
     hooklatch::dedup::validate_namespace(&args.namespace)?;
+    // A secret that cannot sign is a usage error, said before the store is
+    // opened.
+    let signer = match &args.command {
+        InboxCommand::Replay(replay) => Some(crate::listen::resigner(
+            &replay.scheme.scheme()?,
+            &replay.secrets.secrets()?,
+        )?),
+        _ => None,
+    };
     if crate::said_no_such_store(&args.store) {
         return Ok(ExitCode::FAILURE);
     }
@@ -142,6 +186,10 @@ pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
                     }
                 })
             }
+            InboxCommand::Replay(replay) => {
+                let signer = signer.expect("made above for a replay");
+                return replay_dead(&store, namespace, json, &replay, &signer).await;
+            }
             InboxCommand::Requeue { id, all: _ } => {
                 match store.requeue_dead(namespace, id.as_deref()).await {
                     Ok(0) if id.is_some() => {
@@ -189,4 +237,105 @@ fn death(dead: Option<&hooklatch::dedup::DeadLetter>) -> (&str, String) {
             },
         );
     (if reason.is_empty() { "-" } else { reason }, died)
+}
+
+/// `inbox replay`: the chosen dead letters POSTed once each to `--to`,
+/// signed again; exit 1 if one was not answered 2xx, or `--id` names none.
+async fn replay_dead(
+    store: &AnyInbox,
+    namespace: &str,
+    json: bool,
+    args: &ReplayArgs,
+    signer: &Signer,
+) -> Result<ExitCode, UsageError> {
+    let dead = match store.dead_letters(namespace, args.limit).await {
+        Ok(dead) => dead,
+        Err(error) => {
+            eprintln!("hooklatch: {error}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let died_after = args.since.map(|since| {
+        let since = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
+        let now = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |now| i64::try_from(now.as_millis()).unwrap_or(i64::MAX));
+        now.saturating_sub(since)
+    });
+    let chosen: Vec<&InboxEntry> = dead
+        .iter()
+        .filter(|entry| match (&args.id, died_after) {
+            (Some(id), _) => entry.id == *id,
+            (None, Some(after)) => entry
+                .dead
+                .as_ref()
+                .and_then(|dead| dead.at_millis)
+                .is_some_and(|at| at >= after),
+            (None, None) => true,
+        })
+        .collect();
+    if chosen.is_empty() {
+        if let Some(id) = &args.id {
+            eprintln!(
+                "hooklatch: no dead letter {id} among the oldest {} in namespace {namespace}: \
+                 `hooklatch inbox dead` lists them",
+                args.limit
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        if !json {
+            println!("no dead letters to replay in namespace {namespace}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let transport = HttpTransport::builder(crate::listen::forward_policy())
+        .with_attempt_timeout(args.timeout)
+        .build()?;
+    let mut failed = 0;
+    for entry in chosen {
+        let outcome = replay_one(&transport, &args.to, signer, entry).await;
+        if json {
+            let line = match &outcome {
+                Ok(status) => {
+                    serde_json::json!({ "id": entry.id, "replayed": true, "status": status })
+                }
+                Err(why) => serde_json::json!({ "id": entry.id, "replayed": false, "error": why }),
+            };
+            println!("{line}");
+        } else {
+            match &outcome {
+                Ok(status) => println!("{} replayed: {status}", entry.id),
+                Err(why) => println!("{} not replayed: {why}", entry.id),
+            }
+        }
+        failed += usize::from(outcome.is_err());
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// POSTs one dead letter, signed now, with the headers the receiver kept
+/// (`traceparent`, ...); the status of a 2xx answer, or why not.
+async fn replay_one(
+    transport: &HttpTransport,
+    url: &str,
+    signer: &Signer,
+    entry: &InboxEntry,
+) -> Result<u16, String> {
+    let signed = signer
+        .sign(&entry.id, SystemTime::now(), &entry.body)
+        .map_err(|error| format!("cannot sign it: {error}"))?;
+    let mut headers: Vec<(String, String)> = signed
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+    headers.extend(entry.meta.headers.iter().cloned());
+    match transport.post(url, &headers, &entry.body).await {
+        Ok(answer) if (200..300).contains(&answer.status) => Ok(answer.status),
+        Ok(answer) => Err(format!("the app answered {}", answer.status)),
+        Err(error) => Err(format!("could not reach the app: {error}")),
+    }
 }

@@ -101,7 +101,10 @@ fn body_limit(text: &str) -> Result<usize, String> {
 
 /// What signs the events `--inbox --forward-to` passes on: the first of
 /// `secrets` that can sign (a public key only verifies).
-fn resigner(scheme: &hooklatch::verify::Scheme, secrets: &[String]) -> Result<Signer, UsageError> {
+pub(crate) fn resigner(
+    scheme: &hooklatch::verify::Scheme,
+    secrets: &[String],
+) -> Result<Signer, UsageError> {
     secrets
         .iter()
         .find_map(|secret| Signer::new(scheme.clone(), [secret]).ok())
@@ -116,7 +119,7 @@ fn resigner(scheme: &hooklatch::verify::Scheme, secrets: &[String]) -> Result<Si
 
 /// The addresses events may be forwarded to: the app is the user's own,
 /// usually on loopback.
-fn forward_policy() -> AddressPolicy {
+pub(crate) fn forward_policy() -> AddressPolicy {
     AddressPolicy::strict()
         .insecure_allow_loopback()
         .insecure_allow_private()
@@ -126,7 +129,7 @@ fn forward_policy() -> AddressPolicy {
 /// transport may reach, checked by the transport's own parse at start-up
 /// rather than on every event. `localhost:3000` parses as a URL of scheme
 /// `localhost`, so it is named, with the URL meant.
-fn forward_url(text: &str) -> Result<String, String> {
+pub(crate) fn forward_url(text: &str) -> Result<String, String> {
     match check_url(text, &forward_policy()) {
         Ok(_) => Ok(text.to_owned()),
         Err(Forbidden::NotHttp) if !text.contains("://") => Err(format!(

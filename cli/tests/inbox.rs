@@ -7,7 +7,7 @@ mod support;
 use std::process::Command;
 
 use hooklatch::dedup::{
-    EventMeta, GiveBack, InboxQueue, IncomingEvent, NackOutcome, PostgresInbox, SqliteInbox,
+    EventMeta, GiveBack, Inbox, InboxQueue, IncomingEvent, NackOutcome, PostgresInbox, SqliteInbox,
     StoreOptions,
 };
 
@@ -264,4 +264,189 @@ fn a_closed_postgres_port_is_said_as_refused() {
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("refused"), "{said}");
     assert!(!said.contains("timed out"), "{said}");
+}
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// An app on loopback that verifies each request with the library and
+/// sends what it accepted; `/fail` answers 500.
+async fn verifying_app() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(String, Vec<u8>, Option<String>)>,
+) {
+    use axum::http::{HeaderMap, StatusCode};
+    let verifier =
+        hooklatch::verify::Verifier::builder(hooklatch::verify::Scheme::standard_webhooks())
+            .with_secret(SECRET)
+            .unwrap()
+            .build()
+            .unwrap();
+    let (seen, seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::post(
+                move |headers: HeaderMap, body: axum::body::Bytes| async move {
+                    match verifier.verify(&headers, &body) {
+                        Ok(verified) => {
+                            let trace = headers
+                                .get("traceparent")
+                                .map(|value| value.to_str().unwrap().to_owned());
+                            let id = verified.id().unwrap().to_owned();
+                            let _ = seen.send((id, body.to_vec(), trace));
+                            StatusCode::ACCEPTED
+                        }
+                        Err(_) => StatusCode::UNAUTHORIZED,
+                    }
+                },
+            ),
+        )
+        .route(
+            "/fail",
+            axum::routing::post(|| async { StatusCode::INTERNAL_SERVER_ERROR }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen_rx)
+}
+
+/// `run` off the runtime that serves the app.
+async fn run_beside(store: &str, namespace: &str, args: &[&str]) -> (i32, String, String) {
+    let (store, namespace) = (store.to_owned(), namespace.to_owned());
+    let args: Vec<String> = args.iter().map(|&arg| arg.to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let output = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+            .args(["inbox", "--store", &store, "--namespace", &namespace])
+            .args(&args)
+            .env_remove("HOOKLATCH_SECRET")
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+/// `inbox replay` POSTs dead letters to the app, signed again, which its
+/// verifier accepts, with the headers the receiver kept; they stay dead
+/// letters. One by `--id`, all by `--all`; an app that fails, or an id
+/// with no dead letter, is exit 1; a secret that cannot sign is exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
+    let dir = support::TempDir::new("cli-replay");
+    let path = dir.path().join("inbox.db");
+    let store = SqliteInbox::open(&path).await.unwrap();
+    let spec = format!("sqlite:{}", path.display());
+    let namespace = support::unique("replay");
+    let mut meta = EventMeta::with_type("invoice.paid");
+    meta.headers.push((
+        "traceparent".into(),
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+    ));
+    for id in ["evt_a", "evt_b", "evt_c"] {
+        let event = IncomingEvent::new(&namespace, id, br#"{"amount":100}"#).with_meta(&meta);
+        let _ = store.accept(&event).await.unwrap();
+    }
+    for entry in store.take(&namespace, "w", 2).await.unwrap() {
+        store
+            .give_back(&entry, GiveBack::DeadLetter, "no customer")
+            .await
+            .unwrap();
+    }
+    let (url, mut seen) = verifying_app().await;
+
+    let (code, out, _) = run_beside(
+        &spec,
+        &namespace,
+        &["replay", "--id", "evt_b", "--to", &url, "--secret", SECRET],
+    )
+    .await;
+    assert_eq!((code, out.as_str()), (0, "evt_b replayed: 202\n"));
+    let (id, body, trace) = seen.recv().await.unwrap();
+    assert_eq!(id, "evt_b");
+    assert_eq!(body, br#"{"amount":100}"#);
+    assert_eq!(
+        trace.as_deref(),
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    );
+
+    let (code, out, _) = run_beside(
+        &spec,
+        &namespace,
+        &[
+            "replay", "--all", "--to", &url, "--secret", SECRET, "--json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let mut replayed: Vec<String> = out
+        .lines()
+        .map(|line| {
+            let line: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                (&line["replayed"], &line["status"]),
+                (&true.into(), &202.into())
+            );
+            line["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    replayed.sort();
+    assert_eq!(replayed, ["evt_a", "evt_b"]);
+    let mut received = vec![seen.recv().await.unwrap().0, seen.recv().await.unwrap().0];
+    received.sort();
+    assert_eq!(received, ["evt_a", "evt_b"]);
+    let stats = store.stats(&namespace).await.unwrap();
+    assert_eq!(
+        (stats.waiting, stats.dead),
+        (1, 2),
+        "replayed letters stay dead"
+    );
+
+    let fail = format!("{url}/fail");
+    let (code, out, _) = run_beside(
+        &spec,
+        &namespace,
+        &["replay", "--id", "evt_a", "--to", &fail, "--secret", SECRET],
+    )
+    .await;
+    assert_eq!(
+        (code, out.as_str()),
+        (1, "evt_a not replayed: the app answered 500\n")
+    );
+    let (code, _, err) = run_beside(
+        &spec,
+        &namespace,
+        &["replay", "--id", "evt_c", "--to", &url, "--secret", SECRET],
+    )
+    .await;
+    assert_eq!(code, 1, "evt_c waits, it is no dead letter");
+    assert!(err.contains("no dead letter evt_c"), "{err}");
+    let (code, _, err) = run_beside(
+        &spec,
+        &namespace,
+        &["replay", "--all", "--to", &url, "--secret", "whsec_???"],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run_beside(
+        &spec,
+        &namespace,
+        &[
+            "replay",
+            "--all",
+            "--to",
+            "localhost:3000",
+            "--secret",
+            SECRET,
+        ],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("http://localhost:3000"), "{err}");
+    assert!(seen.try_recv().is_err(), "nothing else reached the app");
 }
