@@ -51,7 +51,7 @@ enum InboxCommand {
     /// POSTed once: one (`--id`), those that died within `--since`, or all
     /// (`--all`). They stay dead letters; `requeue` hands them to the
     /// worker instead.
-    Replay(ReplayArgs),
+    Replay(Box<ReplayArgs>),
 }
 
 #[derive(Debug, Args)]
