@@ -1031,23 +1031,28 @@ async fn wait_until_subscribed_and_idle(url: &str, namespace: &str) {
     .await;
 }
 
-/// A worker process killed with SIGKILL mid-batch on Postgres loses
-/// nothing: its events, held by handlers that never end, come back after
-/// the visibility timeout (its heartbeats stopped with it) and a worker in
+/// A worker process killed with SIGKILL mid-batch loses nothing: its
+/// events, held by handlers that never end, come back after the
+/// visibility timeout (its heartbeats stopped with it) and a worker in
 /// this process handles each once. The worker that dies is this test
-/// binary run again as another process.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_process_killed_mid_batch_loses_nothing() {
+/// binary run again as another process (`test`, with the store at the
+/// URL `server` gives, opened by `open`).
+async fn a_worker_process_killed_mid_batch_loses_nothing<S, G, F, Fut>(
+    test: &str,
+    server: impl FnOnce() -> (G, String),
+    open: F,
+) where
+    S: InboxQueue + Clone + 'static,
+    F: Fn(String, StoreOptions) -> Fut,
+    Fut: Future<Output = S>,
+{
     use std::io::BufRead as _;
     const CHILD: &str = "HOOKLATCH_TEST_DOOMED_WORKER";
     let options = StoreOptions::default().with_visibility_timeout(Duration::from_secs(1));
     if let Ok(target) = std::env::var(CHILD) {
         // The process that dies: hold every event, say so, wait for the kill.
-        let (url, namespace) = target.split_once(' ').unwrap();
-        let store = hooklatch::dedup::PostgresInbox::connect(url)
-            .await
-            .unwrap()
-            .with_options(options.clone());
+        let (url, namespace) = target.rsplit_once(' ').unwrap();
+        let store = open(url.to_owned(), options.clone()).await;
         let _running = Worker::new(store, namespace, |event: Event| {
             println!("holding {}", event.id());
             std::future::pending::<Result<(), Failure>>()
@@ -1055,18 +1060,14 @@ async fn a_worker_process_killed_mid_batch_loses_nothing() {
         .start();
         std::future::pending::<()>().await;
     }
-    let server = super::support::postgres();
-    let url = server.url();
+    let (_server, url) = server();
     let namespace = super::support::unique("killed");
-    let store = hooklatch::dedup::PostgresInbox::connect(&url)
-        .await
-        .unwrap()
-        .with_options(options);
+    let store = open(url.clone(), options).await;
     for n in 0..5 {
         accept(&store, &namespace, &format!("evt_{n}")).await;
     }
     let test = format!(
-        "{}::a_worker_process_killed_mid_batch_loses_nothing",
+        "{}::{test}",
         module_path!().split_once("::").map_or("", |(_, path)| path)
     );
     let mut doomed = std::process::Command::new(std::env::current_exe().unwrap())
@@ -1102,6 +1103,64 @@ async fn a_worker_process_killed_mid_batch_loses_nothing() {
     survivor.stop(Duration::from_secs(5)).await;
     let stats = store.stats(&namespace).await.unwrap();
     assert_eq!((stats.waiting, stats.taken, stats.dead), (0, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_process_killed_mid_batch_loses_nothing_on_postgres() {
+    a_worker_process_killed_mid_batch_loses_nothing(
+        "a_worker_process_killed_mid_batch_loses_nothing_on_postgres",
+        || {
+            let server = super::support::postgres();
+            let url = server.url();
+            (server, url)
+        },
+        |url, options| async move {
+            hooklatch::dedup::PostgresInbox::connect(&url)
+                .await
+                .unwrap()
+                .with_options(options)
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_process_killed_mid_batch_loses_nothing_on_redis() {
+    a_worker_process_killed_mid_batch_loses_nothing(
+        "a_worker_process_killed_mid_batch_loses_nothing_on_redis",
+        || {
+            let server = super::support::redis();
+            let url = server.url();
+            (server, url)
+        },
+        |url, options| async move {
+            hooklatch::dedup::RedisInbox::connect(&url)
+                .await
+                .unwrap()
+                .with_options(options)
+        },
+    )
+    .await;
+}
+
+/// On SQLite the two processes share the database file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_process_killed_mid_batch_loses_nothing_on_sqlite() {
+    a_worker_process_killed_mid_batch_loses_nothing(
+        "a_worker_process_killed_mid_batch_loses_nothing_on_sqlite",
+        || {
+            let dir = super::support::TempDir::new("killed");
+            let path = dir.path().join("inbox.db").display().to_string();
+            (dir, path)
+        },
+        |path, options| async move {
+            hooklatch::dedup::SqliteInbox::open(&path)
+                .await
+                .unwrap()
+                .with_options(options)
+        },
+    )
+    .await;
 }
 
 /// A handler runs in a `webhook.handle` span that carries the trace
