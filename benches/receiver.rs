@@ -31,6 +31,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "hand_rolled/mod.rs"]
+mod hand_rolled;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -468,6 +470,9 @@ fn main() {
     {
         panic!("RECEIVER_STORES names `{other}`: use sqlite, postgres or redis");
     }
+    // The hand-rolled receiver on each store, after the example (set
+    // RECEIVER_PEER=0 to leave it out, comparing builds of the example).
+    let peer = std::env::var("RECEIVER_PEER").as_deref() != Ok("0");
     let bench = Bench::new(seconds);
     println!(
         "\nThe axum_receiver example (release, worker draining) under wrk, {THREADS} threads, \
@@ -483,6 +488,11 @@ fn main() {
             let mut row = bench.store(store, round);
             row.ratio = row.load.per_second / bare_rate;
             round_rows.push(row);
+            if peer {
+                let mut row = bench.hand_rolled(store, round);
+                row.ratio = row.load.per_second / bare_rate;
+                round_rows.push(row);
+            }
         }
         // Printed as each round ends, so that a later failure loses none.
         println!("\nRound {round}:\n{HEADER}");
@@ -491,8 +501,56 @@ fn main() {
         }
         rows.extend(round_rows);
     }
+    let per_round = 1 + stores.len() * if peer { 2 } else { 1 };
     if rounds > 1 {
-        print_medians(&rows, rounds, stores.len() + 1);
+        print_medians(&rows, rounds, per_round);
+    }
+    if peer {
+        print_against_hand_rolled(&rows, per_round);
+    }
+}
+
+/// hooklatch's requests per second over the hand-rolled receiver's on
+/// the same store, each round's and the median of those.
+fn print_against_hand_rolled(rows: &[Row], per_round: usize) {
+    println!(
+        "\nhooklatch (the example) against the hand-rolled receiver on the same store, \
+         req/s of each round, and the median of the rounds' ratios:\n\
+         | store | hooklatch / hand-rolled, each round | median | CPU µs/request in the receiver, hooklatch / hand-rolled (medians) |\n|---|---|---|---|"
+    );
+    for at in (1..per_round).step_by(2) {
+        let pairs: Vec<(&Row, &Row)> = rows
+            .chunks(per_round)
+            .map(|round| (&round[at], &round[at + 1]))
+            .collect();
+        let mut ratios: Vec<f64> = pairs
+            .iter()
+            .map(|(ours, theirs)| ours.load.per_second / theirs.load.per_second)
+            .collect();
+        let each: Vec<String> = ratios.iter().map(|ratio| format!("{ratio:.2}x")).collect();
+        ratios.sort_by(f64::total_cmp);
+        let median = |mut values: Vec<f64>| {
+            values.sort_by(f64::total_cmp);
+            values[values.len() / 2]
+        };
+        println!(
+            "| {} | {} | {:.2}x | {:.1} / {:.1} |",
+            pairs[0].0.target,
+            each.join(", "),
+            ratios[ratios.len() / 2],
+            median(
+                pairs
+                    .iter()
+                    .map(|(ours, _)| ours.load.cpu.receiver)
+                    .collect()
+            ),
+            median(
+                pairs
+                    .iter()
+                    .map(|(_, theirs)| theirs.load.cpu.receiver)
+                    .collect()
+            ),
+        );
     }
 }
 
@@ -668,6 +726,94 @@ impl Bench {
                 ("Redis (AOF everysec)", load, drained)
             }
             other => panic!("RECEIVER_STORES names `{other}`: use sqlite, postgres or redis"),
+        };
+        Row {
+            target: target.into(),
+            load,
+            drained: Some(drained),
+            ratio: 0.0,
+        }
+    }
+}
+
+impl Bench {
+    /// The hand-rolled receiver ([`hand_rolled`]) on a fresh `store`, in
+    /// this process (its CPU is this process's), loaded as the example is.
+    fn hand_rolled(&self, store: &str, round: u64) -> Row {
+        let run = format!("hand_{store}{}_{round}", std::process::id());
+        let port = free_port();
+        let runtime = &self.runtime;
+        let mut kept_server = None;
+        let mut database = None;
+        let peer = runtime.block_on(async {
+            match store {
+                "sqlite" => {
+                    let home = self.dir.path().join(&run);
+                    std::fs::create_dir_all(&home).expect("dir");
+                    hand_rolled::Store::sqlite(&home.join("hand.db")).await
+                }
+                "postgres" => {
+                    let server = support::postgres();
+                    let name = format!("bench_{run}");
+                    let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
+                    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                        .execute(&admin)
+                        .await
+                        .expect("create database");
+                    warm_wal(&admin).await;
+                    let admin_url = server.url();
+                    let (base, _) = admin_url.rsplit_once('/').expect("a database in the url");
+                    let peer = hand_rolled::Store::postgres(&format!("{base}/{name}")).await;
+                    database = Some((server, name));
+                    peer
+                }
+                "redis" => {
+                    let server = support::Redis::start_with(&["--appendfsync", "everysec"]);
+                    let peer = hand_rolled::Store::redis(&server.url()).await;
+                    kept_server = Some(server);
+                    peer
+                }
+                other => panic!("RECEIVER_STORES names `{other}`: use sqlite, postgres or redis"),
+            }
+        });
+        let tasks = runtime.block_on(hand_rolled::serve(peer.clone(), SECRET, port));
+        wait_for_port(port);
+        let load = self.load(port, &run);
+        let drained = runtime.block_on(async {
+            let started = Instant::now();
+            loop {
+                let left = peer.waiting().await;
+                if left == 0 {
+                    break Ok(started.elapsed());
+                }
+                if started.elapsed() > Duration::from_secs(10) {
+                    break Err(left);
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        for task in tasks {
+            task.abort();
+        }
+        drop(peer);
+        drop(kept_server);
+        if let Some((server, name)) = database {
+            runtime.block_on(async {
+                let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
+                if let Err(error) = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE {name} WITH (FORCE)"
+                )))
+                .execute(&admin)
+                .await
+                {
+                    eprintln!("could not drop {name}: {error}");
+                }
+            });
+        }
+        let target = match store {
+            "sqlite" => "hand-rolled, SQLite",
+            "postgres" => "hand-rolled, Postgres",
+            _ => "hand-rolled, Redis (AOF everysec)",
         };
         Row {
             target: target.into(),
