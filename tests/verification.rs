@@ -853,3 +853,45 @@ fn an_id_containing_the_signed_delimiter_is_refused_so_one_signature_is_one_id()
             .is_ok()
     );
 }
+
+/// Stripe's thin events (event destinations, `v2.core.event`) are signed
+/// as its snapshot events are: `Stripe-Signature: t=..,v1=<hex>`, HMAC-SHA256
+/// of `{t}.{body}` with the endpoint's `whsec_` secret used as it is. The
+/// signature here is made with `hmac` by that rule, not with our signer:
+/// `Scheme::stripe()` verifies it, and the claim key is the event's own
+/// `id`, not its related object's, so each thin event is accepted once.
+#[test]
+fn stripe_thin_events_verify_and_are_claimed_by_their_event_id() {
+    use hmac::{Hmac, KeyInit as _, Mac as _};
+    let secret = "whsec_test_thin_events_secret";
+    let body = br#"{"id":"evt_test_65R9Ijk8fN4Vc5oYtD2Ag8S1kVHR9TB2rA4eQmgfq","object":"v2.core.event","type":"v1.billing.meter.error_report_triggered","livemode":false,"created":"2026-12-07T10:00:00.000Z","context":null,"related_object":{"id":"mtr_test_61R9IjkBvQRkN1DfN41B2rA4eQmgfvS","type":"billing.meter","url":"/v1/billing/meters/mtr_test_61R9IjkBvQRkN1DfN41B2rA4eQmgfvS"}}"#;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{TIMESTAMP}.").as_bytes());
+    mac.update(body);
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let headers = [("stripe-signature", format!("t={TIMESTAMP},v1={hex}"))];
+    let verifier = Verifier::builder(Scheme::stripe())
+        .with_secret(secret)
+        .unwrap()
+        .build()
+        .unwrap();
+    let verified = verifier.verify_at(&headers, body, at(TIMESTAMP)).unwrap();
+    assert_eq!(
+        hooklatch::verify::EventKey::default()
+            .key(&verifier, &verified)
+            .unwrap(),
+        "evt_test_65R9Ijk8fN4Vc5oYtD2Ag8S1kVHR9TB2rA4eQmgfq"
+    );
+    let mut changed = body.to_vec();
+    changed[10] ^= 1;
+    assert!(
+        verifier
+            .verify_at(&headers, &changed, at(TIMESTAMP))
+            .is_err()
+    );
+}
