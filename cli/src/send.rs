@@ -6,8 +6,12 @@ use std::time::Duration;
 
 use clap::Args;
 use hooklatch::sender::guard::{Forbidden, IpNet, check_address, check_url};
+use hooklatch::sender::outbox::DeliveryState;
 use hooklatch::sender::rules::{Attempt, Final, Jitter, Schedule, WaitReason};
-use hooklatch::sender::{AddressPolicy, Endpoint, HttpTransport, Policy, deliver_observed};
+use hooklatch::sender::{
+    AddressPolicy, AnyOutbox, DispatchError, Dispatcher, Endpoint, HttpTransport, Policy,
+    deliver_observed,
+};
 use hooklatch::verify::Signer;
 
 use crate::{SchemeArgs, UsageError, default_id, read_body};
@@ -52,6 +56,22 @@ pub(crate) struct SendArgs {
     /// enforces egress (IP literals are still checked here).
     #[arg(long, value_name = "URL")]
     egress_proxy: Option<String>,
+    /// Keep the delivery in this outbox (`sqlite:PATH`, `postgres://…`,
+    /// `redis://…`) and deliver it from there, as a dispatcher does:
+    /// `hooklatch outbox` and `console` then show it and its attempts.
+    /// The secret is not written to the store. Needs --endpoint.
+    #[arg(long, value_name = "STORE", requires = "endpoint")]
+    outbox: Option<String>,
+    /// The endpoint's name in the outbox, such as `acme-orders`.
+    #[arg(long, requires = "outbox", value_parser = endpoint_name)]
+    endpoint: Option<String>,
+}
+
+/// `--endpoint`: a name the outbox can keep.
+fn endpoint_name(text: &str) -> Result<String, String> {
+    hooklatch::sender::outbox::validate_endpoint_name(text)
+        .map(|()| text.to_owned())
+        .map_err(|error| error.to_string())
 }
 
 pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
@@ -93,13 +113,24 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
                 .map_err(|error| format!("--egress-proxy `{proxy}`: {error}"))?;
         }
         let transport = transport.build()?;
+        if let (Some(spec), Some(name)) = (&args.outbox, &args.endpoint) {
+            let Some(store) = crate::outbox::open_or_say(spec, "--outbox").await? else {
+                return Ok(ExitCode::FAILURE);
+            };
+            let sending = Sending {
+                url: &args.url,
+                id: &id,
+                body: &body,
+            };
+            return through_outbox(store, transport, name, signer, policy, sending).await;
+        }
         let endpoint = Endpoint::new(&args.url, signer);
         let schedule = policy.schedule();
         let attempts = schedule.attempts();
         println!(
             "sending {id} to {} ({attempts} {} over {})",
             args.url,
-            if attempts == 1 { "attempt" } else { "attempts" },
+            plural(attempts, "attempt"),
             human(schedule.window())
         );
         let record = deliver_observed(
@@ -108,28 +139,138 @@ pub(crate) fn send(args: SendArgs) -> Result<ExitCode, UsageError> {
             &policy,
             (&id, &body),
             fastrand::f64,
-            print_attempt,
+            |attempt| print_attempt(attempt, "the open breaker"),
         )
         .await;
-        let count = record.attempts.len();
-        let plural = if count == 1 { "attempt" } else { "attempts" };
-        Ok(match record.outcome {
-            Final::Delivered => {
-                println!("delivered after {count} {plural}");
-                ExitCode::SUCCESS
-            }
-            Final::Gone => {
-                println!("gone: the endpoint answered 410; a sender disables it");
-                ExitCode::from(1)
-            }
-            // Dead (out of attempts or a give-up status), or an ending
-            // this command does not know yet: not delivered either way.
-            _ => {
-                println!("abandoned after {count} {plural}");
-                ExitCode::from(1)
-            }
-        })
+        Ok(ended(record.outcome, record.attempts.len()))
     })
+}
+
+/// What is sent, and where.
+struct Sending<'a> {
+    url: &'a str,
+    id: &'a str,
+    body: &'a [u8],
+}
+
+/// `--outbox`: the delivery stored in the outbox and delivered from there
+/// by a dispatcher in this process, printing each attempt as the store
+/// records it, until it is delivered, dead or gone.
+async fn through_outbox(
+    store: AnyOutbox,
+    transport: HttpTransport,
+    name: &str,
+    signer: Signer,
+    policy: Policy,
+    sending: Sending<'_>,
+) -> Result<ExitCode, UsageError> {
+    let Sending { url, id, body } = sending;
+    let dispatcher = Dispatcher::new(store, transport).with_poll_interval(POLL);
+    let schedule = policy.schedule();
+    let (attempts, window) = (schedule.attempts(), schedule.window());
+    let failed = |error: DispatchError| {
+        eprintln!("hooklatch: {error}");
+        Ok(ExitCode::FAILURE)
+    };
+    // Added, not saved: the secret stays out of the store.
+    if let Err(error) = dispatcher.add_endpoint(name, url, signer, policy).await {
+        return failed(error);
+    }
+    match dispatcher.send(name, id, body).await {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!(
+                "hooklatch: the outbox already has delivery {id} for endpoint {name}: nothing \
+                 sent (`hooklatch outbox attempts --endpoint {name}` shows it, `outbox replay` \
+                 sends it again once dead)"
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(error) => return failed(error),
+    }
+    println!(
+        "sending {id} to {url} through the outbox, endpoint {name} ({attempts} {} over {})",
+        plural(attempts, "attempt"),
+        human(window)
+    );
+    let running = dispatcher.start();
+    let mut shown = 0;
+    let mut store_errors = 0;
+    let delivery = loop {
+        match dispatcher.delivery(name, id).await {
+            Ok(Some(delivery)) => {
+                store_errors = 0;
+                for attempt in delivery.attempts.iter().skip(shown) {
+                    print_attempt(attempt, "the dispatcher's polling or the open breaker");
+                }
+                shown = delivery.attempts.len();
+                if delivery.state != DeliveryState::Pending {
+                    break delivery;
+                }
+            }
+            Ok(None) => {
+                running.stop().await;
+                eprintln!("hooklatch: delivery {id} left the outbox while being sent");
+                return Ok(ExitCode::FAILURE);
+            }
+            // A store that fails now and then: the dispatcher retries too.
+            Err(error) if store_errors < 10 => {
+                store_errors += 1;
+                eprintln!("hooklatch: cannot read the delivery yet: {error}");
+            }
+            Err(error) => {
+                running.stop().await;
+                return failed(error);
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    running.stop().await;
+    let outcome = match delivery.state {
+        DeliveryState::Delivered => Final::Delivered,
+        DeliveryState::Gone => Final::Gone,
+        _ => Final::Dead,
+    };
+    Ok(ended(outcome, delivery.attempts.len()))
+}
+
+/// How often `--outbox` looks at the delivery, and the dispatcher for
+/// what is due.
+const POLL: Duration = Duration::from_millis(50);
+
+/// `1 attempt`, `2 attempts`.
+fn plural(count: impl Into<u64>, word: &str) -> String {
+    let count = count.into();
+    if count == 1 {
+        word.to_owned()
+    } else {
+        format!("{word}s")
+    }
+}
+
+/// The last line and the exit code for a delivery that ended in `outcome`
+/// after `count` attempts.
+fn ended(outcome: Final, count: usize) -> ExitCode {
+    let attempts = format!(
+        "{count} {}",
+        plural(u64::try_from(count).unwrap_or(u64::MAX), "attempt")
+    );
+    match outcome {
+        Final::Delivered => {
+            println!("delivered after {attempts}");
+            ExitCode::SUCCESS
+        }
+        Final::Gone => {
+            println!("gone: the endpoint answered 410; a sender disables it");
+            ExitCode::from(1)
+        }
+        // Dead (out of attempts or a give-up status), or an ending this
+        // command does not know yet: not delivered either way.
+        _ => {
+            println!("abandoned after {attempts}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Checks the URL as the transport will (the same parse), then resolves a
@@ -184,7 +325,9 @@ fn hint(forbidden: Forbidden) -> &'static str {
     }
 }
 
-fn print_attempt(attempt: &Attempt) {
+/// Prints one attempt; `held_by` says what can hold an attempt past its
+/// time (`--outbox`'s dispatcher polls too).
+fn print_attempt(attempt: &Attempt, held_by: &str) {
     let mut line = format!("attempt {}", attempt.number);
     if attempt.number > 1 {
         let why = match attempt.reason {
@@ -194,10 +337,7 @@ fn print_attempt(attempt: &Attempt) {
         line.push_str(&format!(" after {} ({why})", human(attempt.waited)));
     }
     if attempt.held >= Duration::from_millis(1) {
-        line.push_str(&format!(
-            ", held {} by the open breaker",
-            human(attempt.held)
-        ));
+        line.push_str(&format!(", held {} by {held_by}", human(attempt.held)));
     }
     match &attempt.result {
         Ok(status) => line.push_str(&format!(": {status}")),

@@ -1086,3 +1086,112 @@ async fn listen_into_an_inbox_forwards_retries_and_dead_letters() {
     let (exit, _) = listener.interrupt();
     assert!(exit.success());
 }
+
+/// `send --outbox` keeps the delivery in the outbox and delivers it from
+/// there with a dispatcher: each attempt is printed as the store records
+/// it, signed so the app's verifier accepts it, and `outbox attempts`
+/// then shows the same attempts from the store. The same id again sends
+/// nothing and says so (exit 1); `--outbox` without `--endpoint` is a
+/// usage error.
+#[tokio::test]
+async fn send_through_an_outbox_records_every_attempt_where_outbox_shows_them() {
+    let script = Script::new(vec![
+        StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        StatusCode::OK.into_response(),
+    ]);
+    let url = script.serve().await;
+    let store = format!(
+        "sqlite:{}",
+        scratch("send-outbox").join("outbox.db").display()
+    );
+    let send = |extra: &'static [&'static str]| {
+        let (url, store) = (url.clone(), store.clone());
+        async move {
+            let mut args = vec![
+                "--url",
+                url.as_str(),
+                "--allow-private",
+                "--schedule",
+                "0,100ms,100ms",
+                "--id",
+                "msg_kept",
+                "--outbox",
+                store.as_str(),
+            ];
+            args.extend_from_slice(extra);
+            run_send(&args).await
+        }
+    };
+    let output = send(&["--endpoint", "acme"]).await;
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("sending msg_kept to ") && lines[0].contains("endpoint acme"),
+        "{stdout}"
+    );
+    // The dispatcher polls, so an attempt may be held past its time:
+    // ", held 4 ms by the dispatcher's polling ..." before the answer.
+    assert!(lines[1].starts_with("attempt 1"), "{stdout}");
+    assert!(lines[1].contains(": 500 in "), "{stdout}");
+    assert!(
+        lines[2].starts_with("attempt 2 after 100 ms (schedule)"),
+        "{stdout}"
+    );
+    assert!(lines[2].contains(": 200 in "), "{stdout}");
+    assert_eq!(lines[3], "delivered after 2 attempts");
+    let seen = script.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    for (_, _, headers) in &seen {
+        let event = verifier()
+            .verify(headers, br#"{"paid":true}"#)
+            .expect("signed by the dispatcher with the secret given");
+        assert_eq!(event.id(), Some("msg_kept"));
+    }
+
+    let listed = tokio::process::Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([
+            "outbox",
+            "--store",
+            &store,
+            "--json",
+            "attempts",
+            "--endpoint",
+            "acme",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let answers: Vec<(String, u64)> = text(&listed.stdout)
+        .lines()
+        .map(|line| {
+            let line: serde_json::Value = serde_json::from_str(line).unwrap();
+            (
+                line["id"].as_str().unwrap().to_owned(),
+                line["answer"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [("msg_kept".to_owned(), 200), ("msg_kept".to_owned(), 500)],
+        "newest first"
+    );
+
+    let again = send(&["--endpoint", "acme"]).await;
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("already has delivery msg_kept"),
+        "{}",
+        text(&again.stderr)
+    );
+    assert_eq!(script.seen.lock().unwrap().len(), 2, "nothing sent again");
+    let no_endpoint = send(&[]).await;
+    assert_eq!(no_endpoint.status.code(), Some(2));
+}
