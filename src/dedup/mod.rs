@@ -104,9 +104,6 @@ pub use sqlite::SqliteInbox;
 /// The longest namespace accepted, in bytes.
 pub const MAX_NAMESPACE_LEN: usize = store::MAX_NAMESPACE_LEN;
 
-/// The longest event id accepted, in bytes (the same as the verifier's).
-pub const MAX_EVENT_ID_LEN: usize = crate::verify::MAX_ID_LEN;
-
 /// An event to accept into the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -12,6 +12,8 @@ use redis::cluster_routing::{
 };
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
+use crate::store::StoreError;
+
 /// How long a call may wait for an answer, and for a connection.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -130,11 +132,16 @@ impl RedisConnection {
     /// while Redis is unreachable, instead of waiting for ever; on a
     /// cluster, a failover (a replica promoted within a few seconds) is
     /// retried through, so callers do not see it.
-    pub async fn open(address: &str) -> RedisResult<Self> {
-        match cluster_seeds(address) {
-            Some(seeds) => Self::open_cluster(&seeds).await,
-            None => Self::single(redis::Client::open(address)?).await,
-        }
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] (backend `redis`) when the address is not a Redis
+    /// URL or no server answers there.
+    pub async fn open(address: &str) -> Result<Self, StoreError> {
+        Ok(match cluster_seeds(address) {
+            Some(seeds) => Self::open_cluster(&seeds).await?,
+            None => Self::single(redis::Client::open(address)?).await?,
+        })
     }
 
     /// A single server's connection through `client`, which also serves
@@ -150,7 +157,12 @@ impl RedisConnection {
 
     /// Connects to the cluster that any of `nodes` (`redis://host:port`
     /// URLs, all with the same credentials) belongs to.
-    pub async fn open_cluster<S: AsRef<str>>(seeds: &[S]) -> RedisResult<Self> {
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] (backend `redis`) when a seed is not a Redis URL or
+    /// no node answers.
+    pub async fn open_cluster<S: AsRef<str>>(seeds: &[S]) -> Result<Self, StoreError> {
         let seeds: Vec<&str> = seeds.iter().map(AsRef::as_ref).collect();
         let mut connection = Self::cluster(ClusterClientBuilder::new(seeds.clone())).await?;
         connection.subscribe_at = seeds
@@ -169,7 +181,7 @@ impl RedisConnection {
     pub async fn open_with_root_certificate(
         address: &str,
         root_certificate: &[u8],
-    ) -> RedisResult<Self> {
+    ) -> Result<Self, StoreError> {
         let certificates = || redis::TlsCertificates {
             client_tls: None,
             root_cert: Some(root_certificate.to_vec()),
@@ -185,7 +197,9 @@ impl RedisConnection {
                     .collect::<RedisResult<_>>()?;
                 Ok(connection)
             }
-            None => Self::single(redis::Client::build_with_tls(address, certificates())?).await,
+            None => {
+                Ok(Self::single(redis::Client::build_with_tls(address, certificates())?).await?)
+            }
         }
     }
 
