@@ -68,7 +68,7 @@ struct ReplayArgs {
     /// Where to POST them, such as http://localhost:3000/webhooks
     /// (loopback and private addresses allowed: it is your app).
     #[arg(long, value_parser = crate::listen::forward_url)]
-    to: String,
+    url: String,
     #[command(flatten)]
     scheme: crate::SchemeArgs,
     #[command(flatten)]
@@ -239,7 +239,7 @@ fn death(dead: Option<&hooklatch::dedup::DeadLetter>) -> (&str, String) {
     (if reason.is_empty() { "-" } else { reason }, died)
 }
 
-/// `inbox replay`: the chosen dead letters POSTed once each to `--to`,
+/// `inbox replay`: the chosen dead letters POSTed once each to `--url`,
 /// signed again; exit 1 if one was not answered 2xx, or `--id` names none.
 async fn replay_dead(
     store: &AnyInbox,
@@ -293,7 +293,7 @@ async fn replay_dead(
         .build()?;
     let mut failed = 0;
     for entry in chosen {
-        let outcome = replay_one(&transport, &args.to, signer, entry).await;
+        let outcome = replay_one(&transport, &args.url, signer, entry).await;
         if json {
             let line = match &outcome {
                 Ok(status) => {

@@ -10,6 +10,7 @@ mod outbox;
 mod request;
 mod send;
 mod serve;
+mod trigger;
 
 use std::io::Read as _;
 use std::process::ExitCode;
@@ -50,6 +51,10 @@ enum Command {
     /// latest attempts; replay, enable and disable. Exit 1 when the store
     /// fails, 2 on usage errors.
     Outbox(outbox::OutboxArgs),
+    /// Send a realistic event of a provider (Stripe, GitHub, Shopify, Slack,
+    /// Standard Webhooks), signed in its scheme with your secret, to your
+    /// app once. Exit 0 on a 2xx answer, 1 otherwise, 2 on usage errors.
+    Trigger(trigger::TriggerArgs),
     /// Serve the ops console: counts and dead letters per namespace, with
     /// requeueing, and with --outbox the outbox's endpoints, behind a
     /// token.
@@ -568,6 +573,7 @@ fn main() -> ExitCode {
         Command::Inbox(args) => inbox::inbox(args),
         Command::Outbox(args) => outbox::outbox(args),
         Command::Console(args) => console::console(args),
+        Command::Trigger(args) => trigger::trigger(args),
     };
     outcome.unwrap_or_else(|UsageError(message)| {
         eprintln!("hooklatch: {message}");

@@ -363,7 +363,7 @@ async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
     let (code, out, _) = run_beside(
         &spec,
         &namespace,
-        &["replay", "--id", "evt_b", "--to", &url, "--secret", SECRET],
+        &["replay", "--id", "evt_b", "--url", &url, "--secret", SECRET],
     )
     .await;
     assert_eq!((code, out.as_str()), (0, "evt_b replayed: 202\n"));
@@ -379,7 +379,7 @@ async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
         &spec,
         &namespace,
         &[
-            "replay", "--all", "--to", &url, "--secret", SECRET, "--json",
+            "replay", "--all", "--url", &url, "--secret", SECRET, "--json",
         ],
     )
     .await;
@@ -411,7 +411,7 @@ async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
     let (code, out, _) = run_beside(
         &spec,
         &namespace,
-        &["replay", "--id", "evt_a", "--to", &fail, "--secret", SECRET],
+        &["replay", "--id", "evt_a", "--url", &fail, "--secret", SECRET],
     )
     .await;
     assert_eq!(
@@ -421,7 +421,7 @@ async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
     let (code, _, err) = run_beside(
         &spec,
         &namespace,
-        &["replay", "--id", "evt_c", "--to", &url, "--secret", SECRET],
+        &["replay", "--id", "evt_c", "--url", &url, "--secret", SECRET],
     )
     .await;
     assert_eq!(code, 1, "evt_c waits, it is no dead letter");
@@ -429,7 +429,7 @@ async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
     let (code, _, err) = run_beside(
         &spec,
         &namespace,
-        &["replay", "--all", "--to", &url, "--secret", "whsec_???"],
+        &["replay", "--all", "--url", &url, "--secret", "whsec_???"],
     )
     .await;
     assert_eq!(code, 2, "{err}");
@@ -439,7 +439,7 @@ async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
         &[
             "replay",
             "--all",
-            "--to",
+            "--url",
             "localhost:3000",
             "--secret",
             SECRET,

@@ -312,6 +312,8 @@ type Seen = (Instant, SystemTime, Vec<(String, String)>);
 struct Script {
     answers: Arc<Mutex<Vec<Response>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// The body of each request seen, in order.
+    bodies: Arc<Mutex<Vec<Vec<u8>>>>,
     elsewhere: Arc<Mutex<usize>>,
 }
 
@@ -320,6 +322,7 @@ impl Script {
         Self {
             answers: Arc::new(Mutex::new(answers.into_iter().rev().collect())),
             seen: Arc::default(),
+            bodies: Arc::default(),
             elsewhere: Arc::default(),
         }
     }
@@ -345,6 +348,10 @@ async fn scripted(State(script): State<Script>, request: Request) -> Response {
         .iter()
         .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
         .collect();
+    let body = axum::body::to_bytes(request.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    script.bodies.lock().unwrap().push(body.to_vec());
     script
         .seen
         .lock()
@@ -1194,4 +1201,121 @@ async fn send_through_an_outbox_records_every_attempt_where_outbox_shows_them() 
     assert_eq!(script.seen.lock().unwrap().len(), 2, "nothing sent again");
     let no_endpoint = send(&[]).await;
     assert_eq!(no_endpoint.status.code(), Some(2));
+}
+
+/// `trigger` sends every listed event of every provider, signed in the
+/// provider's scheme so that the library's verifier for that scheme
+/// accepts it, with the event's type where the provider puts it (GitHub's
+/// and Shopify's headers, the body's `type` otherwise), and a fresh event
+/// each time: the same trigger twice makes two claim keys. `--list` needs
+/// no secret; an unknown event is a usage error naming the known ones.
+#[tokio::test]
+async fn trigger_sends_each_listed_event_signed_so_the_providers_scheme_verifies_it() {
+    let list = tokio::process::Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args(["trigger", "--list"])
+        .env_remove("HOOKLATCH_SECRET")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list.stderr));
+    let events: Vec<(String, String)> = text(&list.stdout)
+        .lines()
+        .map(|line| {
+            let mut words = line.split_whitespace();
+            let provider = words.next().unwrap().to_owned();
+            let event = words.next().unwrap().to_owned();
+            assert!(line.contains("(shaped after https://"), "{line}");
+            (provider, event)
+        })
+        .collect();
+    assert!(events.len() >= 10, "{events:?}");
+
+    let script = Script::new(Vec::new());
+    let url = script.serve().await;
+    let secret_of = |provider: &str| match provider {
+        "stripe" | "standard" => SECRET,
+        _ => "a-shared-secret-of-the-provider",
+    };
+    let scheme_of = |provider: &str| match provider {
+        "stripe" => Scheme::stripe(),
+        "github" => Scheme::github(),
+        "shopify" => Scheme::shopify(),
+        "slack" => Scheme::slack(),
+        _ => Scheme::standard_webhooks(),
+    };
+    for (provider, event) in &events {
+        let mut keys = Vec::new();
+        for _ in 0..2 {
+            let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+                .args(["trigger", provider, event, "--url", &url, "--secret"])
+                .arg(secret_of(provider))
+                .output()
+                .await
+                .unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "{provider} {event}: {}{}",
+                text(&output.stdout),
+                text(&output.stderr)
+            );
+            let (_, _, headers) = script.seen.lock().unwrap().last().unwrap().clone();
+            let body = script.bodies.lock().unwrap().last().unwrap().clone();
+            let verifier = Verifier::builder(scheme_of(provider))
+                .with_secret(secret_of(provider))
+                .unwrap()
+                .build()
+                .unwrap();
+            let verified = verifier
+                .verify(&headers, &body)
+                .unwrap_or_else(|error| panic!("{provider} {event}: {error}"));
+            keys.push(
+                hooklatch::verify::EventKey::default()
+                    .key(&verifier, &verified)
+                    .unwrap(),
+            );
+            let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let header = |name: &str| {
+                headers
+                    .iter()
+                    .find(|(kept, _)| kept == name)
+                    .map(|(_, value)| value.clone())
+            };
+            let kind = match provider.as_str() {
+                "github" => header("x-github-event"),
+                "shopify" => header("x-shopify-topic"),
+                "slack" => json["event"]["type"].as_str().map(str::to_owned),
+                _ => json["type"].as_str().map(str::to_owned),
+            };
+            let expected = match provider.as_str() {
+                "github" => event.split('.').next().unwrap(),
+                _ => event.as_str(),
+            };
+            assert_eq!(kind.as_deref(), Some(expected), "{provider} {event}");
+        }
+        assert_ne!(
+            keys[0], keys[1],
+            "{provider} {event}: a new event each time"
+        );
+    }
+
+    let unknown = tokio::process::Command::new(env!("CARGO_BIN_EXE_hooklatch"))
+        .args([
+            "trigger",
+            "stripe",
+            "charge.teleported",
+            "--url",
+            &url,
+            "--secret",
+            SECRET,
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        text(&unknown.stderr).contains("payment_intent.succeeded"),
+        "{}",
+        text(&unknown.stderr)
+    );
 }
