@@ -143,7 +143,8 @@ struct VerifyArgs {
     /// for standard input: its request line, headers, a blank line and the
     /// body, instead of -H and --body-file. A `Content-Length` cuts the body
     /// there (an editor's trailing newline is dropped); a chunked body is
-    /// joined.
+    /// joined. Or a curl command: its -H headers and its body (--data-raw,
+    /// --data-binary @file, -d, --json).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["headers", "body_file"])]
     request: Option<String>,
     /// Check the timestamp against this time (seconds since the Unix epoch)

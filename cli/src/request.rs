@@ -1,5 +1,6 @@
-//! `verify --request`: a raw HTTP/1.1 request, as captured, split into
-//! the headers and the body a receiver would have seen.
+//! `verify --request`: a raw HTTP/1.1 request, as captured, or a curl
+//! command that sends one, split into the headers and the body a receiver
+//! would have seen.
 
 /// A captured request's headers (in order, names as written) and body.
 pub(crate) type Captured = (Vec<(String, String)>, Vec<u8>);
@@ -9,6 +10,12 @@ pub(crate) type Captured = (Vec<(String, String)>, Vec<u8>);
 /// may end in CRLF or LF. A `Content-Length` cuts the body there; a
 /// chunked body is joined.
 pub(crate) fn parse(raw: &[u8]) -> Result<Captured, String> {
+    if let Some(command) = std::str::from_utf8(raw)
+        .ok()
+        .filter(|text| text.trim_start().starts_with("curl "))
+    {
+        return parse_curl(command);
+    }
     // A capture may begin with an empty line (a paste, `nc`'s output).
     let start = raw
         .iter()
@@ -115,6 +122,114 @@ fn join_chunks(mut rest: &[u8]) -> Result<Vec<u8>, String> {
             .strip_prefix(b"\r\n")
             .or_else(|| rest.strip_prefix(b"\n"))
             .ok_or("a chunk does not end where its size says")?;
+    }
+}
+
+/// curl's options that take a value and say nothing of the request's
+/// headers or body (their values are skipped).
+const CURL_VALUED: &[&str] = &[
+    "-o",
+    "--output",
+    "-u",
+    "--user",
+    "-A",
+    "--user-agent",
+    "-e",
+    "--referer",
+    "-b",
+    "--cookie",
+    "-c",
+    "--cookie-jar",
+    "-m",
+    "--max-time",
+    "--connect-timeout",
+    "-x",
+    "--proxy",
+    "--resolve",
+    "--connect-to",
+    "--cacert",
+    "--cert",
+    "--key",
+    "-w",
+    "--write-out",
+    "--retry",
+    "--retry-delay",
+    "--retry-max-time",
+    "-X",
+    "--request",
+    "--url",
+    "-K",
+    "--config",
+    "--limit-rate",
+    "--max-filesize",
+    "--interface",
+];
+
+/// The headers (`-H`) and body (`-d`, `--data-raw`, `--data-binary`,
+/// `--json`, `@file` read from this folder) of a curl command, split as a
+/// POSIX shell splits it.
+fn parse_curl(command: &str) -> Result<Captured, String> {
+    let words = shlex::split(command)
+        .ok_or("the curl command does not split as a shell would (a quote left open?)")?;
+    let mut headers = Vec::new();
+    let mut data: Vec<Vec<u8>> = Vec::new();
+    let mut words = words.into_iter().skip(1);
+    while let Some(word) = words.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (word.clone(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| words.next())
+                .ok_or_else(|| format!("curl's {flag} has no value"))
+        };
+        match flag.as_str() {
+            "-H" | "--header" => {
+                let line = value()?;
+                let (name, text) = line
+                    .split_once(':')
+                    .filter(|(name, _)| !name.is_empty() && !name.contains(char::is_whitespace))
+                    .ok_or_else(|| format!("`{line}` is not a header (`name: value`)"))?;
+                headers.push((name.to_owned(), text.trim().to_owned()));
+            }
+            "-d" | "--data" | "--data-ascii" => {
+                let value = value()?;
+                let mut body = data_of(&value)?;
+                // curl drops the line ends of a file given to these.
+                if value.starts_with('@') {
+                    body.retain(|byte| !matches!(byte, b'\r' | b'\n'));
+                }
+                data.push(body);
+            }
+            "--data-binary" | "--json" => data.push(data_of(&value()?)?),
+            "--data-raw" => data.push(value()?.into_bytes()),
+            "-F" | "--form" | "-T" | "--upload-file" | "--data-urlencode" => {
+                return Err(format!(
+                    "curl's {flag} builds a body this cannot rebuild exactly: capture the request \
+                     itself (`nc -l 8080 > request.txt`, then point the sender there)"
+                ));
+            }
+            flag if CURL_VALUED.contains(&flag) => {
+                value()?;
+            }
+            _ => {}
+        }
+    }
+    // Several data options are joined with `&`, as curl sends them.
+    Ok((headers, data.join(&b'&')))
+}
+
+/// A data option's bytes: `@path` is that file's (`-` standard input is
+/// not read here), else the text itself.
+fn data_of(value: &str) -> Result<Vec<u8>, String> {
+    match value.strip_prefix('@') {
+        Some("-") => Err("the curl command reads its body from standard input: save it to a file and write @file".into()),
+        Some(path) => std::fs::read(path).map_err(|error| format!("cannot read the body file {path}: {error}")),
+        None => Ok(value.as_bytes().to_vec()),
     }
 }
 

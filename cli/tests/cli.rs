@@ -1,7 +1,7 @@
 //! Runs the `hooklatch` binary as a user would.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -706,5 +706,78 @@ fn verify_reads_a_captured_request() {
     assert!(
         error.contains("--request") && error.contains("no blank line"),
         "{error}"
+    );
+}
+
+/// `verify --request` also reads a curl command (as `sign --curl` prints
+/// it, or as pasted from a provider's docs or a terminal): split as a
+/// POSIX shell splits it (quotes, backslash-newline continuations), its
+/// `-H` headers and its body (`--data-raw` text, `--data-binary @file`,
+/// `-d`) are the request. A command that does not split is a usage error.
+#[test]
+fn verify_reads_a_curl_command_as_the_request_it_sends() {
+    let json = br#"{"it's": "quoted", "n": 1}"#;
+    let path = body_file("curl request's body.json", json);
+    let verify = |request: &Path, stdin: Option<&[u8]>| {
+        hooklatch(
+            &[
+                "verify",
+                "--secret",
+                SECRET,
+                "--request",
+                request.to_str().unwrap(),
+            ],
+            stdin,
+        )
+    };
+    for (body_arg, stdin) in [(path.to_str().unwrap(), None), ("-", Some(&json[..]))] {
+        let command = stdout(&hooklatch(
+            &[
+                "sign",
+                "--secret",
+                SECRET,
+                "--id",
+                "msg_curl",
+                "--body-file",
+                body_arg,
+                "--curl",
+                "http://127.0.0.1:9/hooks?a=1&b='x'",
+            ],
+            stdin,
+        ));
+        let saved = body_file("signed-curl.sh", command.as_bytes());
+        let output = verify(&saved, None);
+        assert_eq!(output.status.code(), Some(0), "{command}\n{output:?}");
+        assert!(stdout(&output).starts_with("ok id=msg_curl"), "{output:?}");
+    }
+
+    // Typed by hand: double quotes, a continuation, `-d` with the body.
+    let signed = stdout(&hooklatch(
+        &[
+            "sign",
+            "--secret",
+            SECRET,
+            "--id",
+            "msg_typed",
+            "--body-file",
+            body_file("typed.json", BODY.as_bytes()).to_str().unwrap(),
+        ],
+        None,
+    ));
+    let mut typed = String::from("curl -X POST https://example.com/webhooks \\\n");
+    for line in signed.lines() {
+        typed.push_str(&format!("  -H \"{line}\" \\\n"));
+    }
+    typed.push_str(&format!("  -d '{BODY}'\n"));
+    let output = verify(&body_file("typed-curl.sh", typed.as_bytes()), None);
+    assert_eq!(output.status.code(), Some(0), "{typed}\n{output:?}");
+    assert!(stdout(&output).starts_with("ok id=msg_typed"));
+
+    let open = body_file("open-quote.sh", b"curl -H 'webhook-id: msg_1 -d '{}'\n");
+    let output = verify(&open, None);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("does not split"),
+        "{output:?}"
     );
 }

@@ -411,7 +411,9 @@ async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
     let (code, out, _) = run_beside(
         &spec,
         &namespace,
-        &["replay", "--id", "evt_a", "--url", &fail, "--secret", SECRET],
+        &[
+            "replay", "--id", "evt_a", "--url", &fail, "--secret", SECRET,
+        ],
     )
     .await;
     assert_eq!(
