@@ -434,6 +434,41 @@ fn explain_finds_the_url_square_or_twilio_signed() {
     }
 }
 
+/// Twilio adds `bodySHA256=<the body's SHA-256>` to the URL of a JSON
+/// request and signs that URL; given as the signed URL (copied from the
+/// request), it is counted twice, and `--explain` says to drop it.
+#[test]
+fn explain_finds_a_twilio_url_that_already_carries_body_sha256() {
+    use sha2::Digest as _;
+    let configured = "https://example.com/hooks/status?account=7";
+    let body: &[u8] = br#"{"CallSid":"CA123","CallStatus":"completed"}"#;
+    let headers = sign(
+        &signer(Scheme::twilio(configured).unwrap(), "s3cret"),
+        AT,
+        body,
+    );
+    let digest: String = sha2::Sha256::digest(body)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let copied = format!("{configured}&bodySHA256={digest}");
+    let run = verify_with(
+        &["--scheme", "twilio", "--signed-url", &copied],
+        "s3cret",
+        &headers,
+        body,
+        true,
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!(
+            "would match: --signed-url {configured} (the URL given carries the `bodySHA256=`"
+        )),
+        "{}",
+        run.stdout
+    );
+}
+
 /// A Discord key given in any form but the developer portal's hex is a
 /// usage error that says which key to copy.
 #[test]
