@@ -130,6 +130,16 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
              is the raw request body",
             search.tried.join(", ")
         ));
+        if keys_in_alphabetical_order(rejected.body) {
+            notes.push(
+                "body: its JSON keys are in alphabetical order at every level, as a JSON \
+                 library writes them that sorts keys (serde_json's Value, Python's \
+                 sort_keys=True, a Go map): if the body was parsed and written again, the \
+                 sender's order is lost and cannot be rebuilt; verify the raw request body, \
+                 before parsing it"
+                    .to_owned(),
+            );
+        }
     }
     notes.extend(
         search
@@ -614,6 +624,35 @@ fn json_candidates(body: &[u8]) -> Candidates {
         )
     };
     changed.map(|(json, how)| (json, finding(how))).collect()
+}
+
+/// Whether `body` is JSON whose objects' keys are all in alphabetical
+/// order, with enough keys (three, two in one object) that a sender's own
+/// order would rarely be that by chance.
+fn keys_in_alphabetical_order(body: &[u8]) -> bool {
+    fn count(value: &serde_json::Value, keys: &mut usize, widest: &mut usize) {
+        match value {
+            serde_json::Value::Object(map) => {
+                *keys += map.len();
+                *widest = (*widest).max(map.len());
+                map.values().for_each(|value| count(value, keys, widest));
+            }
+            serde_json::Value::Array(items) => {
+                items.iter().for_each(|value| count(value, keys, widest))
+            }
+            _ => {}
+        }
+    }
+    let Some(as_sent) = reformat(body, CompactFormatter) else {
+        return false;
+    };
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return false;
+    };
+    let (mut keys, mut widest) = (0, 0);
+    count(&value, &mut keys, &mut widest);
+    value.sort_all_objects();
+    keys >= 3 && widest >= 2 && serde_json::to_vec(&value).is_ok_and(|sorted| sorted == as_sent)
 }
 
 /// The JSON document `body` written again by `formatter`, keys in their

@@ -434,6 +434,32 @@ fn explain_finds_the_url_square_or_twilio_signed() {
     }
 }
 
+/// A JSON body parsed and written again with its keys sorted cannot be
+/// put back in the sender's order: `--explain` says so, where it finds
+/// no match, and says nothing of key order for a body in the sender's
+/// own order.
+#[test]
+fn explain_says_sorted_json_keys_cannot_be_put_back_in_order() {
+    let sent: &[u8] =
+        br#"{"type":"invoice.paid","id":"evt_1","data":{"total":3,"currency":"eur"}}"#;
+    let sorted: &[u8] =
+        br#"{"data":{"currency":"eur","total":3},"id":"evt_1","type":"invoice.paid"}"#;
+    let headers = sign(&signer(Scheme::standard_webhooks(), SECRET), AT, sent);
+    let run = verify("standard", SECRET, &headers, sorted, true);
+    assert_eq!(run.code, Some(1));
+    assert!(run.stdout.contains("no match: "), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("body: its JSON keys are in alphabetical order at every level"),
+        "{}",
+        run.stdout
+    );
+    let other_secret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    let run = verify("standard", other_secret, &headers, sent, true);
+    assert_eq!(run.code, Some(1));
+    assert!(!run.stdout.contains("alphabetical"), "{}", run.stdout);
+}
+
 /// Twilio adds `bodySHA256=<the body's SHA-256>` to the URL of a JSON
 /// request and signs that URL; given as the signed URL (copied from the
 /// request), it is counted twice, and `--explain` says to drop it.
