@@ -523,21 +523,25 @@ fn print_against_hand_rolled(rows: &[Row], per_round: usize) {
             .chunks(per_round)
             .map(|round| (&round[at], &round[at + 1]))
             .collect();
-        let mut ratios: Vec<f64> = pairs
+        let ratios: Vec<f64> = pairs
             .iter()
             .map(|(ours, theirs)| ours.load.per_second / theirs.load.per_second)
             .collect();
         let each: Vec<String> = ratios.iter().map(|ratio| format!("{ratio:.2}x")).collect();
-        ratios.sort_by(f64::total_cmp);
         let median = |mut values: Vec<f64>| {
             values.sort_by(f64::total_cmp);
-            values[values.len() / 2]
+            let middle = values.len() / 2;
+            if values.len().is_multiple_of(2) {
+                (values[middle - 1] + values[middle]) / 2.0
+            } else {
+                values[middle]
+            }
         };
         println!(
             "| {} | {} | {:.2}x | {:.1} / {:.1} |",
             pairs[0].0.target,
             each.join(", "),
-            ratios[ratios.len() / 2],
+            median(ratios),
             median(
                 pairs
                     .iter()

@@ -274,7 +274,17 @@ async fn replay_dead(
             (None, None) => true,
         })
         .collect();
+    // The store hands the oldest first: a full page may leave later ones.
+    let more = dead.len() >= args.limit;
     if chosen.is_empty() {
+        if more {
+            eprintln!(
+                "hooklatch: none of the oldest {} dead letters in namespace {namespace} is one to \
+                 replay, and there are more: raise --limit",
+                args.limit
+            );
+            return Ok(ExitCode::FAILURE);
+        }
         if let Some(id) = &args.id {
             eprintln!(
                 "hooklatch: no dead letter {id} among the oldest {} in namespace {namespace}: \
@@ -287,6 +297,12 @@ async fn replay_dead(
             println!("no dead letters to replay in namespace {namespace}");
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    if more && args.id.is_none() {
+        eprintln!(
+            "hooklatch: only the oldest {} dead letters were read: raise --limit for the rest",
+            args.limit
+        );
     }
     let transport = HttpTransport::builder(crate::listen::forward_policy())
         .with_attempt_timeout(args.timeout)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use hooklatch::sender::guard::{Forbidden, IpNet, check_address, check_url};
-use hooklatch::sender::outbox::DeliveryState;
+use hooklatch::sender::outbox::{DeliveryState, DisableReason};
 use hooklatch::sender::rules::{Attempt, Final, Jitter, Schedule, WaitReason};
 use hooklatch::sender::{
     AddressPolicy, AnyOutbox, DispatchError, Dispatcher, Endpoint, HttpTransport, Policy,
@@ -59,7 +59,9 @@ pub(crate) struct SendArgs {
     /// Keep the delivery in this outbox (`sqlite:PATH`, `postgres://…`,
     /// `redis://…`) and deliver it from there, as a dispatcher does:
     /// `hooklatch outbox` and `console` then show it and its attempts.
-    /// The secret is not written to the store. Needs --endpoint.
+    /// The secret is not written to the store. While it runs, this command
+    /// is one of the store's dispatchers (it also sends what is due to the
+    /// endpoints saved there). Needs --endpoint.
     #[arg(long, value_name = "STORE", requires = "endpoint")]
     outbox: Option<String>,
     /// The endpoint's name in the outbox, such as `acme-orders`.
@@ -168,13 +170,46 @@ async fn through_outbox(
     let dispatcher = Dispatcher::new(store, transport).with_poll_interval(POLL);
     let schedule = policy.schedule();
     let (attempts, window) = (schedule.attempts(), schedule.window());
+    // Past this the delivery is left pending in the outbox: the schedule,
+    // each attempt's time limit, and a margin for the polling.
+    let deadline = tokio::time::Instant::now()
+        + window
+        + policy.attempt_timeout() * attempts
+        + Duration::from_secs(60);
     let failed = |error: DispatchError| {
         eprintln!("hooklatch: {error}");
         Ok(ExitCode::FAILURE)
     };
+    // A saved endpoint of that name is a service's: this command's route
+    // would replace it in this process.
+    if let Err(error) = dispatcher.refresh_endpoints().await {
+        return failed(error);
+    }
+    if dispatcher.endpoints().iter().any(|saved| saved == name) {
+        return Err(UsageError(format!(
+            "--endpoint {name}: the outbox has an endpoint saved under that name (a service's); \
+             give the CLI's sends a name of their own"
+        )));
+    }
     // Added, not saved: the secret stays out of the store.
     if let Err(error) = dispatcher.add_endpoint(name, url, signer, policy).await {
         return failed(error);
+    }
+    let disabled = |reason: DisableReason| {
+        let why = match reason {
+            DisableReason::Gone => "it answered 410 Gone".to_owned(),
+            DisableReason::NoSuccessFor(after) => format!("no success for {}", human(after)),
+            DisableReason::Manual => "an operator disabled it".to_owned(),
+            other => format!("{other:?}"),
+        };
+        eprintln!(
+            "hooklatch: endpoint {name} is disabled ({why}), so nothing is sent to it: \
+             `hooklatch outbox enable --endpoint {name}` sends its deliveries again"
+        );
+        Ok(ExitCode::FAILURE)
+    };
+    if let Ok(Some(reason)) = dispatcher.disabled(name) {
+        return disabled(reason);
     }
     match dispatcher.send(name, id, body).await {
         Ok(true) => {}
@@ -222,6 +257,20 @@ async fn through_outbox(
                 running.stop().await;
                 return failed(error);
             }
+        }
+        // Disabled while pending (no success for too long): it would wait
+        // for an enable.
+        if let Ok(Some(reason)) = dispatcher.disabled(name) {
+            running.stop().await;
+            return disabled(reason);
+        }
+        if tokio::time::Instant::now() > deadline {
+            running.stop().await;
+            eprintln!(
+                "hooklatch: delivery {id} is still pending past its schedule; it stays in the \
+                 outbox (`hooklatch outbox attempts --endpoint {name}`)"
+            );
+            return Ok(ExitCode::FAILURE);
         }
         tokio::time::sleep(POLL).await;
     };

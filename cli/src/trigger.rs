@@ -219,6 +219,8 @@ fn expand(fixture: &Fixture, event_id: &str, now: SystemTime) -> String {
     while let Some(start) = rest.find("{{") {
         body.push_str(&rest[..start]);
         let Some(end) = rest[start..].find("}}") else {
+            body.push_str(&rest[start..]);
+            rest = "";
             break;
         };
         let value = match &rest[start + 2..start + end] {
@@ -301,10 +303,14 @@ pub(crate) fn trigger(args: TriggerArgs) -> Result<ExitCode, UsageError> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let transport = HttpTransport::new(crate::listen::forward_policy())?;
-        println!(
-            "triggering {} {event} ({event_id}) to {url}",
-            provider.name()
-        );
+        // Slack's scheme carries no id: its event's is `event_id` in the body.
+        match provider {
+            Provider::Slack => println!("triggering slack {event} to {url}"),
+            _ => println!(
+                "triggering {} {event} ({event_id}) to {url}",
+                provider.name()
+            ),
+        }
         match transport.post(&url, &headers, body.as_bytes()).await {
             Ok(answer) if (200..300).contains(&answer.status) => {
                 println!("answered {}", answer.status);

@@ -450,5 +450,17 @@ async fn replay_sends_dead_letters_signed_again_and_keeps_them_dead() {
     .await;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("http://localhost:3000"), "{err}");
+    // `--limit 1` reads one of the two dead letters: an id not among it
+    // may be beyond the page, and is said to be, not said missing.
+    let (code, _, err) = run_beside(
+        &spec,
+        &namespace,
+        &[
+            "replay", "--id", "evt_zz", "--limit", "1", "--url", &url, "--secret", SECRET,
+        ],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(err.contains("raise --limit"), "{err}");
     assert!(seen.try_recv().is_err(), "nothing else reached the app");
 }

@@ -1201,6 +1201,83 @@ async fn send_through_an_outbox_records_every_attempt_where_outbox_shows_them() 
     assert_eq!(script.seen.lock().unwrap().len(), 2, "nothing sent again");
     let no_endpoint = send(&[]).await;
     assert_eq!(no_endpoint.status.code(), Some(2));
+
+    // An endpoint that answered 410 is disabled: a later send to it says
+    // so at once rather than wait for an enable.
+    let gone = Script::new(vec![StatusCode::GONE.into_response()]);
+    let gone_url = gone.serve().await;
+    let to_gone = |id: &'static str| {
+        let (url, store) = (gone_url.clone(), store.clone());
+        async move {
+            run_send(&[
+                "--url",
+                &url,
+                "--allow-private",
+                "--schedule",
+                "0,100ms",
+                "--id",
+                id,
+                "--outbox",
+                &store,
+                "--endpoint",
+                "gone-app",
+            ])
+            .await
+        }
+    };
+    let first = to_gone("msg_to_gone").await;
+    assert_eq!(first.status.code(), Some(1));
+    assert!(text(&first.stdout).contains("gone: the endpoint answered 410"));
+    let later = to_gone("msg_after_gone").await;
+    assert_eq!(later.status.code(), Some(1));
+    assert!(
+        text(&later.stderr).contains("endpoint gone-app is disabled (it answered 410 Gone)"),
+        "{}",
+        text(&later.stderr)
+    );
+    assert_eq!(
+        gone.seen.lock().unwrap().len(),
+        1,
+        "nothing sent to a disabled endpoint"
+    );
+
+    // A name saved in the outbox is a service's endpoint: refused.
+    let path = store.strip_prefix("sqlite:").unwrap();
+    let outbox = hooklatch::sender::SqliteOutbox::open(path).await.unwrap();
+    let dispatcher = hooklatch::sender::Dispatcher::new(
+        outbox,
+        hooklatch::sender::HttpTransport::new(hooklatch::sender::AddressPolicy::strict()).unwrap(),
+    );
+    dispatcher
+        .save_endpoint(
+            "billing",
+            &hooklatch::sender::EndpointConfig::new(
+                "https://example.com/hooks",
+                "standard",
+                [SECRET],
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let clash = run_send(&[
+        "--url",
+        &url,
+        "--allow-private",
+        "--id",
+        "msg_clash",
+        "--outbox",
+        &store,
+        "--endpoint",
+        "billing",
+    ])
+    .await;
+    assert_eq!(clash.status.code(), Some(2));
+    assert!(
+        text(&clash.stderr).contains("saved under that name"),
+        "{}",
+        text(&clash.stderr)
+    );
 }
 
 /// `trigger` sends every listed event of every provider, signed in the

@@ -173,10 +173,16 @@ impl InboxBackend for Postgres {
 /// wakes the workers of `namespace` once, so what was accepted before (or
 /// while a lost connection was opened again) is taken at once.
 async fn listen_for_accepts(pool: &PgPool, channel: &str, namespace: &str) {
-    let mut pause = std::time::Duration::from_millis(100);
+    const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+    let mut pause = FIRST_PAUSE;
     loop {
+        let started = tokio::time::Instant::now();
         let Err(error) = listen_once(pool, channel, namespace).await;
         tracing::warn!(%error, channel, "cannot listen for accepts; workers poll meanwhile");
+        // A listener that held for a while starts its pauses over.
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            pause = FIRST_PAUSE;
+        }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(std::time::Duration::from_secs(5));
     }
