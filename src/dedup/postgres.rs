@@ -203,8 +203,9 @@ async fn listen_once(
     let mut listening = false;
     loop {
         if !listening {
-            // No notice comes while not listening, so nothing is read. (The
-            // count's sender lives while this reads it: it cannot fail.)
+            // No notice comes while not listening, so nothing is read. The
+            // count ends only as its worker stops (and this with it):
+            // listening meanwhile costs nothing.
             let _ = idle.wait_for(|idle| *idle > 0).await;
             listener.listen(channel).await?;
             listening = true;
@@ -217,7 +218,7 @@ async fn listen_once(
             // what was accepted meanwhile sent no notice.
             None => super::wake::accepted(namespace),
         }
-        if *idle.borrow_and_update() == 0 {
+        if *idle.borrow_and_update() == 0 && idle.has_changed().is_ok() {
             listener.unlisten(channel).await?;
             listening = false;
         }

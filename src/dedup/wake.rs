@@ -131,8 +131,10 @@ impl Drop for Waiter {
                     .idle
                     .send_modify(|idle| *idle = idle.saturating_sub(1));
             }
-            // Kept while a listener reads its idle count.
-            if entry.workers == 0 && entry.idle.receiver_count() == 0 {
+            // A listener still reading the idle count is its worker's, and
+            // is stopped with it: it finds the count's sender gone and
+            // listens until then.
+            if entry.workers == 0 {
                 waiting.remove(&self.namespace);
             }
         }
