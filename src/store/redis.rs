@@ -31,7 +31,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 ///   a cluster, found from any of the nodes listed.
 ///
 /// ```no_run
-/// # async fn run() -> Result<(), redis::RedisError> {
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use hooklatch::RedisConnection;
 ///
 /// let single = RedisConnection::open("redis://127.0.0.1:6379/").await?;
