@@ -383,19 +383,59 @@ impl Drop for Example {
 /// How long the inbox took to empty after the load, or what it still held
 /// after 10 s.
 async fn drained<S: InboxQueue>(store: &S) -> Result<Duration, u64> {
+    emptied(|| async {
+        let stats = store.stats(NAMESPACE).await.expect("stats");
+        stats.waiting + stats.taken
+    })
+    .await
+}
+
+/// How long until `left` (what a store still holds) said 0, or what it
+/// said after 10 s.
+async fn emptied<F, Fut>(mut left: F) -> Result<Duration, u64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = u64>,
+{
     let started = Instant::now();
     loop {
-        let stats = store.stats(NAMESPACE).await.expect("stats");
-        let left = stats.waiting + stats.taken;
-        if left == 0 {
+        let now_left = left().await;
+        if now_left == 0 {
             return Ok(started.elapsed());
         }
         if started.elapsed() > Duration::from_secs(10) {
-            return Err(left);
+            return Err(now_left);
         }
         // Counting reads the whole inbox on the SQL stores: once a second,
         // so that the count does not slow the worker it watches.
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A database of its own named `name` on `server`, with the server's WAL
+/// warmed ([`warm_wal`]); its URL.
+async fn create_database(server: &support::Server, name: &str) -> String {
+    let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await
+        .expect("create database");
+    warm_wal(&admin).await;
+    let admin_url = server.url();
+    let (base, _) = admin_url.rsplit_once('/').expect("a database in the url");
+    format!("{base}/{name}")
+}
+
+/// Drops database `name`: a shared server keeps no round's database.
+async fn drop_database(server: &support::Server, name: &str) {
+    let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
+    if let Err(error) = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {name} WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await
+    {
+        eprintln!("could not drop {name}: {error}");
     }
 }
 
@@ -675,17 +715,7 @@ impl Bench {
             "postgres" => {
                 let server = support::postgres();
                 let database = format!("bench_{run}");
-                let url = runtime.block_on(async {
-                    let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
-                    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-                        .execute(&admin)
-                        .await
-                        .expect("create database");
-                    warm_wal(&admin).await;
-                    let admin_url = server.url();
-                    let (base, _) = admin_url.rsplit_once('/').expect("a database in the url");
-                    format!("{base}/{database}")
-                });
+                let url = runtime.block_on(create_database(&server, &database));
                 let example = Example::start(
                     &self.binary,
                     self.dir.path(),
@@ -698,19 +728,7 @@ impl Bench {
                     drained(&inbox).await
                 });
                 drop(example);
-                // A shared server keeps no round's database.
-                runtime.block_on(async {
-                    let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
-                    sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "DROP DATABASE {database} WITH (FORCE)"
-                    )))
-                    .execute(&admin)
-                    .await
-                    .unwrap_or_else(|error| {
-                        eprintln!("could not drop {database}: {error}");
-                        Default::default()
-                    });
-                });
+                runtime.block_on(drop_database(&server, &database));
                 ("Postgres", load, drained)
             }
             "redis" => {
@@ -759,15 +777,8 @@ impl Bench {
                 "postgres" => {
                     let server = support::postgres();
                     let name = format!("bench_{run}");
-                    let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
-                    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                        .execute(&admin)
-                        .await
-                        .expect("create database");
-                    warm_wal(&admin).await;
-                    let admin_url = server.url();
-                    let (base, _) = admin_url.rsplit_once('/').expect("a database in the url");
-                    let peer = hand_rolled::Store::postgres(&format!("{base}/{name}")).await;
+                    let url = create_database(&server, &name).await;
+                    let peer = hand_rolled::Store::postgres(&url).await;
                     database = Some((server, name));
                     peer
                 }
@@ -783,36 +794,14 @@ impl Bench {
         let tasks = runtime.block_on(hand_rolled::serve(peer.clone(), SECRET, port));
         wait_for_port(port);
         let load = self.load(port, &run);
-        let drained = runtime.block_on(async {
-            let started = Instant::now();
-            loop {
-                let left = peer.waiting().await;
-                if left == 0 {
-                    break Ok(started.elapsed());
-                }
-                if started.elapsed() > Duration::from_secs(10) {
-                    break Err(left);
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
+        let drained = runtime.block_on(emptied(|| peer.waiting()));
         for task in tasks {
             task.abort();
         }
         drop(peer);
         drop(kept_server);
         if let Some((server, name)) = database {
-            runtime.block_on(async {
-                let admin = sqlx::PgPool::connect(&server.url()).await.expect("pg");
-                if let Err(error) = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE {name} WITH (FORCE)"
-                )))
-                .execute(&admin)
-                .await
-                {
-                    eprintln!("could not drop {name}: {error}");
-                }
-            });
+            runtime.block_on(drop_database(&server, &name));
         }
         let target = match store {
             "sqlite" => "hand-rolled, SQLite",

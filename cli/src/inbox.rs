@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
 use hooklatch::dedup::{AnyInbox, DedupError, InboxEntry, InboxQueue};
-use hooklatch::sender::{HttpTransport, Transport};
+use hooklatch::sender::HttpTransport;
 use hooklatch::verify::Signer;
 
 use crate::UsageError;
@@ -309,7 +309,17 @@ async fn replay_dead(
         .build()?;
     let mut failed = 0;
     for entry in chosen {
-        let outcome = replay_one(&transport, &args.url, signer, entry).await;
+        // Signed now, with the headers the receiver kept (`traceparent`).
+        let outcome = crate::listen::post_signed(
+            &transport,
+            &args.url,
+            signer,
+            (&entry.id, SystemTime::now()),
+            &entry.body,
+            &entry.meta.headers,
+        )
+        .await
+        .map_err(|unsent| unsent.to_string());
         if json {
             let line = match &outcome {
                 Ok(status) => {
@@ -331,27 +341,4 @@ async fn replay_dead(
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// POSTs one dead letter, signed now, with the headers the receiver kept
-/// (`traceparent`, ...); the status of a 2xx answer, or why not.
-async fn replay_one(
-    transport: &HttpTransport,
-    url: &str,
-    signer: &Signer,
-    entry: &InboxEntry,
-) -> Result<u16, String> {
-    let signed = signer
-        .sign(&entry.id, SystemTime::now(), &entry.body)
-        .map_err(|error| format!("cannot sign it: {error}"))?;
-    let mut headers: Vec<(String, String)> = signed
-        .iter()
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
-        .collect();
-    headers.extend(entry.meta.headers.iter().cloned());
-    match transport.post(url, &headers, &entry.body).await {
-        Ok(answer) if (200..300).contains(&answer.status) => Ok(answer.status),
-        Ok(answer) => Err(format!("the app answered {}", answer.status)),
-        Err(error) => Err(format!("could not reach the app: {error}")),
-    }
 }

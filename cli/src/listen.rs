@@ -142,6 +142,51 @@ pub(crate) fn forward_url(text: &str) -> Result<String, String> {
     }
 }
 
+/// Why the app did not take an event [`post_signed`] sent.
+pub(crate) enum Unsent {
+    /// The event cannot be signed in the scheme (its id, say).
+    Unsignable(hooklatch::verify::VerifyError),
+    /// The app answered this status, not a 2xx.
+    Answered(u16),
+    /// The app could not be reached.
+    Unreachable(hooklatch::sender::transport::TransportError),
+}
+
+impl std::fmt::Display for Unsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unsignable(error) => write!(f, "cannot sign it: {error}"),
+            Self::Answered(status) => write!(f, "the app answered {status}"),
+            Self::Unreachable(error) => write!(f, "could not reach the app: {error}"),
+        }
+    }
+}
+
+/// POSTs `body` as event `id` to `url`, signed by `signer` at `at`, with
+/// `extra` headers after the signature's (those the receiver kept, a
+/// provider's own): what `listen --forward-to`, `inbox replay` and
+/// `trigger` send. The status of a 2xx answer, or why not.
+pub(crate) async fn post_signed(
+    transport: &HttpTransport,
+    url: &str,
+    signer: &Signer,
+    (id, at): (&str, SystemTime),
+    body: &[u8],
+    extra: &[(String, String)],
+) -> Result<u16, Unsent> {
+    let signed = signer.sign(id, at, body).map_err(Unsent::Unsignable)?;
+    let headers: Vec<(String, String)> = signed
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .chain(extra.iter().cloned())
+        .collect();
+    match transport.post(url, &headers, body).await {
+        Ok(answer) if (200..300).contains(&answer.status) => Ok(answer.status),
+        Ok(answer) => Err(Unsent::Answered(answer.status)),
+        Err(error) => Err(Unsent::Unreachable(error)),
+    }
+}
+
 /// What the handler did with an accepted event, for the printed line.
 #[derive(Clone, Default)]
 struct Verdict(Arc<Mutex<Option<(String, String)>>>);
@@ -362,25 +407,26 @@ fn forwarder(forward: Forward, signer: Signer, max_attempts: u32) -> impl Handle
             let id = event.id().to_owned();
             let attempt = event.attempt();
             let say = |text: &str| println!("{} {id} {text}", rfc3339(SystemTime::now()));
-            let signed = signer
-                .sign(&id, SystemTime::now(), event.body())
-                .map_err(|error| Failure::dead_letter(format!("cannot sign it again: {error}")))?;
-            let mut headers: Vec<(String, String)> = signed
-                .iter()
-                .map(|(name, value)| (name.to_owned(), value.to_owned()))
-                .collect();
-            headers.extend(event.meta().headers.iter().cloned());
-            let failure = match forward
-                .transport
-                .post(&forward.url, &headers, event.body())
-                .await
-            {
-                Ok(answer) if (200..300).contains(&answer.status) => {
-                    say(&format!("forwarded: {} (attempt {attempt})", answer.status));
+            let sent = post_signed(
+                &forward.transport,
+                &forward.url,
+                signer,
+                (&id, SystemTime::now()),
+                event.body(),
+                &event.meta().headers,
+            )
+            .await;
+            let failure = match sent {
+                Ok(status) => {
+                    say(&format!("forwarded: {status} (attempt {attempt})"));
                     return Ok(());
                 }
-                Ok(answer) => format!("the app answered {}", answer.status),
-                Err(error) => format!("could not reach the app: {error}"),
+                Err(Unsent::Unsignable(error)) => {
+                    return Err(Failure::dead_letter(format!(
+                        "cannot sign it again: {error}"
+                    )));
+                }
+                Err(unsent) => unsent.to_string(),
             };
             if attempt >= max_attempts {
                 say(&format!(

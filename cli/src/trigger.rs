@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, ValueEnum};
-use hooklatch::sender::{HttpTransport, Transport};
+use hooklatch::sender::HttpTransport;
 use hooklatch::verify::Scheme;
 
 use crate::UsageError;
@@ -280,19 +280,11 @@ pub(crate) fn trigger(args: TriggerArgs) -> Result<ExitCode, UsageError> {
     let now = SystemTime::now();
     let event_id = provider.event_id();
     let body = expand(fixture, &event_id, now);
-    let signed = signer
-        .sign(&event_id, now, body.as_bytes())
-        .map_err(|error| UsageError(format!("cannot sign the event: {error}")))?;
-    let mut headers: Vec<(String, String)> = signed
+    let mut headers: Vec<(String, String)> = fixture
+        .headers
         .iter()
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
         .collect();
-    headers.extend(
-        fixture
-            .headers
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned())),
-    );
     if provider == Provider::Shopify {
         headers.push((
             "x-shopify-triggered-at".into(),
@@ -311,19 +303,28 @@ pub(crate) fn trigger(args: TriggerArgs) -> Result<ExitCode, UsageError> {
                 provider.name()
             ),
         }
-        match transport.post(&url, &headers, body.as_bytes()).await {
-            Ok(answer) if (200..300).contains(&answer.status) => {
-                println!("answered {}", answer.status);
-                Ok(ExitCode::SUCCESS)
+        let sent = crate::listen::post_signed(
+            &transport,
+            &url,
+            &signer,
+            (&event_id, now),
+            body.as_bytes(),
+            &headers,
+        )
+        .await;
+        Ok(match sent {
+            Ok(status) => {
+                println!("answered {status}");
+                ExitCode::SUCCESS
             }
-            Ok(answer) => {
-                println!("answered {}: not accepted", answer.status);
-                Ok(ExitCode::FAILURE)
+            Err(crate::listen::Unsent::Answered(status)) => {
+                println!("answered {status}: not accepted");
+                ExitCode::FAILURE
             }
-            Err(error) => {
-                println!("could not reach the app: {error}");
-                Ok(ExitCode::FAILURE)
+            Err(unsent) => {
+                println!("{unsent}");
+                ExitCode::FAILURE
             }
-        }
+        })
     })
 }

@@ -763,48 +763,77 @@ async fn remote_event_is_handled(
     running.stop(Duration::from_secs(5)).await;
 }
 
+/// In the child of a Postgres wake-up test, accepts its event and says
+/// so (see [`accept_as_child`]).
+async fn accept_as_postgres_child() -> bool {
+    accept_as_child(|url| async move {
+        hooklatch::dedup::PostgresInbox::connect(&url)
+            .await
+            .unwrap()
+    })
+    .await
+}
+
+/// A Postgres inbox whose connections carry an application name of their
+/// own, to tell this test's connections from others on a shared server.
+struct NamedPostgres {
+    _server: super::support::Server,
+    /// The URL with the application name.
+    url: String,
+    app: String,
+    admin: sqlx::PgPool,
+    store: hooklatch::dedup::PostgresInbox,
+}
+
+impl NamedPostgres {
+    async fn new() -> Self {
+        let server = super::support::postgres();
+        let app = super::support::unique("wake");
+        let base = server.url();
+        let separator = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{separator}application_name={app}");
+        let store = hooklatch::dedup::PostgresInbox::connect(&url)
+            .await
+            .unwrap();
+        let admin = sqlx::PgPool::connect(&base).await.unwrap();
+        Self {
+            _server: server,
+            url,
+            app,
+            admin,
+            store,
+        }
+    }
+
+    /// The last statement of each of this inbox's idle connections (the
+    /// listener's is its `LISTEN` or `UNLISTEN`, a worker's its take).
+    async fn last_queries(&self) -> Vec<String> {
+        sqlx::query_scalar::<_, String>(
+            "SELECT query FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
+        )
+        .bind(&self.app)
+        .fetch_all(&self.admin)
+        .await
+        .unwrap()
+    }
+}
+
 /// An accept in another process wakes an idle worker on Postgres
 /// (`LISTEN`/`NOTIFY`): with the idle poll an hour, the worker has listened
 /// and found the inbox empty before another process accepts, and the
 /// handler runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
-    if accept_as_child(|url| async move {
-        hooklatch::dedup::PostgresInbox::connect(&url)
-            .await
-            .unwrap()
-    })
-    .await
-    {
+    if accept_as_postgres_child().await {
         return;
     }
-    let server = super::support::postgres();
+    let postgres = NamedPostgres::new().await;
     let namespace = super::support::unique("remote");
-    // Its own application name, to tell this test's connections from
-    // others on a shared server.
-    let app = super::support::unique("wake");
-    let base = server.url();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}application_name={app}");
-    let store = hooklatch::dedup::PostgresInbox::connect(&url)
-        .await
-        .unwrap();
-    let (running, handled) = worker_sending_ids(store, &namespace);
-
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    let last_queries = || async {
-        sqlx::query_scalar::<_, String>(
-            "SELECT query FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
-        )
-        .bind(&app)
-        .fetch_all(&admin)
-        .await
-        .unwrap()
-    };
+    let (running, handled) = worker_sending_ids(postgres.store.clone(), &namespace);
     wait_until(
         "the worker listens and has found the inbox empty",
         || async {
-            let queries = last_queries().await;
+            let queries = postgres.last_queries().await;
             queries.iter().any(|query| query.starts_with("LISTEN"))
                 && queries
                     .iter()
@@ -814,7 +843,7 @@ async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
     .await;
     accept_in_another_process(
         "an_accept_in_another_process_wakes_an_idle_postgres_worker",
-        &url,
+        &postgres.url,
         &namespace,
     )
     .await;
@@ -827,24 +856,12 @@ async fn an_accept_in_another_process_wakes_an_idle_postgres_worker() {
 /// accept in another process after a busy spell still wakes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_postgres_worker_stops_listening_and_listens_again_once_idle() {
-    if accept_as_child(|url| async move {
-        hooklatch::dedup::PostgresInbox::connect(&url)
-            .await
-            .unwrap()
-    })
-    .await
-    {
+    if accept_as_postgres_child().await {
         return;
     }
-    let server = super::support::postgres();
+    let postgres = NamedPostgres::new().await;
+    let store = postgres.store.clone();
     let namespace = super::support::unique("busy");
-    let app = super::support::unique("busy");
-    let base = server.url();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}application_name={app}");
-    let store = hooklatch::dedup::PostgresInbox::connect(&url)
-        .await
-        .unwrap();
     for id in ["evt_1", "evt_2", "evt_3"] {
         accept(&store, &namespace, id).await;
     }
@@ -866,23 +883,14 @@ async fn a_busy_postgres_worker_stops_listening_and_listens_again_once_idle() {
     .with_idle_poll(Duration::from_secs(3600))
     .start();
 
-    let admin = sqlx::PgPool::connect(&base).await.unwrap();
-    let last_queries = || async {
-        sqlx::query_scalar::<_, String>(
-            "SELECT query FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle'",
-        )
-        .bind(&app)
-        .fetch_all(&admin)
-        .await
-        .unwrap()
-    };
     for _ in 0..2 {
         started_rx.recv().await.unwrap();
     }
     // Its notice reaches the listener while the worker is busy.
     accept(&store, &namespace, "evt_4").await;
     wait_until("the busy worker stops listening", || async {
-        last_queries()
+        postgres
+            .last_queries()
             .await
             .iter()
             .any(|query| query.starts_with("UNLISTEN"))
@@ -897,7 +905,7 @@ async fn a_busy_postgres_worker_stops_listening_and_listens_again_once_idle() {
     wait_until(
         "the idle worker listens again and has found the inbox empty",
         || async {
-            let queries = last_queries().await;
+            let queries = postgres.last_queries().await;
             queries.iter().any(|query| query.starts_with("LISTEN"))
                 && !queries.iter().any(|query| query.starts_with("UNLISTEN"))
         },
@@ -905,7 +913,7 @@ async fn a_busy_postgres_worker_stops_listening_and_listens_again_once_idle() {
     .await;
     accept_in_another_process(
         "a_busy_postgres_worker_stops_listening_and_listens_again_once_idle",
-        &url,
+        &postgres.url,
         &namespace,
     )
     .await;
