@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use hooklatch::dedup::{
-    Acceptance, AnyInbox, Claim, DedupError, EventMeta, Inbox, InboxQueue, InboxStats,
-    IncomingEvent, LeaseStore, MemoryInbox, NackOutcome, PostgresInbox, RedisInbox, SqliteInbox,
-    StoreOptions,
+    Acceptance, AnyInbox, Claim, DedupError, EventMeta, EventStatus, GiveBack, Inbox, InboxQueue,
+    InboxStats, IncomingEvent, LeaseStore, MemoryInbox, NackOutcome, PostgresInbox, RedisInbox,
+    SqliteInbox, StoreOptions, Tail,
 };
 
 /// A store for one test, a namespace no other test uses, and whatever must
@@ -451,6 +451,120 @@ async fn stats_count_each_state_and_requeue_brings_dead_letters_back<B: Backend>
         f.store.accept(&event(&f.namespace, "a")).await.unwrap(),
         Acceptance::Duplicate
     );
+}
+
+/// `tail` returns each event accepted since its first call once, with its
+/// type and the state it is in when read: waiting, taken, retrying after a
+/// nack, dead, or done (acked); an event accepted before the first call
+/// never comes back, and `max` bounds each call without losing the rest.
+async fn a_tail_returns_each_accept_once_with_its_type_and_state_now<B: Backend>() {
+    let f = B::fixture(StoreOptions::default()).await;
+    let typed = |id: &'static str| (id, EventMeta::with_type(&format!("{id}.happened")));
+    let mut tail = Tail::new(&f.namespace);
+    let early = typed("early");
+    let _ = f
+        .store
+        .accept(&event(&f.namespace, early.0).with_meta(&early.1))
+        .await
+        .unwrap();
+    // The store's clock moves past the early accept before the tail starts.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        f.store.tail(&mut tail, 100).await.unwrap(),
+        [],
+        "a tail starts empty"
+    );
+    let _ = drain(&f.store, &f.namespace).await;
+
+    let events = ["acked", "nacked", "buried", "held"].map(typed);
+    for (id, meta) in &events {
+        let accepted = f
+            .store
+            .accept(&event(&f.namespace, id).with_meta(meta))
+            .await
+            .unwrap();
+        assert_eq!(accepted, Acceptance::Accepted);
+    }
+    let taken = f.store.take(&f.namespace, "w", 10).await.unwrap();
+    assert_eq!(taken.len(), 4);
+    let by_id = |id: &str| taken.iter().find(|entry| entry.id == id).unwrap();
+    f.store.ack(by_id("acked")).await.unwrap();
+    let _ = f
+        .store
+        .nack(by_id("nacked"), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let _ = f
+        .store
+        .give_back(by_id("buried"), GiveBack::DeadLetter, "no such customer")
+        .await
+        .unwrap();
+    let fresh = typed("fresh");
+    let _ = f
+        .store
+        .accept(&event(&f.namespace, fresh.0).with_meta(&fresh.1))
+        .await
+        .unwrap();
+
+    let mut seen = f.store.tail(&mut tail, 100).await.unwrap();
+    // In the order of the accepts' times, to the millisecond.
+    let order = ["acked", "nacked", "buried", "held", "fresh"];
+    seen.sort_by_key(|event| order.iter().position(|id| *id == event.id));
+    let states: Vec<(&str, EventStatus)> = seen
+        .iter()
+        .map(|event| (event.id.as_str(), event.status))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("acked", EventStatus::Done),
+            ("nacked", EventStatus::Retrying),
+            ("buried", EventStatus::Dead),
+            ("held", EventStatus::Taken),
+            ("fresh", EventStatus::Waiting),
+        ]
+    );
+    for event in &seen {
+        let expected = format!("{}.happened", event.id);
+        match event.status {
+            // A SQL store keeps only the claim of a handled event.
+            EventStatus::Done => assert!(
+                event.event_type.is_none() || event.event_type.as_deref() == Some(&expected)
+            ),
+            _ => assert_eq!(
+                event.event_type.as_deref(),
+                Some(expected.as_str()),
+                "{event:?}"
+            ),
+        }
+        assert!(
+            event
+                .accepted_at_millis
+                .is_some_and(|at| at > 1_700_000_000_000),
+            "{event:?}"
+        );
+        assert_eq!(event.namespace, f.namespace);
+    }
+    assert_eq!(
+        f.store.tail(&mut tail, 100).await.unwrap(),
+        [],
+        "each accept once"
+    );
+
+    for id in ["m1", "m2", "m3"] {
+        let _ = f.store.accept(&event(&f.namespace, id)).await.unwrap();
+    }
+    let first = f.store.tail(&mut tail, 2).await.unwrap();
+    let rest = f.store.tail(&mut tail, 2).await.unwrap();
+    assert_eq!((first.len(), rest.len()), (2, 1), "{first:?} {rest:?}");
+    let mut ids: Vec<String> = first
+        .into_iter()
+        .chain(rest)
+        .map(|event| event.id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["m1", "m2", "m3"]);
+    assert_eq!(f.store.tail(&mut tail, 2).await.unwrap(), []);
 }
 
 async fn crashed_worker_event_comes_back_and_acked_never_does<B: Backend>() {
@@ -1054,6 +1168,7 @@ macro_rules! for_every_store {
                 a_heartbeat_after_the_visibility_lapsed_is_refused,
                 ack_many_acks_what_it_holds_and_reports_the_rest_lost,
                 a_take_never_hands_out_one_event_twice,
+                a_tail_returns_each_accept_once_with_its_type_and_state_now,
             );
         )*
     };

@@ -115,7 +115,7 @@ fn preview(body: &[u8], max: usize) -> String {
 }
 
 pub(crate) fn inbox(args: InboxArgs) -> Result<ExitCode, UsageError> {
-    hooklatch::dedup::validate_namespace(&args.namespace)?;
+    crate::check_namespace(&args.namespace)?;
     // A secret that cannot sign is a usage error, said before the store is
     // opened.
     let signer = match &args.command {

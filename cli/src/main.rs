@@ -10,6 +10,7 @@ mod outbox;
 mod request;
 mod send;
 mod serve;
+mod tail;
 mod trigger;
 
 use std::io::Read as _;
@@ -47,6 +48,10 @@ enum Command {
     /// Look into an inbox: counts, dead letters, and requeueing them. Exit
     /// 1 when the store fails, 2 on usage errors.
     Inbox(inbox::InboxArgs),
+    /// Print events as your receiver accepts them into its store: time,
+    /// id, type, status now (waiting, taken, retrying, dead, done), tenant.
+    /// Exit 1 when the store cannot be read, 2 on usage errors.
+    Tail(tail::TailArgs),
     /// Look into an outbox: endpoints and their health, dead deliveries,
     /// latest attempts; replay, enable and disable. Exit 1 when the store
     /// fails, 2 on usage errors.
@@ -382,6 +387,23 @@ fn said_no_such_store(spec: &str) -> bool {
     true
 }
 
+/// `--namespace`: a receiver's namespace, or a tenant's in it
+/// (`hooks~acme`, as `tenant_namespace` joins them).
+fn check_namespace(namespace: &str) -> Result<(), UsageError> {
+    let parts = match namespace.split_once('~') {
+        Some((receiver, tenant)) => vec![receiver, tenant],
+        None => vec![namespace],
+    };
+    for part in parts {
+        hooklatch::dedup::validate_namespace(part).map_err(|error| {
+            UsageError(format!(
+                "--namespace {namespace}: {error} (a tenant's namespace is NAMESPACE~TENANT)"
+            ))
+        })?;
+    }
+    Ok(())
+}
+
 /// `2026-11-29T17:50:01.123Z`: a time in UTC, to the millisecond.
 fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
@@ -572,6 +594,7 @@ fn main() -> ExitCode {
         Command::Listen(args) => listen::listen(args),
         Command::Send(args) => send::send(args),
         Command::Inbox(args) => inbox::inbox(args),
+        Command::Tail(args) => tail::tail(args),
         Command::Outbox(args) => outbox::outbox(args),
         Command::Console(args) => console::console(args),
         Command::Trigger(args) => trigger::trigger(args),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{
     Acceptance, Answer, Claim, DedupError, GiveBack, Inbox, InboxEntry, InboxQueue, InboxStats,
-    IncomingEvent, Lease, LeaseStore, MemoryInbox, NackOutcome, StoreOptions,
+    IncomingEvent, Lease, LeaseStore, MemoryInbox, NackOutcome, StoreOptions, Tail, TailedEvent,
 };
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = Answer<T>> + Send + 'a>>;
@@ -204,6 +204,7 @@ trait ErasedStore: Send + Sync {
     fn dead_letters<'a>(&'a self, namespace: &'a str, max: usize) -> Boxed<'a, Vec<InboxEntry>>;
     fn stats<'a>(&'a self, namespace: &'a str) -> Boxed<'a, InboxStats>;
     fn requeue_dead<'a>(&'a self, namespace: &'a str, id: Option<&'a str>) -> Boxed<'a, u64>;
+    fn tail<'a>(&'a self, tail: &'a mut Tail, max: usize) -> Boxed<'a, Vec<TailedEvent>>;
     fn claim<'a>(
         &'a self,
         namespace: &'a str,
@@ -258,6 +259,9 @@ impl<S: InboxQueue + LeaseStore> ErasedStore for S {
     }
     fn requeue_dead<'a>(&'a self, namespace: &'a str, id: Option<&'a str>) -> Boxed<'a, u64> {
         Box::pin(InboxQueue::requeue_dead(self, namespace, id))
+    }
+    fn tail<'a>(&'a self, tail: &'a mut Tail, max: usize) -> Boxed<'a, Vec<TailedEvent>> {
+        Box::pin(InboxQueue::tail(self, tail, max))
     }
     fn claim<'a>(
         &'a self,
@@ -328,6 +332,10 @@ impl InboxQueue for AnyInbox {
 
     async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Answer<u64> {
         self.store.requeue_dead(namespace, id).await
+    }
+
+    async fn tail(&self, tail: &mut Tail, max: usize) -> Answer<Vec<TailedEvent>> {
+        self.store.tail(tail, max).await
     }
 }
 

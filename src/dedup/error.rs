@@ -86,6 +86,9 @@ pub enum DedupError {
         /// Replicas asked for.
         wanted: u32,
     },
+    /// A store of your own does not implement an optional method (named).
+    #[error("this store cannot {0}")]
+    Unsupported(&'static str),
     /// An [`ack_many`](super::InboxQueue::ack_many) whose deliveries span
     /// several Redis shards, some of which answered while the others
     /// failed: `acked[i]` is what the store answered for delivery `i`

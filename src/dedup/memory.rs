@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::tail::{EventStatus, Position, Tail, TailedEvent};
 use super::{
     Acceptance, Answer, Claim, DeadLetter, DedupError, EventMeta, GiveBack, Inbox, InboxEntry,
     InboxQueue, InboxStats, IncomingEvent, LAST_ATTEMPT_TIMED_OUT, Lease, LeaseStore, NackOutcome,
@@ -25,11 +26,15 @@ struct State {
     claims: HashMap<(String, String), ClaimEntry>,
     inbox: HashMap<String, BTreeMap<u64, Row>>,
     next_entry: u64,
+    /// Numbers each claim in the order made, for [`InboxQueue::tail`].
+    claims_made: u64,
 }
 
 #[derive(Debug)]
 struct ClaimEntry {
     claimed_at: i64,
+    /// Its place in the order claims were made.
+    number: u64,
     /// `Some` while a lease holds the claim; `None` once done.
     lease: Option<Hold>,
 }
@@ -155,10 +160,13 @@ impl Inbox for MemoryInbox {
         {
             return Ok(Acceptance::Duplicate);
         }
+        state.claims_made += 1;
+        let number = state.claims_made;
         state.claims.insert(
             key,
             ClaimEntry {
                 claimed_at: now,
+                number,
                 lease: None,
             },
         );
@@ -321,6 +329,53 @@ impl InboxQueue for MemoryInbox {
         Ok(stats)
     }
 
+    /// Reads every claim and the namespace's inbox each call: a store for
+    /// tests and single processes.
+    async fn tail(&self, tail: &mut Tail, max: usize) -> Answer<Vec<TailedEvent>> {
+        check_namespace(&tail.namespace)?;
+        let now = self.options.now_millis();
+        let state = self.lock();
+        let after = match tail.position {
+            Position::Counted(after) => after,
+            _ => {
+                tail.position = Position::Counted(state.claims_made);
+                return Ok(Vec::new());
+            }
+        };
+        let mut claims: Vec<_> = state
+            .claims
+            .iter()
+            .filter(|((namespace, _), claim)| *namespace == tail.namespace && claim.number > after)
+            .collect();
+        claims.sort_unstable_by_key(|(_, claim)| claim.number);
+        claims.truncate(max);
+        let rows = state.inbox.get(&tail.namespace);
+        let events = claims
+            .iter()
+            .map(|((namespace, id), claim)| {
+                let row = rows.and_then(|rows| rows.values().find(|row| row.id == *id));
+                let status = match (row, &claim.lease) {
+                    (Some(row), _) if row.dead => EventStatus::Dead,
+                    (Some(row), _) if row.taken.as_ref().is_some_and(|hold| hold.until > now) => {
+                        EventStatus::Taken
+                    }
+                    (Some(row), _) if row.attempts > 0 => EventStatus::Retrying,
+                    (Some(_), _) => EventStatus::Waiting,
+                    (None, Some(hold)) if hold.until > now => EventStatus::Taken,
+                    (None, _) => EventStatus::Done,
+                };
+                let mut event = TailedEvent::new(namespace, id, status);
+                event.event_type = row.and_then(|row| row.meta.event_type.clone());
+                event.accepted_at_millis = Some(claim.claimed_at);
+                event
+            })
+            .collect();
+        if let Some((_, last)) = claims.last() {
+            tail.position = Position::Counted(last.number);
+        }
+        Ok(events)
+    }
+
     async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Answer<u64> {
         check_namespace(namespace)?;
         let now = self.options.now_millis();
@@ -368,10 +423,13 @@ impl LeaseStore for MemoryInbox {
             }
         }
         let token = new_token();
+        state.claims_made += 1;
+        let number = state.claims_made;
         state.claims.insert(
             key,
             ClaimEntry {
                 claimed_at: now,
+                number,
                 lease: Some(Hold {
                     token: token.clone(),
                     until: now.saturating_add(millis(lease_for)),

@@ -71,6 +71,7 @@ mod redis;
 pub(crate) mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod tail;
 #[cfg(feature = "worker")]
 pub(crate) mod wake;
 
@@ -100,6 +101,7 @@ pub(crate) use redis::{check_eviction_policy, check_persistence};
 pub use sql::SqlInbox;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteInbox;
+pub use tail::{EventStatus, Tail, TailedEvent};
 
 /// The longest namespace accepted, in bytes.
 pub const MAX_NAMESPACE_LEN: usize = store::MAX_NAMESPACE_LEN;
@@ -632,6 +634,32 @@ pub trait InboxQueue: Inbox {
     /// nack), are taken by a worker, and are dead-lettered.
     fn stats(&self, namespace: &str)
     -> impl Future<Output = Result<InboxStats, DedupError>> + Send;
+
+    /// The events accepted into `tail`'s namespace since its last call
+    /// (up to `max`, in about the order they were accepted), each with
+    /// the state it is in now: what `hooklatch tail` prints. The first
+    /// call on a new [`Tail`] returns nothing and starts it where the
+    /// store is.
+    ///
+    /// SQLite and Postgres read the claims (an event's type is gone once
+    /// it is done); an accept whose commit came over 2 s after its
+    /// statement began is missed. Redis keeps a log of accepts, retries
+    /// and dead letters only while a tail reads it (each shard's log ends
+    /// 30 s after the last read, and keeps its last 10,000 or so entries).
+    /// A store of your own answers [`DedupError::Unsupported`] unless it
+    /// implements this.
+    fn tail(
+        &self,
+        tail: &mut Tail,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<TailedEvent>, DedupError>> + Send {
+        let _ = (tail, max);
+        async {
+            Err(DedupError::Unsupported(
+                "follow its accepts (`InboxQueue::tail`)",
+            ))
+        }
+    }
 
     /// Puts dead letters of `namespace` back in the inbox, ready now, with
     /// their attempts counted from zero: the one with event id `id`, or

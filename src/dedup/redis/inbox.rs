@@ -1,6 +1,7 @@
 //! [`Inbox`] on Redis: per shard, a stream read by one consumer group,
 //! with a delayed set for retries and a dead-letter stream.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -9,10 +10,11 @@ use redis::AsyncCommands as _;
 
 use super::RedisInbox;
 use super::scripts::{
-    ACCEPT, ACCEPT_SCRIPT, GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT,
+    ACCEPT, ACCEPT_SCRIPT, GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT, TAIL_SCRIPT,
 };
 use super::scripts::{ACK_MANY_SCRIPT, ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
 use super::shards::parse_receipt_entry;
+use crate::dedup::tail::{EventStatus, Position, Tail, TailedEvent};
 use crate::dedup::{
     Acceptance, DeadLetter, DedupError, EventMeta, GiveBack, Inbox, InboxEntry, InboxQueue,
     InboxStats, IncomingEvent, NackOutcome, Receipt, check_key, check_namespace, millis,
@@ -26,6 +28,7 @@ impl Inbox for RedisInbox {
         let claim = self.shards.claim_key(event.namespace, event.id);
         let inbox = self.shards.key(event.namespace, shard, "inbox");
         let idle = self.shards.idle_key(event.namespace, shard);
+        let [tailing, tail_log] = self.shards.tail_keys(event.namespace, shard);
         let channel = self.shards.accepted_channel(event.namespace);
         let retention = millis(self.options.retention()).to_string();
         let signed_at = event.signed_at.map(|t| t.to_string()).unwrap_or_default();
@@ -38,7 +41,7 @@ impl Inbox for RedisInbox {
         let accepted: i64 = self
             .run_script(
                 (&ACCEPT_SCRIPT, ACCEPT),
-                &[&claim, &inbox, &idle],
+                &[&claim, &inbox, &idle, &tailing, &tail_log],
                 &[
                     retention.as_bytes(),
                     event.id.as_bytes(),
@@ -238,6 +241,10 @@ impl InboxQueue for RedisInbox {
         for key in keys {
             script.key(key);
         }
+        let shard = parse_receipt_entry(&delivery.receipt.entry).map_or(0, |(shard, _)| shard);
+        for key in self.shards.tail_keys(&delivery.namespace, shard) {
+            script.key(key);
+        }
         let outcome: i64 = script
             .arg(GROUP)
             .arg(entry)
@@ -252,6 +259,86 @@ impl InboxQueue for RedisInbox {
             1 => Ok(NackOutcome::DeadLettered),
             _ => Err(DedupError::DeliveryLost),
         }
+    }
+
+    /// Reads every shard's log at once and returns the oldest `max`
+    /// across them (by log entry, whose id starts with the accept's time).
+    async fn tail(&self, tail: &mut Tail, max: usize) -> Result<Vec<TailedEvent>, DedupError> {
+        check_namespace(&tail.namespace)?;
+        self.check_shards_read_only(&tail.namespace).await?;
+        let count = usize::from(self.shards.count);
+        let cursors = match &tail.position {
+            Position::Logged(cursors) if cursors.len() == count => cursors.clone(),
+            _ => vec![String::new(); count],
+        };
+        let before = cursors.clone();
+        let namespace = tail.namespace.as_str();
+        let replies = join_all(self.shards.from(0).zip(cursors).map(|(shard, after)| {
+            let mut connection = self.connection.clone();
+            let [tailing, log] = self.shards.tail_keys(namespace, shard);
+            let [stream, attempts, ..] = self.shards.inbox_keys(namespace, shard);
+            async move {
+                let reply: Result<Vec<String>, _> = TAIL_SCRIPT
+                    .key(tailing)
+                    .key(log)
+                    .key(stream)
+                    .key(attempts)
+                    .arg(after)
+                    .arg(max)
+                    .invoke_async(&mut connection)
+                    .await;
+                reply
+            }
+        }))
+        .await;
+        let starting = !matches!(tail.position, Position::Logged(_));
+        let mut cursors = Vec::with_capacity(count);
+        let mut logged = Vec::new();
+        for (shard, reply) in replies.into_iter().enumerate() {
+            let reply = reply?;
+            let mut fields = reply.into_iter();
+            cursors.push(fields.next().unwrap_or_default());
+            while let (Some(entry), Some(id), Some(meta), Some(status)) =
+                (fields.next(), fields.next(), fields.next(), fields.next())
+            {
+                let order = stream_id_order(&entry);
+                logged.push((order, shard, entry, id, meta, status));
+            }
+        }
+        logged.sort_unstable_by_key(|(order, ..)| *order);
+        if logged.len() > max {
+            // A shard some of whose accepts are left over goes on after the
+            // last one returned (or from where it was).
+            let left_over: HashSet<usize> = logged[max..].iter().map(|row| row.1).collect();
+            logged.truncate(max);
+            for shard in left_over {
+                cursors[shard] = logged
+                    .iter()
+                    .rev()
+                    .find(|row| row.1 == shard)
+                    .map_or_else(|| before[shard].clone(), |row| row.2.clone());
+            }
+        }
+        tail.position = Position::Logged(cursors);
+        if starting {
+            return Ok(Vec::new());
+        }
+        Ok(logged
+            .into_iter()
+            .map(|((millis, _), _, _, id, meta, status)| {
+                let status = match status.as_str() {
+                    "taken" => EventStatus::Taken,
+                    "retrying" => EventStatus::Retrying,
+                    "dead" => EventStatus::Dead,
+                    "done" => EventStatus::Done,
+                    _ => EventStatus::Waiting,
+                };
+                let mut event = TailedEvent::new(namespace, &id, status);
+                event.event_type = EventMeta::from_text(Some(&meta)).event_type;
+                event.accepted_at_millis = i64::try_from(millis).ok();
+                event
+            })
+            .collect())
     }
 
     /// The oldest `max` dead letters across the shards.
@@ -275,14 +362,7 @@ impl InboxQueue for RedisInbox {
         for reply in replies {
             letters.extend(reply?.ids);
         }
-        // Stream ids start with their time in ms: oldest first across shards.
-        letters.sort_by_key(|entry| {
-            let (ms, seq) = entry.id.split_once('-').unwrap_or((&entry.id, "0"));
-            (
-                ms.parse::<u64>().unwrap_or(u64::MAX),
-                seq.parse::<u64>().unwrap_or(0),
-            )
-        });
+        letters.sort_by_key(|entry| stream_id_order(&entry.id));
         letters.truncate(max);
         Ok(letters
             .into_iter()
@@ -414,4 +494,14 @@ async fn subscribe_to_accepts(nodes: &[redis::Client], channel: &str, namespace:
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(5));
     }
+}
+
+/// A stream entry id (`<ms>-<seq>`) as numbers, to sort entries of
+/// several streams oldest first (ids start with their time in ms).
+fn stream_id_order(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (
+        ms.parse::<u64>().unwrap_or(u64::MAX),
+        seq.parse::<u64>().unwrap_or(0),
+    )
 }

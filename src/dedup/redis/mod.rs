@@ -284,6 +284,31 @@ impl RedisInbox {
         Ok(())
     }
 
+    /// Checks that the shard count on record, if any, is this store's,
+    /// recording nothing: a reader must not fix the count for the
+    /// namespace's writers.
+    pub(super) async fn check_shards_read_only(&self, namespace: &str) -> Result<(), DedupError> {
+        if self.shards.is_checked(namespace) {
+            return Ok(());
+        }
+        let [record, _] = self.shards.record_keys(namespace);
+        let recorded: Option<u16> = self.connection.clone().get(&record).await?;
+        match recorded {
+            Some(recorded) if recorded != self.shards.count => {
+                Err(DedupError::ShardCountMismatch {
+                    namespace: namespace.to_owned(),
+                    recorded,
+                    configured: self.shards.count,
+                })
+            }
+            Some(_) => {
+                self.shards.mark_checked(namespace);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Runs `script` (whose text is `text`) on `keys` with `args`, on the
     /// master that holds the first key. With
     /// [replica acks](Self::with_replica_acks) the script and `WAIT` go in
@@ -334,6 +359,9 @@ impl RedisInbox {
             script.key(key);
         }
         script.key(self.shards.idle_key(namespace, shard));
+        for key in self.shards.tail_keys(namespace, shard) {
+            script.key(key);
+        }
         let rows: Vec<TakenRow> = script
             .arg(GROUP)
             .arg(consumer)

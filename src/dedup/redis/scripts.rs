@@ -70,3 +70,8 @@ pub(super) static STATS_SCRIPT: LazyLock<Script> =
 /// Moves one shard's dead letters back onto its stream; returns how many.
 pub(super) static REQUEUE_DEAD_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/requeue_dead.lua")));
+
+/// Reads one shard's tail log and keeps the shard's accepts logged for
+/// 30 s more: `{cursor, logged, id, meta, status, ...}`.
+pub(super) static TAIL_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/tail.lua")));

@@ -73,6 +73,12 @@ impl Shards {
         self.key(namespace, shard, "idle")
     }
 
+    /// A shard's tail keys: its mark, set while a tail reads it, and the
+    /// log of accepts and outcomes kept meanwhile (`tail.lua`).
+    pub(super) fn tail_keys(&self, namespace: &str, shard: u16) -> [String; 2] {
+        ["tailing", "tail"].map(|suffix| self.key(namespace, shard, suffix))
+    }
+
     /// The channel an accept into an idle shard of `namespace` publishes
     /// on, for workers in other processes.
     pub(super) fn accepted_channel(&self, namespace: &str) -> String {

@@ -4,7 +4,7 @@
 //! [`InboxBackend`] each implements, in `dedup/sqlite.rs` and
 //! `dedup/postgres.rs`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use super::write::{Want, Write, Written};
 use super::{
     BuildAccept, BuildOnInbox, Statements, dead_reason_schema, meta_schema, schema, take_schema,
 };
+use crate::dedup::tail::{EventStatus, LATE_COMMIT_MILLIS, Position, Tail, TailedEvent};
 use crate::dedup::{
     ACK_BATCH, Acceptance, Claim, DeadLetter, DedupError, EventMeta, GiveBack, Inbox, InboxEntry,
     InboxQueue, InboxStats, IncomingEvent, Lease, LeaseStore, NackOutcome, PURGE_BATCH, Receipt,
@@ -484,6 +485,90 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
             taken,
             dead,
         })
+    }
+
+    async fn tail(&self, tail: &mut Tail, max: usize) -> Result<Vec<TailedEvent>, DedupError> {
+        check_namespace(&tail.namespace)?;
+        let Position::Timed {
+            started,
+            after,
+            returned,
+            returned_ids,
+        } = &mut tail.position
+        else {
+            let (now,): (i64,) = sql::<DB>(&self.statements.now)
+                .fetch_one(&self.pool)
+                .await?;
+            tail.position = Position::Timed {
+                started: now,
+                after: now,
+                returned: VecDeque::new(),
+                returned_ids: HashSet::new(),
+            };
+            return Ok(Vec::new());
+        };
+        // Reading from the late-commit window on, those returned already
+        // come first or among the first: `returned.len() + max` rows hold
+        // at least `max` new ones, if there are that many.
+        let from = after.saturating_sub(LATE_COMMIT_MILLIS).max(*started);
+        let limit = returned.len().saturating_add(max);
+        let claims: Vec<(String, i64, i64)> = sql::<DB>(&self.statements.tail_claims)
+            .bind(&tail.namespace)
+            .bind(from)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
+        let mut fresh = Vec::new();
+        for (id, claimed_at, leased) in claims {
+            if fresh.len() == max {
+                break;
+            }
+            *after = (*after).max(claimed_at);
+            if returned_ids.insert(id.clone()) {
+                returned.push_back((claimed_at, id.clone()));
+                fresh.push((id, claimed_at, leased == 1));
+            }
+        }
+        while let Some((claimed_at, _)) = returned.front()
+            && *claimed_at < after.saturating_sub(LATE_COMMIT_MILLIS)
+        {
+            if let Some((_, id)) = returned.pop_front() {
+                returned_ids.remove(&id);
+            }
+        }
+        let Some(earliest) = fresh.iter().map(|(_, claimed_at, _)| *claimed_at).min() else {
+            return Ok(Vec::new());
+        };
+        let ids: Vec<&str> = fresh.iter().map(|(id, _, _)| id.as_str()).collect();
+        let rows: Vec<(String, Option<String>, i64, i64)> = sql::<DB>(&self.statements.tail_inbox)
+            .bind(&tail.namespace)
+            .bind(serde_json::to_string(&ids).unwrap_or_default())
+            .bind(earliest)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut rows: HashMap<String, (Option<String>, i64, i64)> = rows
+            .into_iter()
+            .map(|(id, meta, attempts, state)| (id, (meta, attempts, state)))
+            .collect();
+        Ok(fresh
+            .into_iter()
+            .map(|(id, claimed_at, leased)| {
+                let row = rows.remove(&id);
+                let status = match &row {
+                    Some((_, _, 2)) => EventStatus::Dead,
+                    Some((_, _, 1)) => EventStatus::Taken,
+                    Some((_, attempts, _)) if *attempts > 0 => EventStatus::Retrying,
+                    Some(_) => EventStatus::Waiting,
+                    None if leased => EventStatus::Taken,
+                    None => EventStatus::Done,
+                };
+                let mut event = TailedEvent::new(&tail.namespace, &id, status);
+                event.event_type =
+                    row.and_then(|(meta, _, _)| EventMeta::from_text(meta.as_deref()).event_type);
+                event.accepted_at_millis = Some(claimed_at);
+                event
+            })
+            .collect())
     }
 
     async fn requeue_dead(&self, namespace: &str, id: Option<&str>) -> Result<u64, DedupError> {

@@ -153,6 +153,16 @@ pub struct Statements {
     pub(crate) stats: SqlStr,
     /// $1 namespace, $2 event id or NULL for all.
     pub(crate) requeue_dead: SqlStr,
+    /// The store's clock now.
+    pub(crate) now: SqlStr,
+    /// $1 namespace, $2 claimed at or after, $3 limit. The claims in the
+    /// order made: event id, claimed at, whether a lease holds it.
+    pub(crate) tail_claims: SqlStr,
+    /// $1 namespace, $2 a JSON array of event ids, $3 the earliest of
+    /// their claims' times. Their inbox rows: event id, meta, attempts,
+    /// and 2 dead, 1 taken, 0 neither. A row's `available_at` is never
+    /// before its accept, so the range is the `_due` index's.
+    pub(crate) tail_inbox: SqlStr,
 }
 
 /// Builds a dialect's statement on the inbox table (given its name).
@@ -279,6 +289,23 @@ impl Statements {
                  taken_token = NULL, taken_until = NULL, dead_reason = NULL, dead_at = NULL \
                  WHERE namespace = $1 AND dead AND ($2 IS NULL OR event_id = $2)",
                 false_value = dialect.false_value
+            )),
+            now: statement(format!("SELECT CAST({now} AS {int})", int = dialect.int)),
+            tail_claims: statement(format!(
+                "SELECT event_id, claimed_at, \
+                 CAST(CASE WHEN lease_token IS NOT NULL AND lease_until > {now} THEN 1 ELSE 0 END \
+                 AS {int}) FROM {claims} WHERE namespace = $1 AND claimed_at >= $2 \
+                 ORDER BY claimed_at, event_id LIMIT $3",
+                int = dialect.int
+            )),
+            tail_inbox: statement(format!(
+                "SELECT event_id, meta, attempts, \
+                 CAST(CASE WHEN dead THEN 2 WHEN taken_until > {now} THEN 1 ELSE 0 END AS {int}) \
+                 FROM {inbox} WHERE namespace = $1 AND event_id IN {open}$2{close} \
+                 AND (dead OR available_at >= $3)",
+                int = dialect.int,
+                open = dialect.texts_of_json.0,
+                close = dialect.texts_of_json.1,
             )),
             claims,
             inbox,

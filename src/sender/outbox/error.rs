@@ -100,7 +100,8 @@ impl From<DedupError> for OutboxError {
             error @ (DedupError::DeliveryLost
             | DedupError::InvalidShardCount(_)
             | DedupError::ShardCountMismatch { .. }
-            | DedupError::AckedInPart { .. }) => Self::Store(StoreError::other(error)),
+            | DedupError::AckedInPart { .. }
+            | DedupError::Unsupported(_)) => Self::Store(StoreError::other(error)),
         }
     }
 }

@@ -49,6 +49,9 @@ pub struct Dialect {
     /// (`LATERAL`), and lock the rows it limits itself to.
     #[cfg_attr(not(feature = "sender"), allow(dead_code))]
     pub(crate) lateral: bool,
+    /// Around a parameter holding a JSON array of strings: the set of
+    /// them, for `IN`.
+    pub(crate) texts_of_json: (&'static str, &'static str),
 }
 
 impl Dialect {
@@ -78,6 +81,7 @@ pub(crate) const SQLITE: Dialect = Dialect {
     flushed: "TRUE",
     busy_table: None,
     lateral: false,
+    texts_of_json: ("(SELECT value FROM json_each(", "))"),
 };
 
 /// Postgres' `flushed` condition (see [`Dialect::flushed`]): a role,
@@ -117,6 +121,7 @@ pub(crate) const POSTGRES: Dialect = Dialect {
          autovacuum_vacuum_cost_delay = 0",
     ),
     lateral: true,
+    texts_of_json: ("(SELECT jsonb_array_elements_text(CAST(", " AS JSONB)))"),
 };
 
 /// A statement whose only dynamic parts are table names that passed

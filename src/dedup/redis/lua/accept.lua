@@ -8,6 +8,8 @@
 -- the first accept after it publishes on ARGV[7], so that workers waiting
 -- in other processes take at once; accepts into a shard being drained
 -- publish nothing.
+-- KEYS[4] is set while a tail reads the shard (tail.lua): then the accept
+-- is logged in KEYS[5] for it.
 if not redis.call('SET', KEYS[1], 'done', 'NX', 'PX', ARGV[1]) then
   if ARGV[6] == '1' then
     redis.call('SET', KEYS[1], redis.call('GET', KEYS[1]), 'KEEPTTL')
@@ -21,4 +23,8 @@ if type(added) == 'table' and added.err then
   return added
 end
 if redis.call('DEL', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[7], '') end
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', '10000', '*', 'a', ARGV[2], 'e', added, 'm', ARGV[5])
+  redis.call('PEXPIRE', KEYS[5], 30000)
+end
 return 1

@@ -15,6 +15,8 @@
 -- than the visibility timeout.
 -- KEYS[5], the shard's idle mark, is set when the read finds fewer new
 -- entries than asked: the next accept into the shard publishes (accept.lua).
+-- While a tail reads the shard (KEYS[6] set), dead letters buried here are
+-- logged in KEYS[7] for it.
 local stream, attempts, delayed, dead, idle = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local group, consumer = ARGV[1], ARGV[2]
 local count, visibility, max, nonce = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]), ARGV[6]
@@ -86,6 +88,9 @@ local function deliver(entries)
         'signed_at', f['signed_at'], 'attempts', tostring(n - 1), 'meta', f['meta'] or '',
         'reason', timed_out)
       buried[#buried + 1] = eid
+      if redis.call('EXISTS', KEYS[6]) == 1 then
+        redis.call('XADD', KEYS[7], 'MAXLEN', '~', '10000', '*', 's', 'dead', 'a', f['id'])
+      end
     else
       tokens[#tokens + 1] = eid
       tokens[#tokens + 1] = token
