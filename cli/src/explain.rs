@@ -105,10 +105,19 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
         findings: Vec::new(),
         tried: Vec::new(),
     };
+    let covered = covered_headers(rejected);
     if let VerifyError::MissingHeader { name } = rejected.error {
         // No body or secret brings a missing header back: only another
         // scheme, whose headers these may be, is worth trying.
-        notes.push(missing_header(name, rejected.headers));
+        if covered.iter().any(|covered| covered == name) {
+            notes.push(format!(
+                "header: the signature covers `{name}` (its `h=` names it), and the request \
+                 has no `{name}`: a proxy on the way dropped it, or the request was put \
+                 together again without it; nothing was computed"
+            ));
+        } else {
+            notes.push(missing_header(name, rejected.headers));
+        }
         search.schemes(&given);
         notes.extend(
             search
@@ -130,6 +139,27 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
              is the raw request body",
             search.tried.join(", ")
         ));
+        if !covered.is_empty() {
+            let values: Vec<String> = covered
+                .iter()
+                .map(|name| {
+                    let value = rejected
+                        .headers
+                        .iter()
+                        .find(|(given, _)| given.eq_ignore_ascii_case(name))
+                        .map_or("", |(_, value)| value.as_str());
+                    format!("`{name}: {value}`")
+                })
+                .collect();
+            notes.push(format!(
+                "covered headers: the signature also covers {} (its `h=`, in that order), \
+                 as received here: a proxy that rewrote one of them (a new content-type, a \
+                 value trimmed or joined) breaks it; `v0=` (the timestamp and body alone) \
+                 is not tried while `v1=` is there, as a right `v0` must not rescue a wrong \
+                 `v1`",
+                values.join(", ")
+            ));
+        }
         if keys_in_alphabetical_order(rejected.body) {
             notes.push(
                 "body: its JSON keys are in alphabetical order at every level, as a JSON \
@@ -148,6 +178,26 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
             .map(|finding| format!("would match: {finding}")),
     );
     notes
+}
+
+/// The headers a Hook0 signature names as covered (its `h=`), when the
+/// scheme is Hook0's and the request has one signature header.
+fn covered_headers(rejected: &Rejected<'_>) -> Vec<String> {
+    if rejected.scheme.name() != "hook0" {
+        return Vec::new();
+    }
+    let mut signature = rejected
+        .headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case(rejected.scheme.signature_header()));
+    let (Some((_, value)), None) = (signature.next(), signature.next()) else {
+        return Vec::new();
+    };
+    value
+        .split(',')
+        .find_map(|field| field.trim().strip_prefix("h="))
+        .map(|names| names.split(' ').map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// Headers that sound like the one the scheme reads: the same name but
@@ -778,7 +828,7 @@ fn timestamp_at<'a>(scheme: &'a Scheme, custom: Option<&'a str>) -> Option<Stamp
         "zoom" => ("x-zm-request-timestamp", false),
         "discord" => ("x-signature-timestamp", false),
         "sendgrid" => ("x-twilio-email-event-webhook-timestamp", false),
-        "stripe" | "convoy" => (scheme.signature_header(), true),
+        "stripe" | "convoy" | "hook0" => (scheme.signature_header(), true),
         // Paddle's `ts=` sits among `;` fields and Twitch writes a date:
         // neither is a count of seconds to read as milliseconds.
         "github" | "shopify" | "shopify-events" | "meta" | "square" | "twilio" | "outpost"

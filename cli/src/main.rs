@@ -220,6 +220,7 @@ enum SchemeName {
     Discord,
     Sendgrid,
     X,
+    Hook0,
     Custom,
 }
 
@@ -248,6 +249,7 @@ impl SchemeArgs {
             SchemeName::Discord => "discord",
             SchemeName::Sendgrid => "sendgrid",
             SchemeName::X => "x",
+            SchemeName::Hook0 => "hook0",
             SchemeName::Square => {
                 return Scheme::square(self.signed_url.as_deref().unwrap_or_default());
             }

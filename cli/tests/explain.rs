@@ -754,3 +754,35 @@ fn explain_takes_no_unread_header_for_a_pasted_name() {
     assert!(!run.stdout.contains("pasted"), "{}", run.stdout);
     assert!(run.stdout.contains("\nno match: "), "{}", run.stdout);
 }
+
+/// Hook0: a covered header changed on the way is named with the values
+/// received, and a covered header dropped on the way is named as covered
+/// (not as a near miss), with no HMAC computed.
+#[test]
+fn explain_names_hook0s_covered_headers() {
+    let secret = "a-hook0-subscription-secret";
+    let signed = sign(&signer(Scheme::hook0(), secret), AT, BODY);
+    let changed = with_header(&signed, "x-event-id", "msg_other");
+    let run = verify("hook0", secret, &changed, BODY, true);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stdout.contains(
+            "covered headers: the signature also covers `x-event-id: msg_other` (its `h=`"
+        ),
+        "{}",
+        run.stdout
+    );
+    let dropped: Vec<String> = signed
+        .iter()
+        .filter(|line| !line.starts_with("x-event-id:"))
+        .cloned()
+        .collect();
+    let run = verify("hook0", secret, &dropped, BODY, true);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stdout
+            .contains("header: the signature covers `x-event-id` (its `h=` names it)"),
+        "{}",
+        run.stdout
+    );
+}

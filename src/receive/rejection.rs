@@ -189,6 +189,7 @@ impl Rejection {
                         "the id contains the delimiter of the signed content",
                     ),
                     Malformed::Empty
+                    | Malformed::CoveredHeaders { .. }
                     | Malformed::TooLong { .. }
                     | Malformed::NotVisibleAscii
                     | Malformed::TooManySignatures { .. }

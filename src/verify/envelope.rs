@@ -18,15 +18,52 @@ pub const MAX_HEADER_LEN: usize = 4096;
 /// The longest event id accepted, in bytes.
 pub const MAX_ID_LEN: usize = 256;
 
+/// The most headers one Hook0 signature may cover (`h=`); each costs a
+/// lookup before the HMAC.
+pub const MAX_COVERED_HEADERS: usize = 16;
+
 /// The id, timestamp and signatures read from one request's headers.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Envelope<'h> {
     pub(crate) id: Option<&'h str>,
+    /// Whether the signature covers `id`.
+    pub(crate) id_signed: bool,
     pub(crate) timestamp: Option<Timestamp<'h>>,
+    /// The headers the signatures cover besides the id and timestamp
+    /// (Hook0's `h=`), for a scheme that names them.
+    pub(crate) covered: Option<CoveredHeaders<'h>>,
     /// The signatures of a version the verifier accepts, in header order;
     /// the first `len` are filled.
     candidates: [Candidate<'h>; MAX_SIGNATURES],
     len: usize,
+}
+
+/// The headers a signature names as covered (Hook0's `h=`): their names
+/// as the header lists them, and their values, in that order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CoveredHeaders<'h> {
+    pub(crate) names: &'h [u8],
+    values: [&'h [u8]; MAX_COVERED_HEADERS],
+    len: usize,
+}
+
+impl<'h> CoveredHeaders<'h> {
+    /// Covered headers `names` (as a signature header lists them) with
+    /// these values.
+    pub(crate) fn new(names: &'h [u8], values: &[&'h [u8]]) -> Self {
+        let mut covered = Self {
+            names,
+            values: [&[]; MAX_COVERED_HEADERS],
+            len: values.len().min(MAX_COVERED_HEADERS),
+        };
+        covered.values[..covered.len].copy_from_slice(&values[..covered.len]);
+        covered
+    }
+
+    /// The values, in the order the names list them.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &'h [u8]> + '_ {
+        self.values[..self.len].iter().copied()
+    }
 }
 
 /// A timestamp as sent (the signed text) and as a number.
@@ -78,7 +115,9 @@ impl<'h> Envelope<'h> {
         };
         let mut envelope = Self {
             id,
+            id_signed: id.is_some() && scheme.signs_id(),
             timestamp,
+            covered: None,
             candidates: [Candidate {
                 algorithm: Algorithm::Hmac,
                 text: &[],
@@ -98,11 +137,31 @@ impl<'h> Envelope<'h> {
             None => signatures,
         };
         let mut total = 0;
+        // Hook0's: the covered headers' names, and the older signatures
+        // over the timestamp and body alone, used only if no newer one.
+        let mut covered_names = None;
+        let mut body_only = [&[][..]; MAX_SIGNATURES];
+        let mut body_only_len = 0;
         for entry in entries(&scheme.format, signatures) {
-            let Entry::Signature(algorithm, text) =
-                classify(&scheme.format, entry).map_err(|reason| malformed(scheme, reason))?
-            else {
-                continue;
+            let entry =
+                classify(&scheme.format, entry).map_err(|reason| malformed(scheme, reason))?;
+            let (algorithm, text) = match entry {
+                Entry::Signature(algorithm, text) => (algorithm, text),
+                Entry::CoveredNames(names) => {
+                    if covered_names.replace(names).is_some() {
+                        let field = scheme.covered().map_or("h", |covered| covered.names);
+                        return Err(malformed(scheme, Malformed::RepeatedField(field)));
+                    }
+                    continue;
+                }
+                Entry::BodyOnly(text) => {
+                    if body_only_len < MAX_SIGNATURES {
+                        body_only[body_only_len] = text;
+                        body_only_len += 1;
+                    }
+                    (None, text)
+                }
+                Entry::Other => continue,
             };
             total += 1;
             if total > MAX_SIGNATURES {
@@ -118,10 +177,78 @@ impl<'h> Envelope<'h> {
                 envelope.len += 1;
             }
         }
+        if scheme.covered().is_some() && accepts(Algorithm::Hmac) {
+            if envelope.len > 0 {
+                envelope.read_covered(scheme, headers, covered_names)?;
+            } else {
+                for text in &body_only[..body_only_len] {
+                    envelope.candidates[envelope.len] = Candidate {
+                        algorithm: Algorithm::Hmac,
+                        text,
+                    };
+                    envelope.len += 1;
+                }
+            }
+        }
         if envelope.len == 0 {
             return Err(no_supported_signature(scheme, total, &accepts));
         }
         Ok(envelope)
+    }
+
+    /// Reads the headers `names` lists (Hook0's `h=`, space-separated
+    /// lowercase names; none when there is no `h=`): each must be there
+    /// once, before any HMAC is computed. The id counts as signed when it is among them, and then
+    /// may not hold the `.` that separates covered values.
+    fn read_covered(
+        &mut self,
+        scheme: &Scheme,
+        headers: &'h (impl Headers + ?Sized),
+        names: Option<&'h [u8]>,
+    ) -> Result<(), VerifyError> {
+        let bad_names = || {
+            malformed(
+                scheme,
+                Malformed::CoveredHeaders {
+                    max: MAX_COVERED_HEADERS,
+                },
+            )
+        };
+        let mut values = [&[][..]; MAX_COVERED_HEADERS];
+        let mut len = 0;
+        if let Some(names) = names {
+            for name in names.split(|byte| *byte == b' ') {
+                let lowercase_name = !name.is_empty()
+                    && name.iter().all(|byte| {
+                        byte.is_ascii_lowercase()
+                            || byte.is_ascii_digit()
+                            || b"!#$%&'*+-.^_`|~".contains(byte)
+                    });
+                if !lowercase_name || len == MAX_COVERED_HEADERS {
+                    return Err(bad_names());
+                }
+                let name = std::str::from_utf8(name).map_err(|_| bad_names())?;
+                let key = HeaderKey::new(name).map_err(|_| bad_names())?;
+                values[len] = required(headers, &key)?;
+                len += 1;
+                if scheme.id_header.as_ref() == Some(&key) {
+                    let id = read_id(&key, values[len - 1], None)?;
+                    if id.contains('.') {
+                        return Err(VerifyError::MalformedHeader {
+                            name: key.to_cow(),
+                            reason: Malformed::IdContainsDelimiter,
+                        });
+                    }
+                    self.id = Some(id);
+                    self.id_signed = true;
+                }
+            }
+        }
+        self.covered = Some(CoveredHeaders::new(
+            names.unwrap_or_default(),
+            &values[..len],
+        ));
+        Ok(())
     }
 
     /// The encoded signatures of `algorithm`, in header order.
@@ -199,6 +326,10 @@ enum Entry<'h> {
     Signature(Option<Algorithm>, &'h [u8]),
     /// No signature (Stripe's `t=` field).
     Other,
+    /// The names of the headers the signatures cover (Hook0's `h=`).
+    CoveredNames(&'h [u8]),
+    /// A signature over the timestamp and body alone (Hook0's `v0=`).
+    BodyOnly(&'h [u8]),
 }
 
 /// Reads an entry's version label; errors when it has none.
@@ -222,6 +353,11 @@ fn classify<'h>(format: &Format, entry: &'h [u8]) -> Result<Entry<'h>, Malformed
         Format::Fields(fields) if label == fields.signature.as_bytes() => {
             Entry::Signature(Some(Algorithm::Hmac), text)
         }
+        Format::Fields(fields) => match fields.covered {
+            Some(covered) if label == covered.names.as_bytes() => Entry::CoveredNames(text),
+            Some(covered) if label == covered.body_only.as_bytes() => Entry::BodyOnly(text),
+            _ => Entry::Signature(None, text),
+        },
         Format::Versioned if label == b"v1" => Entry::Signature(Some(Algorithm::Hmac), text),
         Format::Versioned if label == b"v1a" => Entry::Signature(Some(Algorithm::Ed25519), text),
         _ => Entry::Signature(None, text),

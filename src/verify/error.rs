@@ -159,6 +159,13 @@ pub enum Malformed {
     /// content (`.` for Standard Webhooks and Svix), so one signature would
     /// verify two ids.
     IdContainsDelimiter,
+    /// The names of the headers a signature covers (Hook0's `h=`) are not
+    /// lowercase header names one space apart, or more than the verifier
+    /// reads.
+    CoveredHeaders {
+        /// How many covered headers one signature may name.
+        max: usize,
+    },
 }
 
 impl fmt::Display for Malformed {
@@ -187,6 +194,11 @@ impl fmt::Display for Malformed {
             Self::IdContainsDelimiter => f.write_str(
                 "id contains the delimiter that follows it in the signed content \
                  (`.` for Standard Webhooks), so one signature would verify two ids",
+            ),
+            Self::CoveredHeaders { max } => write!(
+                f,
+                "the covered headers (`h=`) are not at most {max} lowercase header names, one \
+                 space apart"
             ),
         }
     }

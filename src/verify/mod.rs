@@ -80,7 +80,7 @@ mod verifier;
 pub use builder::VerifierBuilder;
 pub use clock::{Clock, SystemClock};
 pub use encoding::Encoding;
-pub use envelope::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
+pub use envelope::{MAX_COVERED_HEADERS, MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
 pub use error::{ConfigError, Malformed, VerifyError};
 #[cfg(feature = "http")]
 pub(crate) use event_key::json_field;

@@ -15,6 +15,8 @@ use super::secrets::SecretFormat;
 use super::template::{Segment, Template};
 use super::twilio::{BodyProblem, SignedUrls};
 
+pub(crate) use super::envelope::CoveredHeaders;
+
 /// A webhook signature scheme: the headers it reads, the content it signs
 /// and how it writes signatures.
 ///
@@ -96,6 +98,21 @@ pub(super) struct Fields {
     pub(super) timestamp: &'static str,
     /// The key of each HMAC-SHA256 signature.
     pub(super) signature: &'static str,
+    /// Hook0's: the key of the names of the headers a signature also
+    /// covers (`h=x-event-id content-type`), whose values are then signed
+    /// between the timestamp and the body; and the key of the older
+    /// signature over the timestamp and body alone (`v0`), verified only
+    /// when the header has no signature of the newer key.
+    pub(super) covered: Option<Covered>,
+}
+
+/// The keys of a header that names the headers its signature covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Covered {
+    /// The field naming the covered headers, space-separated.
+    pub(super) names: &'static str,
+    /// The field of a signature over the timestamp and body alone.
+    pub(super) body_only: &'static str,
 }
 
 impl Fields {
@@ -104,6 +121,18 @@ impl Fields {
         separator: b',',
         timestamp: "t",
         signature: "v1",
+        covered: None,
+    };
+
+    /// `t=<ts>,h=<names>,v1=<sig>` (and the older `v0=<sig>`): Hook0's.
+    pub(super) const HOOK0: Self = Self {
+        separator: b',',
+        timestamp: "t",
+        signature: "v1",
+        covered: Some(Covered {
+            names: "h",
+            body_only: "v0",
+        }),
     };
 
     /// `ts=<ts>;h1=<sig>[;h1=<sig>..]`.
@@ -111,6 +140,7 @@ impl Fields {
         separator: b';',
         timestamp: "ts",
         signature: "h1",
+        covered: None,
     };
 }
 
@@ -573,9 +603,43 @@ impl Scheme {
         )
     }
 
+    /// Hook0 (and Coinbase's developer platform, which sends Hook0's
+    /// header): `X-Hook0-Signature: t=<ts>,h=<names>,v1=<hex>`, an
+    /// HMAC-SHA256 (hex) with the subscription secret as it is written,
+    /// over `{t}.{names}.{values}.{body}`: the names of the covered headers
+    /// as `h` lists them, then their values joined by `.`. A covered header
+    /// the request lacks is refused before any HMAC. Older senders write
+    /// only `v0=<hex>`, over `{t}.{body}`: verified only when the header
+    /// has no `v1`, so a right `v0` never rescues a wrong `v1`.
+    ///
+    /// `X-Event-Id` is the event id, and counts as signed when `h` names
+    /// it (then it may not hold a `.`, which could shift between two
+    /// covered values); otherwise events are claimed by a digest of the
+    /// signed timestamp and body. A [`Signer`](super::Signer) of this
+    /// scheme writes `t`, `h=x-event-id` and `v1`.
+    pub fn hook0() -> Self {
+        Self {
+            name: Cow::Borrowed("hook0"),
+            signature_header: HeaderKey::from_static("x-hook0-signature"),
+            format: Format::Fields(Fields::HOOK0),
+            encoding: Encoding::Hex,
+            id_header: Some(HeaderKey::from_static("x-event-id")),
+            timestamp: TimestampSource::Field,
+            timestamp_format: TimestampFormat::UnixSeconds,
+            template: Template::TIMESTAMP_DOT_BODY,
+            unsigned_id: true,
+            unsigned_timestamp: false,
+            body_id_field: None,
+            secret_format: SecretFormat::Raw {
+                expected_prefix: None,
+            },
+            signed_urls: None,
+        }
+    }
+
     /// Looks a provider's scheme up by its short name: `standard`, `svix`,
     /// `stripe`, `github`, `shopify`, `shopify-events`, `slack`, `meta`, `twitch`, `zoom`,
-    /// `paddle`, `convoy`, `outpost`, `discord`, `sendgrid` or `x`
+    /// `paddle`, `convoy`, `outpost`, `discord`, `sendgrid`, `x` or `hook0`
     /// ([`NAMES`](Self::NAMES)). Square's and Twilio's need the URL
     /// they sign: [`Scheme::square`], [`Scheme::twilio`].
     pub fn by_name(name: &str) -> Option<Self> {
@@ -596,6 +660,7 @@ impl Scheme {
             "discord" => Self::discord(),
             "sendgrid" => Self::sendgrid(),
             "x" => Self::x(),
+            "hook0" => Self::hook0(),
             _ => return None,
         })
     }
@@ -618,6 +683,7 @@ impl Scheme {
         "discord",
         "sendgrid",
         "x",
+        "hook0",
     ];
 
     /// Sets the text before a single signature, such as `sha256=`.
@@ -763,10 +829,37 @@ impl Scheme {
         &self,
         id: Option<&[u8]>,
         timestamp: Option<&[u8]>,
+        covered: Option<&CoveredHeaders<'_>>,
         body: &[u8],
-        sink: impl FnMut(&[u8]),
+        mut sink: impl FnMut(&[u8]),
     ) {
-        self.template.feed(id, timestamp, body, sink);
+        let Some(covered) = covered else {
+            self.template.feed(id, timestamp, body, sink);
+            return;
+        };
+        // Hook0's `v1`: the timestamp, the covered headers' names, their
+        // values, and the body, each after a `.`.
+        sink(timestamp.unwrap_or_default());
+        sink(b".");
+        sink(covered.names);
+        sink(b".");
+        for (at, value) in covered.values().enumerate() {
+            if at > 0 {
+                sink(b".");
+            }
+            sink(value);
+        }
+        sink(b".");
+        sink(body);
+    }
+
+    /// The keys of the header's covered-header fields, for a scheme whose
+    /// signatures name the headers they cover (Hook0's).
+    pub(super) fn covered(&self) -> Option<Covered> {
+        match &self.format {
+            Format::Fields(fields) => fields.covered,
+            _ => None,
+        }
     }
 
     /// Whether a signed `id` holds a character it may not: one of what

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::clock::{rfc3339_nanos, unix_seconds};
-use super::envelope::{MAX_ID_LEN, MAX_SIGNATURES};
+use super::envelope::{CoveredHeaders, MAX_ID_LEN, MAX_SIGNATURES};
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
 use super::scheme::{Format, Scheme, TimestampFormat, TimestampSource};
@@ -190,6 +190,15 @@ impl Signer {
         let body = rebuilt.as_deref().unwrap_or(body);
         let id_bytes = Some(id.as_bytes());
         let timestamp_bytes = Some(timestamp.as_bytes());
+        // Hook0's: the id header is the one covered header.
+        let covered = match (self.scheme.covered(), &self.scheme.id_header) {
+            (Some(_), Some(name)) => Some(CoveredHeaders::new(
+                name.as_str().as_bytes(),
+                &[id.as_bytes()],
+            )),
+            _ => None,
+        };
+        let covered = covered.as_ref();
         let how_many = if self.scheme.carries_several() {
             self.keys.len()
         } else {
@@ -205,7 +214,7 @@ impl Signer {
                 Key::Hmac(keyed) => {
                     let tag = keyed.tag(|sink| {
                         self.scheme
-                            .signed_content(id_bytes, timestamp_bytes, body, sink)
+                            .signed_content(id_bytes, timestamp_bytes, covered, body, sink)
                     });
                     (Algorithm::Hmac, tag.to_vec())
                 }
@@ -214,7 +223,7 @@ impl Signer {
                     use ed25519_dalek::Signer as _;
                     let mut message = Vec::with_capacity(body.len() + 64);
                     self.scheme
-                        .signed_content(id_bytes, timestamp_bytes, body, |piece| {
+                        .signed_content(id_bytes, timestamp_bytes, covered, body, |piece| {
                             message.extend_from_slice(piece)
                         });
                     (
@@ -255,44 +264,48 @@ fn write_headers(
         headers.push((name.to_cow(), timestamp.to_owned()));
     }
     let encoding = scheme.encoding;
-    let value = match &scheme.format {
-        Format::Versioned => signatures
-            .iter()
-            .map(|(algorithm, bytes)| {
-                let label = match algorithm {
-                    Algorithm::Hmac => "v1",
-                    Algorithm::Ed25519 => "v1a",
-                    Algorithm::EcdsaP256 => unreachable!("ECDSA keys only verify"),
-                };
-                format!("{label},{}", encoding.encode(bytes))
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        Format::Fields(fields) => std::iter::once(format!("{}={timestamp}", fields.timestamp))
-            .chain(
+    let value =
+        match &scheme.format {
+            Format::Versioned => signatures
+                .iter()
+                .map(|(algorithm, bytes)| {
+                    let label = match algorithm {
+                        Algorithm::Hmac => "v1",
+                        Algorithm::Ed25519 => "v1a",
+                        Algorithm::EcdsaP256 => unreachable!("ECDSA keys only verify"),
+                    };
+                    format!("{label},{}", encoding.encode(bytes))
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            Format::Fields(fields) => {
+                std::iter::once(format!("{}={timestamp}", fields.timestamp))
+                    .chain(fields.covered.zip(scheme.id_header.as_ref()).map(
+                        |(covered, id_header)| format!("{}={}", covered.names, id_header.as_str()),
+                    ))
+                    .chain(signatures.iter().map(|(_, bytes)| {
+                        format!("{}={}", fields.signature, encoding.encode(bytes))
+                    }))
+                    .collect::<Vec<_>>()
+                    .join(if fields.separator == b';' { ";" } else { "," })
+            }
+            Format::Listed { prefix } => format!(
+                "{prefix}{}",
                 signatures
                     .iter()
-                    .map(|(_, bytes)| format!("{}={}", fields.signature, encoding.encode(bytes))),
-            )
-            .collect::<Vec<_>>()
-            .join(if fields.separator == b';' { ";" } else { "," }),
-        Format::Listed { prefix } => format!(
-            "{prefix}{}",
-            signatures
-                .iter()
+                    .map(|(_, bytes)| encoding.encode(bytes))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Format::Ed25519 | Format::EcdsaP256 => signatures
+                .first()
                 .map(|(_, bytes)| encoding.encode(bytes))
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-        Format::Ed25519 | Format::EcdsaP256 => signatures
-            .first()
-            .map(|(_, bytes)| encoding.encode(bytes))
-            .unwrap_or_default(),
-        Format::Single { prefix } => signatures
-            .first()
-            .map(|(_, bytes)| format!("{prefix}{}", encoding.encode(bytes)))
-            .unwrap_or_default(),
-    };
+                .unwrap_or_default(),
+            Format::Single { prefix } => signatures
+                .first()
+                .map(|(_, bytes)| format!("{prefix}{}", encoding.encode(bytes)))
+                .unwrap_or_default(),
+        };
     headers.push((scheme.signature_header.to_cow(), value));
     headers
 }
@@ -304,7 +317,9 @@ fn check_id(header: &str, id: &str, scheme: &Scheme) -> Result<(), VerifyError> 
         Malformed::TooLong { max: MAX_ID_LEN }
     } else if !id.bytes().all(|b| b.is_ascii_graphic()) {
         Malformed::NotVisibleAscii
-    } else if scheme.signs_id() && scheme.id_holds_delimiter(id) {
+    } else if (scheme.signs_id() && scheme.id_holds_delimiter(id))
+        || (scheme.covered().is_some() && id.contains('.'))
+    {
         Malformed::IdContainsDelimiter
     } else {
         return Ok(());

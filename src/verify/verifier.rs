@@ -228,7 +228,7 @@ impl Verifier {
         match matched {
             Some(key_index) => Ok(Verified {
                 id: envelope.id,
-                id_signed: envelope.id.is_some() && inner.scheme.signs_id(),
+                id_signed: envelope.id_signed,
                 timestamp: envelope.timestamp.map(|t| t.seconds),
                 timestamp_text: envelope.timestamp.map(|t| t.text),
                 body,
@@ -347,6 +347,7 @@ impl Inner {
         let scheme = &self.scheme;
         let id = envelope.id.map(str::as_bytes);
         let timestamp = envelope.timestamp.map(|t| t.text);
+        let covered = envelope.covered.as_ref();
         let mut buffer = [0u8; MAX_SIGNATURE_BYTES];
         let mut decoded_any = false;
         #[cfg(any(feature = "ed25519", feature = "p256"))]
@@ -371,7 +372,9 @@ impl Inner {
         let whole_message = || {
             message.get_or_init(|| {
                 let mut whole = Vec::with_capacity(body.len() + 64);
-                scheme.signed_content(id, timestamp, body, |piece| whole.extend_from_slice(piece));
+                scheme.signed_content(id, timestamp, covered, body, |piece| {
+                    whole.extend_from_slice(piece)
+                });
                 whole
             })
         };
@@ -382,7 +385,8 @@ impl Inner {
             // Irrefutable without the asymmetric features.
             #[allow(irrefutable_let_patterns)]
             if let Key::Hmac(keyed) = key {
-                let tag = keyed.tag(|sink| scheme.signed_content(id, timestamp, body, sink));
+                let tag =
+                    keyed.tag(|sink| scheme.signed_content(id, timestamp, covered, body, sink));
                 let matched = any(Algorithm::Hmac, usize::MAX, &mut |decoded| {
                     tag.matches(decoded)
                 });
