@@ -5,7 +5,9 @@
 //! 202 under the same load in the same run. Prints, per store, requests
 //! per second, p50 and p99 (wrk's), the ratio to bare axum, and how long
 //! the inbox took to empty after the load (what it still held 10 s after,
-//! if it had not), and the CPU time per request of the receiver, of the
+//! if it had not), the events handled a second over the load and that
+//! drain together (a worker that falls behind cannot inflate it), and the
+//! CPU time per request of the receiver, of the
 //! store's server processes and of the whole machine over the load, which
 //! says where the time goes. The store's figure counts every process named
 //! `postgres` or `redis-server` on the machine: run the bench where no
@@ -22,7 +24,10 @@
 //! among `sqlite,postgres,redis`; `RECEIVER_BINARY` runs the example
 //! binary at that path instead of building it, to compare two builds in
 //! alternating runs: copy each build to a folder of its own, keeping the
-//! file name `axum_receiver`.)
+//! file name `axum_receiver`; `RECEIVER_RATE=2000` loads at a steady 2,000
+//! requests a second instead, open loop, each request sent when due and
+//! its latency counted from then, which shows the tail a closed loop
+//! hides; `RECEIVER_PEER=0` leaves out the hand-rolled receiver.)
 //!
 //! Needs `wrk` (`apt-get install wrk`). Uses the Postgres server in
 //! `HOOKLATCH_TEST_POSTGRES_URL` (a database of its own per run) or a
@@ -33,6 +38,8 @@
 mod common;
 #[path = "hand_rolled/mod.rs"]
 mod hand_rolled;
+#[path = "steady/mod.rs"]
+mod steady;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -312,6 +319,36 @@ fn wrk(port: u16, seconds: u64, script: &Path, requests: &Requests) -> Load {
     }
 }
 
+/// The steady open-loop load ([`steady::steady`]) as a [`Load`]; its
+/// p99.9 and worst latency are printed as it ends.
+fn open_loop(port: u16, rate: u64, seconds: u64, requests: &Requests) -> Load {
+    let before = CpuTicks::now();
+    let steady = steady::steady(
+        port,
+        rate,
+        seconds,
+        (&requests.stem, THREADS, requests.size),
+    );
+    let after = CpuTicks::now();
+    println!(
+        "  (open loop at {rate}/s on port {port}: p99.9 {:.2} ms, worst {:.2} ms (due {:.2} s \
+         into the load), {} failed)",
+        steady.p999.as_secs_f64() * 1e3,
+        steady.max.as_secs_f64() * 1e3,
+        steady.max_due.as_secs_f64(),
+        steady.failed
+    );
+    let requests = steady.answered + steady.failed;
+    Load {
+        requests,
+        cpu: before.per_request(after, requests),
+        per_second: steady.answered as f64 / seconds as f64,
+        p50: steady.p50,
+        p99: steady.p99,
+        failed: steady.failed,
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -403,12 +440,13 @@ where
         if now_left == 0 {
             return Ok(started.elapsed());
         }
-        if started.elapsed() > Duration::from_secs(10) {
+        if started.elapsed() > DRAIN_WAIT {
             return Err(now_left);
         }
-        // Counting reads the whole inbox on the SQL stores: once a second,
-        // so that the count does not slow the worker it watches.
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Counting reads the whole inbox on the SQL stores: every 100 ms
+        // costs the worker it watches little, and times a drain closely
+        // enough for the handled rate over load and drain.
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -483,6 +521,7 @@ async fn warm_wal(admin: &sqlx::PgPool) {
 }
 
 fn main() {
+    steady::run_if_child();
     let number = |name: &str, default: u64| {
         std::env::var(name)
             .ok()
@@ -513,12 +552,24 @@ fn main() {
     // The hand-rolled receiver on each store, after the example (set
     // RECEIVER_PEER=0 to leave it out, comparing builds of the example).
     let peer = std::env::var("RECEIVER_PEER").as_deref() != Ok("0");
-    let bench = Bench::new(seconds);
-    println!(
-        "\nThe axum_receiver example (release, worker draining) under wrk, {THREADS} threads, \
-         {CONNECTIONS} connections, unique signed 1 KiB events, {seconds} s each; each round \
-         loads bare axum, then each store, and the ratio is to that round's bare axum."
-    );
+    let rate = std::env::var("RECEIVER_RATE")
+        .ok()
+        .map(|rate| rate.parse().expect("RECEIVER_RATE: requests a second"));
+    let bench = Bench::new(seconds, rate);
+    match rate {
+        None => println!(
+            "\nThe axum_receiver example (release, worker draining) under wrk, {THREADS} \
+             threads, {CONNECTIONS} connections, unique signed 1 KiB events, {seconds} s each; \
+             each round loads bare axum, then each store, and the ratio is to that round's \
+             bare axum."
+        ),
+        Some(rate) => println!(
+            "\nThe axum_receiver example (release, worker draining) at a steady {rate} \
+             requests a second, open loop (each sent when due, its latency counted from then), \
+             unique signed 1 KiB events, {seconds} s each; p50 and p99 are the open loop's \
+             (p99.9 and the worst below each table)."
+        ),
+    }
     let mut rows = Vec::new();
     for round in 1..=rounds {
         let bare = bench.bare(round);
@@ -537,13 +588,13 @@ fn main() {
         // Printed as each round ends, so that a later failure loses none.
         println!("\nRound {round}:\n{HEADER}");
         for row in &round_rows {
-            print!("{}", row.line(bench.count));
+            print!("{}", row.line(bench.count, bench.seconds));
         }
         rows.extend(round_rows);
     }
     let per_round = 1 + stores.len() * if peer { 2 } else { 1 };
     if rounds > 1 {
-        print_medians(&rows, rounds, per_round);
+        print_medians(&rows, rounds, per_round, seconds);
     }
     if peer {
         print_against_hand_rolled(&rows, per_round);
@@ -600,15 +651,16 @@ fn print_against_hand_rolled(rows: &[Row], per_round: usize) {
 
 /// The tables' header.
 const HEADER: &str = "| target | req/s | p50 | p99 | ratio to bare axum | non-2xx \
-                      | inbox after the load | CPU µs/request: receiver | store server \
-                      | whole machine |\n|---|---|---|---|---|---|---|---|---|---|";
+                      | inbox after the load | handled/s over load and drain \
+                      | CPU µs/request: receiver | store server \
+                      | whole machine |\n|---|---|---|---|---|---|---|---|---|---|---|";
 
 impl Row {
     /// The row's line in its round's table (and a note if some event was
     /// sent twice).
-    fn line(&self, count: usize) -> String {
+    fn line(&self, count: usize, seconds: u64) -> String {
         let mut line = format!(
-            "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {} | {:.1} | {:.1} | {:.1} |\n",
+            "| {} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {} | {} | {} | {:.1} | {:.1} | {:.1} |\n",
             self.target,
             self.load.per_second,
             self.load.p50.as_secs_f64() * 1e3,
@@ -616,6 +668,7 @@ impl Row {
             self.ratio,
             self.load.failed,
             drained_text(self.drained.as_ref()),
+            handled_text(self.handled_per_second(seconds)),
             self.load.cpu.receiver,
             self.load.cpu.store,
             self.load.cpu.machine,
@@ -631,6 +684,32 @@ impl Row {
     }
 }
 
+impl Row {
+    /// The events accepted over the load and the drain after it, a second:
+    /// what the receiver and its worker handled together, which a worker
+    /// that falls behind cannot inflate. `None` for bare axum; the bound
+    /// (`false`) when the inbox was not empty 10 s after the load.
+    fn handled_per_second(&self, seconds: u64) -> Option<(f64, bool)> {
+        let accepted = self.load.requests.saturating_sub(self.load.failed) as f64;
+        let load = Duration::from_secs(seconds);
+        match self.drained.as_ref()? {
+            Ok(took) => Some((accepted / (load + *took).as_secs_f64(), true)),
+            Err(_) => Some((accepted / (load + DRAIN_WAIT).as_secs_f64(), false)),
+        }
+    }
+}
+
+/// How long the bench waits for an inbox to empty after the load.
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
+
+fn handled_text(handled: Option<(f64, bool)>) -> String {
+    match handled {
+        None => "-".to_owned(),
+        Some((rate, true)) => format!("{rate:.0}"),
+        Some((rate, false)) => format!("< {rate:.0}"),
+    }
+}
+
 fn drained_text(drained: Option<&Result<Duration, u64>>) -> String {
     match drained {
         None => "-".to_owned(),
@@ -643,6 +722,9 @@ fn drained_text(drained: Option<&Result<Duration, u64>>) -> String {
 /// script, the padding, and a folder for the requests and the stores.
 struct Bench {
     seconds: u64,
+    /// A steady rate, open loop, instead of wrk's closed loop
+    /// (`RECEIVER_RATE`).
+    rate: Option<u64>,
     /// How many events each run writes: enough that none is sent twice.
     count: usize,
     binary: PathBuf,
@@ -653,14 +735,16 @@ struct Bench {
 }
 
 impl Bench {
-    fn new(seconds: u64) -> Self {
+    fn new(seconds: u64, rate: Option<u64>) -> Self {
         let binary = example_binary();
         let dir = support::TempDir::new("receiver-bench");
         let script = dir.path().join("requests.lua");
         std::fs::write(&script, SCRIPT).expect("script");
+        let per_second = rate.unwrap_or(60_000);
         Self {
             seconds,
-            count: usize::try_from(seconds).unwrap_or(10) * 60_000,
+            rate,
+            count: usize::try_from(seconds * per_second).unwrap_or(600_000),
             binary,
             dir,
             script,
@@ -674,7 +758,10 @@ impl Bench {
     /// megabytes.
     fn load(&self, port: u16, run: &str) -> Load {
         let requests = write_requests(self.dir.path(), run, self.count, &self.pad);
-        let load = wrk(port, self.seconds, &self.script, &requests);
+        let load = match self.rate {
+            None => wrk(port, self.seconds, &self.script, &requests),
+            Some(rate) => open_loop(port, rate, self.seconds, &requests),
+        };
         for thread in 0..THREADS {
             let _ = std::fs::remove_file(format!("{}.{thread}", requests.stem.display()));
         }
@@ -820,7 +907,7 @@ impl Bench {
 /// The medians over the rounds, each column's on its own (so a row need
 /// not be any one round's); non-2xx is the most of any round, and the
 /// inbox the slowest round's.
-fn print_medians(rows: &[Row], rounds: u64, per_round: usize) {
+fn print_medians(rows: &[Row], rounds: u64, per_round: usize, seconds: u64) {
     println!(
         "\nMedians over the {rounds} rounds (each column's own; non-2xx: the most of a round; \
          inbox: the slowest round):\n{HEADER}"
@@ -845,13 +932,25 @@ fn print_medians(rows: &[Row], rounds: u64, per_round: usize) {
                 Ok(took) => (0, took.as_millis() as u64),
                 Err(left) => (1, *left),
             });
+        let handled = of
+            .iter()
+            .all(|row| row.handled_per_second(seconds).is_some())
+            .then(|| {
+                let exact = of.iter().all(|row| {
+                    row.handled_per_second(seconds)
+                        .is_some_and(|(_, exact)| exact)
+                });
+                let rate = median(&|row| row.handled_per_second(seconds).map_or(0.0, |(r, _)| r));
+                (rate, exact)
+            });
         println!(
-            "| {target} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {failed} | {} | {:.1} | {:.1} | {:.1} |",
+            "| {target} | {:.0} | {:.2} ms | {:.2} ms | {:.3}x | {failed} | {} | {} | {:.1} | {:.1} | {:.1} |",
             median(&|row| row.load.per_second),
             median(&|row| row.load.p50.as_secs_f64() * 1e3),
             median(&|row| row.load.p99.as_secs_f64() * 1e3),
             median(&|row| row.ratio),
             drained_text(slowest),
+            handled_text(handled),
             median(&|row| row.load.cpu.receiver),
             median(&|row| row.load.cpu.store),
             median(&|row| row.load.cpu.machine),
