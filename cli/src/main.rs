@@ -56,7 +56,7 @@ enum Command {
     /// latest attempts; replay, enable and disable. Exit 1 when the store
     /// fails, 2 on usage errors.
     Outbox(outbox::OutboxArgs),
-    /// Send a realistic event of a provider (Stripe, GitHub, Shopify, Slack,
+    /// Send a realistic event of a provider (Stripe, GitHub, Shopify, Slack, Hook0,
     /// Standard Webhooks), signed in its scheme with your secret, to your
     /// app once. Exit 0 on a 2xx answer, 1 otherwise, 2 on usage errors.
     Trigger(trigger::TriggerArgs),

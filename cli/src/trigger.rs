@@ -56,6 +56,8 @@ enum Provider {
     Slack,
     /// Standard Webhooks.
     Standard,
+    /// Hook0 (and Coinbase's developer platform).
+    Hook0,
 }
 
 impl Provider {
@@ -66,6 +68,7 @@ impl Provider {
             Self::Shopify => Scheme::shopify(),
             Self::Slack => Scheme::slack(),
             Self::Standard => Scheme::standard_webhooks(),
+            Self::Hook0 => Scheme::hook0(),
         }
     }
 
@@ -76,15 +79,17 @@ impl Provider {
             Self::Shopify => "shopify",
             Self::Slack => "slack",
             Self::Standard => "standard",
+            Self::Hook0 => "hook0",
         }
     }
 
     /// A fresh event id: Stripe's goes in the body (`evt_...`), GitHub's
-    /// and Shopify's delivery ids are GUIDs, the others `msg_...`.
+    /// and Shopify's delivery ids and Hook0's event ids are GUIDs, the
+    /// others `msg_...`.
     fn event_id(self) -> String {
         match self {
             Self::Stripe => format!("evt_{}", alphanumeric(24)),
-            Self::Github | Self::Shopify => guid(),
+            Self::Github | Self::Shopify | Self::Hook0 => guid(),
             Self::Slack | Self::Standard => format!("msg_{}", alphanumeric(24)),
         }
     }
@@ -111,6 +116,8 @@ const GITHUB_EVENTS: &str = "https://docs.github.com/en/webhooks/webhook-events-
 const SHOPIFY_ORDERS: &str =
     "https://shopify.dev/docs/api/webhooks?reference=toml#list-of-topics-orders/create";
 const SLACK_EVENTS: &str = "https://api.slack.com/apis/events-api#callback-field";
+const HOOK0_SCHEMAS: &str =
+    "https://github.com/hook0/hook0/blob/master/documentation/reference/event-schemas.md";
 const STANDARD_PAYLOAD: &str = "https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md#payload-structure";
 
 const FIXTURES: &[Fixture] = &[
@@ -187,6 +194,13 @@ const FIXTURES: &[Fixture] = &[
         source: STANDARD_PAYLOAD,
         headers: &[],
         body: r#"{"type":"invoice.paid","timestamp":"{{now_iso}}","data":{"id":"invoice_{{ref}}","amount":2000,"currency":"usd","status":"paid"}}"#,
+    },
+    Fixture {
+        provider: Provider::Hook0,
+        event: "users.account.created",
+        source: HOOK0_SCHEMAS,
+        headers: &[("x-event-type", "users.account.created")],
+        body: r#"{"user_id":"user_{{ref}}","email":"john.doe@example.com","name":"John Doe","username":"johndoe","plan":"free","email_verified":false,"created_at":"{{now_iso}}"}"#,
     },
 ];
 

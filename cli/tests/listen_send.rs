@@ -1282,8 +1282,8 @@ async fn send_through_an_outbox_records_every_attempt_where_outbox_shows_them() 
 
 /// `trigger` sends every listed event of every provider, signed in the
 /// provider's scheme so that the library's verifier for that scheme
-/// accepts it, with the event's type where the provider puts it (GitHub's
-/// and Shopify's headers, the body's `type` otherwise), and a fresh event
+/// accepts it, with the event's type where the provider puts it (GitHub's,
+/// Shopify's and Hook0's headers, the body's `type` otherwise), and a fresh event
 /// each time: the same trigger twice makes two claim keys. `--list` needs
 /// no secret; an unknown event is a usage error naming the known ones.
 #[tokio::test]
@@ -1305,7 +1305,11 @@ async fn trigger_sends_each_listed_event_signed_so_the_providers_scheme_verifies
             (provider, event)
         })
         .collect();
-    assert!(events.len() >= 10, "{events:?}");
+    assert!(events.len() >= 11, "{events:?}");
+    assert!(
+        events.iter().any(|(provider, _)| provider == "hook0"),
+        "{events:?}"
+    );
 
     let script = Script::new(Vec::new());
     let url = script.serve().await;
@@ -1318,6 +1322,7 @@ async fn trigger_sends_each_listed_event_signed_so_the_providers_scheme_verifies
         "github" => Scheme::github(),
         "shopify" => Scheme::shopify(),
         "slack" => Scheme::slack(),
+        "hook0" => Scheme::hook0(),
         _ => Scheme::standard_webhooks(),
     };
     for (provider, event) in &events {
@@ -1361,6 +1366,7 @@ async fn trigger_sends_each_listed_event_signed_so_the_providers_scheme_verifies
             let kind = match provider.as_str() {
                 "github" => header("x-github-event"),
                 "shopify" => header("x-shopify-topic"),
+                "hook0" => header("x-event-type"),
                 "slack" => json["event"]["type"].as_str().map(str::to_owned),
                 _ => json["type"].as_str().map(str::to_owned),
             };

@@ -85,11 +85,14 @@ impl ProviderInfo {
                 text(headers, "x-outpost-event-id"),
                 None,
             ),
+            // Hook0's body is the producer's own payload: the type is only
+            // in its header.
+            "hook0" => (text(headers, "x-event-type"), None, None),
             _ => (None, None, None),
         };
         let body_type_at = match scheme {
             _ if header_type.is_some() => BodyType::Nowhere,
-            "github" | "shopify" | "outpost" => BodyType::Nowhere,
+            "github" | "shopify" | "outpost" | "hook0" => BodyType::Nowhere,
             "twitch" => BodyType::TwitchSubscription,
             "zoom" => BodyType::Field("event"),
             "shopify-events" => BodyType::Field("topic"),
@@ -230,6 +233,18 @@ mod tests {
         let info = ProviderInfo::read("shopify", &headers, &[]);
         assert_eq!(info.event_type(b"{}"), Some("orders/create"));
         assert_eq!(info.delivery_id.as_deref(), Some("b54557e4"));
+    }
+
+    #[test]
+    fn hook0_names_the_type_in_a_header_and_never_in_the_body() {
+        let headers = [("x-event-type", "users.account.created")];
+        let info = ProviderInfo::read("hook0", &headers, &[]);
+        assert_eq!(
+            info.event_type(br#"{"type":"ignored"}"#),
+            Some("users.account.created")
+        );
+        let info = ProviderInfo::read("hook0", &[] as &[(&str, &str)], &[]);
+        assert_eq!(info.event_type(br#"{"type":"ignored"}"#), None);
     }
 
     #[test]
