@@ -154,9 +154,7 @@ pub(crate) fn explain(rejected: &Rejected<'_>) -> Vec<String> {
             notes.push(format!(
                 "covered headers: the signature also covers {} (its `h=`, in that order), \
                  as received here: a proxy that rewrote one of them (a new content-type, a \
-                 value trimmed or joined) breaks it; `v0=` (the timestamp and body alone) \
-                 is not tried while `v1=` is there, as a right `v0` must not rescue a wrong \
-                 `v1`",
+                 value trimmed or joined) breaks it",
                 values.join(", ")
             ));
         }

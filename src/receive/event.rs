@@ -39,7 +39,8 @@ pub struct VerifiedEvent {
 struct Claim {
     source: EventKey,
     verifier: Verifier,
-    timestamp_text: Option<String>,
+    /// What the signed content holds before the body, for a digest key.
+    signed_prefix: Option<Vec<u8>>,
     key: OnceLock<Result<String, Rejection>>,
 }
 
@@ -48,9 +49,7 @@ impl VerifiedEvent {
     /// the key `key` says. Other framework adapters use it to build the same
     /// event the layer does.
     pub fn new(key: &EventKey, verifier: &Verifier, verified: &Verified<'_>, body: Bytes) -> Self {
-        let timestamp_text = verified
-            .timestamp_text()
-            .map(|text| String::from_utf8_lossy(text).into_owned());
+        let signed_prefix = verified.signed_prefix().map(std::borrow::Cow::into_owned);
         Self {
             id: verified.id().map(str::to_owned),
             id_is_signed: verified.id_is_signed(),
@@ -60,7 +59,7 @@ impl VerifiedEvent {
             claim: Claim {
                 source: key.clone(),
                 verifier: verifier.clone(),
-                timestamp_text,
+                signed_prefix,
                 key: OnceLock::new(),
             },
             provider: ProviderInfo::default(),
@@ -157,7 +156,7 @@ impl VerifiedEvent {
             let verified = Verified::from_parts(
                 self.id.as_deref(),
                 self.id_is_signed,
-                claim.timestamp_text.as_deref().map(str::as_bytes),
+                claim.signed_prefix.as_deref(),
                 &self.body,
             );
             claim

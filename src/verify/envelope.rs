@@ -5,7 +5,9 @@
 use super::clock::parse_rfc3339;
 use super::error::{Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
-use super::scheme::{Format, Scheme, TimestampFormat, TimestampSource};
+use super::scheme::{
+    CoveredHeaders, Format, MAX_COVERED_HEADERS, Scheme, TimestampFormat, TimestampSource,
+};
 use super::secrets::Algorithm;
 
 /// The most signatures one header may carry. Rotation needs two or three;
@@ -17,10 +19,6 @@ pub const MAX_HEADER_LEN: usize = 4096;
 
 /// The longest event id accepted, in bytes.
 pub const MAX_ID_LEN: usize = 256;
-
-/// The most headers one Hook0 signature may cover (`h=`); each costs a
-/// lookup before the HMAC.
-pub const MAX_COVERED_HEADERS: usize = 16;
 
 /// The id, timestamp and signatures read from one request's headers.
 #[derive(Debug, Clone, Copy)]
@@ -36,34 +34,6 @@ pub(crate) struct Envelope<'h> {
     /// the first `len` are filled.
     candidates: [Candidate<'h>; MAX_SIGNATURES],
     len: usize,
-}
-
-/// The headers a signature names as covered (Hook0's `h=`): their names
-/// as the header lists them, and their values, in that order.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CoveredHeaders<'h> {
-    pub(crate) names: &'h [u8],
-    values: [&'h [u8]; MAX_COVERED_HEADERS],
-    len: usize,
-}
-
-impl<'h> CoveredHeaders<'h> {
-    /// Covered headers `names` (as a signature header lists them) with
-    /// these values.
-    pub(crate) fn new(names: &'h [u8], values: &[&'h [u8]]) -> Self {
-        let mut covered = Self {
-            names,
-            values: [&[]; MAX_COVERED_HEADERS],
-            len: values.len().min(MAX_COVERED_HEADERS),
-        };
-        covered.values[..covered.len].copy_from_slice(&values[..covered.len]);
-        covered
-    }
-
-    /// The values, in the order the names list them.
-    pub(crate) fn values(&self) -> impl Iterator<Item = &'h [u8]> + '_ {
-        self.values[..self.len].iter().copied()
-    }
 }
 
 /// A timestamp as sent (the signed text) and as a number.
@@ -137,11 +107,8 @@ impl<'h> Envelope<'h> {
             None => signatures,
         };
         let mut total = 0;
-        // Hook0's: the covered headers' names, and the older signatures
-        // over the timestamp and body alone, used only if no newer one.
+        // Hook0's: the names of the headers the signatures cover.
         let mut covered_names = None;
-        let mut body_only = [&[][..]; MAX_SIGNATURES];
-        let mut body_only_len = 0;
         for entry in entries(&scheme.format, signatures) {
             let entry =
                 classify(&scheme.format, entry).map_err(|reason| malformed(scheme, reason))?;
@@ -153,13 +120,6 @@ impl<'h> Envelope<'h> {
                         return Err(malformed(scheme, Malformed::RepeatedField(field)));
                     }
                     continue;
-                }
-                Entry::BodyOnly(text) => {
-                    if body_only_len < MAX_SIGNATURES {
-                        body_only[body_only_len] = text;
-                        body_only_len += 1;
-                    }
-                    (None, text)
                 }
                 Entry::Other => continue,
             };
@@ -177,18 +137,8 @@ impl<'h> Envelope<'h> {
                 envelope.len += 1;
             }
         }
-        if scheme.covered().is_some() && accepts(Algorithm::Hmac) {
-            if envelope.len > 0 {
-                envelope.read_covered(scheme, headers, covered_names)?;
-            } else {
-                for text in &body_only[..body_only_len] {
-                    envelope.candidates[envelope.len] = Candidate {
-                        algorithm: Algorithm::Hmac,
-                        text,
-                    };
-                    envelope.len += 1;
-                }
-            }
+        if scheme.covered().is_some() && envelope.len > 0 {
+            envelope.read_covered(scheme, headers, covered_names)?;
         }
         if envelope.len == 0 {
             return Err(no_supported_signature(scheme, total, &accepts));
@@ -222,7 +172,7 @@ impl<'h> Envelope<'h> {
                     && name.iter().all(|byte| {
                         byte.is_ascii_lowercase()
                             || byte.is_ascii_digit()
-                            || b"!#$%&'*+-.^_`|~".contains(byte)
+                            || b"!#$%&'*+-^_`|~".contains(byte)
                     });
                 if !lowercase_name || len == MAX_COVERED_HEADERS {
                     return Err(bad_names());
@@ -231,15 +181,20 @@ impl<'h> Envelope<'h> {
                 let key = HeaderKey::new(name).map_err(|_| bad_names())?;
                 values[len] = required(headers, &key)?;
                 len += 1;
-                if scheme.id_header.as_ref() == Some(&key) {
-                    let id = read_id(&key, values[len - 1], None)?;
-                    if id.contains('.') {
+                if scheme.id_header.as_ref() == Some(&key) && !self.id_signed {
+                    if let Some(at) = values[..len].iter().position(|value| value.contains(&b'.')) {
+                        let holder = names
+                            .split(|byte| *byte == b' ')
+                            .nth(at)
+                            .unwrap_or_default();
                         return Err(VerifyError::MalformedHeader {
-                            name: key.to_cow(),
+                            name: std::borrow::Cow::Owned(
+                                String::from_utf8_lossy(holder).into_owned(),
+                            ),
                             reason: Malformed::IdContainsDelimiter,
                         });
                     }
-                    self.id = Some(id);
+                    self.id = Some(read_id(&key, values[len - 1], None)?);
                     self.id_signed = true;
                 }
             }
@@ -328,8 +283,6 @@ enum Entry<'h> {
     Other,
     /// The names of the headers the signatures cover (Hook0's `h=`).
     CoveredNames(&'h [u8]),
-    /// A signature over the timestamp and body alone (Hook0's `v0=`).
-    BodyOnly(&'h [u8]),
 }
 
 /// Reads an entry's version label; errors when it has none.
@@ -355,7 +308,6 @@ fn classify<'h>(format: &Format, entry: &'h [u8]) -> Result<Entry<'h>, Malformed
         }
         Format::Fields(fields) => match fields.covered {
             Some(covered) if label == covered.names.as_bytes() => Entry::CoveredNames(text),
-            Some(covered) if label == covered.body_only.as_bytes() => Entry::BodyOnly(text),
             _ => Entry::Signature(None, text),
         },
         Format::Versioned if label == b"v1" => Entry::Signature(Some(Algorithm::Hmac), text),

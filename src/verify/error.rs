@@ -156,7 +156,8 @@ pub enum Malformed {
     /// No signature of a supported version could be decoded.
     BadEncoding(&'static str),
     /// The id contains what separates it from the rest of the signed
-    /// content (`.` for Standard Webhooks and Svix), so one signature would
+    /// content (`.` for Standard Webhooks and Svix), or a value signed
+    /// before it does (Hook0's covered headers), so one signature would
     /// verify two ids.
     IdContainsDelimiter,
     /// The names of the headers a signature covers (Hook0's `h=`) are not
@@ -192,8 +193,9 @@ impl fmt::Display for Malformed {
             Self::RepeatedField(field) => write!(f, "field `{field}=` appears more than once"),
             Self::BadEncoding(encoding) => write!(f, "signature is not valid {encoding}"),
             Self::IdContainsDelimiter => f.write_str(
-                "id contains the delimiter that follows it in the signed content \
-                 (`.` for Standard Webhooks), so one signature would verify two ids",
+                "id, or a value signed before it, contains the delimiter that separates them \
+                 in the signed content (`.` for Standard Webhooks and Hook0), so one signature \
+                 would verify two ids",
             ),
             Self::CoveredHeaders { max } => write!(
                 f,

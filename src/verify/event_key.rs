@@ -138,9 +138,10 @@ fn content_digest(verifier: &Verifier, verified: &Verified<'_>) -> String {
         .and_then(Result::ok)
         .and_then(|contents| contents.into_iter().next());
     let body = rebuilt.as_deref().unwrap_or(verified.body());
-    // Hook0's covered headers are left out: the timestamp and body name
-    // the event.
-    scheme.signed_content(id, verified.timestamp_text(), None, body, |piece| {
+    // Hook0's covered headers are in the prefix: a replay that moves the
+    // border between them and the body keeps the same digest.
+    let prefix = verified.signed_prefix();
+    scheme.signed_content(id, prefix.as_deref(), None, body, |piece| {
         hash.update(piece)
     });
     format!("sha256:{}", hex_encode(&hash.finalize()))

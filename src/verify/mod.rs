@@ -80,7 +80,7 @@ mod verifier;
 pub use builder::VerifierBuilder;
 pub use clock::{Clock, SystemClock};
 pub use encoding::Encoding;
-pub use envelope::{MAX_COVERED_HEADERS, MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
+pub use envelope::{MAX_HEADER_LEN, MAX_ID_LEN, MAX_SIGNATURES};
 pub use error::{ConfigError, Malformed, VerifyError};
 #[cfg(feature = "http")]
 pub(crate) use event_key::json_field;
@@ -89,7 +89,7 @@ pub use event_key::{EventKey, KeyError};
 #[cfg(feature = "http")]
 pub(crate) use form::{form_decode, form_pairs};
 pub use headers::{HeaderKey, HeaderLookup, Headers};
-pub use scheme::Scheme;
+pub use scheme::{MAX_COVERED_HEADERS, Scheme};
 pub use signer::{SignedHeaders, Signer};
 pub use validity::Validity;
 pub use verifier::{

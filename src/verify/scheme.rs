@@ -15,7 +15,37 @@ use super::secrets::SecretFormat;
 use super::template::{Segment, Template};
 use super::twilio::{BodyProblem, SignedUrls};
 
-pub(crate) use super::envelope::CoveredHeaders;
+/// The most headers one Hook0 signature may cover (`h=`); each costs a
+/// lookup before the HMAC.
+pub const MAX_COVERED_HEADERS: usize = 16;
+
+/// The headers a signature names as covered (Hook0's `h=`): their names
+/// as the header lists them, and their values, in that order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CoveredHeaders<'h> {
+    pub(crate) names: &'h [u8],
+    values: [&'h [u8]; MAX_COVERED_HEADERS],
+    len: usize,
+}
+
+impl<'h> CoveredHeaders<'h> {
+    /// Covered headers `names` (as a signature header lists them) with
+    /// these values.
+    pub(crate) fn new(names: &'h [u8], values: &[&'h [u8]]) -> Self {
+        let mut covered = Self {
+            names,
+            values: [&[]; MAX_COVERED_HEADERS],
+            len: values.len().min(MAX_COVERED_HEADERS),
+        };
+        covered.values[..covered.len].copy_from_slice(&values[..covered.len]);
+        covered
+    }
+
+    /// The values, in the order the names list them.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &'h [u8]> + '_ {
+        self.values[..self.len].iter().copied()
+    }
+}
 
 /// A webhook signature scheme: the headers it reads, the content it signs
 /// and how it writes signatures.
@@ -100,19 +130,15 @@ pub(super) struct Fields {
     pub(super) signature: &'static str,
     /// Hook0's: the key of the names of the headers a signature also
     /// covers (`h=x-event-id content-type`), whose values are then signed
-    /// between the timestamp and the body; and the key of the older
-    /// signature over the timestamp and body alone (`v0`), verified only
-    /// when the header has no signature of the newer key.
+    /// between the timestamp and the body.
     pub(super) covered: Option<Covered>,
 }
 
-/// The keys of a header that names the headers its signature covers.
+/// The key of the field that names the headers a signature covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Covered {
     /// The field naming the covered headers, space-separated.
     pub(super) names: &'static str,
-    /// The field of a signature over the timestamp and body alone.
-    pub(super) body_only: &'static str,
 }
 
 impl Fields {
@@ -124,15 +150,12 @@ impl Fields {
         covered: None,
     };
 
-    /// `t=<ts>,h=<names>,v1=<sig>` (and the older `v0=<sig>`): Hook0's.
+    /// `t=<ts>,h=<names>,v1=<sig>`: Hook0's.
     pub(super) const HOOK0: Self = Self {
         separator: b',',
         timestamp: "t",
         signature: "v1",
-        covered: Some(Covered {
-            names: "h",
-            body_only: "v0",
-        }),
+        covered: Some(Covered { names: "h" }),
     };
 
     /// `ts=<ts>;h1=<sig>[;h1=<sig>..]`.
@@ -607,16 +630,22 @@ impl Scheme {
     /// header): `X-Hook0-Signature: t=<ts>,h=<names>,v1=<hex>`, an
     /// HMAC-SHA256 (hex) with the subscription secret as it is written,
     /// over `{t}.{names}.{values}.{body}`: the names of the covered headers
-    /// as `h` lists them, then their values joined by `.`. A covered header
-    /// the request lacks is refused before any HMAC. Older senders write
-    /// only `v0=<hex>`, over `{t}.{body}`: verified only when the header
-    /// has no `v1`, so a right `v0` never rescues a wrong `v1`.
+    /// as `h` lists them, then their values joined by `.`. Every covered
+    /// header must arrive once (at most [`MAX_COVERED_HEADERS`]), named in
+    /// lowercase without a `.`, or the request is refused before any HMAC.
     ///
-    /// `X-Event-Id` is the event id, and counts as signed when `h` names
-    /// it (then it may not hold a `.`, which could shift between two
-    /// covered values); otherwise events are claimed by a digest of the
-    /// signed timestamp and body. A [`Signer`](super::Signer) of this
-    /// scheme writes `t`, `h=x-event-id` and `v1`.
+    /// The older `v0=<hex>` (over `{t}.{body}` alone) is not accepted: it
+    /// leaves the headers unsigned, and a captured request stripped of its
+    /// `v1` would verify by it under another claim key. Hook0 and Coinbase
+    /// send `v1` beside it.
+    ///
+    /// `X-Event-Id` is the claim key when `h` covers it and no covered
+    /// value holds a `.`: a `.` in a value lets a replay move the borders
+    /// between covered values and the body without changing what was
+    /// signed. Otherwise events are claimed by a digest of the whole
+    /// signed text, which such a replay does not change. A
+    /// [`Signer`](super::Signer) of this scheme writes `t`,
+    /// `h=x-event-id` and `v1`, and refuses an id holding a `.`.
     pub fn hook0() -> Self {
         Self {
             name: Cow::Borrowed("hook0"),

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::clock::{rfc3339_nanos, unix_seconds};
-use super::envelope::{CoveredHeaders, MAX_ID_LEN, MAX_SIGNATURES};
+use super::envelope::{MAX_ID_LEN, MAX_SIGNATURES};
 use super::error::{ConfigError, Malformed, VerifyError};
 use super::headers::{HeaderKey, HeaderLookup, Headers};
-use super::scheme::{Format, Scheme, TimestampFormat, TimestampSource};
+use super::scheme::{CoveredHeaders, Format, Scheme, TimestampFormat, TimestampSource};
 use super::secrets::{Algorithm, Key};
 use super::validity::Validity;
 

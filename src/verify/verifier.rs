@@ -9,7 +9,7 @@ use super::encoding::MAX_SIGNATURE_BYTES;
 use super::envelope::{self, Envelope};
 use super::error::{Malformed, VerifyError};
 use super::headers::Headers;
-use super::scheme::Scheme;
+use super::scheme::{CoveredHeaders, Scheme};
 use super::secrets::{Algorithm, Key};
 use super::validity::Validity;
 
@@ -94,6 +94,9 @@ pub struct Verified<'a> {
     id_signed: bool,
     timestamp: Option<i64>,
     timestamp_text: Option<&'a [u8]>,
+    /// The headers the signature covered besides id and timestamp
+    /// (Hook0's).
+    covered: Option<CoveredHeaders<'a>>,
     body: &'a [u8],
     key_index: usize,
 }
@@ -120,9 +123,26 @@ impl<'a> Verified<'a> {
         self.timestamp
     }
 
-    /// The timestamp as sent, for the signed content.
-    pub(crate) fn timestamp_text(&self) -> Option<&'a [u8]> {
-        self.timestamp_text
+    /// What the signed content holds before `.{body}` where a scheme
+    /// signs a timestamp: the timestamp as sent, or for Hook0 the
+    /// timestamp, the covered headers' names and their values, so that a
+    /// digest of the signed content covers all of it.
+    pub(crate) fn signed_prefix(&self) -> Option<std::borrow::Cow<'a, [u8]>> {
+        let Some(covered) = &self.covered else {
+            return self.timestamp_text.map(std::borrow::Cow::Borrowed);
+        };
+        let mut prefix = Vec::with_capacity(128);
+        prefix.extend_from_slice(self.timestamp_text.unwrap_or_default());
+        prefix.push(b'.');
+        prefix.extend_from_slice(covered.names);
+        prefix.push(b'.');
+        for (at, value) in covered.values().enumerate() {
+            if at > 0 {
+                prefix.push(b'.');
+            }
+            prefix.extend_from_slice(value);
+        }
+        Some(std::borrow::Cow::Owned(prefix))
     }
 
     /// A verified request put together again from what it was made of, to
@@ -131,14 +151,15 @@ impl<'a> Verified<'a> {
     pub(crate) fn from_parts(
         id: Option<&'a str>,
         id_signed: bool,
-        timestamp_text: Option<&'a [u8]>,
+        signed_prefix: Option<&'a [u8]>,
         body: &'a [u8],
     ) -> Self {
         Self {
             id,
             id_signed,
             timestamp: None,
-            timestamp_text,
+            timestamp_text: signed_prefix,
+            covered: None,
             body,
             key_index: 0,
         }
@@ -231,6 +252,7 @@ impl Verifier {
                 id_signed: envelope.id_signed,
                 timestamp: envelope.timestamp.map(|t| t.seconds),
                 timestamp_text: envelope.timestamp.map(|t| t.text),
+                covered: envelope.covered,
                 body,
                 key_index,
             }),
