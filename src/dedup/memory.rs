@@ -329,8 +329,8 @@ impl InboxQueue for MemoryInbox {
         Ok(stats)
     }
 
-    /// Reads every claim and the namespace's inbox each call: a store for
-    /// tests and single processes.
+    /// Reads every claim and the namespace's inbox each call, under the
+    /// store's lock: a store for tests and single processes.
     async fn tail(&self, tail: &mut Tail, max: usize) -> Answer<Vec<TailedEvent>> {
         check_namespace(&tail.namespace)?;
         let now = self.options.now_millis();
@@ -349,11 +349,17 @@ impl InboxQueue for MemoryInbox {
             .collect();
         claims.sort_unstable_by_key(|(_, claim)| claim.number);
         claims.truncate(max);
-        let rows = state.inbox.get(&tail.namespace);
+        let rows: HashMap<&str, &Row> = state
+            .inbox
+            .get(&tail.namespace)
+            .into_iter()
+            .flat_map(|rows| rows.values())
+            .map(|row| (row.id.as_str(), row))
+            .collect();
         let events = claims
             .iter()
             .map(|((namespace, id), claim)| {
-                let row = rows.and_then(|rows| rows.values().find(|row| row.id == *id));
+                let row = rows.get(id.as_str()).copied();
                 let status = match (row, &claim.lease) {
                     (Some(row), _) if row.dead => EventStatus::Dead,
                     (Some(row), _) if row.taken.as_ref().is_some_and(|hold| hold.until > now) => {

@@ -641,11 +641,13 @@ pub trait InboxQueue: Inbox {
     /// call on a new [`Tail`] returns nothing and starts it where the
     /// store is.
     ///
-    /// SQLite and Postgres read the claims (an event's type is gone once
-    /// it is done); an accept whose commit came over 2 s after its
-    /// statement began is missed. Redis keeps a log of accepts, retries
-    /// and dead letters only while a tail reads it (each shard's log ends
-    /// 30 s after the last read, and keeps its last 10,000 or so entries).
+    /// SQLite and Postgres read the claims, lease-mode claims included (an
+    /// event's type is gone once it is done); an accept whose commit came
+    /// over 2 s after its statement began is missed (a `claim_in` inside
+    /// a long transaction of yours, say). Redis keeps a log of inbox
+    /// accepts, retries and dead letters (not lease-mode claims) only
+    /// while a tail reads it: each shard's log ends 30 s after the last
+    /// read, and keeps its last 10,000 or so entries.
     /// A store of your own answers [`DedupError::Unsupported`] unless it
     /// implements this.
     fn tail(

@@ -298,11 +298,15 @@ impl Statements {
                  ORDER BY claimed_at, event_id LIMIT $3",
                 int = dialect.int
             )),
+            // Two halves, each served by its partial index (`_due`, `_dead`):
+            // one condition with an `OR` across them is served by neither.
             tail_inbox: statement(format!(
                 "SELECT event_id, meta, attempts, \
-                 CAST(CASE WHEN dead THEN 2 WHEN taken_until > {now} THEN 1 ELSE 0 END AS {int}) \
-                 FROM {inbox} WHERE namespace = $1 AND event_id IN {open}$2{close} \
-                 AND (dead OR available_at >= $3)",
+                 CAST(CASE WHEN taken_until > {now} THEN 1 ELSE 0 END AS {int}) \
+                 FROM {inbox} WHERE namespace = $1 AND NOT dead AND available_at >= $3 \
+                 AND event_id IN {open}$2{close} \
+                 UNION ALL SELECT event_id, meta, attempts, CAST(2 AS {int}) \
+                 FROM {inbox} WHERE namespace = $1 AND dead AND event_id IN {open}$2{close}",
                 int = dialect.int,
                 open = dialect.texts_of_json.0,
                 close = dialect.texts_of_json.1,
