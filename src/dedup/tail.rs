@@ -1,6 +1,7 @@
 //! [`Tail`]: following the events a store accepts into one namespace, as
 //! `hooklatch tail` prints them.
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
 

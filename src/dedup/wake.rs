@@ -53,7 +53,8 @@ pub(crate) fn accepted(namespace: &str) {
 
 /// How many of this process's workers on `namespace` are idle, kept up to
 /// date: a listener for accepts in other processes need only listen while
-/// it is above zero.
+/// it is above zero. Postgres's listener is the one that asks.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn idle_workers(namespace: &str) -> watch::Receiver<usize> {
     let mut waiting = WAITING
         .write()
