@@ -217,7 +217,7 @@ fn a_hook0_signer_covers_the_event_id_and_its_own_verifier_accepts_it() {
 
 /// What a stranger can make the verifier read before any HMAC is bounded:
 /// at most 16 covered headers, named in lowercase without a `.`, one space
-/// apart, and `h` once.
+/// apart, each once and none the signature header, and `h` once.
 #[test]
 fn hook0s_covered_headers_are_bounded_and_strictly_written() {
     let verifier = verifier("secret", 300);
@@ -250,6 +250,8 @@ fn hook0s_covered_headers_are_bounded_and_strictly_written() {
         "x-event-id\tx-delivery-id",
         "x.event.id",
         "",
+        "x-event-id x-event-id",
+        "x-event-id x-hook0-signature",
     ] {
         let signature = format!("t=1800000000,h={h},v1=00");
         let request = request(

@@ -179,6 +179,15 @@ impl<'h> Envelope<'h> {
                 }
                 let name = std::str::from_utf8(name).map_err(|_| bad_names())?;
                 let key = HeaderKey::new(name).map_err(|_| bad_names())?;
+                // A name twice, or the signature header itself: no sender
+                // signs so, and each would only blur what was signed.
+                let named_before = names
+                    .split(|byte| *byte == b' ')
+                    .take(len)
+                    .any(|before| before == name.as_bytes());
+                if named_before || key == scheme.signature_header {
+                    return Err(bad_names());
+                }
                 values[len] = required(headers, &key)?;
                 len += 1;
                 if scheme.id_header.as_ref() == Some(&key) && !self.id_signed {

@@ -161,8 +161,8 @@ pub enum Malformed {
     /// verify two ids.
     IdContainsDelimiter,
     /// The names of the headers a signature covers (Hook0's `h=`) are not
-    /// lowercase header names one space apart, or more than the verifier
-    /// reads.
+    /// lowercase header names without a `.`, one space apart, each once and
+    /// none the signature header, or are more than the verifier reads.
     CoveredHeaders {
         /// How many covered headers one signature may name.
         max: usize,
@@ -199,8 +199,8 @@ impl fmt::Display for Malformed {
             ),
             Self::CoveredHeaders { max } => write!(
                 f,
-                "the covered headers (`h=`) are not at most {max} lowercase header names, one \
-                 space apart"
+                "the covered headers (`h=`) are not at most {max} distinct lowercase header \
+                 names without a `.`, one space apart, none the signature header"
             ),
         }
     }

@@ -631,8 +631,9 @@ impl Scheme {
     /// HMAC-SHA256 (hex) with the subscription secret as it is written,
     /// over `{t}.{names}.{values}.{body}`: the names of the covered headers
     /// as `h` lists them, then their values joined by `.`. Every covered
-    /// header must arrive once (at most [`MAX_COVERED_HEADERS`]), named in
-    /// lowercase without a `.`, or the request is refused before any HMAC.
+    /// header must arrive once (at most [`MAX_COVERED_HEADERS`]), named
+    /// once in lowercase without a `.` and not the signature header, or the
+    /// request is refused before any HMAC.
     ///
     /// The older `v0=<hex>` (over `{t}.{body}` alone) is not accepted: it
     /// leaves the headers unsigned, and a captured request stripped of its

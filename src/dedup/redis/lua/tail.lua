@@ -14,7 +14,9 @@ if after == '' then
   local last = redis.call('XREVRANGE', log, '+', '-', 'COUNT', 1)
   return {last[1] and last[1][1] or '0-0'}
 end
-local entries = redis.call('XRANGE', log, '(' .. after, '+')
+-- A bounded read, so that a long log does not hold the server: outcomes
+-- logged past it are read by a later call (a status is as of the read).
+local entries = redis.call('XRANGE', log, '(' .. after, '+', 'COUNT', math.max(count * 4, 256))
 -- What became of each event later: the last outcome logged wins.
 local outcome = {}
 for _, entry in ipairs(entries) do
