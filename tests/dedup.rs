@@ -457,6 +457,7 @@ async fn stats_count_each_state_and_requeue_brings_dead_letters_back<B: Backend>
 /// type and the state it is in when read: waiting, taken, retrying after a
 /// nack, dead, or done (acked); an event accepted before the first call
 /// never comes back, and `max` bounds each call without losing the rest.
+/// Lease-mode claims show too: taken while held, done once completed.
 async fn a_tail_returns_each_accept_once_with_its_type_and_state_now<B: Backend>() {
     let f = B::fixture(StoreOptions::default()).await;
     let typed = |id: &'static str| (id, EventMeta::with_type(&format!("{id}.happened")));

@@ -641,13 +641,14 @@ pub trait InboxQueue: Inbox {
     /// call on a new [`Tail`] returns nothing and starts it where the
     /// store is.
     ///
-    /// SQLite and Postgres read the claims, lease-mode claims included (an
-    /// event's type is gone once it is done); an accept whose commit came
-    /// over 2 s after its statement began is missed (a `claim_in` inside
-    /// a long transaction of yours, say). Redis keeps a log of inbox
-    /// accepts, retries and dead letters (not lease-mode claims) only
-    /// while a tail reads it: each shard's log ends 30 s after the last
-    /// read, and keeps its last 10,000 or so entries.
+    /// Lease-mode claims show too: taken while held, done once completed.
+    /// SQLite and Postgres read the claims (an event's type is gone once
+    /// it is done; a released lease leaves no row); an accept whose commit
+    /// came over 2 s after its statement began is missed (a `claim_in`
+    /// inside a long transaction of yours, say). Redis keeps a log of
+    /// accepts, leases and what became of them only while a tail reads it:
+    /// each shard's log ends 30 s after the last read, and keeps its last
+    /// 10,000 or so entries.
     /// A store of your own answers [`DedupError::Unsupported`] unless it
     /// implements this.
     fn tail(

@@ -22,10 +22,14 @@ impl LeaseStore for RedisInbox {
         self.check_shards(namespace).await?;
         let mut connection = self.connection.clone();
         let token = new_token();
+        let [tailing, log] = self.shards.tail_keys(namespace, self.shards.of(id));
         let (state, left_ms): (i64, i64) = CLAIM_SCRIPT
             .key(self.shards.claim_key(namespace, id))
+            .key(tailing)
+            .key(log)
             .arg(&token)
             .arg(millis(lease_for).max(1))
+            .arg(id)
             .invoke_async(&mut connection)
             .await?;
         Ok(match state {
@@ -45,11 +49,18 @@ impl LeaseStore for RedisInbox {
     async fn complete(&self, lease: &Lease) -> Result<(), DedupError> {
         let retention = millis(self.options.retention()).to_string();
         let claim = self.shards.claim_key(lease.namespace(), lease.id());
+        let [tailing, log] = self
+            .shards
+            .tail_keys(lease.namespace(), self.shards.of(lease.id()));
         let held: i64 = self
             .run_script(
                 (&COMPLETE_SCRIPT, COMPLETE),
-                &[&claim],
-                &[lease.token().as_bytes(), retention.as_bytes()],
+                &[&claim, &tailing, &log],
+                &[
+                    lease.token().as_bytes(),
+                    retention.as_bytes(),
+                    lease.id().as_bytes(),
+                ],
             )
             .await?;
         if held == 1 {
@@ -66,7 +77,18 @@ impl LeaseStore for RedisInbox {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), DedupError> {
-        self.on_lease(&RELEASE_SCRIPT, lease, None).await
+        let [tailing, log] = self
+            .shards
+            .tail_keys(lease.namespace(), self.shards.of(lease.id()));
+        let mut invocation =
+            RELEASE_SCRIPT.key(self.shards.claim_key(lease.namespace(), lease.id()));
+        invocation
+            .key(tailing)
+            .key(log)
+            .arg(lease.token())
+            .arg(lease.id());
+        self.run_fenced(invocation, None, DedupError::LeaseLost)
+            .await
     }
 }
 

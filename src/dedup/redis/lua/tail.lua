@@ -2,6 +2,8 @@
 -- empty), and marks the shard as read by a tail for 30 s more, so that
 -- accepts, retries and dead letters go on being logged (accept.lua,
 -- nack.lua, take.lua).
+-- Accepts into the inbox carry their stream entry (`e`), lease-mode claims
+-- `l`; outcomes (`s`: retry, dead, done) follow them.
 -- Returns `{cursor, logged, id, meta, status, ...}`: the last entry read,
 -- then for at most ARGV[2] accepts, oldest first, the log entry, event
 -- id, meta and status now. The cursor is the last entry read when every
@@ -28,11 +30,16 @@ end
 local out, cursor, returned = {''}, after, 0
 for _, entry in ipairs(entries) do
   local f = entry.f
-  if f['e'] then
+  if f['e'] or f['l'] then
     if returned == count then break end
     local status
-    local queued = redis.call('XRANGE', stream, f['e'], f['e'])
-    if #queued > 0 then
+    local queued = f['e'] and redis.call('XRANGE', stream, f['e'], f['e']) or {}
+    if f['l'] then
+      -- A lease (lease mode): held until completed or released.
+      if outcome[f['a']] == 'done' then status = 'done'
+      elseif outcome[f['a']] == 'retry' then status = 'retrying'
+      else status = 'taken' end
+    elseif #queued > 0 then
       local list, q = queued[1][2], {}
       for i = 1, #list, 2 do q[list[i]] = list[i + 1] end
       if redis.call('HEXISTS', attempts, f['e']) == 1 then status = 'taken'
@@ -43,7 +50,7 @@ for _, entry in ipairs(entries) do
     else status = 'done' end
     out[#out + 1] = entry[1]
     out[#out + 1] = f['a']
-    out[#out + 1] = f['m']
+    out[#out + 1] = f['m'] or ''
     out[#out + 1] = status
     returned = returned + 1
   end
