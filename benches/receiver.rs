@@ -619,15 +619,6 @@ fn print_against_hand_rolled(rows: &[Row], per_round: usize) {
             .map(|(ours, theirs)| ours.load.per_second / theirs.load.per_second)
             .collect();
         let each: Vec<String> = ratios.iter().map(|ratio| format!("{ratio:.2}x")).collect();
-        let median = |mut values: Vec<f64>| {
-            values.sort_by(f64::total_cmp);
-            let middle = values.len() / 2;
-            if values.len().is_multiple_of(2) {
-                (values[middle - 1] + values[middle]) / 2.0
-            } else {
-                values[middle]
-            }
-        };
         println!(
             "| {} | {} | {:.2}x | {:.1} / {:.1} |",
             pairs[0].0.target,
@@ -646,6 +637,17 @@ fn print_against_hand_rolled(rows: &[Row], per_round: usize) {
                     .collect()
             ),
         );
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len().is_multiple_of(2) {
+        (values[middle - 1] + values[middle]) / 2.0
+    } else {
+        values[middle]
     }
 }
 
@@ -914,16 +916,8 @@ fn print_medians(rows: &[Row], rounds: u64, per_round: usize, seconds: u64) {
     );
     for target in rows[..per_round].iter().map(|row| &row.target) {
         let of: Vec<&Row> = rows.iter().filter(|row| &row.target == target).collect();
-        let median = |value: &dyn Fn(&Row) -> f64| {
-            let mut values: Vec<f64> = of.iter().map(|row| value(row)).collect();
-            values.sort_by(f64::total_cmp);
-            let middle = values.len() / 2;
-            if values.len().is_multiple_of(2) {
-                (values[middle - 1] + values[middle]) / 2.0
-            } else {
-                values[middle]
-            }
-        };
+        let median =
+            |value: &dyn Fn(&Row) -> f64| median(of.iter().map(|row| value(row)).collect());
         let failed = of.iter().map(|row| row.load.failed).max().unwrap_or(0);
         let slowest = of
             .iter()

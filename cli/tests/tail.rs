@@ -87,12 +87,17 @@ async fn tail_prints_what_the_receiver_accepts_after_it_starts<S: Inbox>(store: 
     assert!(lines[0]["tenant"].is_null());
 }
 
+/// A SQLite store in `dir`, and its `--store` spec.
+async fn sqlite_store(dir: &support::TempDir) -> (SqliteInbox, String) {
+    let path = dir.path().join("inbox.db");
+    let store = SqliteInbox::open(&path).await.unwrap();
+    (store, format!("sqlite:{}", path.display()))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_prints_accepts_on_sqlite() {
     let dir = support::TempDir::new("cli-tail");
-    let path = dir.path().join("inbox.db");
-    let store = SqliteInbox::open(&path).await.unwrap();
-    let spec = format!("sqlite:{}", path.display());
+    let (store, spec) = sqlite_store(&dir).await;
     tail_prints_what_the_receiver_accepts_after_it_starts(&store, &spec).await;
 }
 
@@ -115,9 +120,7 @@ async fn tail_prints_accepts_on_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_prints_a_line_a_person_reads() {
     let dir = support::TempDir::new("cli-tail");
-    let path = dir.path().join("inbox.db");
-    let store = SqliteInbox::open(&path).await.unwrap();
-    let spec = format!("sqlite:{}", path.display());
+    let (store, spec) = sqlite_store(&dir).await;
     let namespace = tenant_namespace("hooks", "acme");
     let child = start_tail(&spec, &[&namespace], &["--count", "1"]).await;
     let paid = EventMeta::with_type("invoice.paid");
