@@ -185,6 +185,7 @@ impl VerifierBuilder {
                 accepts_hmac: accepts(Algorithm::Hmac),
                 accepts_ed25519: accepts(Algorithm::Ed25519),
                 accepts_ecdsa_p256: accepts(Algorithm::EcdsaP256),
+                id_delimiters: self.scheme.id_delimiters(),
                 scheme: self.scheme,
                 keys: self.keys,
                 validity: self.validity,

@@ -21,19 +21,22 @@ pub const MAX_HEADER_LEN: usize = 4096;
 pub const MAX_ID_LEN: usize = 256;
 
 /// The id, timestamp and signatures read from one request's headers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Envelope<'h> {
     pub(crate) id: Option<&'h str>,
     /// Whether the signature covers `id`.
     pub(crate) id_signed: bool,
     pub(crate) timestamp: Option<Timestamp<'h>>,
     /// The headers the signatures cover besides the id and timestamp
-    /// (Hook0's `h=`), for a scheme that names them.
-    pub(crate) covered: Option<CoveredHeaders<'h>>,
+    /// (Hook0's `h=`), for a scheme that names them. Boxed, so that the
+    /// envelope every other scheme moves on each request stays small.
+    pub(crate) covered: Option<Box<CoveredHeaders<'h>>>,
     /// The signatures of a version the verifier accepts, in header order;
     /// the first `len` are filled.
-    candidates: [Candidate<'h>; MAX_SIGNATURES],
+    candidates: [Candidate; MAX_SIGNATURES],
     len: usize,
+    /// The signature header's text the candidates point into.
+    signature_text: &'h [u8],
 }
 
 /// A timestamp as sent (the signed text) and as a number.
@@ -43,20 +46,25 @@ pub(crate) struct Timestamp<'h> {
     pub(crate) text: &'h [u8],
 }
 
-/// One signature: its algorithm and its text, not yet decoded (decoding
-/// waits for the comparison).
+/// One signature: its algorithm and where its text lies in the signature
+/// header, not yet decoded (decoding waits for the comparison). Offsets,
+/// not a slice, keep the envelope that every request builds and moves
+/// small; a header is at most [`MAX_HEADER_LEN`] bytes.
 #[derive(Debug, Clone, Copy)]
-struct Candidate<'h> {
+struct Candidate {
     algorithm: Algorithm,
-    text: &'h [u8],
+    start: u16,
+    len: u16,
 }
 
 impl<'h> Envelope<'h> {
     /// Reads id, timestamp and signature header and checks their shape:
     /// at most [`MAX_SIGNATURES`] signatures, each with a version label,
-    /// at least one of a version that `accepts`.
+    /// at least one of a version that `accepts`. `id_delimiters` is the
+    /// scheme's [`Scheme::id_delimiters`], worked out once per verifier.
     pub(crate) fn read(
         scheme: &Scheme,
+        id_delimiters: u128,
         headers: &'h (impl Headers + ?Sized),
         accepts: impl Fn(Algorithm) -> bool,
     ) -> Result<Self, VerifyError> {
@@ -64,9 +72,9 @@ impl<'h> Envelope<'h> {
         // id or timestamp is read only when present and well formed.
         let id = match &scheme.id_header {
             Some(name) if scheme.signs_id() => {
-                Some(read_id(name, required(headers, name)?, Some(scheme))?)
+                Some(read_id(name, required(headers, name)?, id_delimiters)?)
             }
-            Some(name) => optional(headers, name).and_then(|value| read_id(name, value, None).ok()),
+            Some(name) => optional(headers, name).and_then(|value| read_id(name, value, 0).ok()),
             None => None,
         };
         let signatures = required(headers, &scheme.signature_header)?;
@@ -90,9 +98,11 @@ impl<'h> Envelope<'h> {
             covered: None,
             candidates: [Candidate {
                 algorithm: Algorithm::Hmac,
-                text: &[],
+                start: 0,
+                len: 0,
             }; MAX_SIGNATURES],
             len: 0,
+            signature_text: &[],
         };
         let prefix = match &scheme.format {
             Format::Single { prefix } => Some(prefix.as_bytes()),
@@ -106,6 +116,7 @@ impl<'h> Envelope<'h> {
             },
             None => signatures,
         };
+        envelope.signature_text = signatures;
         let mut total = 0;
         // Hook0's: the names of the headers the signatures cover.
         let mut covered_names = None;
@@ -133,7 +144,11 @@ impl<'h> Envelope<'h> {
                 ));
             }
             if let Some(algorithm) = algorithm.filter(|algorithm| accepts(*algorithm)) {
-                envelope.candidates[envelope.len] = Candidate { algorithm, text };
+                envelope.candidates[envelope.len] = Candidate {
+                    algorithm,
+                    start: offset_in(signatures, text),
+                    len: u16::try_from(text.len()).unwrap_or(u16::MAX),
+                };
                 envelope.len += 1;
             }
         }
@@ -203,15 +218,15 @@ impl<'h> Envelope<'h> {
                             reason: Malformed::IdContainsDelimiter,
                         });
                     }
-                    self.id = Some(read_id(&key, values[len - 1], None)?);
+                    self.id = Some(read_id(&key, values[len - 1], 0)?);
                     self.id_signed = true;
                 }
             }
         }
-        self.covered = Some(CoveredHeaders::new(
+        self.covered = Some(Box::new(CoveredHeaders::new(
             names.unwrap_or_default(),
             &values[..len],
-        ));
+        )));
         Ok(())
     }
 
@@ -220,13 +235,24 @@ impl<'h> Envelope<'h> {
         self.candidates[..self.len]
             .iter()
             .filter(move |candidate| candidate.algorithm == algorithm)
-            .map(|candidate| candidate.text)
+            .map(|candidate| {
+                let start = usize::from(candidate.start);
+                let end = start + usize::from(candidate.len);
+                self.signature_text.get(start..end).unwrap_or_default()
+            })
     }
 
     /// How many signatures of an accepted version the header carries.
     pub(crate) fn accepted(&self) -> usize {
         self.len
     }
+}
+
+/// Where `part`, a piece of `whole`, starts in it. Header values are at
+/// most [`MAX_HEADER_LEN`] bytes, which a `u16` holds.
+fn offset_in(whole: &[u8], part: &[u8]) -> u16 {
+    let offset = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
+    u16::try_from(offset).unwrap_or(u16::MAX)
 }
 
 /// The error for a header none of whose accepted signatures decodes.
@@ -391,16 +417,14 @@ fn optional<'h>(headers: &'h (impl Headers + ?Sized), name: &HeaderKey) -> Optio
     }
 }
 
-/// The visible ASCII characters, `!` to `~`, as a mask of bits.
-const VISIBLE_ASCII: u128 = ((1 << 0x7f) - 1) & !((1 << 0x21) - 1);
-
-/// Reads an id: visible ASCII, and, where `signed_by` signs it, none of
-/// the characters around it in the signed content. One pass over the id,
-/// on every request.
+/// Reads an id: visible ASCII, and none of the `delimiters` (where the
+/// scheme signs it, the characters around it in the signed content). Written to compile to
+/// a vector loop over the id and one `memchr` per delimiter (usually one),
+/// as it runs on every request.
 fn read_id<'h>(
     name: &HeaderKey,
     value: &'h [u8],
-    signed_by: Option<&Scheme>,
+    delimiters: u128,
 ) -> Result<&'h str, VerifyError> {
     let malformed = |reason| VerifyError::MalformedHeader {
         name: name.to_cow(),
@@ -409,17 +433,21 @@ fn read_id<'h>(
     if value.len() > MAX_ID_LEN {
         return Err(malformed(Malformed::TooLong { max: MAX_ID_LEN }));
     }
-    let allowed = VISIBLE_ASCII & !signed_by.map_or(0, Scheme::id_delimiters);
-    if !value.iter().all(|&byte| {
-        allowed
-            .checked_shr(u32::from(byte))
-            .is_some_and(|bits| bits & 1 == 1)
-    }) {
-        return Err(malformed(if value.iter().all(u8::is_ascii_graphic) {
-            Malformed::IdContainsDelimiter
-        } else {
-            Malformed::NotVisibleAscii
-        }));
+    // No early exit, so the loop vectorizes; ids are at most 256 bytes.
+    let visible = value
+        .iter()
+        .fold(true, |visible, byte| visible & byte.is_ascii_graphic());
+    if !visible {
+        return Err(malformed(Malformed::NotVisibleAscii));
+    }
+    let mut delimiters = delimiters;
+    while delimiters != 0 {
+        // The lowest set bit is a character below 128.
+        let delimiter = u8::try_from(delimiters.trailing_zeros()).unwrap_or(u8::MAX);
+        if value.contains(&delimiter) {
+            return Err(malformed(Malformed::IdContainsDelimiter));
+        }
+        delimiters &= delimiters - 1;
     }
     // Visible ASCII is valid UTF-8.
     std::str::from_utf8(value).map_err(|_| malformed(Malformed::NotVisibleAscii))
@@ -523,9 +551,12 @@ mod tests {
             ("webhook-timestamp", "1"),
             ("webhook-signature", " v1a,A  v2,B v1,C v1a,D "),
         ];
-        let hmac_only = Envelope::read(&scheme, &headers, |a| a == Algorithm::Hmac).unwrap();
+        let hmac_only = Envelope::read(&scheme, scheme.id_delimiters(), &headers, |a| {
+            a == Algorithm::Hmac
+        })
+        .unwrap();
         assert_eq!(hmac_only.accepted(), 1);
-        let both = Envelope::read(&scheme, &headers, |_| true).unwrap();
+        let both = Envelope::read(&scheme, scheme.id_delimiters(), &headers, |_| true).unwrap();
         assert_eq!(both.accepted(), 3);
         let texts = |algorithm| both.signatures(algorithm).collect::<Vec<_>>();
         assert_eq!(texts(Algorithm::Ed25519), [b"A", b"D"]);

@@ -59,6 +59,8 @@ pub struct Verifier {
 
 pub(super) struct Inner {
     pub(super) scheme: Scheme,
+    /// The scheme's [`Scheme::id_delimiters`], worked out once.
+    pub(super) id_delimiters: u128,
     pub(super) keys: Vec<Key>,
     /// When each key may be used, in the order of `keys`.
     pub(super) validity: Vec<Validity>,
@@ -88,7 +90,7 @@ impl fmt::Debug for Verifier {
 }
 
 /// A request that passed verification.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified<'a> {
     id: Option<&'a str>,
     id_signed: bool,
@@ -96,7 +98,7 @@ pub struct Verified<'a> {
     timestamp_text: Option<&'a [u8]>,
     /// The headers the signature covered besides id and timestamp
     /// (Hook0's).
-    covered: Option<CoveredHeaders<'a>>,
+    covered: Option<Box<CoveredHeaders<'a>>>,
     body: &'a [u8],
     key_index: usize,
 }
@@ -223,11 +225,17 @@ impl Verifier {
             });
         }
         let now_seconds = unix_seconds(now);
-        let envelope = Envelope::read(&inner.scheme, headers, |algorithm| match algorithm {
-            Algorithm::Hmac => inner.accepts_hmac,
-            Algorithm::Ed25519 => inner.accepts_ed25519,
-            Algorithm::EcdsaP256 => inner.accepts_ecdsa_p256,
-        })?;
+        let envelope =
+            Envelope::read(
+                &inner.scheme,
+                inner.id_delimiters,
+                headers,
+                |algorithm| match algorithm {
+                    Algorithm::Hmac => inner.accepts_hmac,
+                    Algorithm::Ed25519 => inner.accepts_ed25519,
+                    Algorithm::EcdsaP256 => inner.accepts_ecdsa_p256,
+                },
+            )?;
         if let Some(timestamp) = envelope.timestamp
             && inner.check_timestamp
         {
@@ -369,7 +377,7 @@ impl Inner {
         let scheme = &self.scheme;
         let id = envelope.id.map(str::as_bytes);
         let timestamp = envelope.timestamp.map(|t| t.text);
-        let covered = envelope.covered.as_ref();
+        let covered = envelope.covered.as_deref();
         let mut buffer = [0u8; MAX_SIGNATURE_BYTES];
         let mut decoded_any = false;
         #[cfg(any(feature = "ed25519", feature = "p256"))]
