@@ -17,6 +17,7 @@ use hooklatch::sender::outbox::{DeliveryStore, Keeping, OUTBOX_PURGE_BATCH, Take
 use hooklatch::sender::rules::{Attempt, Final, Step};
 use hooklatch::sender::transport::{Response, TransportError};
 use hooklatch::sender::{Disabled, Dispatcher, Policy, RedisOutbox, Transport};
+use hooklatch::trace::TraceParent;
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
 
@@ -1573,6 +1574,68 @@ async fn the_concurrency_limit_is_per_dispatcher(backend: impl Backend) {
     );
 }
 
+/// A delivery sent in a trace carries it to every attempt, each under a
+/// span id of its own, across a restart of the dispatcher (the trace is
+/// read back from the store); one sent outside a trace carries none.
+async fn each_attempt_carries_the_trace_the_delivery_was_sent_in(backend: impl Backend) {
+    const SENT_IN: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let sent_in = TraceParent::parse(SENT_IN).unwrap();
+    let ids = ["traced".to_owned(), "untraced".to_owned()];
+    let receiver = Receiver::answering(500);
+    let first = dispatcher(backend.open().await, &receiver);
+    add(&first, every(Duration::from_millis(50), 10)).await;
+    sent_in
+        .scope(async { assert!(first.send(ENDPOINT, &ids[0], b"{}").await.unwrap()) })
+        .await;
+    assert!(first.send(ENDPOINT, &ids[1], b"{}").await.unwrap());
+    let running = first.start();
+    wait_until("each delivery failed twice", || {
+        let traces = receiver.traces();
+        let ids = &ids;
+        async move {
+            ids.iter()
+                .all(|id| traces.iter().filter(|(seen, _)| seen == id).count() >= 2)
+        }
+    })
+    .await;
+    running.stop().await;
+    drop(first);
+    // A new dispatcher reads the trace back from the store.
+    receiver.set_status(200);
+    let store = backend.open().await;
+    let second = dispatcher(store.clone(), &receiver);
+    add(&second, every(Duration::from_millis(50), 10)).await;
+    let running = second.start();
+    wait_until("both are delivered", || {
+        all_in(&store, &ids, DeliveryState::Delivered)
+    })
+    .await;
+    running.stop().await;
+
+    let traces = receiver.traces();
+    let of = |id: &str| -> Vec<Option<String>> {
+        traces
+            .iter()
+            .filter(|(seen, _)| seen == id)
+            .map(|(_, trace)| trace.clone())
+            .collect()
+    };
+    let traced: Vec<TraceParent> = of("traced")
+        .into_iter()
+        .map(|trace| TraceParent::parse(&trace.expect("a traceparent on every attempt")).unwrap())
+        .collect();
+    assert!(traced.len() >= 3, "{traced:?}");
+    for attempt in &traced {
+        assert_eq!(attempt.trace_id(), sent_in.trace_id());
+        assert!(attempt.sampled());
+        assert_ne!(attempt.parent_id(), sent_in.parent_id());
+    }
+    let spans: std::collections::HashSet<String> =
+        traced.iter().map(TraceParent::parent_id).collect();
+    assert_eq!(spans.len(), traced.len(), "a span id per attempt");
+    assert!(of("untraced").iter().all(Option::is_none));
+}
+
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -1666,6 +1729,11 @@ macro_rules! suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn health_an_enable_reaches_every_dispatcher() {
                 an_enable_reaches_every_dispatcher($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn each_attempt_carries_the_trace_the_delivery_was_sent_in_across_a_restart() {
+                each_attempt_carries_the_trace_the_delivery_was_sent_in($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ use hooklatch::sender::PostgresOutbox;
 use hooklatch::sender::outbox::{DeliveryState, EndpointHealth, HealthChange};
 use hooklatch::sender::outbox::{DeliveryStore, Taken};
 use hooklatch::sender::rules::{Attempt, Final, Step};
+use hooklatch::trace::TraceParent;
 use outbox_backends::{Backend, postgres, sqlite};
 use sqlx::AssertSqlSafe;
 
@@ -58,8 +59,9 @@ async fn finish_delivered<S: DeliveryStore>(
 }
 
 /// 300 enqueues at once: 50 ids on each of 3 endpoints, each sent twice
-/// with different bodies. Of each pair exactly one is added, and the body
-/// kept is the one whose caller was told so.
+/// with different bodies, every other one in a trace of its own. Of each
+/// pair exactly one is added, and the body and the trace kept are those of
+/// the caller told so.
 async fn enqueues_sharing_a_batch_each_get_their_own_outcome<S>(store: &S)
 where
     S: DeliveryStore + Clone + 'static,
@@ -70,10 +72,12 @@ where
             tokio::spawn(async move {
                 let (endpoint, id) = (format!("e{}", n % 3), format!("evt_{}", n / 3 % 50));
                 let body = format!("body {n}");
-                let added = store
-                    .enqueue(&endpoint, &id, body.as_bytes(), SystemTime::now())
-                    .await
-                    .unwrap();
+                let enqueue = store.enqueue(&endpoint, &id, body.as_bytes(), SystemTime::now());
+                let added = match trace_of(n) {
+                    Some(trace) => trace.scope(enqueue).await,
+                    None => enqueue.await,
+                }
+                .unwrap();
                 ((endpoint, id), body, added)
             })
         })
@@ -87,11 +91,25 @@ where
         }
     }
     assert_eq!(added.len(), 150);
+    let mut taken = HashMap::new();
+    for endpoint in ["e0", "e1", "e2"] {
+        for delivery in take_all(store, endpoint).await {
+            taken.insert((delivery.endpoint.clone(), delivery.id.clone()), delivery);
+        }
+    }
     for ((endpoint, id), bodies) in added {
         assert_eq!(bodies.len(), 1, "{endpoint}/{id} added once: {bodies:?}");
         let stored = store.delivery(&endpoint, &id).await.unwrap().unwrap();
         assert_eq!(stored.body, bodies[0].as_bytes(), "{endpoint}/{id}");
+        let n: u64 = bodies[0]["body ".len()..].parse().unwrap();
+        assert_eq!(taken[&(endpoint, id)].trace, trace_of(n));
     }
+}
+
+/// The trace enqueue `n` runs in: one of its own for every other one.
+fn trace_of(n: u64) -> Option<TraceParent> {
+    n.is_multiple_of(2)
+        .then(|| TraceParent::parse(&format!("00-{:032x}-{:016x}-01", n + 1, n + 1)).unwrap())
 }
 
 /// 60 leased deliveries recorded at once, every third also by a holder of

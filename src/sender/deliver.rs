@@ -7,6 +7,7 @@ use super::endpoint::{Endpoint, Pass};
 use super::rules::Policy;
 use super::rules::{Attempt, AttemptError, Final, Outcome, Step, WaitReason, first_wait, plan};
 use super::transport::{Transport, TransportError};
+use crate::trace::TraceParent;
 
 /// How an attempt went: its record and what its answer means.
 pub(crate) struct Tried {
@@ -15,17 +16,19 @@ pub(crate) struct Tried {
 }
 
 /// Signs and sends one attempt and tells the breaker how it went through
-/// `pass`. The caller has already waited and passed the breaker.
+/// `pass`. The caller has already waited and passed the breaker. With the
+/// trace the delivery was sent in, the attempt carries a `traceparent` of
+/// that trace under a span id of its own.
 pub(crate) async fn attempt_once<T: Transport + ?Sized>(
     transport: &T,
     endpoint: &Endpoint,
     pass: Pass<'_>,
     policy: &Policy,
-    delivery: (&str, &[u8]),
+    delivery: (&str, &[u8], Option<TraceParent>),
     number: u32,
     (waited, reason, held): (Duration, WaitReason, Duration),
 ) -> Tried {
-    let (id, body) = delivery;
+    let (id, body, trace) = delivery;
     let sent_at = policy.now();
     let started = tokio::time::Instant::now();
     let record = |result, duration, excerpt| Attempt {
@@ -40,9 +43,11 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
     };
     let answer = match endpoint.signer().sign(id, sent_at, body) {
         Ok(signed) => {
+            let attempt_trace = trace.map(|trace| trace.child());
             let headers: Vec<(String, String)> = signed
                 .iter()
                 .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .chain(attempt_trace.map(|trace| ("traceparent".to_owned(), trace.to_string())))
                 .collect();
             let post = transport.post(endpoint.url(), &headers, body);
             match tokio::time::timeout(policy.attempt_timeout(), post).await {
@@ -116,7 +121,8 @@ pub struct DeliveryRecord {
 /// from `[0, 1)`. Waiting uses tokio's clock, so tests can pause it.
 ///
 /// This keeps nothing if the process stops; a
-/// [`Dispatcher`](super::Dispatcher) on a durable store does.
+/// [`Dispatcher`](super::Dispatcher) on a durable store does. Run in a
+/// trace ([`TraceParent::scope`]), each attempt carries it.
 pub async fn deliver<T: Transport>(
     transport: &T,
     endpoint: &Endpoint,
@@ -139,6 +145,7 @@ pub async fn deliver_observed<T: Transport>(
     mut on_attempt: impl FnMut(&Attempt),
 ) -> DeliveryRecord {
     let mut attempts = Vec::new();
+    let trace = TraceParent::current();
     let (mut waited, mut reason) = (first_wait(policy, random()), WaitReason::Schedule);
     let mut number = 1;
     loop {
@@ -149,7 +156,7 @@ pub async fn deliver_observed<T: Transport>(
             endpoint,
             pass,
             policy,
-            (id, body),
+            (id, body, trace),
             number,
             (waited, reason, held),
         )
@@ -266,7 +273,7 @@ mod tests {
                 &probing,
                 pass,
                 &policy,
-                (&id, b"{}"),
+                (&id, b"{}", None),
                 1,
                 (Duration::ZERO, WaitReason::Schedule, Duration::ZERO),
             )
@@ -323,7 +330,7 @@ mod tests {
             &endpoint,
             pass,
             &policy,
-            ("msg_1", b"{}"),
+            ("msg_1", b"{}", None),
             1,
             (Duration::ZERO, WaitReason::Schedule, Duration::ZERO),
         )

@@ -504,9 +504,20 @@ async fn hold<Q: InboxQueue + 'static>(
             }
             let event = Event::new(Arc::clone(&entry), lost_rx.clone());
             let span = event_span(&entry);
+            // In the request's trace, deliveries the handler sends carry
+            // it on to their endpoints.
+            let trace = kept_header(&entry, "traceparent")
+                .and_then(|text| crate::trace::TraceParent::parse(text).ok());
+            let handle = || match trace {
+                Some(trace) => {
+                    let future = trace.sync_scope(|| shared.handler.handle(event));
+                    Box::pin(trace.scope(future)) as HandlerFuture
+                }
+                None => shared.handler.handle(event),
+            };
             // A closure handler runs up to its first await here: a panic
             // there is caught too.
-            match std::panic::catch_unwind(AssertUnwindSafe(|| shared.handler.handle(event))) {
+            match std::panic::catch_unwind(AssertUnwindSafe(handle)) {
                 Ok(future) => handler = Some(future.instrument(span)),
                 Err(panic) => break Ending::Finished(Err(panic)),
             }
@@ -762,14 +773,7 @@ fn type_label(entry: &InboxEntry) -> String {
 /// The span an event's handler runs in; it names the trace the request
 /// came with, where the receiver kept its `traceparent`.
 fn event_span(entry: &InboxEntry) -> tracing::Span {
-    let header = |name: &str| {
-        entry
-            .meta
-            .headers
-            .iter()
-            .find(|(kept, _)| kept == name)
-            .map(|(_, value)| value.as_str())
-    };
+    let header = |name| kept_header(entry, name);
     tracing::info_span!(
         "webhook.handle",
         namespace = %entry.namespace,
@@ -779,6 +783,16 @@ fn event_span(entry: &InboxEntry) -> tracing::Span {
         traceparent = header("traceparent").unwrap_or(""),
         tracestate = header("tracestate").unwrap_or(""),
     )
+}
+
+/// A header the receiver kept with the event.
+fn kept_header<'e>(entry: &'e InboxEntry, name: &str) -> Option<&'e str> {
+    entry
+        .meta
+        .headers
+        .iter()
+        .find(|(kept, _)| kept == name)
+        .map(|(_, value)| value.as_str())
 }
 
 /// A panicked handler's failure reason: its message, where it had one.

@@ -35,6 +35,8 @@ struct ReceiverState {
     per_id: Mutex<HashMap<String, (u16, Duration)>>,
     /// (id, status answered) for every answered attempt.
     answered: Mutex<Vec<(String, u16)>>,
+    /// (id, `traceparent` header) for every attempt, in arrival order.
+    traces: Mutex<Vec<(String, Option<String>)>>,
     started: AtomicUsize,
     in_flight: AtomicUsize,
     peak: AtomicUsize,
@@ -53,6 +55,7 @@ impl Receiver {
                 delay: Mutex::new(Duration::ZERO),
                 per_id: Mutex::new(HashMap::new()),
                 answered: Mutex::new(Vec::new()),
+                traces: Mutex::new(Vec::new()),
                 started: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
                 peak: AtomicUsize::new(0),
@@ -75,6 +78,11 @@ impl Receiver {
             .lock()
             .unwrap()
             .insert(id.to_owned(), (status, delay));
+    }
+
+    /// (id, `traceparent` header) for every attempt, in arrival order.
+    pub fn traces(&self) -> Vec<(String, Option<String>)> {
+        self.state.traces.lock().unwrap().clone()
     }
 
     pub fn answered(&self) -> Vec<(String, u16)> {
@@ -127,6 +135,11 @@ impl Transport for Receiver {
             .verify(headers, body)
             .expect("every attempt is signed anew and verifies");
         let id = verified.id().expect("a webhook-id").to_owned();
+        let trace = headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("traceparent"))
+            .map(|(_, value)| value.clone());
+        state.traces.lock().unwrap().push((id.clone(), trace));
         state.started.fetch_add(1, Ordering::SeqCst);
         let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         let _in_flight = InFlight(&state.in_flight);

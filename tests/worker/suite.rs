@@ -1226,6 +1226,66 @@ async fn a_requests_traceparent_reaches_the_handlers_span() {
     assert_eq!(*spans.0.lock().unwrap(), [parent]);
 }
 
+/// A handler runs in the request's trace: a delivery it sends is stored
+/// with that trace, so each of its attempts carries it on.
+#[tokio::test(flavor = "current_thread")]
+async fn a_delivery_sent_from_a_handler_keeps_the_requests_trace() {
+    use hooklatch::sender::MemoryOutbox;
+    use hooklatch::sender::outbox::DeliveryStore as _;
+    use hooklatch::trace::TraceParent;
+
+    let store = hooklatch::dedup::MemoryInbox::new();
+    let outbox = MemoryOutbox::new();
+    let namespace = super::support::unique("trace-on");
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut meta = EventMeta::with_type("invoice.paid");
+    meta.headers = vec![("traceparent".to_owned(), parent.to_owned())];
+    let traced = IncomingEvent::new(&namespace, "evt_traced", b"{}").with_meta(&meta);
+    let _ = store.accept(&traced).await.unwrap();
+    let untraced = IncomingEvent::new(&namespace, "evt_plain", b"{}");
+    let _ = store.accept(&untraced).await.unwrap();
+    let (seen, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let sending = outbox.clone();
+    let running = Worker::new(store, &namespace, move |event: Event| {
+        let (seen, outbox) = (seen.clone(), sending.clone());
+        async move {
+            let id = event.id().to_owned();
+            outbox
+                .enqueue("acme", &id, b"{}", std::time::SystemTime::now())
+                .await
+                .map_err(Failure::retry)?;
+            let _ = seen.send((id, TraceParent::current()));
+            Ok::<(), Failure>(())
+        }
+    })
+    .start();
+    let mut current = HashMap::new();
+    while current.len() < 2 {
+        let (id, trace) = seen_rx.recv().await.unwrap();
+        current.insert(id, trace);
+    }
+    running.stop(Duration::from_secs(1)).await;
+    let parent = TraceParent::parse(parent).unwrap();
+    assert_eq!(current["evt_traced"], Some(parent));
+    assert_eq!(current["evt_plain"], None);
+    let due = outbox
+        .take_due(
+            "acme",
+            std::time::SystemTime::now(),
+            10,
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    let stored: HashMap<String, Option<TraceParent>> = due
+        .taken
+        .into_iter()
+        .map(|taken| (taken.id, taken.trace))
+        .collect();
+    assert_eq!(stored["evt_traced"], Some(parent));
+    assert_eq!(stored["evt_plain"], None);
+}
+
 /// An inbox whose `ack_many` answers its first call for half the batch
 /// only (as a Redis Cluster does when one shard is down) and fails its
 /// second outright; it records each call's length.

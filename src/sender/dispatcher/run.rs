@@ -218,7 +218,7 @@ impl<S: DeliveryStore, T: Transport + 'static> Inner<S, T> {
                 &route.endpoint,
                 pass,
                 &route.policy,
-                (&taken.id, &taken.body),
+                (&taken.id, &taken.body, taken.trace),
                 taken.attempts + 1,
                 (taken.waited, taken.reason, held),
             ),

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::sender::rules::{Attempt, AttemptError, Step, WaitReason};
 use crate::store::{millis, unix_millis};
+use crate::trace::TraceParent;
 
 impl DeliveryState {
     /// The number stores keep for it.
@@ -97,8 +98,27 @@ pub(crate) fn failed_at(change: HealthChange) -> Option<i64> {
 }
 
 /// A leased delivery as stored fields: id, body, tries, attempts, due at
-/// (ms), waited (ms) and the wait's reason code.
-pub(crate) type TakenRow = (String, Vec<u8>, i64, i64, i64, i64, i64, i64);
+/// (ms), waited (ms), the wait's reason code, enqueued at (ms) and the
+/// trace it was sent in.
+pub(crate) type TakenRow = (
+    String,
+    Vec<u8>,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+);
+
+/// A new delivery's trace as stored: its `traceparent`, or empty.
+pub(crate) fn trace_text(delivery: &super::NewDelivery<'_>) -> String {
+    delivery
+        .trace()
+        .map(|trace| trace.to_string())
+        .unwrap_or_default()
+}
 
 /// What a take found: the endpoint's `health`, and the deliveries leased
 /// under `token`, earliest due first.
@@ -111,7 +131,7 @@ pub(crate) fn due(
     let mut taken: Vec<Taken> = rows
         .into_iter()
         .map(
-            |(id, body, tries, attempts, due_at, waited, reason, enqueued_at)| Taken {
+            |(id, body, tries, attempts, due_at, waited, reason, enqueued_at, trace)| Taken {
                 endpoint: endpoint.to_owned(),
                 id,
                 body,
@@ -122,6 +142,8 @@ pub(crate) fn due(
                 waited: duration_ms(waited),
                 reason: reason_from_code(reason),
                 token: token.to_owned(),
+                // Stored by this library; anything else is dropped.
+                trace: trace.and_then(|text| TraceParent::parse(&text).ok()),
             },
         )
         .collect();

@@ -40,6 +40,7 @@ pub(super) struct Entry {
     reason: WaitReason,
     pub(super) lease: Option<(String, SystemTime)>,
     pub(super) finished_at: Option<SystemTime>,
+    trace: Option<crate::trace::TraceParent>,
 }
 
 impl MemoryOutbox {
@@ -74,6 +75,7 @@ impl Entry {
             waited: self.waited,
             reason: self.reason,
             token,
+            trace: self.trace,
         }
     }
 }
@@ -106,6 +108,7 @@ impl Deliveries {
             reason: WaitReason::Schedule,
             lease: None,
             finished_at: None,
+            trace: new.trace(),
         };
         self.by_key.insert(key(endpoint, id), entry);
         true

@@ -31,6 +31,7 @@ use std::time::{Duration, SystemTime};
 
 pub use super::rules::states::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
 use super::rules::{Attempt, Step, WaitReason};
+use crate::trace::TraceParent;
 
 pub use any::AnyOutbox;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -99,6 +100,9 @@ pub struct Taken {
     pub reason: WaitReason,
     /// The lease's token: only its holder may record the attempt.
     pub token: String,
+    /// The trace the delivery was sent in, if any: each attempt sends it
+    /// as `traceparent`, under a span id of its own.
+    pub trace: Option<TraceParent>,
 }
 
 /// What [`DeliveryStore::take_due`] found: the endpoint's saved health and
@@ -140,11 +144,12 @@ pub struct NewDelivery<'a> {
     id: &'a str,
     body: &'a [u8],
     due: SystemTime,
+    trace: Option<TraceParent>,
 }
 
 impl<'a> NewDelivery<'a> {
     /// The delivery, once its endpoint's name and id pass the checks
-    /// every store makes.
+    /// every store makes, in the trace the caller runs in.
     pub(crate) fn checked(
         endpoint: &'a str,
         id: &'a str,
@@ -157,6 +162,7 @@ impl<'a> NewDelivery<'a> {
             id,
             body,
             due,
+            trace: TraceParent::current(),
         })
     }
 
@@ -178,6 +184,12 @@ impl<'a> NewDelivery<'a> {
     /// When its first attempt is due.
     pub fn due(&self) -> SystemTime {
         self.due
+    }
+
+    /// The trace it was sent in ([`TraceParent::current`] where it was
+    /// enqueued): a store keeps it and hands it back in [`Taken::trace`].
+    pub fn trace(&self) -> Option<TraceParent> {
+        self.trace
     }
 }
 

@@ -57,14 +57,40 @@ pub(crate) fn schema(prefix: &str, dialect: &Dialect) -> Schema {
     }
 }
 
+/// Version 3 of the outbox: the trace each delivery was sent in (its
+/// `traceparent`). A component of its own, so that stores made before it
+/// upgrade in place.
+pub(crate) fn trace_schema(prefix: &str, dialect: &Dialect) -> Schema {
+    let (deliveries, _, _) = tables(prefix);
+    Schema {
+        component: format!("outbox-trace:{prefix}"),
+        version: 1,
+        statements: vec![format!(
+            "ALTER TABLE {deliveries} {} trace TEXT",
+            dialect.add_column
+        )],
+    }
+}
+
 /// A row of [`Statements::take`]: the delivery's
 /// [`TakenRow`](super::codes::TakenRow), then the endpoint's failing time.
-pub(crate) type TakeRow = (String, Vec<u8>, i64, i64, i64, i64, i64, i64, Option<i64>);
+pub(crate) type TakeRow = (
+    String,
+    Vec<u8>,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    Option<i64>,
+);
 
 /// The statements both SQL delivery stores run.
 #[derive(Debug, Clone)]
 pub struct Statements {
-    /// $1 endpoint, $2 id, $3 body, $4 due, $5 now.
+    /// $1 endpoint, $2 id, $3 body, $4 due, $5 now, $6 trace (or NULL).
     pub(crate) enqueue: SqlStr,
     /// $1 endpoint, $2 now, $3 limit, $4 token, $5 lease until: nothing
     /// while the endpoint is disabled; each row carries the endpoint's
@@ -121,8 +147,8 @@ impl Statements {
         );
         Self {
             enqueue: statement(format!(
-                "INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
-                 SELECT $1, $2, $3, $4, $5 WHERE {flushed} \
+                "INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at, trace) \
+                 SELECT $1, $2, $3, $4, $5, $6 WHERE {flushed} \
                  ON CONFLICT (endpoint, event_id) DO NOTHING",
                 flushed = dialect.flushed
             )),
@@ -139,7 +165,7 @@ impl Statements {
                  AND NOT EXISTS (SELECT 1 FROM {endpoints} \
                  WHERE endpoint = $1 AND disabled IS NOT NULL) AND {flushed} \
                  RETURNING event_id, body, tries, attempts, due_at, waited_ms, reason, created_at, \
-                 (SELECT failing_since FROM {endpoints} WHERE endpoint = $1) AS failing_since",
+                 trace, (SELECT failing_since FROM {endpoints} WHERE endpoint = $1) AS failing_since",
                 flushed = dialect.flushed,
             )),
             finish: statement(format!(

@@ -153,7 +153,7 @@ pub(crate) fn take_across_sql(
         ),
         returning: &format!(
             "RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, \
-             waited_ms, reason, created_at, (SELECT failing_since FROM {endpoints} e \
+             waited_ms, reason, created_at, trace, (SELECT failing_since FROM {endpoints} e \
              WHERE e.endpoint = {deliveries}.endpoint) AS failing_since"
         ),
     };
@@ -206,11 +206,12 @@ fn take_across_lateral(parts: &AcrossParts<'_>, dialect: &crate::store::sql::Dia
          WHERE {enabled} ORDER BY rnk, p.due_at LIMIT $3) r \
          WHERE {deliveries}.{row_id} = r.rid AND {flushed} \
          RETURNING {deliveries}.endpoint, event_id, body, tries, attempts, due_at, waited_ms, \
-         reason, created_at) \
+         reason, created_at, trace) \
          SELECT 0::BIGINT AS kind, l.*, e.failing_since, NULL::BIGINT, NULL::BIGINT \
          FROM leased l LEFT JOIN {endpoints} e USING (endpoint) \
          UNION ALL SELECT 1, e.endpoint, NULL::TEXT, NULL::BYTEA, NULL::BIGINT, NULL::BIGINT, \
-         NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, e.failing_since, e.disabled, \
+         NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::BIGINT, NULL::TEXT, e.failing_since, \
+         e.disabled, \
          e.disabled_after_ms FROM {endpoints} e JOIN w USING (endpoint) \
          WHERE e.disabled IS NOT NULL"
     )
@@ -328,12 +329,12 @@ pub(crate) async fn take_due_across<DB: SqlDatabase>(
             let at = usize::from(dialect.lateral);
             if dialect.lateral && DB::get::<i64>(&row, 0)? == 1 {
                 let endpoint: String = DB::get(&row, 1)?;
-                let fields = (DB::get(&row, 10)?, DB::get(&row, 11)?, DB::get(&row, 12)?);
+                let fields = (DB::get(&row, 11)?, DB::get(&row, 12)?, DB::get(&row, 13)?);
                 found.health.insert(endpoint, health_from_fields(fields));
                 continue;
             }
             let endpoint: String = DB::get(&row, at)?;
-            let failing: Option<i64> = DB::get(&row, at + 9)?;
+            let failing: Option<i64> = DB::get(&row, at + 10)?;
             let health = health_from_fields((failing, None, None));
             found.health.entry(endpoint.clone()).or_insert(health);
             let taken: TakenRow = (
@@ -345,6 +346,7 @@ pub(crate) async fn take_due_across<DB: SqlDatabase>(
                 DB::get(&row, at + 6)?,
                 DB::get(&row, at + 7)?,
                 DB::get(&row, at + 8)?,
+                DB::get(&row, at + 9)?,
             );
             by_endpoint.entry(endpoint).or_default().push(taken);
             leased += 1;

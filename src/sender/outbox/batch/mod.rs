@@ -36,7 +36,7 @@ macro_rules! bind_step {
 }
 
 /// Binds an enqueue to the one-delivery statement: endpoint, id, body,
-/// due, created.
+/// due, created, trace.
 macro_rules! bind_enqueue {
     ($query:expr, $job:expr) => {
         $query
@@ -45,6 +45,7 @@ macro_rules! bind_enqueue {
             .bind(&$job.body)
             .bind($job.due)
             .bind($job.created)
+            .bind(&$job.trace)
     };
 }
 
@@ -92,16 +93,18 @@ pub struct Enqueue {
     body: Vec<u8>,
     due: i64,
     created: i64,
+    trace: Option<String>,
 }
 
 impl Enqueue {
-    pub(crate) fn new(endpoint: &str, id: &str, body: &[u8], due: std::time::SystemTime) -> Self {
+    pub(crate) fn new(new: &crate::sender::outbox::NewDelivery<'_>) -> Self {
         Self {
-            endpoint: endpoint.to_owned(),
-            id: id.to_owned(),
-            body: body.to_vec(),
-            due: unix_millis(due),
+            endpoint: new.endpoint().to_owned(),
+            id: new.id().to_owned(),
+            body: new.body().to_vec(),
+            due: unix_millis(new.due()),
             created: now_millis(),
+            trace: new.trace().map(|trace| trace.to_string()),
         }
     }
 }

@@ -14,7 +14,7 @@ use {
 };
 
 /// Enqueues many deliveries in one statement: $1 endpoints, $2 ids, $3
-/// bodies, $4 due times, $5 enqueue times; returns the positions (from 1)
+/// bodies, $4 due times, $5 enqueue times, $6 traces; returns the positions (from 1)
 /// of those added. Of the same key twice the first is added; rows are
 /// inserted in key order, so overlapping batches wait rather than
 /// deadlock.
@@ -22,10 +22,12 @@ pub(super) fn enqueue_many(prefix: &str) -> SqlStr {
     let (deliveries, _, _) = tables(prefix);
     statement(format!(
         "WITH d AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[], \
-         $5::bigint[]) WITH ORDINALITY AS d (endpoint, event_id, body, due_at, created_at, n)), \
+         $5::bigint[], $6::text[]) WITH ORDINALITY \
+         AS d (endpoint, event_id, body, due_at, created_at, trace, n)), \
          first AS (SELECT DISTINCT ON (endpoint, event_id) * FROM d ORDER BY endpoint, event_id, n), \
-         added AS (INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at) \
-         SELECT endpoint, event_id, body, due_at, created_at FROM first ORDER BY endpoint, event_id \
+         added AS (INSERT INTO {deliveries} (endpoint, event_id, body, due_at, created_at, trace) \
+         SELECT endpoint, event_id, body, due_at, created_at, trace FROM first \
+         ORDER BY endpoint, event_id \
          ON CONFLICT (endpoint, event_id) DO NOTHING RETURNING endpoint, event_id) \
          SELECT n FROM first JOIN added USING (endpoint, event_id) WHERE {flushed}",
         flushed = POSTGRES_FLUSHED
@@ -183,7 +185,13 @@ impl CommitBatch for Enqueues<sqlx::Postgres> {
             .bind(batch.iter().map(|job| job.id.as_str()).collect::<Vec<_>>())
             .bind(batch.iter().map(|job| &job.body[..]).collect::<Vec<_>>())
             .bind(batch.iter().map(|job| job.due).collect::<Vec<_>>())
-            .bind(batch.iter().map(|job| job.created).collect::<Vec<_>>());
+            .bind(batch.iter().map(|job| job.created).collect::<Vec<_>>())
+            .bind(
+                batch
+                    .iter()
+                    .map(|job| job.trace.as_deref())
+                    .collect::<Vec<_>>(),
+            );
         let positions: Vec<i64> = self
             .connection
             .run(async |connection| statement.fetch_all(connection).await)

@@ -125,7 +125,8 @@ impl Keeping for RedisOutbox {
             .arg(endpoint)
             .arg(key)
             .arg(now)
-            .arg(now.saturating_add(millis(window)));
+            .arg(now.saturating_add(millis(window)))
+            .arg(crate::sender::outbox::codes::trace_text(&new));
         // A send under a key already used waits too: the first send may be
         // the one whose wait fell short.
         let found: Value = self.run(&KEYED_SCRIPT, &call, |_| Ok(())).await?;

@@ -23,8 +23,9 @@ while a <= #ARGV do
         redis.call('HSET', d, 'lease', token)
         redis.call('ZADD', due, until_ms, id)
         local f = redis.call('HMGET', d, 'body', 'tries', 'attempts', 'due_at', 'waited_ms',
-          'reason', 'created_at')
-        rows[#rows + 1] = {id, f[1], f[2], f[3], f[4], f[5], f[6], f[7] or '0'}
+          'reason', 'created_at', 'trace')
+        -- false, not nil, keeps the row's length: a nil reply to Rust.
+        rows[#rows + 1] = {id, f[1], f[2], f[3], f[4], f[5], f[6], f[7] or '0', f[8] or false}
       end
     end
     if #rows > 0 then set_head(ready, due, endpoint) end

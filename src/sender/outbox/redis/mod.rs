@@ -10,7 +10,7 @@ use tokio::sync::OnceCell;
 
 use super::codes::{
     HealthFields, attempt_fields, attempt_from_fields, disable_fields, due, failed_at,
-    health_from_fields, step_fields, stored,
+    health_from_fields, step_fields, stored, trace_text,
 };
 use super::{
     DeliveryCounts, DeliveryState, DeliveryStore, DisableReason, Due, DueAcross, EndpointHealth,
@@ -380,7 +380,8 @@ impl DeliveryStore for RedisOutbox {
             .arg(body)
             .arg(unix_millis(due))
             .arg(now_millis())
-            .arg(endpoint);
+            .arg(endpoint)
+            .arg(trace_text(&new));
         // A repeat waits too: the send it repeats may be the one whose wait
         // fell short.
         let added: i64 = self.run(&ENQUEUE_SCRIPT, &call, |_| Ok(())).await?;

@@ -44,6 +44,7 @@ impl<DB: SqlDatabase> Keeping for SqlOutbox<DB> {
                     .bind(body)
                     .bind(unix_millis(due))
                     .bind(now_millis())
+                    .bind(new.trace().map(|trace| trace.to_string()))
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;

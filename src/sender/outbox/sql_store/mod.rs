@@ -18,7 +18,7 @@ use super::codes::{
 };
 use super::keep::sql::KeepStatements;
 use super::registry::sql::RegistryStatements;
-use super::sql::{Statements, TakeRow, schema};
+use super::sql::{Statements, TakeRow, schema, trace_schema};
 use super::take_across::take_due_across;
 use super::view::sql::ViewStatements;
 use super::{
@@ -100,6 +100,7 @@ impl<DB: SqlDatabase> SqlOutbox<DB> {
     pub async fn migrate(&self) -> Result<(), OutboxError> {
         for schema in [
             schema(&self.prefix, &DB::DIALECT),
+            trace_schema(&self.prefix, &DB::DIALECT),
             super::registry::sql::schema(&self.prefix, &DB::DIALECT),
             super::view::sql::schema(&self.prefix),
             super::keep::sql::schema(&self.prefix, &DB::DIALECT),
@@ -141,7 +142,7 @@ impl<DB: SqlDatabase> DeliveryStore for SqlOutbox<DB> {
     }
 
     async fn add_delivery(&self, new: NewDelivery<'_>) -> Result<bool, OutboxError> {
-        let job = Enqueue::new(new.endpoint(), new.id(), new.body(), new.due());
+        let job = Enqueue::new(&new);
         Ok(self.writes.enqueues.submit(job).await?)
     }
 
@@ -169,7 +170,7 @@ impl<DB: SqlDatabase> DeliveryStore for SqlOutbox<DB> {
         // Rows were leased only while the endpoint was enabled;
         // leasing nothing, the take read no health: read it.
         let health = match rows.first() {
-            Some(row) => (row.8, None, None),
+            Some(row) => (row.9, None, None),
             None => sql::<DB>(&self.statements.read_health)
                 .bind(endpoint)
                 .fetch_optional(&self.pool)
@@ -177,8 +178,10 @@ impl<DB: SqlDatabase> DeliveryStore for SqlOutbox<DB> {
                 .unwrap_or_default(),
         };
         let rows = rows.into_iter().map(
-            |(id, body, tries, attempts, due_at, waited, reason, enqueued, _)| {
-                (id, body, tries, attempts, due_at, waited, reason, enqueued)
+            |(id, body, tries, attempts, due_at, waited, reason, enqueued, trace, _)| {
+                (
+                    id, body, tries, attempts, due_at, waited, reason, enqueued, trace,
+                )
             },
         );
         Ok(due(endpoint, &token, health_from_fields(health), rows))
