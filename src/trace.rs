@@ -4,10 +4,11 @@
 //! A [`Dispatcher`](crate::sender::Dispatcher) stores the trace the send
 //! ran in ([`TraceParent::current`]) with the delivery, and each attempt,
 //! however many hours later, sends a `traceparent` header of that trace
-//! with a span id of its own. The [`Worker`](crate::worker::Worker) runs
-//! each handler in the trace the provider's request came with, so a
-//! delivery sent from a handler belongs to the trace that led to it with
-//! no code of yours. Elsewhere, run the send in [`TraceParent::scope`]:
+//! with a span id of its own. A [`Worker`](crate::worker::Worker) built
+//! `with_request_traces()` runs each handler in the trace the provider's
+//! request came with, so a delivery sent from a handler belongs to the
+//! trace that led to it. Elsewhere, run the send in
+//! [`TraceParent::scope`]:
 //!
 //! ```
 //! use hooklatch::trace::TraceParent;

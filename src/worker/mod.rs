@@ -96,6 +96,7 @@ pub struct Worker<Q> {
     idle_poll: Duration,
     take_interval: Duration,
     order: Option<OrderKey>,
+    request_traces: bool,
 }
 
 impl<Q> fmt::Debug for Worker<Q> {
@@ -171,6 +172,7 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
             idle_poll: DEFAULT_IDLE_POLL,
             take_interval: DEFAULT_TAKE_INTERVAL,
             order: None,
+            request_traces: false,
         }
     }
 
@@ -226,6 +228,19 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
     #[must_use]
     pub fn with_consumer(mut self, consumer: &str) -> Self {
         consumer.clone_into(&mut self.consumer);
+        self
+    }
+
+    /// Runs each handler in the trace the provider's request came with
+    /// (its kept `traceparent`, see [`crate::trace`]), so that deliveries
+    /// the handler sends carry that trace on to their endpoints. Off by
+    /// default: the header is not signed by most schemes, so whoever sends
+    /// or resends a request chooses the trace id and the sampled flag
+    /// your endpoints then see. Turn it on where your providers are your
+    /// own services, or sign their trace context.
+    #[must_use]
+    pub fn with_request_traces(mut self) -> Self {
+        self.request_traces = true;
         self
     }
 

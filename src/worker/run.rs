@@ -188,6 +188,8 @@ struct Shared<Q> {
     handler: Arc<dyn Handler>,
     backoff: Backoff,
     max_attempts: Option<u32>,
+    /// Whether handlers run in their request's trace.
+    request_traces: bool,
     /// Heartbeats come every half of this.
     visibility: Duration,
     counters: Arc<Counters>,
@@ -227,6 +229,7 @@ impl<Q: InboxQueue + 'static> Worker<Q> {
             handler: self.handler,
             backoff: self.backoff,
             max_attempts: self.max_attempts,
+            request_traces: self.request_traces,
             counters: Arc::clone(&counters),
             acks,
             deadline,
@@ -507,6 +510,7 @@ async fn hold<Q: InboxQueue + 'static>(
             // In the request's trace, deliveries the handler sends carry
             // it on to their endpoints.
             let trace = kept_header(&entry, "traceparent")
+                .filter(|_| shared.request_traces)
                 .and_then(|text| crate::trace::TraceParent::parse(text).ok());
             let handle = || match trace {
                 Some(trace) => {

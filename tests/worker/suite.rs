@@ -1226,10 +1226,30 @@ async fn a_requests_traceparent_reaches_the_handlers_span() {
     assert_eq!(*spans.0.lock().unwrap(), [parent]);
 }
 
-/// A handler runs in the request's trace: a delivery it sends is stored
-/// with that trace, so each of its attempts carries it on.
+/// With `with_request_traces`, a handler runs in the request's trace: a
+/// delivery it sends is stored with that trace, so each of its attempts
+/// carries it on. Without it (the default) the request's unsigned header
+/// reaches no endpoint.
 #[tokio::test(flavor = "current_thread")]
-async fn a_delivery_sent_from_a_handler_keeps_the_requests_trace() {
+async fn a_delivery_sent_from_a_handler_keeps_the_requests_trace_when_asked() {
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let parent = hooklatch::trace::TraceParent::parse(parent).unwrap();
+    assert_eq!(
+        sent_from_a_handler(true).await,
+        [("evt_plain", None), ("evt_traced", Some(parent))]
+    );
+    assert_eq!(
+        sent_from_a_handler(false).await,
+        [("evt_plain", None), ("evt_traced", None)]
+    );
+}
+
+/// The trace two handlers ran in, and the one their deliveries were
+/// stored with (they must agree), for an event accepted with a
+/// `traceparent` and one without, by id.
+async fn sent_from_a_handler(
+    request_traces: bool,
+) -> Vec<(&'static str, Option<hooklatch::trace::TraceParent>)> {
     use hooklatch::sender::MemoryOutbox;
     use hooklatch::sender::outbox::DeliveryStore as _;
     use hooklatch::trace::TraceParent;
@@ -1246,7 +1266,7 @@ async fn a_delivery_sent_from_a_handler_keeps_the_requests_trace() {
     let _ = store.accept(&untraced).await.unwrap();
     let (seen, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
     let sending = outbox.clone();
-    let running = Worker::new(store, &namespace, move |event: Event| {
+    let worker = Worker::new(store, &namespace, move |event: Event| {
         let (seen, outbox) = (seen.clone(), sending.clone());
         async move {
             let id = event.id().to_owned();
@@ -1257,7 +1277,12 @@ async fn a_delivery_sent_from_a_handler_keeps_the_requests_trace() {
             let _ = seen.send((id, TraceParent::current()));
             Ok::<(), Failure>(())
         }
-    })
+    });
+    let running = if request_traces {
+        worker.with_request_traces()
+    } else {
+        worker
+    }
     .start();
     let mut current = HashMap::new();
     while current.len() < 2 {
@@ -1265,9 +1290,6 @@ async fn a_delivery_sent_from_a_handler_keeps_the_requests_trace() {
         current.insert(id, trace);
     }
     running.stop(Duration::from_secs(1)).await;
-    let parent = TraceParent::parse(parent).unwrap();
-    assert_eq!(current["evt_traced"], Some(parent));
-    assert_eq!(current["evt_plain"], None);
     let due = outbox
         .take_due(
             "acme",
@@ -1282,8 +1304,10 @@ async fn a_delivery_sent_from_a_handler_keeps_the_requests_trace() {
         .into_iter()
         .map(|taken| (taken.id, taken.trace))
         .collect();
-    assert_eq!(stored["evt_traced"], Some(parent));
-    assert_eq!(stored["evt_plain"], None);
+    assert_eq!(stored, current);
+    ["evt_plain", "evt_traced"]
+        .map(|id| (id, stored[id]))
+        .to_vec()
 }
 
 /// An inbox whose `ack_many` answers its first call for half the batch
