@@ -72,6 +72,24 @@ fn sequence_replays_crashers() {
 }
 
 #[test]
+fn message_signature_replays_seeds_and_crashers() {
+    let ran = replay("message_signature", targets::message_signature);
+    assert!(ran >= 2, "the RFC's examples are seeds: {ran}");
+}
+
+#[test]
+fn the_message_signature_seeds_are_the_rfcs_verified_examples() {
+    // The seeds must verify, or the fuzzer starts from nothing signed.
+    for name in ["rfc-9421-b-2-5", "rfc-9421-b-2-6"] {
+        let path = package_root()
+            .join("fuzz/seeds/message_signature")
+            .join(name);
+        let data = std::fs::read(path).unwrap();
+        assert!(targets::message_signature_verifies(&data), "{name}");
+    }
+}
+
+#[test]
 fn retry_after_replays_seeds_and_crashers() {
     replay("retry_after", targets::retry_after);
 }

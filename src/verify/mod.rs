@@ -69,6 +69,8 @@ mod error;
 mod event_key;
 mod form;
 mod headers;
+#[cfg(feature = "http-signatures")]
+pub mod message;
 mod scheme;
 mod secrets;
 mod signer;

@@ -1,0 +1,306 @@
+//! The verifier and its builder.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sfv::ListEntry;
+use sha2::{Digest as _, Sha256};
+
+use super::base::{Candidate, check_digest, dictionary, malformed};
+use super::{
+    MAX_MESSAGE_SIGNATURES, MessageKey, MessageRequest, MessageSignatureError, MessageVerified,
+};
+
+/// Verifies RFC 9421 message signatures; see the [module](super).
+#[derive(Debug, Clone)]
+pub struct MessageVerifier {
+    keys: Vec<MessageKey>,
+    required: Vec<String>,
+    tag: Option<String>,
+    max_age: Option<u64>,
+    future_tolerance: u64,
+}
+
+/// The derived components a covered `@target-uri` holds.
+const PARTS_OF_TARGET_URI: [&str; 5] = [
+    "@scheme",
+    "@authority",
+    "@path",
+    "@query",
+    "@request-target",
+];
+
+/// Builds a [`MessageVerifier`].
+#[derive(Debug, Clone)]
+pub struct MessageVerifierBuilder {
+    verifier: MessageVerifier,
+}
+
+/// Why a [`MessageVerifier`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid message verifier: {0}")]
+pub struct InvalidMessageVerifier(&'static str);
+
+impl MessageVerifier {
+    /// A builder that requires `@method`, `@authority` and `@path` to be
+    /// covered (and `content-digest` whenever the request has a body),
+    /// `created` at most 5 minutes old and at most 60 s ahead.
+    pub fn builder() -> MessageVerifierBuilder {
+        MessageVerifierBuilder {
+            verifier: Self {
+                keys: Vec::new(),
+                required: ["@method", "@authority", "@path"]
+                    .map(String::from)
+                    .to_vec(),
+                tag: None,
+                max_age: Some(300),
+                future_tolerance: 60,
+            },
+        }
+    }
+
+    /// Verifies `request` with `body` (the bytes as received) at the time
+    /// the system clock gives.
+    ///
+    /// # Errors
+    ///
+    /// A [`MessageSignatureError`] naming the first check that failed
+    /// for the last signature looked at.
+    pub fn verify(
+        &self,
+        request: &MessageRequest<'_>,
+        body: &[u8],
+    ) -> Result<MessageVerified, MessageSignatureError> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| {
+                i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+            });
+        self.verify_at(request, body, now)
+    }
+
+    /// Verifies as if the time were `now`, in seconds since the epoch.
+    ///
+    /// # Errors
+    ///
+    /// As [`verify`](Self::verify).
+    pub fn verify_at(
+        &self,
+        request: &MessageRequest<'_>,
+        body: &[u8],
+        now: i64,
+    ) -> Result<MessageVerified, MessageSignatureError> {
+        let inputs = dictionary(request.headers, "signature-input")?;
+        let signatures = dictionary(request.headers, "signature")?;
+        if inputs.len() > MAX_MESSAGE_SIGNATURES {
+            return Err(MessageSignatureError::TooManySignatures);
+        }
+        let mut last_error = None;
+        for (label, input) in &inputs {
+            let ListEntry::InnerList(input) = input else {
+                last_error = Some(malformed(
+                    "signature-input",
+                    "a member is not an inner list",
+                ));
+                continue;
+            };
+            let candidate = Candidate::read(label.as_str(), input, &signatures);
+            match candidate.and_then(|candidate| self.check(request, body, now, &candidate)) {
+                Ok(Some(verified)) => return Ok(verified),
+                Ok(None) => {}
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(
+            last_error.unwrap_or_else(|| MessageSignatureError::NoTrustedSignature {
+                tag: self.tag.clone(),
+            }),
+        )
+    }
+
+    /// Checks one signature: `None` when it is not for this verifier (no
+    /// trusted key, another tag).
+    fn check(
+        &self,
+        request: &MessageRequest<'_>,
+        body: &[u8],
+        now: i64,
+        candidate: &Candidate<'_>,
+    ) -> Result<Option<MessageVerified>, MessageSignatureError> {
+        if self.tag.is_some() && candidate.tag != self.tag {
+            return Ok(None);
+        }
+        let keys: Vec<&MessageKey> = match &candidate.key_id {
+            Some(id) => self.keys.iter().filter(|key| key.id == *id).collect(),
+            None => self.keys.iter().collect(),
+        };
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        if let (Some(alg), [key]) = (&candidate.alg, keys.as_slice())
+            && alg != key.algorithm()
+        {
+            return Err(MessageSignatureError::AlgorithmMismatch {
+                key_id: key.id.clone(),
+                alg: alg.clone(),
+                expected: key.algorithm(),
+            });
+        }
+        let covers = |name: &str| {
+            candidate
+                .components
+                .iter()
+                .any(|c| c.name == name && c.plain)
+        };
+        // `@target-uri` holds the scheme, authority, path and query.
+        let covers_required = |name: &str| {
+            covers(name) || (PARTS_OF_TARGET_URI.contains(&name) && covers("@target-uri"))
+        };
+        for required in &self.required {
+            if !covers_required(required) {
+                return Err(MessageSignatureError::MissingComponent(required.clone()));
+            }
+        }
+        if !body.is_empty() && !covers("content-digest") {
+            return Err(MessageSignatureError::MissingComponent(
+                "content-digest".to_owned(),
+            ));
+        }
+        self.check_times(candidate, now)?;
+        if covers("content-digest") {
+            check_digest(request, body)?;
+        }
+        let base = candidate.base(request)?;
+        for key in keys {
+            if candidate
+                .alg
+                .as_deref()
+                .is_some_and(|alg| alg != key.algorithm())
+            {
+                continue;
+            }
+            if key.material.verifies(base.as_bytes(), candidate.signature) {
+                return Ok(Some(MessageVerified {
+                    label: candidate.label.to_owned(),
+                    key_id: key.id.clone(),
+                    created: candidate.created.unwrap_or_default(),
+                    expires: candidate.expires,
+                    nonce: candidate.nonce.clone(),
+                    tag: candidate.tag.clone(),
+                    components: candidate
+                        .components
+                        .iter()
+                        .map(|component| component.identifier.clone())
+                        .collect(),
+                    base_digest: Sha256::digest(base.as_bytes()).into(),
+                }));
+            }
+        }
+        Err(MessageSignatureError::SignatureMismatch {
+            label: candidate.label.to_owned(),
+            key_id: candidate.key_id.clone().unwrap_or_default(),
+        })
+    }
+
+    fn check_times(
+        &self,
+        candidate: &Candidate<'_>,
+        now: i64,
+    ) -> Result<(), MessageSignatureError> {
+        let created = candidate.created.ok_or(MessageSignatureError::NoCreated)?;
+        if created > now {
+            let ahead_secs = created.abs_diff(now);
+            if ahead_secs > self.future_tolerance {
+                return Err(MessageSignatureError::CreatedInFuture { ahead_secs });
+            }
+        } else if let Some(max_age_secs) = self.max_age {
+            let age_secs = now.abs_diff(created);
+            if age_secs > max_age_secs {
+                return Err(MessageSignatureError::TooOld {
+                    age_secs,
+                    max_age_secs,
+                });
+            }
+        }
+        if let Some(expires) = candidate.expires
+            && expires < now
+        {
+            return Err(MessageSignatureError::Expired {
+                ago_secs: now.abs_diff(expires),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl MessageVerifierBuilder {
+    /// Trusts `key` for signatures that name its `keyid`.
+    #[must_use]
+    pub fn with_key(mut self, key: MessageKey) -> Self {
+        self.verifier.keys.push(key);
+        self
+    }
+
+    /// The components every signature must cover, in place of the default
+    /// (`@method`, `@authority`, `@path`). A covered `@target-uri` counts
+    /// as `@scheme`, `@authority`, `@path`, `@query` and `@request-target`. `content-digest` is required
+    /// whenever the request has a body, whatever this says.
+    #[must_use]
+    pub fn require<I: IntoIterator<Item = S>, S: Into<String>>(mut self, components: I) -> Self {
+        self.verifier.required = components.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Looks only at signatures with this `tag` (the application's name
+    /// for its signatures, so one meant for another verifier is not
+    /// taken for this one's).
+    #[must_use]
+    pub fn with_tag(mut self, tag: &str) -> Self {
+        self.verifier.tag = Some(tag.to_owned());
+        self
+    }
+
+    /// How old `created` may be (default 5 minutes); `None` for any age
+    /// (replays are then stopped by the claim alone).
+    #[must_use]
+    pub fn with_max_age(mut self, max_age: Option<std::time::Duration>) -> Self {
+        self.verifier.max_age = max_age.map(|age| age.as_secs());
+        self
+    }
+
+    /// How far ahead `created` may be, for clocks apart (default 60 s).
+    #[must_use]
+    pub fn with_future_tolerance(mut self, tolerance: std::time::Duration) -> Self {
+        self.verifier.future_tolerance = tolerance.as_secs();
+        self
+    }
+
+    /// The verifier.
+    ///
+    /// # Errors
+    ///
+    /// No key, two keys under one `keyid`, or a required component that
+    /// is not a lowercase name.
+    pub fn build(self) -> Result<MessageVerifier, InvalidMessageVerifier> {
+        let verifier = self.verifier;
+        if verifier.keys.is_empty() {
+            return Err(InvalidMessageVerifier("it trusts no key"));
+        }
+        for (at, key) in verifier.keys.iter().enumerate() {
+            if verifier.keys[..at].iter().any(|before| before.id == key.id) {
+                return Err(InvalidMessageVerifier("two keys have one keyid"));
+            }
+        }
+        let lowercase = |name: &String| {
+            !name.is_empty()
+                && name.bytes().all(|byte| {
+                    byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"-_.*@".contains(&byte)
+                })
+        };
+        if !verifier.required.iter().all(lowercase) {
+            return Err(InvalidMessageVerifier(
+                "a required component is not a lowercase field or derived name",
+            ));
+        }
+        Ok(verifier)
+    }
+}
