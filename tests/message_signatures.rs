@@ -318,7 +318,10 @@ fn verify(
 fn a_signed_webhook_verifies_and_is_claimed_by_its_nonce() {
     let body = br#"{"type":"invoice.paid"}"#;
     let headers = webhook(body, &sender(), NOW);
-    assert_eq!(verify(&headers, body, NOW + 10).unwrap(), "nonce:evt_1");
+    assert_eq!(
+        verify(&headers, body, NOW + 10).unwrap(),
+        "nonce:test-key-ed25519:evt_1"
+    );
 }
 
 /// The signer's defaults satisfy the verifier's: a covered `@target-uri`
@@ -344,6 +347,48 @@ fn a_covered_target_uri_counts_as_its_authority_and_path() {
             "@query-param".to_owned()
         ))
     );
+}
+
+/// A verifier told its own authority refuses an event signed for another
+/// receiver of the same sender, whatever `Host` says; one asking for a
+/// nonce refuses a signature without one.
+#[test]
+fn another_receivers_event_or_a_missing_nonce_is_refused() {
+    let body = b"{}";
+    let headers = webhook(body, &sender(), NOW);
+    let ours = MessageVerifier::builder()
+        .with_key(ed25519_key())
+        .with_authority("Hooks.Example")
+        .with_required_nonce()
+        .build()
+        .unwrap();
+    let request = MessageRequest::new("POST", HOOK, &headers).unwrap();
+    assert!(ours.verify_at(&request, body, NOW).is_ok());
+    let elsewhere = MessageVerifier::builder()
+        .with_key(ed25519_key())
+        .with_authority("other.example")
+        .build()
+        .unwrap();
+    assert_eq!(
+        elsewhere.verify_at(&request, body, NOW),
+        Err(MessageSignatureError::WrongAuthority {
+            expected: "other.example".to_owned(),
+            got: "hooks.example".to_owned()
+        })
+    );
+    let mut plain = http::HeaderMap::new();
+    plain.insert("content-type", "application/json".parse().unwrap());
+    plain.insert("content-digest", content_digest(body).parse().unwrap());
+    let request = MessageRequest::new("POST", HOOK, &plain).unwrap();
+    let signed = sender().sign("sig1", &request, NOW, None).unwrap();
+    let plain = signed_headers(plain, &signed);
+    let request = MessageRequest::new("POST", HOOK, &plain).unwrap();
+    assert_eq!(
+        ours.verify_at(&request, body, NOW),
+        Err(MessageSignatureError::MissingComponent("nonce".to_owned()))
+    );
+    // A method that is not a token never reaches a signature base.
+    assert!(MessageRequest::new("PO ST", HOOK, &plain).is_err());
 }
 
 #[test]
@@ -509,5 +554,8 @@ fn hmac_signatures_round_trip_too() {
         .unwrap()
         .with_tag("acme");
     let headers = webhook(b"{\"n\":1}", &signer, NOW);
-    assert_eq!(verify(&headers, b"{\"n\":1}", NOW).unwrap(), "nonce:evt_1");
+    assert_eq!(
+        verify(&headers, b"{\"n\":1}", NOW).unwrap(),
+        "nonce:test-shared-secret:evt_1"
+    );
 }

@@ -59,6 +59,8 @@ pub use request::MessageRequest;
 pub use signer::{MessageSigner, SignedMessage};
 pub use verifier::{InvalidMessageVerifier, MessageVerifier, MessageVerifierBuilder};
 
+use sha2::Digest as _;
+
 use std::fmt::Write as _;
 
 /// The most signatures of one request that are looked at; a request with
@@ -152,6 +154,15 @@ pub enum MessageSignatureError {
         /// The key tried.
         key_id: String,
     },
+    /// The request was sent to another authority than this verifier's
+    /// ([`MessageVerifierBuilder::with_authority`]).
+    #[error("the request is for `{got}`, not `{expected}`")]
+    WrongAuthority {
+        /// This verifier's authority.
+        expected: String,
+        /// The request's.
+        got: String,
+    },
     /// A target URI this library cannot read.
     #[error("invalid target URI: {0}")]
     InvalidTarget(String),
@@ -211,23 +222,34 @@ impl MessageVerified {
         &self.components
     }
 
-    /// The key to claim the request by: `nonce:` and the signature's
-    /// nonce where it has one a store can take (1 to 256 visible ASCII
-    /// characters with the prefix), else `sha256:` and the digest of the
+    /// The key to claim the request by: `nonce:`, the key id, `:` and
+    /// the signature's nonce where it has one and the whole is at most
+    /// 256 visible ASCII characters (`nonce-sha256:` and a digest of key id
+    /// and nonce otherwise), so that one sender's nonces never claim
+    /// another's events; without a nonce, `sha256:` and the digest of the
     /// signature base, which every signed part of the request feeds.
+    /// (A request signed twice, by two keys during a rotation, has a base
+    /// per signature: ask for a nonce with
+    /// [`MessageVerifierBuilder::with_required_nonce`] where that matters.)
     pub fn claim_key(&self) -> String {
-        if let Some(nonce) = &self.nonce
-            && nonce.len() <= 250
-            && !nonce.is_empty()
-            && nonce.bytes().all(|byte| byte.is_ascii_graphic())
-        {
-            return format!("nonce:{nonce}");
+        let hex = |digest: &[u8]| {
+            let mut text = String::with_capacity(64);
+            for byte in digest {
+                let _ = write!(text, "{byte:02x}");
+            }
+            text
+        };
+        let Some(nonce) = &self.nonce else {
+            return format!("sha256:{}", hex(&self.base_digest));
+        };
+        let key = format!("nonce:{}:{nonce}", self.key_id);
+        if key.len() <= 256 && key.bytes().all(|byte| byte.is_ascii_graphic()) {
+            return key;
         }
-        let mut key = String::with_capacity(71);
-        key.push_str("sha256:");
-        for byte in self.base_digest {
-            let _ = write!(key, "{byte:02x}");
-        }
-        key
+        let mut hash = sha2::Sha256::new();
+        hash.update(self.key_id.as_bytes());
+        hash.update([0]);
+        hash.update(nonce.as_bytes());
+        format!("nonce-sha256:{}", hex(&hash.finalize()))
     }
 }

@@ -35,13 +35,7 @@ impl<'a> MessageRequest<'a> {
                 "{target_uri} is not absolute (scheme and authority)"
             )));
         };
-        Ok(Self::from_parts(
-            method,
-            scheme,
-            authority.as_str(),
-            &uri,
-            headers,
-        ))
+        Self::from_parts(method, scheme, authority.as_str(), &uri, headers)
     }
 
     /// A request as a server receives it: `uri` in origin form
@@ -69,13 +63,7 @@ impl<'a> MessageRequest<'a> {
                 })?
                 .to_owned(),
         };
-        Ok(Self::from_parts(
-            method.as_str(),
-            scheme,
-            &authority,
-            uri,
-            headers,
-        ))
+        Self::from_parts(method.as_str(), scheme, &authority, uri, headers)
     }
 
     fn from_parts(
@@ -84,10 +72,20 @@ impl<'a> MessageRequest<'a> {
         authority: &str,
         uri: &http::Uri,
         headers: &'a http::HeaderMap,
-    ) -> Self {
+    ) -> Result<Self, MessageSignatureError> {
+        // A method is a token (RFC 9110): nothing that could end a line of
+        // the signature base.
+        if http::Method::from_bytes(method.as_bytes()).is_err() {
+            return Err(MessageSignatureError::InvalidTarget(format!(
+                "the method {method:?} is not a token"
+            )));
+        }
         let scheme = scheme.to_ascii_lowercase();
-        // Section 2.2.3: the host lowercased, the scheme's default port
-        // left out.
+        // Section 2.2.3: the host lowercased, without user information,
+        // the scheme's default port left out.
+        let authority = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, host)| host);
         let mut authority = authority.to_ascii_lowercase();
         let default_port = match scheme.as_str() {
             "https" => Some(":443"),
@@ -103,14 +101,14 @@ impl<'a> MessageRequest<'a> {
             "" => "/".to_owned(),
             path => path.to_owned(),
         };
-        Self {
+        Ok(Self {
             method,
             scheme,
             authority,
             path,
             query: uri.query().map(str::to_owned),
             headers,
-        }
+        })
     }
 
     /// A derived component's value (section 2.2), or `None` for one this

@@ -37,7 +37,7 @@ use super::{InvalidMessageKey, MessageRequest, MessageSignatureError};
 ///     .build()?;
 /// let request = MessageRequest::new("POST", "https://hooks.example/in", &headers)?;
 /// let verified = verifier.verify_at(&request, body, 1_700_000_010)?;
-/// assert_eq!(verified.claim_key(), "nonce:evt_1");
+/// assert_eq!(verified.claim_key(), "nonce:sender-2026:evt_1");
 /// # }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -168,6 +168,14 @@ impl MessageSigner {
         let quotable = |text: &str| {
             text.bytes().all(|byte| (0x20..0x7f).contains(&byte)) && !text.contains(['"', '\\'])
         };
+        // A label is a structured-field key.
+        let key_like = label.starts_with(|c: char| c.is_ascii_lowercase() || c == '*')
+            && label.bytes().all(|byte| {
+                byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"_-.*".contains(&byte)
+            });
+        if !key_like {
+            return Err(refuse("the label"));
+        }
         let mut input = format!("{label}=(");
         for (at, component) in self.components.iter().enumerate() {
             if !quotable(component) {

@@ -18,6 +18,17 @@ pub struct MessageVerifier {
     tag: Option<String>,
     max_age: Option<u64>,
     future_tolerance: u64,
+    authority: Option<String>,
+    require_nonce: bool,
+}
+
+/// What one request's signatures have cost so far.
+#[derive(Default)]
+struct Seen {
+    /// The keys (by position) a signature was checked with.
+    keys_tried: Vec<usize>,
+    /// The body's check against `Content-Digest`, once made.
+    digest: Option<Result<(), MessageSignatureError>>,
 }
 
 /// The derived components a covered `@target-uri` holds.
@@ -54,6 +65,8 @@ impl MessageVerifier {
                 tag: None,
                 max_age: Some(300),
                 future_tolerance: 60,
+                authority: None,
+                require_nonce: false,
             },
         }
     }
@@ -95,6 +108,10 @@ impl MessageVerifier {
             return Err(MessageSignatureError::TooManySignatures);
         }
         let mut last_error = None;
+        // Work a forged request can cause is bounded by what one genuine
+        // signature costs per trusted key: each key is tried once whatever
+        // the labels, and the body is hashed once.
+        let mut seen = Seen::default();
         for (label, input) in &inputs {
             let ListEntry::InnerList(input) = input else {
                 last_error = Some(malformed(
@@ -104,7 +121,9 @@ impl MessageVerifier {
                 continue;
             };
             let candidate = Candidate::read(label.as_str(), input, &signatures);
-            match candidate.and_then(|candidate| self.check(request, body, now, &candidate)) {
+            match candidate
+                .and_then(|candidate| self.check(request, body, now, &candidate, &mut seen))
+            {
                 Ok(Some(verified)) => return Ok(verified),
                 Ok(None) => {}
                 Err(error) => last_error = Some(error),
@@ -118,25 +137,29 @@ impl MessageVerifier {
     }
 
     /// Checks one signature: `None` when it is not for this verifier (no
-    /// trusted key, another tag).
+    /// `keyid`, none trusted or one tried already, another tag).
     fn check(
         &self,
         request: &MessageRequest<'_>,
         body: &[u8],
         now: i64,
         candidate: &Candidate<'_>,
+        seen: &mut Seen,
     ) -> Result<Option<MessageVerified>, MessageSignatureError> {
         if self.tag.is_some() && candidate.tag != self.tag {
             return Ok(None);
         }
-        let keys: Vec<&MessageKey> = match &candidate.key_id {
-            Some(id) => self.keys.iter().filter(|key| key.id == *id).collect(),
-            None => self.keys.iter().collect(),
+        let Some((index, key)) = candidate
+            .key_id
+            .as_ref()
+            .and_then(|id| self.keys.iter().enumerate().find(|(_, key)| key.id == *id))
+        else {
+            return Ok(None);
         };
-        if keys.is_empty() {
+        if seen.keys_tried.contains(&index) {
             return Ok(None);
         }
-        if let (Some(alg), [key]) = (&candidate.alg, keys.as_slice())
+        if let Some(alg) = &candidate.alg
             && alg != key.algorithm()
         {
             return Err(MessageSignatureError::AlgorithmMismatch {
@@ -155,6 +178,11 @@ impl MessageVerifier {
         let covers_required = |name: &str| {
             covers(name) || (PARTS_OF_TARGET_URI.contains(&name) && covers("@target-uri"))
         };
+        if candidate.components.is_empty() {
+            return Err(MessageSignatureError::MissingComponent(
+                "any component".to_owned(),
+            ));
+        }
         for required in &self.required {
             if !covers_required(required) {
                 return Err(MessageSignatureError::MissingComponent(required.clone()));
@@ -165,39 +193,44 @@ impl MessageVerifier {
                 "content-digest".to_owned(),
             ));
         }
+        if self.require_nonce && candidate.nonce.is_none() {
+            return Err(MessageSignatureError::MissingComponent("nonce".to_owned()));
+        }
         self.check_times(candidate, now)?;
+        if let Some(expected) = &self.authority
+            && request.authority != *expected
+        {
+            return Err(MessageSignatureError::WrongAuthority {
+                expected: expected.clone(),
+                got: request.authority.clone(),
+            });
+        }
         if covers("content-digest") {
-            check_digest(request, body)?;
+            seen.digest
+                .get_or_insert_with(|| check_digest(request, body))
+                .clone()?;
         }
         let base = candidate.base(request)?;
-        for key in keys {
-            if candidate
-                .alg
-                .as_deref()
-                .is_some_and(|alg| alg != key.algorithm())
-            {
-                continue;
-            }
-            if key.material.verifies(base.as_bytes(), candidate.signature) {
-                return Ok(Some(MessageVerified {
-                    label: candidate.label.to_owned(),
-                    key_id: key.id.clone(),
-                    created: candidate.created.unwrap_or_default(),
-                    expires: candidate.expires,
-                    nonce: candidate.nonce.clone(),
-                    tag: candidate.tag.clone(),
-                    components: candidate
-                        .components
-                        .iter()
-                        .map(|component| component.identifier.clone())
-                        .collect(),
-                    base_digest: Sha256::digest(base.as_bytes()).into(),
-                }));
-            }
+        seen.keys_tried.push(index);
+        if key.material.verifies(base.as_bytes(), candidate.signature) {
+            return Ok(Some(MessageVerified {
+                label: candidate.label.to_owned(),
+                key_id: key.id.clone(),
+                created: candidate.created.unwrap_or_default(),
+                expires: candidate.expires,
+                nonce: candidate.nonce.clone(),
+                tag: candidate.tag.clone(),
+                components: candidate
+                    .components
+                    .iter()
+                    .map(|component| component.identifier.clone())
+                    .collect(),
+                base_digest: Sha256::digest(base.as_bytes()).into(),
+            }));
         }
         Err(MessageSignatureError::SignatureMismatch {
             label: candidate.label.to_owned(),
-            key_id: candidate.key_id.clone().unwrap_or_default(),
+            key_id: key.id.clone(),
         })
     }
 
@@ -233,7 +266,8 @@ impl MessageVerifier {
 }
 
 impl MessageVerifierBuilder {
-    /// Trusts `key` for signatures that name its `keyid`.
+    /// Trusts `key` for signatures that name its `keyid` (a signature
+    /// without one is not looked at).
     #[must_use]
     pub fn with_key(mut self, key: MessageKey) -> Self {
         self.verifier.keys.push(key);
@@ -247,6 +281,24 @@ impl MessageVerifierBuilder {
     #[must_use]
     pub fn require<I: IntoIterator<Item = S>, S: Into<String>>(mut self, components: I) -> Self {
         self.verifier.required = components.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The authority (`host` or `host:port`, as clients address this
+    /// service) a request must have been sent to. Set it: `@authority`
+    /// comes from the request's `Host`, so without it an event signed for
+    /// another receiver of the same sender verifies here too.
+    #[must_use]
+    pub fn with_authority(mut self, authority: &str) -> Self {
+        self.verifier.authority = Some(authority.to_ascii_lowercase());
+        self
+    }
+
+    /// Refuses signatures without a `nonce`, so every request is claimed
+    /// by one the sender chose (see [`MessageVerified::claim_key`]).
+    #[must_use]
+    pub fn with_required_nonce(mut self) -> Self {
+        self.verifier.require_nonce = true;
         self
     }
 
