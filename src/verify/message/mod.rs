@@ -48,12 +48,16 @@
 //! [RFC 9530]: https://www.rfc-editor.org/rfc/rfc9530
 
 mod base;
+#[cfg(feature = "jwks")]
+mod jwks;
 mod keys;
 mod request;
 mod signer;
 mod verifier;
 
 pub use base::content_digest;
+#[cfg(feature = "jwks")]
+pub use jwks::{InvalidJwksUrl, Jwks};
 pub use keys::{InvalidMessageKey, MessageKey};
 pub use request::MessageRequest;
 pub use signer::{MessageSigner, SignedMessage};

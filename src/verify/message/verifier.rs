@@ -20,6 +20,17 @@ pub struct MessageVerifier {
     future_tolerance: u64,
     authority: Option<String>,
     require_nonce: bool,
+    #[cfg(feature = "jwks")]
+    jwks: Option<std::sync::Arc<super::Jwks>>,
+}
+
+/// Seconds since the epoch, on the system clock.
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+        })
 }
 
 /// What one request's signatures have cost so far.
@@ -67,6 +78,8 @@ impl MessageVerifier {
                 future_tolerance: 60,
                 authority: None,
                 require_nonce: false,
+                #[cfg(feature = "jwks")]
+                jwks: None,
             },
         }
     }
@@ -83,12 +96,7 @@ impl MessageVerifier {
         request: &MessageRequest<'_>,
         body: &[u8],
     ) -> Result<MessageVerified, MessageSignatureError> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| {
-                i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
-            });
-        self.verify_at(request, body, now)
+        self.verify_at(request, body, unix_now())
     }
 
     /// Verifies as if the time were `now`, in seconds since the epoch.
@@ -98,6 +106,83 @@ impl MessageVerifier {
     /// As [`verify`](Self::verify).
     pub fn verify_at(
         &self,
+        request: &MessageRequest<'_>,
+        body: &[u8],
+        now: i64,
+    ) -> Result<MessageVerified, MessageSignatureError> {
+        #[cfg(feature = "jwks")]
+        if let Some(jwks) = &self.jwks {
+            return self.verify_among(&self.with_fetched(jwks.cached()), request, body, now);
+        }
+        self.verify_among(&self.keys, request, body, now)
+    }
+
+    /// Verifies as [`verify`](Self::verify) does, first fetching the
+    /// verifier's key set ([`with_jwks`](MessageVerifierBuilder::with_jwks))
+    /// where it is stale or lacks a `keyid` the request names, as far as
+    /// its refresh interval allows.
+    ///
+    /// # Errors
+    ///
+    /// As [`verify`](Self::verify).
+    #[cfg(feature = "jwks")]
+    pub async fn verify_fetching(
+        &self,
+        request: &MessageRequest<'_>,
+        body: &[u8],
+    ) -> Result<MessageVerified, MessageSignatureError> {
+        self.verify_fetching_at(request, body, unix_now()).await
+    }
+
+    /// [`verify_fetching`](Self::verify_fetching) as if the time were
+    /// `now`, in seconds since the epoch (the key set's cache counts on it
+    /// too).
+    ///
+    /// # Errors
+    ///
+    /// As [`verify`](Self::verify).
+    #[cfg(feature = "jwks")]
+    pub async fn verify_fetching_at(
+        &self,
+        request: &MessageRequest<'_>,
+        body: &[u8],
+        now: i64,
+    ) -> Result<MessageVerified, MessageSignatureError> {
+        let Some(jwks) = &self.jwks else {
+            return self.verify_among(&self.keys, request, body, now);
+        };
+        let inputs = dictionary(request.headers, "signature-input")?;
+        let wanted: Vec<String> = inputs
+            .values()
+            .take(MAX_MESSAGE_SIGNATURES)
+            .filter_map(|input| match input {
+                ListEntry::InnerList(input) => input.params.get("keyid")?.as_string(),
+                ListEntry::Item(_) => None,
+            })
+            .map(|id| id.as_str().to_owned())
+            .filter(|id| !self.keys.iter().any(|key| key.id == *id))
+            .collect();
+        let fetched = jwks.keys(&wanted, now).await;
+        self.verify_among(&self.with_fetched(fetched), request, body, now)
+    }
+
+    /// The configured keys, then those fetched under another `keyid`: a
+    /// fetched key never stands in for a configured one.
+    #[cfg(feature = "jwks")]
+    fn with_fetched(&self, fetched: Vec<MessageKey>) -> Vec<MessageKey> {
+        let mut keys = self.keys.clone();
+        keys.extend(
+            fetched
+                .into_iter()
+                .filter(|key| !self.keys.iter().any(|configured| configured.id == key.id)),
+        );
+        keys
+    }
+
+    /// Verifies with `keys` trusted.
+    pub(super) fn verify_among(
+        &self,
+        keys: &[MessageKey],
         request: &MessageRequest<'_>,
         body: &[u8],
         now: i64,
@@ -122,7 +207,7 @@ impl MessageVerifier {
             };
             let candidate = Candidate::read(label.as_str(), input, &signatures);
             match candidate
-                .and_then(|candidate| self.check(request, body, now, &candidate, &mut seen))
+                .and_then(|candidate| self.check(keys, request, body, now, &candidate, &mut seen))
             {
                 Ok(Some(verified)) => return Ok(verified),
                 Ok(None) => {}
@@ -140,6 +225,7 @@ impl MessageVerifier {
     /// `keyid`, none trusted or one tried already, another tag).
     fn check(
         &self,
+        keys: &[MessageKey],
         request: &MessageRequest<'_>,
         body: &[u8],
         now: i64,
@@ -152,7 +238,7 @@ impl MessageVerifier {
         let Some((index, key)) = candidate
             .key_id
             .as_ref()
-            .and_then(|id| self.keys.iter().enumerate().find(|(_, key)| key.id == *id))
+            .and_then(|id| keys.iter().enumerate().find(|(_, key)| key.id == *id))
         else {
             return Ok(None);
         };
@@ -302,6 +388,18 @@ impl MessageVerifierBuilder {
         self
     }
 
+    /// Trusts the keys `jwks` publishes too, under their `kid`s (a key
+    /// configured with [`with_key`](Self::with_key) wins over a fetched one
+    /// of the same id). Verify with
+    /// [`verify_fetching`](MessageVerifier::verify_fetching) to fetch;
+    /// [`verify`](MessageVerifier::verify) uses the set as last fetched.
+    #[cfg(feature = "jwks")]
+    #[must_use]
+    pub fn with_jwks(mut self, jwks: std::sync::Arc<super::Jwks>) -> Self {
+        self.verifier.jwks = Some(jwks);
+        self
+    }
+
     /// Looks only at signatures with this `tag` (the application's name
     /// for its signatures, so one meant for another verifier is not
     /// taken for this one's).
@@ -334,7 +432,11 @@ impl MessageVerifierBuilder {
     /// is not a lowercase name.
     pub fn build(self) -> Result<MessageVerifier, InvalidMessageVerifier> {
         let verifier = self.verifier;
-        if verifier.keys.is_empty() {
+        #[cfg(feature = "jwks")]
+        let has_source = verifier.jwks.is_some();
+        #[cfg(not(feature = "jwks"))]
+        let has_source = false;
+        if verifier.keys.is_empty() && !has_source {
             return Err(InvalidMessageVerifier("it trusts no key"));
         }
         for (at, key) in verifier.keys.iter().enumerate() {
