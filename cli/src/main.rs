@@ -392,18 +392,11 @@ fn said_no_such_store(spec: &str) -> bool {
 /// `--namespace`: a receiver's namespace, or a tenant's in it
 /// (`hooks~acme`, as `tenant_namespace` joins them).
 fn check_namespace(namespace: &str) -> Result<(), UsageError> {
-    let parts = match namespace.split_once('~') {
-        Some((receiver, tenant)) => vec![receiver, tenant],
-        None => vec![namespace],
-    };
-    for part in parts {
-        hooklatch::dedup::validate_namespace(part).map_err(|error| {
-            UsageError(format!(
-                "--namespace {namespace}: {error} (a tenant's namespace is NAMESPACE~TENANT)"
-            ))
-        })?;
-    }
-    Ok(())
+    hooklatch::dedup::validate_stored_namespace(namespace).map_err(|error| {
+        UsageError(format!(
+            "--namespace {namespace}: {error} (a tenant's namespace is NAMESPACE~TENANT)"
+        ))
+    })
 }
 
 /// `2026-11-29T17:50:01.123Z`: a time in UTC, to the millisecond.

@@ -757,6 +757,23 @@ pub fn validate_namespace(namespace: &str) -> Result<(), DedupError> {
     }
 }
 
+/// Checks a namespace as the stores keep it: one that
+/// [`validate_namespace`] accepts, or a tenant's, two such joined by `~`
+/// ([`tenant_namespace`]). For tools that take a stored namespace from a
+/// user, as `hooklatch inbox --namespace hooks~acme` does.
+///
+/// ```
+/// use hooklatch::dedup::validate_stored_namespace;
+///
+/// assert!(validate_stored_namespace("hooks").is_ok());
+/// assert!(validate_stored_namespace("hooks~acme").is_ok());
+/// assert!(validate_stored_namespace("hooks~").is_err());
+/// assert!(validate_stored_namespace("hooks~acme~more").is_err());
+/// ```
+pub fn validate_stored_namespace(namespace: &str) -> Result<(), DedupError> {
+    check_namespace(namespace)
+}
+
 /// The namespace a receiver configured with `namespace` claims a tenant's
 /// events in: the two joined by `~`, which neither may hold, so no tenant
 /// name can reach another receiver's namespace or another tenant's.
