@@ -559,3 +559,78 @@ fn hmac_signatures_round_trip_too() {
         "nonce:test-shared-secret:evt_1"
     );
 }
+
+/// The sending side speaks it too: an endpoint with a message signer
+/// sends every attempt with `Content-Digest`, `Signature-Input` and
+/// `Signature` (the webhook id as the nonce), which a receiver's
+/// `MessageVerifier` accepts, beside the scheme's own headers.
+#[tokio::test(start_paused = true)]
+async fn a_delivery_from_an_endpoint_with_a_message_signer_verifies_at_the_receiver() {
+    use hooklatch::sender::rules::{Jitter, Schedule};
+    use hooklatch::sender::transport::{Response, TransportError};
+    use hooklatch::sender::{Endpoint, Policy, Transport, deliver};
+    use hooklatch::verify::{Scheme, Signer, Verifier};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Recorded(Arc<Mutex<Vec<Vec<(String, String)>>>>);
+    impl Transport for Recorded {
+        async fn post(
+            &self,
+            _url: &str,
+            headers: &[(String, String)],
+            _body: &[u8],
+        ) -> Result<Response, TransportError> {
+            self.0.lock().unwrap().push(headers.to_vec());
+            Ok(Response::new(204))
+        }
+    }
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let endpoint = Endpoint::new(
+        HOOK,
+        Signer::new(Scheme::standard_webhooks(), [SECRET]).unwrap(),
+    )
+    .with_message_signer(sender());
+    let policy = Policy::new(Schedule::Table {
+        delays: vec![std::time::Duration::ZERO],
+        jitter: Jitter::None,
+    })
+    .with_clock(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs(NOW as u64));
+    let transport = Recorded::default();
+    let body = br#"{"type":"invoice.paid"}"#;
+    let record = deliver(&transport, &endpoint, &policy, "evt_42", body, || 0.0).await;
+    assert_eq!(record.attempts.len(), 1);
+    let sent = transport.0.lock().unwrap()[0].clone();
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in &sent {
+        headers.append(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+    }
+    let verifier = MessageVerifier::builder()
+        .with_key(ed25519_key())
+        .require(["@method", "@target-uri", "content-type"])
+        .with_tag("acme")
+        .with_authority("hooks.example")
+        .with_required_nonce()
+        .build()
+        .unwrap();
+    let method = http::Method::POST;
+    let uri: http::Uri = "/in/acme".parse().unwrap();
+    // A server reads the authority from Host, which the HTTP client sets.
+    headers.insert("host", "hooks.example".parse().unwrap());
+    let request = MessageRequest::from_server(&method, &uri, "https", &headers).unwrap();
+    let verified = verifier.verify_at(&request, body, NOW + 1).unwrap();
+    assert_eq!(verified.claim_key(), "nonce:test-key-ed25519:evt_42");
+    assert_eq!(verified.created(), NOW);
+    // The scheme's own headers are there and verify too.
+    let standard = Verifier::builder(Scheme::standard_webhooks())
+        .with_secret(SECRET)
+        .unwrap()
+        .build()
+        .unwrap();
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(NOW as u64);
+    assert!(standard.verify_at(&headers, body, at).is_ok());
+}

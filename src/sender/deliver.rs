@@ -44,11 +44,24 @@ pub(crate) async fn attempt_once<T: Transport + ?Sized>(
     let answer = match endpoint.signer().sign(id, sent_at, body) {
         Ok(signed) => {
             let attempt_trace = trace.map(|trace| trace.child());
-            let headers: Vec<(String, String)> = signed
+            #[cfg_attr(not(feature = "http-signatures"), allow(unused_mut))]
+            let mut headers: Vec<(String, String)> = signed
                 .iter()
                 .map(|(name, value)| (name.to_owned(), value.to_owned()))
                 .chain(attempt_trace.map(|trace| ("traceparent".to_owned(), trace.to_string())))
                 .collect();
+            #[cfg(feature = "http-signatures")]
+            if let Some(signer) = endpoint.message_signer()
+                && let Err(error) =
+                    message_sign(signer, endpoint.url(), id, sent_at, body, &mut headers)
+            {
+                pass.release();
+                let result = Err(AttemptError::new(format!("cannot sign: {error}")));
+                return Tried {
+                    attempt: record(result, Duration::ZERO, Vec::new()),
+                    outcome: Outcome::GiveUp,
+                };
+            }
             let post = transport.post(endpoint.url(), &headers, body);
             match tokio::time::timeout(policy.attempt_timeout(), post).await {
                 Ok(answer) => answer,
@@ -177,6 +190,48 @@ pub async fn deliver_observed<T: Transport>(
         }
         number += 1;
     }
+}
+
+/// Adds an RFC 9421 signature of the attempt to `headers`: a
+/// `Content-Digest` of `body`, then `Signature-Input` and `Signature`
+/// (label `sig1`, created `sent_at`, the webhook `id` as the nonce).
+#[cfg(feature = "http-signatures")]
+fn message_sign(
+    signer: &crate::verify::message::MessageSigner,
+    url: &str,
+    id: &str,
+    sent_at: std::time::SystemTime,
+    body: &[u8],
+    headers: &mut Vec<(String, String)>,
+) -> Result<(), crate::verify::message::MessageSignatureError> {
+    use crate::verify::message::{MessageRequest, content_digest};
+    // The type the transport would add, set here so that it is signed.
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+    {
+        headers.push(("content-type".to_owned(), "application/json".to_owned()));
+    }
+    headers.push(("content-digest".to_owned(), content_digest(body)));
+    let mut map = http::HeaderMap::new();
+    for (name, value) in headers.iter() {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(value),
+        ) {
+            map.append(name, value);
+        }
+    }
+    let request = MessageRequest::new("POST", url, &map)?;
+    let created = sent_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+        });
+    let signed = signer.sign("sig1", &request, created, Some(id))?;
+    headers.push(("signature-input".to_owned(), signed.signature_input));
+    headers.push(("signature".to_owned(), signed.signature));
+    Ok(())
 }
 
 /// Waits until the endpoint's breaker lets an attempt through; returns the

@@ -14,6 +14,8 @@ pub struct Endpoint {
     url: String,
     signer: Signer,
     breaker: Mutex<Breaker>,
+    #[cfg(feature = "http-signatures")]
+    message_signer: Option<crate::verify::message::MessageSigner>,
 }
 
 impl Endpoint {
@@ -23,7 +25,28 @@ impl Endpoint {
             url: url.to_owned(),
             signer,
             breaker: Mutex::new(Breaker::new()),
+            #[cfg(feature = "http-signatures")]
+            message_signer: None,
         }
+    }
+
+    /// Signs every attempt with an RFC 9421 message signature too
+    /// (feature `http-signatures`), besides the scheme's headers: a
+    /// `Content-Digest` of the body, then `Signature-Input` and
+    /// `Signature` over the components `signer` covers, created when the
+    /// attempt is sent, with the webhook id as the nonce (so the receiver
+    /// claims the event by it).
+    #[cfg(feature = "http-signatures")]
+    #[must_use]
+    pub fn with_message_signer(mut self, signer: crate::verify::message::MessageSigner) -> Self {
+        self.message_signer = Some(signer);
+        self
+    }
+
+    /// The RFC 9421 signer, if the endpoint has one.
+    #[cfg(feature = "http-signatures")]
+    pub(crate) fn message_signer(&self) -> Option<&crate::verify::message::MessageSigner> {
+        self.message_signer.as_ref()
     }
 
     /// Uses `breaker` for this endpoint.
