@@ -572,8 +572,10 @@ async fn a_delivery_from_an_endpoint_with_a_message_signer_verifies_at_the_recei
     use hooklatch::verify::{Scheme, Signer, Verifier};
     use std::sync::{Arc, Mutex};
 
+    /// The headers of one attempt.
+    type Sent = Vec<(String, String)>;
     #[derive(Clone, Default)]
-    struct Recorded(Arc<Mutex<Vec<Vec<(String, String)>>>>);
+    struct Recorded(Arc<Mutex<Vec<Sent>>>);
     impl Transport for Recorded {
         async fn post(
             &self,
