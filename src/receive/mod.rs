@@ -52,7 +52,8 @@ pub use tenant::{NameFn, StaticTenants, Tenant, TenantError, TenantKey, TenantSo
 /// The steps the framework adapters share: accept or claim a verified
 /// event, settle its lease, and the span a request runs in. For
 /// `hooklatch-tower` and `hooklatch-actix`; it follows them and may change
-/// in any release.
+/// in any release, which is why each adapter requires the exact version of
+/// `hooklatch` it was released with (`=0.1.0`).
 #[doc(hidden)]
 pub mod adapter {
     pub use super::metrics::request_span;
