@@ -79,15 +79,9 @@ impl MessageKey {
     ///
     /// An empty secret, or a `keyid` that is empty or holds a `"` or `\`.
     pub fn hmac_sha256(key_id: &str, secret: &[u8]) -> Result<Self, InvalidMessageKey> {
-        check_key_id(key_id)?;
-        if secret.is_empty() {
-            return Err(invalid(key_id, "the secret is empty"));
-        }
-        let keyed = hmac::Hmac::<Sha256>::new_from_slice(secret)
-            .map_err(|_| invalid(key_id, "the secret cannot key HMAC-SHA256"))?;
         Ok(Self {
             id: key_id.to_owned(),
-            material: Material::HmacSha256(keyed),
+            material: Material::HmacSha256(hmac_key(key_id, secret)?),
         })
     }
 
@@ -137,6 +131,20 @@ impl MessageKey {
     pub fn algorithm(&self) -> &'static str {
         self.material.algorithm()
     }
+}
+
+/// `secret` keyed for HMAC-SHA256 under `key_id`, both checked: what a
+/// verifier's key and a signer hold alike.
+pub(super) fn hmac_key(
+    key_id: &str,
+    secret: &[u8],
+) -> Result<hmac::Hmac<Sha256>, InvalidMessageKey> {
+    check_key_id(key_id)?;
+    if secret.is_empty() {
+        return Err(invalid(key_id, "the secret is empty"));
+    }
+    hmac::Hmac::<Sha256>::new_from_slice(secret)
+        .map_err(|_| invalid(key_id, "the secret cannot key HMAC-SHA256"))
 }
 
 pub(super) fn invalid(key_id: &str, reason: &'static str) -> InvalidMessageKey {

@@ -8,7 +8,7 @@ use sfv::{Dictionary, ListEntry};
 use sha2::Sha256;
 
 use super::base::{components_of, malformed, signature_base};
-use super::keys::{check_key_id, invalid};
+use super::keys::{check_key_id, hmac_key, invalid};
 use super::{InvalidMessageKey, MessageRequest, MessageSignatureError};
 
 /// Signs requests with RFC 9421 message signatures, for a sender whose
@@ -82,12 +82,7 @@ impl MessageSigner {
     ///
     /// As [`MessageKey::hmac_sha256`](super::MessageKey::hmac_sha256).
     pub fn hmac_sha256(key_id: &str, secret: &[u8]) -> Result<Self, InvalidMessageKey> {
-        check_key_id(key_id)?;
-        if secret.is_empty() {
-            return Err(invalid(key_id, "the secret is empty"));
-        }
-        let keyed = hmac::Hmac::<Sha256>::new_from_slice(secret)
-            .map_err(|_| invalid(key_id, "the secret cannot key HMAC-SHA256"))?;
+        let keyed = hmac_key(key_id, secret)?;
         Ok(Self::new(
             key_id.to_owned(),
             SigningMaterial::HmacSha256(keyed),
