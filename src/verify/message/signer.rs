@@ -3,12 +3,14 @@
 use std::fmt::{self, Write as _};
 
 use base64::Engine as _;
-use hmac::{KeyInit as _, Mac as _};
+use hmac::Mac as _;
 use sfv::{Dictionary, ListEntry};
 use sha2::Sha256;
 
 use super::base::{components_of, malformed, signature_base};
-use super::keys::{check_key_id, hmac_key, invalid};
+use super::keys::hmac_key;
+#[cfg(feature = "ed25519")]
+use super::keys::{check_key_id, invalid};
 use super::{InvalidMessageKey, MessageRequest, MessageSignatureError};
 
 /// Signs requests with RFC 9421 message signatures, for a sender whose
