@@ -622,3 +622,65 @@ async fn a_delivery_from_an_endpoint_with_a_message_signer_verifies_at_the_recei
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(NOW as u64);
     assert!(standard.verify_at(&headers, body, at).is_ok());
 }
+
+/// A `Receiver` for message signatures reads the method and URI
+/// (`receive_request`); handed headers alone it refuses with a reason that
+/// names the call to make, and it takes no handshake, whose answers prove
+/// a scheme's secret.
+#[tokio::test]
+async fn a_message_signature_receiver_needs_the_request_line_and_takes_no_handshake() {
+    use bytes::Bytes;
+    use hooklatch::receive::{Handshake, Receiver, Rejection};
+
+    let receiver = Receiver::for_message_signatures(receiver(), "https");
+    assert!(receiver.needs_request_line());
+    assert_eq!(receiver.scheme_name(), "message-signature");
+    assert!(receiver.verifier().is_none());
+    let body = || futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"{}"))]);
+    let refused = receiver
+        .receive(&http::HeaderMap::new(), body())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Rejection::MessageUnverified(MessageSignatureError::InvalidTarget(why)) if why.contains("receive_request")),
+        "{refused:?}"
+    );
+    assert_eq!(refused.status(), 400);
+    assert!(
+        receiver
+            .clone()
+            .with_handshake(Handshake::meta("token"))
+            .is_err()
+    );
+
+    // Through `receive_request`, a signed webhook becomes an event claimed
+    // by its nonce, whose time is the signature's.
+    let signed_body = br#"{"type":"invoice.paid"}"#;
+    let mut headers = webhook(signed_body, &sender(), unix_now());
+    headers.insert("host", "hooks.example".parse().unwrap());
+    let uri: http::Uri = "/in/acme".parse().unwrap();
+    let received = receiver
+        .receive_request(&http::Method::POST, &uri, &headers, body_of(signed_body))
+        .await
+        .unwrap();
+    let hooklatch::receive::Received::Event(event) = received else {
+        panic!("not an event")
+    };
+    assert_eq!(event.key().unwrap(), "nonce:test-key-ed25519:evt_1");
+    assert_eq!(event.scheme, "message-signature");
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .try_into()
+        .unwrap()
+}
+
+fn body_of(
+    body: &'static [u8],
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> {
+    futures_util::stream::iter([Ok(bytes::Bytes::from_static(body))])
+}

@@ -38,7 +38,9 @@ pub struct VerifiedEvent {
 #[derive(Debug, Clone)]
 struct Claim {
     source: EventKey,
-    verifier: Verifier,
+    /// The verifier, for keys taken from what it signs; `None` for a
+    /// message signature's event, whose key is set when it is made.
+    verifier: Option<Verifier>,
     /// What the signed content holds before the body, for a digest key.
     signed_prefix: Option<Vec<u8>>,
     key: OnceLock<Result<String, Rejection>>,
@@ -58,9 +60,35 @@ impl VerifiedEvent {
             body,
             claim: Claim {
                 source: key.clone(),
-                verifier: verifier.clone(),
+                verifier: Some(verifier.clone()),
                 signed_prefix,
                 key: OnceLock::new(),
+            },
+            provider: ProviderInfo::default(),
+        }
+    }
+
+    /// The event for a request whose HTTP message signature verified,
+    /// claimed by the signature's [`claim_key`](crate::verify::message::MessageVerified::claim_key),
+    /// which is also its id.
+    #[cfg(feature = "http-signatures")]
+    pub(crate) fn from_message(
+        scheme: &str,
+        verified: &crate::verify::message::MessageVerified,
+        body: Bytes,
+    ) -> Self {
+        let key = verified.claim_key();
+        Self {
+            id: Some(key.clone()),
+            id_is_signed: true,
+            timestamp: Some(verified.created()),
+            scheme: scheme.to_owned(),
+            body,
+            claim: Claim {
+                source: EventKey::default(),
+                verifier: None,
+                signed_prefix: None,
+                key: OnceLock::from(Ok(key)),
             },
             provider: ProviderInfo::default(),
         }
@@ -159,9 +187,12 @@ impl VerifiedEvent {
                 claim.signed_prefix.as_deref(),
                 &self.body,
             );
+            let Some(verifier) = &claim.verifier else {
+                return Err(Rejection::MissingEventId);
+            };
             claim
                 .source
-                .key(&claim.verifier, &verified)
+                .key(verifier, &verified)
                 .map_err(|error| match error {
                     KeyError::NotJson => Rejection::InvalidJson(error.to_string()),
                     KeyError::Invalid(_) => Rejection::InvalidEventId(error.to_string()),

@@ -91,7 +91,7 @@ impl std::fmt::Debug for Handshake {
 
 impl Handshake {
     /// The provider, as [`HandshakeAnswer::provider`] names it.
-    fn provider(&self) -> &'static str {
+    pub(super) fn provider(&self) -> &'static str {
         match self {
             Self::Slack => "slack",
             Self::Meta { .. } => "meta",

@@ -1,6 +1,8 @@
 //! [`Receiver`]: from a request's headers and body stream to a
 //! [`VerifiedEvent`], the same way in every adapter.
 
+#[cfg(feature = "http-signatures")]
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
@@ -9,9 +11,15 @@ use futures_core::Stream;
 use super::body::{DEFAULT_BODY_TIMEOUT, check_declared_length, read_limited};
 use super::handshake::{self, Handshake, HandshakeAnswer};
 use super::{Rejection, VerifiedEvent, metrics};
+#[cfg(feature = "http-signatures")]
+use crate::verify::message::{MessageRequest, MessageSignatureError, MessageVerifier};
 use crate::verify::{
     ConfigError, EventKey, HeaderKey, HeaderLookup, Headers, Verifier, VerifyError,
 };
+
+/// [`Receiver::scheme_name`] of a receiver of HTTP message signatures.
+#[cfg(feature = "http-signatures")]
+const MESSAGE_SCHEME: &str = "message-signature";
 
 /// How a request becomes a [`VerifiedEvent`]: the verifier, the body's
 /// limit and deadline, and the key events are claimed by. Both framework
@@ -43,12 +51,24 @@ use crate::verify::{
 /// ```
 #[derive(Debug, Clone)]
 pub struct Receiver {
-    verifier: Verifier,
+    check: Check,
     key: EventKey,
     body_limit: usize,
     body_timeout: Duration,
     keep: Vec<HeaderKey>,
     handshakes: Vec<Handshake>,
+}
+
+/// What a receiver checks a request's signature with.
+#[derive(Debug, Clone)]
+enum Check {
+    /// A provider's or Standard Webhooks' scheme, over headers and body.
+    Scheme(Verifier),
+    /// HTTP message signatures, over the method, target URI, headers and
+    /// body: the verifier, and the URI scheme clients use to reach this
+    /// receiver.
+    #[cfg(feature = "http-signatures")]
+    Message(Arc<(MessageVerifier, String)>),
 }
 
 impl Receiver {
@@ -60,12 +80,76 @@ impl Receiver {
             body_limit: verifier.body_limit(),
             body_timeout: DEFAULT_BODY_TIMEOUT,
             key: EventKey::default(),
-            verifier,
+            check: Check::Scheme(verifier),
             keep: super::provider::TRACE_HEADERS
                 .into_iter()
                 .map(HeaderKey::from_static)
                 .collect(),
             handshakes: Vec::new(),
+        }
+    }
+
+    /// Verifies HTTP message signatures (RFC 9421) with `verifier`, for
+    /// requests that clients send to this receiver over `uri_scheme`
+    /// (`"https"`, also behind a proxy that ends TLS; `"http"` only where
+    /// they really use it): the scheme is part of `@target-uri` and
+    /// `@scheme`. The authority is the request's `Host` (bind it with
+    /// [`MessageVerifierBuilder::with_authority`](crate::verify::message::MessageVerifierBuilder::with_authority)).
+    /// Events are claimed by [`MessageVerified::claim_key`](crate::verify::message::MessageVerified::claim_key):
+    /// the signature's nonce, else a digest of what it signs. Reads at most
+    /// 1 MiB of body. Takes no [`Handshake`]; a key set from a JWKS
+    /// ([`MessageVerifierBuilder::with_jwks`](crate::verify::message::MessageVerifierBuilder::with_jwks))
+    /// is fetched as the requests need it.
+    ///
+    /// The adapters pass the request line for it (hooklatch-tower's layer
+    /// and `VerifiedBody`/`VerifiedJson`, hooklatch-actix's extractors);
+    /// by hand, call [`receive_request`](Self::receive_request).
+    ///
+    /// ```
+    /// use hooklatch::receive::Receiver;
+    /// use hooklatch::verify::message::{MessageKey, MessageVerifier};
+    ///
+    /// let verifier = MessageVerifier::builder()
+    ///     .with_key(MessageKey::hmac_sha256("partner-7", b"a shared secret of 32 bytes or more")?)
+    ///     .with_authority("hooks.example.com")
+    ///     .build()?;
+    /// let receiver = Receiver::for_message_signatures(verifier, "https");
+    /// # let _ = receiver;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "http-signatures")]
+    pub fn for_message_signatures(verifier: MessageVerifier, uri_scheme: &str) -> Self {
+        Self {
+            body_limit: crate::verify::DEFAULT_MAX_BODY_LEN,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            key: EventKey::default(),
+            check: Check::Message(Arc::new((verifier, uri_scheme.to_ascii_lowercase()))),
+            keep: super::provider::TRACE_HEADERS
+                .into_iter()
+                .map(HeaderKey::from_static)
+                .collect(),
+            handshakes: Vec::new(),
+        }
+    }
+
+    /// The name this receiver's checks are known by in metrics and in
+    /// [`VerifiedEvent::scheme`]: the scheme's (`standard`, `github`), or
+    /// `message-signature`.
+    pub fn scheme_name(&self) -> &str {
+        match &self.check {
+            Check::Scheme(verifier) => verifier.scheme().name(),
+            #[cfg(feature = "http-signatures")]
+            Check::Message(_) => MESSAGE_SCHEME,
+        }
+    }
+
+    /// Whether this receiver checks HTTP message signatures, and so needs
+    /// the request's method and URI ([`receive_request`](Self::receive_request)).
+    pub fn needs_request_line(&self) -> bool {
+        match &self.check {
+            Check::Scheme(_) => false,
+            #[cfg(feature = "http-signatures")]
+            Check::Message(_) => true,
         }
     }
 
@@ -95,7 +179,17 @@ impl Receiver {
     /// # Ok::<(), hooklatch::verify::ConfigError>(())
     /// ```
     pub fn with_handshake(mut self, handshake: Handshake) -> Result<Self, ConfigError> {
-        handshake.check_scheme(self.verifier.scheme())?;
+        match &self.check {
+            Check::Scheme(verifier) => handshake.check_scheme(verifier.scheme())?,
+            #[cfg(feature = "http-signatures")]
+            Check::Message(_) => {
+                return Err(ConfigError::HandshakeScheme {
+                    handshake: handshake.provider(),
+                    expected: handshake.provider(),
+                    scheme: MESSAGE_SCHEME.to_owned(),
+                });
+            }
+        }
         self.handshakes.push(handshake);
         Ok(self)
     }
@@ -110,8 +204,8 @@ impl Receiver {
         query: Option<&str>,
         headers: &H,
     ) -> Option<HandshakeAnswer> {
-        let answer =
-            handshake::before_body(&self.handshakes, &self.verifier, method, query, headers)?;
+        let verifier = self.verifier()?;
+        let answer = handshake::before_body(&self.handshakes, verifier, method, query, headers)?;
         tracing::info!(
             provider = answer.provider,
             status = answer.status,
@@ -127,7 +221,8 @@ impl Receiver {
         headers: &H,
         event: &VerifiedEvent,
     ) -> Option<HandshakeAnswer> {
-        let answer = handshake::verified(&self.handshakes, &self.verifier, headers, event)?;
+        let verifier = self.verifier()?;
+        let answer = handshake::verified(&self.handshakes, verifier, headers, event)?;
         tracing::info!(provider = answer.provider, "answered a handshake");
         Some(answer)
     }
@@ -177,9 +272,35 @@ impl Receiver {
         self
     }
 
-    /// The verifier.
-    pub fn verifier(&self) -> &Verifier {
-        &self.verifier
+    /// The verifier, unless this receiver checks message signatures.
+    pub fn verifier(&self) -> Option<&Verifier> {
+        match &self.check {
+            Check::Scheme(verifier) => Some(verifier),
+            #[cfg(feature = "http-signatures")]
+            Check::Message(_) => None,
+        }
+    }
+
+    /// The message signature verifier, if this receiver checks message
+    /// signatures.
+    #[cfg(feature = "http-signatures")]
+    pub fn message_verifier(&self) -> Option<&MessageVerifier> {
+        match &self.check {
+            Check::Scheme(_) => None,
+            Check::Message(message) => Some(&message.0),
+        }
+    }
+
+    /// Whether `self` and `other` check with the same verifier (clones of
+    /// one): a tenant's receiver that is, had its secrets not changed.
+    pub(crate) fn checks_as(&self, other: &Self) -> bool {
+        match (&self.check, &other.check) {
+            (Check::Scheme(mine), Check::Scheme(theirs)) => mine.is(theirs),
+            #[cfg(feature = "http-signatures")]
+            (Check::Message(mine), Check::Message(theirs)) => Arc::ptr_eq(mine, theirs),
+            #[cfg(feature = "http-signatures")]
+            _ => false,
+        }
     }
 
     /// The body limit in bytes.
@@ -210,10 +331,13 @@ impl Receiver {
         S: Stream<Item = Result<D, E>>,
         D: Buf,
     {
-        let scheme = self.verifier.scheme().name();
+        let scheme = self.scheme_name();
         let refused = |rejection: Rejection| {
             metrics::rejected(&rejection, scheme, "");
             rejection
+        };
+        let Some(verifier) = self.verifier() else {
+            return Err(refused(needs_request_line()));
         };
         let body = self.read_body(headers, body).await?;
         if handshake::shaped_as_proof(&self.handshakes, &body) {
@@ -222,10 +346,10 @@ impl Receiver {
             })));
         }
         let started = Instant::now();
-        let verified = self.verifier.verify(headers, &body);
+        let verified = verifier.verify(headers, &body);
         metrics::verify_took(scheme, started.elapsed());
         let verified = verified.map_err(|error| refused(Rejection::Unverified(error)))?;
-        let event = VerifiedEvent::new(&self.key, &self.verifier, &verified, body.clone())
+        let event = VerifiedEvent::new(&self.key, verifier, &verified, body.clone())
             .with_provider_headers(headers, &self.keep);
         let span = tracing::Span::current();
         span.record("scheme", scheme);
@@ -278,6 +402,75 @@ impl Receiver {
 }
 
 impl Receiver {
+    /// [`receive_or_answer`](Self::receive_or_answer) for a request whose
+    /// method and URI (origin form, as servers hand it over, or absolute)
+    /// are at hand: what a receiver of HTTP message signatures
+    /// ([`for_message_signatures`](Self::for_message_signatures)) needs;
+    /// any other receiver reads only the headers and body, as
+    /// `receive_or_answer` does.
+    pub async fn receive_request<D: Buf, E>(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+        body: impl Stream<Item = Result<D, E>>,
+    ) -> Result<Received, Rejection> {
+        match &self.check {
+            Check::Scheme(_) => {
+                let _ = (method, uri);
+                self.receive_or_answer(headers, body).await
+            }
+            #[cfg(feature = "http-signatures")]
+            Check::Message(message) => {
+                let (verifier, scheme) = &**message;
+                self.receive_message(verifier, scheme, method, uri, headers, body)
+                    .await
+                    .map(Received::Event)
+            }
+        }
+    }
+
+    /// Reads the body and verifies its message signature; the claim key
+    /// is the signature's.
+    #[cfg(feature = "http-signatures")]
+    async fn receive_message<D: Buf, E>(
+        &self,
+        verifier: &MessageVerifier,
+        uri_scheme: &str,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+        body: impl Stream<Item = Result<D, E>>,
+    ) -> Result<VerifiedEvent, Rejection> {
+        let refused = |rejection: Rejection| {
+            metrics::rejected(&rejection, MESSAGE_SCHEME, "");
+            rejection
+        };
+        // Nothing is computed with a key before the headers parse and name
+        // a trusted key: the verifier checks those first, and the body is
+        // read within the limit either way.
+        let body = self.read_body(headers, body).await?;
+        let request = MessageRequest::from_server(method, uri, uri_scheme, headers)
+            .map_err(|error| refused(Rejection::MessageUnverified(error)))?;
+        let started = Instant::now();
+        #[cfg(feature = "jwks")]
+        let verified = verifier.verify_fetching(&request, &body).await;
+        #[cfg(not(feature = "jwks"))]
+        let verified = verifier.verify(&request, &body);
+        metrics::verify_took(MESSAGE_SCHEME, started.elapsed());
+        let verified = verified.map_err(|error| refused(Rejection::MessageUnverified(error)))?;
+        let event = VerifiedEvent::from_message(MESSAGE_SCHEME, &verified, body)
+            .with_provider_headers(headers, &self.keep);
+        let span = tracing::Span::current();
+        span.record("scheme", MESSAGE_SCHEME);
+        if let Some(id) = &event.id {
+            span.record("id", id.as_str());
+        }
+        Ok(event)
+    }
+}
+
+impl Receiver {
     /// Refuses a declared Content-Length over the limit (413) and reads
     /// the body through the limit and the deadline (413, 408); each
     /// refusal is counted.
@@ -297,7 +490,7 @@ impl Receiver {
         limit: usize,
     ) -> Result<Bytes, Rejection> {
         let refused = |rejection: Rejection| {
-            metrics::rejected(&rejection, self.verifier.scheme().name(), "");
+            metrics::rejected(&rejection, self.scheme_name(), "");
             rejection
         };
         check_declared_length(declared_length(headers), limit).map_err(refused)?;
@@ -305,6 +498,19 @@ impl Receiver {
             .await
             .map_err(refused)
     }
+}
+
+/// The refusal of a request given without its method and URI to a
+/// receiver of message signatures, which cover them.
+fn needs_request_line() -> Rejection {
+    #[cfg(feature = "http-signatures")]
+    return Rejection::MessageUnverified(MessageSignatureError::InvalidTarget(
+        "this receiver checks message signatures, which cover the method and URI: \
+         call receive_request"
+            .to_owned(),
+    ));
+    #[cfg(not(feature = "http-signatures"))]
+    Rejection::NotConfigured
 }
 
 /// The Content-Length a request declares, if it declares exactly one

@@ -5,6 +5,8 @@ use std::time::Duration;
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::dedup::DedupError;
+#[cfg(feature = "http-signatures")]
+use crate::verify::message::MessageSignatureError;
 use crate::verify::{Malformed, VerifyError};
 
 /// Why a receiver refused a request, the same for every framework.
@@ -32,6 +34,10 @@ pub enum Rejection {
     /// The signature, timestamp or headers did not verify (400, or 413 for
     /// a body over the verifier's limit).
     Unverified(VerifyError),
+    /// The request's HTTP message signature (RFC 9421) did not verify
+    /// (400); see [`Receiver::for_message_signatures`](super::Receiver::for_message_signatures).
+    #[cfg(feature = "http-signatures")]
+    MessageUnverified(MessageSignatureError),
     /// No event id to deduplicate by: the scheme has no id header, or the
     /// configured JSON field is absent (400).
     MissingEventId,
@@ -71,6 +77,60 @@ pub enum Rejection {
     TenantLookupFailed(String),
 }
 
+/// The kind of a message signature's refusal, and its fixed text.
+#[cfg(feature = "http-signatures")]
+fn message_kind_and_text(error: &MessageSignatureError) -> (&'static str, &'static str) {
+    use MessageSignatureError as E;
+    match error {
+        E::MissingHeader(_) => (
+            "missing_header",
+            "the request has no Signature-Input or Signature header",
+        ),
+        E::Malformed { .. } | E::TooManySignatures | E::InvalidTarget(_) => (
+            "malformed_header",
+            "a header of the message signature could not be read",
+        ),
+        E::NoTrustedSignature { .. } | E::AlgorithmMismatch { .. } => (
+            "no_supported_signature",
+            "no signature names a key (and tag) this receiver trusts",
+        ),
+        E::MissingComponent(_) => (
+            "missing_component",
+            "the signature does not cover a component this receiver requires",
+        ),
+        E::AbsentComponent(_) => (
+            "absent_component",
+            "the signature covers a component the request does not have (a proxy may have removed it)",
+        ),
+        E::UnsupportedComponent(_) => (
+            "unsupported_component",
+            "the signature covers a component this receiver cannot derive",
+        ),
+        E::NoCreated => ("missing_created", "the signature has no created time"),
+        E::TooOld { .. } => (
+            "timestamp_too_old",
+            "the signed timestamp is older than this receiver accepts",
+        ),
+        E::CreatedInFuture { .. } => (
+            "timestamp_in_future",
+            "the signed timestamp is further ahead than this receiver accepts",
+        ),
+        E::Expired { .. } => (
+            "signature_expired",
+            "the signature's expires time has passed",
+        ),
+        E::DigestMismatch(_) => (
+            "digest_mismatch",
+            "the body does not match its Content-Digest",
+        ),
+        E::SignatureMismatch { .. } => (
+            "signature_mismatch",
+            "the signature does not verify over the request as received",
+        ),
+        E::WrongAuthority { .. } => ("wrong_authority", "the request was signed for another host"),
+    }
+}
+
 /// How long a sender should wait after a 503 before retrying.
 const STORE_RETRY_AFTER_SECS: u64 = 5;
 
@@ -85,6 +145,8 @@ impl Rejection {
             | Self::Unverified(_)
             | Self::MissingEventId
             | Self::InvalidEventId(_) => StatusCode::BAD_REQUEST,
+            #[cfg(feature = "http-signatures")]
+            Self::MessageUnverified(_) => StatusCode::BAD_REQUEST,
             Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::InProgress { .. } => StatusCode::CONFLICT,
             Self::StoreUnavailable(_)
@@ -105,6 +167,8 @@ impl Rejection {
             Self::BodyUnreadable => "could not read the request body",
             Self::BodyTimeout { .. } => "request body too slow",
             Self::Unverified(_) => "webhook verification failed",
+            #[cfg(feature = "http-signatures")]
+            Self::MessageUnverified(_) => "webhook verification failed",
             Self::MissingEventId | Self::InvalidEventId(_) => "webhook has no usable event id",
             Self::InProgress { .. } => "webhook is being processed; retry later",
             Self::StoreUnavailable(_) => "temporarily unable to accept webhooks; retry later",
@@ -131,6 +195,15 @@ impl Rejection {
             ) => "timestamp",
             Self::Unverified(VerifyError::SignatureMismatch { .. }) => "signature",
             Self::Unverified(_) => "malformed",
+            #[cfg(feature = "http-signatures")]
+            Self::MessageUnverified(error) => match error {
+                MessageSignatureError::TooOld { .. }
+                | MessageSignatureError::CreatedInFuture { .. }
+                | MessageSignatureError::Expired { .. } => "timestamp",
+                MessageSignatureError::SignatureMismatch { .. }
+                | MessageSignatureError::DigestMismatch(_) => "signature",
+                _ => "malformed",
+            },
             Self::MissingEventId => "missing_event_id",
             Self::InvalidEventId(_) => "invalid_event_id",
             Self::InvalidNamespace(_) => "invalid_namespace",
@@ -228,6 +301,8 @@ impl Rejection {
                     "the body is not what the signature scheme signs",
                 ),
             },
+            #[cfg(feature = "http-signatures")]
+            Self::MessageUnverified(error) => message_kind_and_text(error),
             Self::BodyTooLarge { .. } => {
                 ("body_too_large", "the body is over this receiver's limit")
             }
@@ -295,6 +370,8 @@ impl Rejection {
                 format!("request body not received within {timeout:?}")
             }
             Self::Unverified(error) => error.to_string(),
+            #[cfg(feature = "http-signatures")]
+            Self::MessageUnverified(error) => error.to_string(),
             Self::MissingEventId => "no event id in the request".to_owned(),
             Self::InvalidEventId(reason) => reason.clone(),
             Self::InvalidNamespace(reason) => format!("the receiver's {reason}"),

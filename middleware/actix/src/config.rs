@@ -133,9 +133,31 @@ impl WebhookConfig {
     /// Verifies with `verifier`; the body limit is the verifier's (1 MiB
     /// by default).
     pub fn new(verifier: Verifier) -> Self {
+        Self::from_receiver(Receiver::new(verifier))
+    }
+
+    /// Verifies with `receiver`, built with every setting it has (body
+    /// limit and timeout, event key, kept headers, handshakes). The way to
+    /// receive HTTP message signatures ([`Receiver::for_message_signatures`]).
+    ///
+    /// ```
+    /// use hooklatch::dedup::MemoryInbox;
+    /// use hooklatch::receive::Receiver;
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_actix::WebhookConfig;
+    ///
+    /// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
+    /// let receiver = Receiver::new(verifier)
+    ///     .with_body_limit(256 * 1024)
+    ///     .with_kept_headers(["x-github-hook-installation-target-id"])?;
+    /// let config = WebhookConfig::from_receiver(receiver).with_inbox(MemoryInbox::new(), "github")?;
+    /// # let _ = config;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_receiver(receiver: Receiver) -> Self {
         Self {
             settings: Arc::new(Settings {
-                receiver: Some(Receiver::new(verifier)),
+                receiver: Some(receiver),
                 tenants: None,
                 inbox: None,
                 lease: None,

@@ -56,7 +56,15 @@ where
             {
                 return Err(WebhookError::handshake_answered(answer));
             }
-            let event = match receiver.receive_or_answer(&headers, payload).await? {
+            let received = if receiver.needs_request_line() {
+                let (method, uri, headers) = request_line(&request)?;
+                receiver
+                    .receive_request(&method, &uri, &headers, payload)
+                    .await?
+            } else {
+                receiver.receive_or_answer(&headers, payload).await?
+            };
+            let event = match received {
                 Received::Event(event) => event,
                 Received::Answered(answer) => return Err(WebhookError::handshake_answered(answer)),
             };
@@ -88,6 +96,30 @@ where
             .await
             .map_err(|error| error.answered_by(respond, reason_in_body))
     })
+}
+
+/// The request's method, URI and headers as the `http` crate's types, for
+/// a receiver of HTTP message signatures, which cover them. actix-web
+/// checked each already; one `http` refuses is answered 400.
+fn request_line(
+    request: &HttpRequest,
+) -> Result<(http::Method, http::Uri, http::HeaderMap), Rejection> {
+    let method = http::Method::from_bytes(request.method().as_str().as_bytes())
+        .map_err(|_| Rejection::BodyUnreadable)?;
+    let uri = request
+        .uri()
+        .to_string()
+        .parse::<http::Uri>()
+        .map_err(|_| Rejection::BodyUnreadable)?;
+    let mut headers = http::HeaderMap::with_capacity(request.headers().len());
+    for (name, value) in request.headers() {
+        let name = http::HeaderName::from_bytes(name.as_str().as_bytes())
+            .map_err(|_| Rejection::BodyUnreadable)?;
+        let value = http::HeaderValue::from_bytes(value.as_bytes())
+            .map_err(|_| Rejection::BodyUnreadable)?;
+        headers.append(name, value);
+    }
+    Ok((method, uri, headers))
 }
 
 /// The namespace a store configured with `namespace` claims in: its own,

@@ -165,7 +165,12 @@ where
             return Err(VerifiedRejection::Handshake(answer));
         }
         let event = match receiver
-            .receive_or_answer(&parts.headers, body.into_data_stream())
+            .receive_request(
+                &parts.method,
+                &parts.uri,
+                &parts.headers,
+                body.into_data_stream(),
+            )
             .await?
         {
             Received::Event(event) => event,

@@ -77,9 +77,32 @@ impl WebhookLayer {
     /// [`VerifiedEvent`](crate::VerifiedEvent) in their extensions. The body
     /// limit is the verifier's (1 MiB by default).
     pub fn new(verifier: Verifier) -> Self {
+        Self::from_receiver(Receiver::new(verifier))
+    }
+
+    /// Verifies with `receiver`, built with every setting it has (body
+    /// limit and timeout, event key, kept headers, handshakes), and passes
+    /// verified requests on. The way to receive HTTP message signatures
+    /// ([`Receiver::for_message_signatures`]).
+    ///
+    /// ```
+    /// use hooklatch::dedup::MemoryInbox;
+    /// use hooklatch::receive::Receiver;
+    /// use hooklatch::verify::{Scheme, Verifier};
+    /// use hooklatch_tower::WebhookLayer;
+    ///
+    /// let verifier = Verifier::builder(Scheme::github()).with_secret("s3cret")?.build()?;
+    /// let receiver = Receiver::new(verifier)
+    ///     .with_body_limit(256 * 1024)
+    ///     .with_kept_headers(["x-github-hook-installation-target-id"])?;
+    /// let layer = WebhookLayer::from_receiver(receiver).with_inbox(MemoryInbox::new(), "github")?;
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_receiver(receiver: Receiver) -> Self {
         Self {
             config: Arc::new(Config {
-                source: Source::Fixed(Receiver::new(verifier)),
+                source: Source::Fixed(receiver),
                 mode: VerifyOnly,
                 answers: Answers::default(),
             }),

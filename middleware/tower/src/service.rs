@@ -89,7 +89,12 @@ where
                     return Ok(crate::response::handshake(answer));
                 }
                 let received = receiver
-                    .receive_or_answer(&parts.headers, body.into_data_stream())
+                    .receive_request(
+                        &parts.method,
+                        &parts.uri,
+                        &parts.headers,
+                        body.into_data_stream(),
+                    )
                     .await;
                 let event = match received {
                     Ok(Received::Event(event)) => event,
