@@ -72,6 +72,71 @@ pub(crate) fn parse(raw: &[u8]) -> Result<Captured, String> {
     Ok((headers, body))
 }
 
+/// The method and target a capture's request line names (`POST
+/// /hooks?x=1 HTTP/1.1`), or a curl command's `-X` and URL (`POST` when it
+/// sends data): what a message signature covers besides headers and body.
+pub(crate) fn request_line(raw: &[u8]) -> Option<(String, String)> {
+    let text = std::str::from_utf8(raw).ok();
+    if let Some(command) = text.filter(|text| text.trim_start().starts_with("curl ")) {
+        return curl_line(command);
+    }
+    let start = raw.iter().position(|byte| !matches!(byte, b'\r' | b'\n'))?;
+    let end = raw[start..]
+        .iter()
+        .position(|byte| *byte == b'\n')
+        .map_or(raw.len(), |at| start + at);
+    let line = std::str::from_utf8(&raw[start..end])
+        .ok()?
+        .trim_end_matches('\r');
+    if !is_request_line(line) {
+        return None;
+    }
+    let mut words = line.split(' ');
+    Some((words.next()?.to_owned(), words.next()?.to_owned()))
+}
+
+/// A curl command's method and URL.
+fn curl_line(command: &str) -> Option<(String, String)> {
+    let words = shlex::split(command)?;
+    let (mut method, mut url, mut sends_data) = (None, None, false);
+    let mut words = words.into_iter().skip(1);
+    while let Some(word) = words.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (word.clone(), None),
+        };
+        let data = CURL_DATA.contains(&flag.as_str());
+        if !flag.starts_with('-') {
+            url.get_or_insert(word);
+        } else if data
+            || CURL_VALUED.contains(&flag.as_str())
+            || matches!(flag.as_str(), "-H" | "--header")
+        {
+            let value = inline.or_else(|| words.next());
+            sends_data |= data;
+            match flag.as_str() {
+                "-X" | "--request" => method = value,
+                "--url" => url = value,
+                _ => {}
+            }
+        }
+    }
+    let method = method.unwrap_or_else(|| if sends_data { "POST" } else { "GET" }.to_owned());
+    Some((method, url?))
+}
+
+/// curl's options that give the body.
+const CURL_DATA: &[&str] = &[
+    "-d",
+    "--data",
+    "--data-ascii",
+    "--data-binary",
+    "--data-raw",
+    "--json",
+];
+
 /// The head and what follows the blank line that ends it (CRLF or LF).
 fn split_head(raw: &[u8]) -> Option<(&[u8], &[u8])> {
     let crlf = raw
