@@ -298,3 +298,102 @@ async fn a_p256_key_from_the_set_verifies_what_it_signed() {
         .unwrap();
     assert_eq!(verified.key_id(), "ec1");
 }
+
+/// A clock a test moves.
+#[derive(Clone)]
+struct TestClock(Arc<std::sync::atomic::AtomicI64>);
+
+impl hooklatch::verify::Clock for TestClock {
+    fn now(&self) -> std::time::SystemTime {
+        let seconds = self.0.load(Ordering::SeqCst);
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds.try_into().unwrap())
+    }
+}
+
+/// The Standard Webhooks `v1a` headers of `body` signed with the key of
+/// `seed` (the `sender` of that seed's) at `at`.
+fn signed_v1a(seed: u8, id: &str, at: i64, body: &[u8]) -> Vec<(String, String)> {
+    use hooklatch::verify::{Scheme, Signer};
+    let secret = format!(
+        "whsk_{}",
+        base64::engine::general_purpose::STANDARD.encode([seed; 32])
+    );
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(at.try_into().unwrap());
+    Signer::new(Scheme::standard_webhooks(), [secret])
+        .unwrap()
+        .sign(id, at, body)
+        .unwrap()
+        .iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+/// Standard Webhooks `v1a` signatures name no key: a verifier given a key
+/// set tries its Ed25519 keys, fetches it when stale, fetches it again
+/// when a timely request verifies with none (a rotation) at most once per
+/// refresh interval, and keeps the last good set while the source is down.
+#[tokio::test]
+async fn standard_webhooks_v1a_keys_come_from_a_jwks_and_a_rotation_is_fetched_once() {
+    use hooklatch::verify::{ConfigError, Scheme, Verifier, VerifyError};
+
+    let (_, first) = sender("2026-01", 4);
+    let server = KeyServer::start(ok(set(&[&first]))).await;
+    let jwks = Arc::new(Jwks::new(&server.url).unwrap());
+    let clock = TestClock(Arc::new(std::sync::atomic::AtomicI64::new(NOW)));
+    let verifier = Verifier::builder(Scheme::standard_webhooks())
+        .with_jwks(Arc::clone(&jwks))
+        .unwrap()
+        .with_clock(clock.clone())
+        .build()
+        .unwrap();
+    let body = br#"{"type":"invoice.paid"}"#;
+
+    let headers = signed_v1a(4, "msg_1", NOW, body);
+    let verified = verifier.verify_fetching(&headers[..], body).await.unwrap();
+    assert_eq!(verified.id(), Some("msg_1"));
+    assert_eq!(verified.key_index(), 0, "the set's first key");
+    assert_eq!(server.requests(), 1);
+
+    // A forger's timely requests, signed with a key not in the set: each
+    // may be a rotation, but within the refresh interval of the last fetch
+    // none fetches.
+    for n in 0..50 {
+        let forged = signed_v1a(9, &format!("msg_f{n}"), NOW, body);
+        let refused = verifier.verify_fetching(&forged[..], body).await;
+        assert!(
+            matches!(refused, Err(VerifyError::SignatureMismatch { .. })),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(server.requests(), 1);
+
+    // The sender rotates: its new key signs a minute later and is fetched
+    // once; the old key, gone from the set, no longer verifies.
+    let (_, second) = sender("2026-02", 5);
+    server.serve(ok(set(&[&second])));
+    clock.0.store(NOW + 61, Ordering::SeqCst);
+    let rotated = signed_v1a(5, "msg_2", NOW + 61, body);
+    assert!(verifier.verify_fetching(&rotated[..], body).await.is_ok());
+    assert_eq!(server.requests(), 2);
+    let old = signed_v1a(4, "msg_3", NOW + 61, body);
+    assert!(verifier.verify_fetching(&old[..], body).await.is_err());
+    assert_eq!(server.requests(), 2, "within the interval: no fetch");
+
+    // The source goes down: the last good set serves.
+    server.serve(Served {
+        status: 503,
+        body: "down".into(),
+        cache_control: "no-store",
+    });
+    clock.0.store(NOW + 61 + 700, Ordering::SeqCst);
+    let later = signed_v1a(5, "msg_4", NOW + 761, body);
+    assert!(verifier.verify_fetching(&later[..], body).await.is_ok());
+    assert_eq!(server.requests(), 3, "stale: fetched, failed, kept");
+    assert!(jwks.last_error().is_some());
+
+    // HMAC-only schemes have no `v1a` to take keys for.
+    assert!(matches!(
+        Verifier::builder(Scheme::github()).with_jwks(Arc::clone(&jwks)),
+        Err(ConfigError::AsymmetricUnsupported { .. })
+    ));
+}

@@ -346,6 +346,9 @@ impl Receiver {
             })));
         }
         let started = Instant::now();
+        #[cfg(feature = "jwks")]
+        let verified = verifier.verify_fetching(headers, &body).await;
+        #[cfg(not(feature = "jwks"))]
         let verified = verifier.verify(headers, &body);
         metrics::verify_took(scheme, started.elapsed());
         let verified = verified.map_err(|error| refused(Rejection::Unverified(error)))?;

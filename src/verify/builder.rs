@@ -24,6 +24,8 @@ pub struct VerifierBuilder {
     pub(super) check_timestamp: bool,
     pub(super) max_body_len: usize,
     pub(super) clock: Arc<dyn Clock>,
+    #[cfg(feature = "jwks")]
+    pub(super) jwks: Option<Arc<super::message::Jwks>>,
 }
 
 impl Verifier {
@@ -39,6 +41,8 @@ impl Verifier {
             future_tolerance: DEFAULT_TOLERANCE,
             check_timestamp: true,
             clock: Arc::new(SystemClock),
+            #[cfg(feature = "jwks")]
+            jwks: None,
         }
     }
 }
@@ -172,10 +176,48 @@ impl VerifierBuilder {
         self
     }
 
+    /// Also trusts the Ed25519 public keys `jwks` publishes, for Standard
+    /// Webhooks' and Svix's `v1a` signatures (which name no key: each is
+    /// tried against every key, as secrets in a rotation are). The set is
+    /// fetched by [`Verifier::verify_fetching`] (and the adapters' receivers)
+    /// when stale, and when no key verifies a signature at most once per
+    /// refresh interval; [`Verifier::verify`] uses the keys as last
+    /// fetched. A verifier with a key set needs no secret of its own.
+    ///
+    /// Fails for a scheme without `v1a` signatures.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use hooklatch::verify::message::Jwks;
+    /// use hooklatch::verify::{Scheme, Verifier};
+    ///
+    /// # async fn run(headers: http::HeaderMap, body: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+    /// let keys = Arc::new(Jwks::new("https://sender.example/.well-known/jwks.json")?);
+    /// let verifier = Verifier::builder(Scheme::standard_webhooks()).with_jwks(keys)?.build()?;
+    /// let verified = verifier.verify_fetching(&headers, body).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "jwks")]
+    pub fn with_jwks(mut self, jwks: Arc<super::message::Jwks>) -> Result<Self, ConfigError> {
+        if !self.scheme.has_ed25519() {
+            return Err(ConfigError::AsymmetricUnsupported {
+                prefix: "jwks",
+                needs: "a scheme with `v1a` signatures (Standard Webhooks, Svix)",
+            });
+        }
+        self.jwks = Some(jwks);
+        Ok(self)
+    }
+
     /// Builds the verifier. Fails without secrets or with a template that
     /// uses a header the scheme does not read.
     pub fn build(self) -> Result<Verifier, ConfigError> {
-        if self.keys.is_empty() {
+        #[cfg(feature = "jwks")]
+        let fetched = self.jwks.is_some();
+        #[cfg(not(feature = "jwks"))]
+        let fetched = false;
+        if self.keys.is_empty() && !fetched {
             return Err(ConfigError::NoSecrets);
         }
         self.scheme.validate()?;
@@ -183,7 +225,7 @@ impl VerifierBuilder {
         Ok(Verifier {
             inner: Arc::new(Inner {
                 accepts_hmac: accepts(Algorithm::Hmac),
-                accepts_ed25519: accepts(Algorithm::Ed25519),
+                accepts_ed25519: accepts(Algorithm::Ed25519) || fetched,
                 accepts_ecdsa_p256: accepts(Algorithm::EcdsaP256),
                 id_delimiters: self.scheme.id_delimiters(),
                 scheme: self.scheme,
@@ -195,6 +237,8 @@ impl VerifierBuilder {
                 max_body_len: self.max_body_len,
                 hint: self.hint,
                 clock: self.clock,
+                #[cfg(feature = "jwks")]
+                jwks: self.jwks,
             }),
         })
     }

@@ -73,6 +73,10 @@ pub(super) struct Inner {
     pub(super) max_body_len: usize,
     pub(super) hint: Option<&'static str>,
     pub(super) clock: Arc<dyn Clock>,
+    /// Ed25519 keys fetched for `v1a`, tried after `keys`
+    /// ([`VerifierBuilder::with_jwks`](super::VerifierBuilder::with_jwks)).
+    #[cfg(feature = "jwks")]
+    pub(super) jwks: Option<Arc<super::message::Jwks>>,
 }
 
 impl fmt::Debug for Verifier {
@@ -173,7 +177,9 @@ impl<'a> Verified<'a> {
     }
 
     /// The position, in the order they were added, of the secret that
-    /// matched; useful to see when an old secret can be retired.
+    /// matched; useful to see when an old secret can be retired. A key
+    /// from the verifier's key set ([`VerifierBuilder::with_jwks`](super::VerifierBuilder::with_jwks))
+    /// counts after the configured ones, in the set's order.
     pub fn key_index(&self) -> usize {
         self.key_index
     }
@@ -285,6 +291,37 @@ impl Verifier {
                     hint,
                 })
             }
+        }
+    }
+}
+
+#[cfg(feature = "jwks")]
+impl Verifier {
+    /// Verifies as [`verify`](Self::verify) does, first fetching the
+    /// verifier's key set ([`VerifierBuilder::with_jwks`](super::VerifierBuilder::with_jwks))
+    /// where it is stale; a well-formed, timely request no key verifies
+    /// fetches it again (at most once per refresh interval, so forged
+    /// requests cannot make it fetch more) and is verified once more.
+    ///
+    /// # Errors
+    ///
+    /// As [`verify`](Self::verify).
+    pub async fn verify_fetching<'a>(
+        &self,
+        headers: &'a (impl Headers + ?Sized),
+        body: &'a [u8],
+    ) -> Result<Verified<'a>, VerifyError> {
+        let now = self.inner.clock.now();
+        let Some(jwks) = &self.inner.jwks else {
+            return self.verify_at(headers, body, now);
+        };
+        let seconds = unix_seconds(now);
+        jwks.refresh(false, seconds).await;
+        match self.verify_at(headers, body, now) {
+            Err(VerifyError::SignatureMismatch { .. }) if jwks.refresh(true, seconds).await => {
+                self.verify_at(headers, body, now)
+            }
+            verified => verified,
         }
     }
 }
@@ -427,31 +464,42 @@ impl Inner {
         }
         #[cfg(any(feature = "ed25519", feature = "p256"))]
         {
+            let fetched = self.fetched_keys(envelope);
             let asymmetric_keys = (0..self.keys.len())
                 .filter(|&index| {
                     self.keys[index].algorithm() != Algorithm::Hmac
                         && self.validity[index].contains_unix(now)
                 })
-                .count();
+                .count()
+                + fetched.len();
             let mut checks_left = ASYMMETRIC_CHECKS_PER_KEY * asymmetric_keys;
             for algorithm in [Algorithm::Ed25519, Algorithm::EcdsaP256] {
-                let keys: Vec<usize> = (0..self.keys.len())
+                // A fetched key counts after the configured ones.
+                let keys: Vec<(usize, &Key)> = (0..self.keys.len())
                     .filter(|&index| {
                         self.keys[index].algorithm() == algorithm
                             && self.validity[index].contains_unix(now)
                     })
+                    .map(|index| (index, &self.keys[index]))
+                    .chain(
+                        fetched
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, key)| key.algorithm() == algorithm)
+                            .map(|(at, key)| (self.keys.len() + at, key)),
+                    )
                     .collect();
                 if keys.is_empty() {
                     continue;
                 }
                 let mut matched = None;
                 any(algorithm, usize::MAX, &mut |decoded| {
-                    for &index in &keys {
+                    for &(index, key) in &keys {
                         if checks_left == 0 {
                             return true;
                         }
                         checks_left -= 1;
-                        if asymmetric_match(&self.keys[index], whole_message(), decoded) {
+                        if asymmetric_match(key, whole_message(), decoded) {
                             matched = Some(index);
                             return true;
                         }
@@ -468,6 +516,27 @@ impl Inner {
         } else {
             Err(envelope::bad_encoding(scheme))
         }
+    }
+}
+
+impl Inner {
+    /// The keys fetched for `v1a` as last kept, when the request carries
+    /// a `v1a` signature: none otherwise, so that other requests allocate
+    /// nothing for them.
+    #[cfg(any(feature = "ed25519", feature = "p256"))]
+    fn fetched_keys(&self, envelope: &Envelope<'_>) -> Vec<Key> {
+        #[cfg(feature = "jwks")]
+        if let Some(jwks) = &self.jwks
+            && envelope.signatures(Algorithm::Ed25519).next().is_some()
+        {
+            return jwks
+                .cached_ed25519()
+                .into_iter()
+                .map(Key::Ed25519Public)
+                .collect();
+        }
+        let _ = envelope;
+        Vec::new()
     }
 }
 

@@ -156,11 +156,49 @@ impl Jwks {
         self.lock().keys.clone()
     }
 
-    fn should_fetch(&self, wanted: &[String], now: i64) -> bool {
-        let state = self.lock();
-        let missing = wanted
+    /// The Ed25519 keys of the set as last fetched, without fetching: the
+    /// Standard Webhooks `v1a` keys of a [`Verifier`](crate::verify::Verifier)
+    /// given this set.
+    pub(crate) fn cached_ed25519(&self) -> Vec<ed25519_dalek::VerifyingKey> {
+        self.lock()
+            .keys
             .iter()
-            .any(|id| !state.keys.iter().any(|key| key.id() == id));
+            .filter_map(|key| match &key.material {
+                super::keys::Material::Ed25519(public) => Some(*public),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Fetches the set where it is stale or, with `no_key_matched`, where a
+    /// signature none of its keys verified may be a rotated key's; either
+    /// as far as the refresh interval allows. Whether it fetched.
+    pub(crate) async fn refresh(&self, no_key_matched: bool, now: i64) -> bool {
+        if !self.due(no_key_matched, now) {
+            return false;
+        }
+        let _fetching = self.fetching.lock().await;
+        if !self.due(no_key_matched, now) {
+            return false;
+        }
+        self.fetch(now).await;
+        true
+    }
+
+    fn should_fetch(&self, wanted: &[String], now: i64) -> bool {
+        let missing = {
+            let state = self.lock();
+            wanted
+                .iter()
+                .any(|id| !state.keys.iter().any(|key| key.id() == id))
+        };
+        self.due(missing, now)
+    }
+
+    /// Whether to fetch now: the set is stale, or `missing` a key a
+    /// request wants, and the last fetch was a refresh interval ago.
+    fn due(&self, missing: bool, now: i64) -> bool {
+        let state = self.lock();
         let interval = i64::try_from(self.refresh_interval.as_secs()).unwrap_or(i64::MAX);
         let allowed = state
             .last_attempt
