@@ -553,26 +553,8 @@ fn hmac_signatures_round_trip_too() {
 #[tokio::test(start_paused = true)]
 async fn a_delivery_from_an_endpoint_with_a_message_signer_verifies_at_the_receiver() {
     use hooklatch::sender::rules::{Jitter, Schedule};
-    use hooklatch::sender::transport::{Response, TransportError};
-    use hooklatch::sender::{Endpoint, Policy, Transport, deliver};
+    use hooklatch::sender::{Endpoint, Policy, deliver};
     use hooklatch::verify::{Scheme, Signer, Verifier};
-    use std::sync::{Arc, Mutex};
-
-    /// The headers of one attempt.
-    type Sent = Vec<(String, String)>;
-    #[derive(Clone, Default)]
-    struct Recorded(Arc<Mutex<Vec<Sent>>>);
-    impl Transport for Recorded {
-        async fn post(
-            &self,
-            _url: &str,
-            headers: &[(String, String)],
-            _body: &[u8],
-        ) -> Result<Response, TransportError> {
-            self.0.lock().unwrap().push(headers.to_vec());
-            Ok(Response::new(204))
-        }
-    }
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let endpoint = Endpoint::new(
@@ -590,13 +572,7 @@ async fn a_delivery_from_an_endpoint_with_a_message_signer_verifies_at_the_recei
     let record = deliver(&transport, &endpoint, &policy, "evt_42", body, || 0.0).await;
     assert_eq!(record.attempts.len(), 1);
     let sent = transport.0.lock().unwrap()[0].clone();
-    let mut headers = http::HeaderMap::new();
-    for (name, value) in &sent {
-        headers.append(
-            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            value.parse().unwrap(),
-        );
-    }
+    let mut headers = header_map(&sent);
     let verifier = MessageVerifier::builder()
         .with_key(ed25519_key())
         .require(["@method", "@target-uri", "content-type"])
@@ -683,4 +659,98 @@ fn body_of(
     body: &'static [u8],
 ) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> {
     futures_util::stream::iter([Ok(bytes::Bytes::from_static(body))])
+}
+
+/// The headers of one attempt.
+type Sent = Vec<(String, String)>;
+
+/// A transport that keeps each attempt's headers and answers 204.
+#[derive(Clone, Default)]
+struct Recorded(std::sync::Arc<std::sync::Mutex<Vec<Sent>>>);
+
+impl hooklatch::sender::Transport for Recorded {
+    async fn post(
+        &self,
+        _url: &str,
+        headers: &[(String, String)],
+        _body: &[u8],
+    ) -> Result<hooklatch::sender::transport::Response, hooklatch::sender::transport::TransportError>
+    {
+        self.0.lock().unwrap().push(headers.to_vec());
+        Ok(hooklatch::sender::transport::Response::new(204))
+    }
+}
+
+fn header_map(sent: &Sent) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in sent {
+        headers.append(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+    }
+    headers
+}
+
+/// An endpoint saved in the store with a message signer: a dispatcher
+/// that reads it from the store (as another process would) signs every
+/// attempt with it, and a receiver trusting that key verifies it.
+#[tokio::test]
+async fn a_saved_endpoint_keeps_its_message_signer_for_every_dispatcher() {
+    use hooklatch::sender::{Dispatcher, EndpointConfig, MemoryOutbox};
+    use std::time::Duration;
+
+    const PARTNER_KEY: &[u8] = b"a shared secret of 32 bytes or more";
+    let store = MemoryOutbox::new();
+    let config = EndpointConfig::new(HOOK, "standard", ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
+        .unwrap()
+        .with_message_signer("partner-7", "hmac-sha256", PARTNER_KEY, Some("acme"))
+        .unwrap();
+    let admin = Dispatcher::new(store.clone(), Recorded::default());
+    admin.save_endpoint("partner", &config).await.unwrap();
+    assert!(
+        matches!(
+            EndpointConfig::new(HOOK, "standard", ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
+                .unwrap()
+                .with_message_signer("k", "rsa-pss-sha512", PARTNER_KEY, None),
+            Err(hooklatch::sender::EndpointConfigError::MessageKey(_))
+        ),
+        "an algorithm it cannot sign with is refused when saved"
+    );
+
+    let transport = Recorded::default();
+    let worker = Dispatcher::new(store.clone(), transport.clone())
+        .with_poll_interval(Duration::from_millis(10))
+        .with_endpoint_refresh(Duration::from_millis(10));
+    let running = worker.start();
+    let body = br#"{"type":"order.paid"}"#;
+    assert!(admin.send("partner", "evt_9", body).await.unwrap());
+    for _ in 0..1000 {
+        if !transport.0.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.stop().await;
+    let sent = transport
+        .0
+        .lock()
+        .unwrap()
+        .first()
+        .cloned()
+        .expect("an attempt was sent");
+    let mut headers = header_map(&sent);
+    headers.insert("host", "hooks.example".parse().unwrap());
+    let verifier = MessageVerifier::builder()
+        .with_key(MessageKey::hmac_sha256("partner-7", PARTNER_KEY).unwrap())
+        .require(["@method", "@target-uri"])
+        .with_tag("acme")
+        .with_required_nonce()
+        .build()
+        .unwrap();
+    let uri: http::Uri = "/in/acme".parse().unwrap();
+    let request =
+        MessageRequest::from_server(&http::Method::POST, &uri, "https", &headers).unwrap();
+    let verified = verifier.verify(&request, body).unwrap();
+    assert_eq!(verified.claim_key(), "nonce:partner-7:evt_9");
 }

@@ -26,6 +26,10 @@ pub enum EndpointConfigError {
     /// The stored text is not an endpoint's configuration.
     #[error("the stored endpoint is not valid JSON of an endpoint's configuration: {0}")]
     Json(#[from] serde_json::Error),
+    /// The message signature's key, algorithm or tag cannot sign
+    /// ([`EndpointConfig::with_message_signer`]).
+    #[error("bad message signing key: {0}")]
+    MessageKey(String),
 }
 
 /// One secret of an [`EndpointConfig`] and when it signs.
@@ -34,6 +38,18 @@ struct StoredSecret {
     secret: String,
     #[serde(default)]
     valid: Validity,
+}
+
+/// The RFC 9421 signer of an [`EndpointConfig`], as stored.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct StoredMessageSigner {
+    key_id: String,
+    /// `hmac-sha256` or `ed25519`.
+    algorithm: String,
+    /// The HMAC secret or the Ed25519 seed, in base64.
+    key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tag: Option<String>,
 }
 
 /// An endpoint as data: where to POST, the scheme and secrets to sign with
@@ -72,6 +88,8 @@ pub struct EndpointConfig {
     scheme: String,
     secrets: Vec<StoredSecret>,
     policy: Policy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message_signer: Option<StoredMessageSigner>,
 }
 
 impl fmt::Debug for EndpointConfig {
@@ -81,6 +99,10 @@ impl fmt::Debug for EndpointConfig {
             .field("scheme", &self.scheme)
             .field("secrets", &self.secrets.len())
             .field("policy", &self.policy)
+            .field(
+                "message_signer",
+                &self.message_signer.as_ref().map(|signer| &signer.key_id),
+            )
             .finish()
     }
 }
@@ -106,6 +128,7 @@ impl EndpointConfig {
                 })
                 .collect(),
             policy: Policy::svix(),
+            message_signer: None,
         };
         config.signer()?;
         Ok(config)
@@ -123,6 +146,47 @@ impl EndpointConfig {
         });
         self.signer()?;
         Ok(self)
+    }
+
+    /// Signs every attempt with an RFC 9421 message signature too, as
+    /// [`Endpoint::with_message_signer`](super::Endpoint::with_message_signer)
+    /// does: under `key_id`, with `algorithm` `hmac-sha256` (a shared
+    /// secret) or `ed25519` (a 32-byte seed), and `tag` if given. Stored
+    /// with the secrets, in plain text (base64), and used by every
+    /// dispatcher on the store (feature `http-signatures` to sign).
+    ///
+    /// ```
+    /// use hooklatch::sender::EndpointConfig;
+    ///
+    /// let config = EndpointConfig::new("https://example.com/hooks", "standard", ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])?
+    ///     .with_message_signer("partner-7", "hmac-sha256", b"a shared secret of 32 bytes or more", Some("orders"))?;
+    /// let read = EndpointConfig::from_json(&config.to_json())?;
+    /// assert_eq!(read.message_key_id(), Some("partner-7"));
+    /// # Ok::<(), hooklatch::sender::EndpointConfigError>(())
+    /// ```
+    pub fn with_message_signer(
+        mut self,
+        key_id: &str,
+        algorithm: &str,
+        key: &[u8],
+        tag: Option<&str>,
+    ) -> Result<Self, EndpointConfigError> {
+        use base64::Engine as _;
+        self.message_signer = Some(StoredMessageSigner {
+            key_id: key_id.to_owned(),
+            algorithm: algorithm.to_owned(),
+            key: base64::engine::general_purpose::STANDARD.encode(key),
+            tag: tag.map(str::to_owned),
+        });
+        self.check_message_signer()?;
+        Ok(self)
+    }
+
+    /// The `keyid` of its message signer, if it has one.
+    pub fn message_key_id(&self) -> Option<&str> {
+        self.message_signer
+            .as_ref()
+            .map(|signer| signer.key_id.as_str())
     }
 
     /// Sends under `policy`. Its clock is not stored: a dispatcher that
@@ -164,6 +228,84 @@ impl EndpointConfig {
         Ok(Signer::with_windows(scheme, secrets)?)
     }
 
+    /// The endpoint it describes: its URL, the signer for its scheme and
+    /// secrets, and its message signer if it has one (which a build
+    /// without the feature `http-signatures` refuses rather than send
+    /// unsigned).
+    pub fn endpoint(&self) -> Result<super::Endpoint, EndpointConfigError> {
+        let endpoint = super::Endpoint::new(&self.url, self.signer()?);
+        #[cfg(feature = "http-signatures")]
+        if let Some(signer) = self.message_signer()? {
+            return Ok(endpoint.with_message_signer(signer));
+        }
+        // A receiver that requires the signature would refuse every
+        // attempt sent without it: leave the endpoint out instead.
+        #[cfg(not(feature = "http-signatures"))]
+        if self.message_signer.is_some() {
+            return Err(EndpointConfigError::MessageKey(
+                "the endpoint signs with a message signature, which this build cannot make \
+                 (feature `http-signatures`)"
+                    .to_owned(),
+            ));
+        }
+        Ok(endpoint)
+    }
+
+    /// The stored message signer made into one.
+    #[cfg(feature = "http-signatures")]
+    fn message_signer(
+        &self,
+    ) -> Result<Option<crate::verify::message::MessageSigner>, EndpointConfigError> {
+        use crate::verify::message::MessageSigner;
+        use base64::Engine as _;
+        let Some(stored) = &self.message_signer else {
+            return Ok(None);
+        };
+        let bad = |reason: String| EndpointConfigError::MessageKey(reason);
+        let key = zeroize::Zeroizing::new(
+            base64::engine::general_purpose::STANDARD
+                .decode(&stored.key)
+                .map_err(|_| bad(format!("the key of `{}` is not base64", stored.key_id)))?,
+        );
+        let signer = match stored.algorithm.as_str() {
+            "hmac-sha256" => MessageSigner::hmac_sha256(&stored.key_id, &key),
+            #[cfg(feature = "ed25519")]
+            "ed25519" => MessageSigner::ed25519(&stored.key_id, &key),
+            other => {
+                return Err(bad(format!(
+                    "`{other}` is not an algorithm this build signs with (hmac-sha256{})",
+                    if cfg!(feature = "ed25519") {
+                        ", ed25519"
+                    } else {
+                        "; ed25519 with the feature `ed25519`"
+                    }
+                )));
+            }
+        }
+        .map_err(|error| bad(error.to_string()))?;
+        Ok(Some(match &stored.tag {
+            Some(tag) => signer.with_tag(tag),
+            None => signer,
+        }))
+    }
+
+    /// Checks the stored message signer can sign; without the feature
+    /// `http-signatures`, that it names a known algorithm.
+    fn check_message_signer(&self) -> Result<(), EndpointConfigError> {
+        #[cfg(feature = "http-signatures")]
+        self.message_signer()?;
+        #[cfg(not(feature = "http-signatures"))]
+        if let Some(stored) = &self.message_signer
+            && !matches!(stored.algorithm.as_str(), "hmac-sha256" | "ed25519")
+        {
+            return Err(EndpointConfigError::MessageKey(format!(
+                "`{}` is not hmac-sha256 or ed25519",
+                stored.algorithm
+            )));
+        }
+        Ok(())
+    }
+
     /// The JSON kept in the store.
     pub fn to_json(&self) -> String {
         // Every field is a string, a number, a list or a map of them.
@@ -176,6 +318,7 @@ impl EndpointConfig {
         let mut config: Self = serde_json::from_str(json)?;
         config.policy = config.policy.normalized();
         config.signer()?;
+        config.check_message_signer()?;
         Ok(config)
     }
 }

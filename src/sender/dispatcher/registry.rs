@@ -17,7 +17,7 @@ use crate::sender::endpoint_config::EndpointConfig;
 use crate::sender::outbox::{DeliveryStore, EndpointHealth};
 use crate::sender::rules::Policy;
 use crate::sender::transport::Transport;
-use crate::verify::{Clock, Signer};
+use crate::verify::Clock;
 
 impl Route {
     pub(super) fn new(
@@ -91,11 +91,11 @@ impl<S: DeliveryStore, T: Transport + 'static> Dispatcher<S, T> {
     ) -> Result<(), DispatchError> {
         crate::sender::outbox::validate_endpoint_name(name)?;
         self.check_lease(config.policy())?;
-        let signer = config.signer()?;
+        let endpoint = config.endpoint()?;
         let json = config.to_json();
         self.inner.store.save_endpoint(name, &json).await?;
         let health = self.inner.store.health(name).await?;
-        self.inner.install(name, config, signer, health, json);
+        self.inner.install(name, config, endpoint, health, json);
         Ok(())
     }
 
@@ -143,13 +143,13 @@ impl<S: DeliveryStore, T> Inner<S, T> {
         &self,
         name: &str,
         config: &EndpointConfig,
-        signer: Signer,
+        endpoint: Endpoint,
         health: EndpointHealth,
         json: String,
     ) {
         let route = Route::new(
             name,
-            Endpoint::new(config.url(), signer),
+            endpoint,
             config.policy().clone(),
             health,
             Origin::Saved(json),
@@ -215,7 +215,7 @@ impl<S: DeliveryStore, T> Inner<S, T> {
                 attempt_timeout: policy.attempt_timeout(),
             });
         }
-        let endpoint = Endpoint::new(config.url(), config.signer()?);
+        let endpoint = config.endpoint()?;
         // Health comes with the next poll's take.
         let health = EndpointHealth::default();
         let origin = Origin::Saved(json.to_owned());
