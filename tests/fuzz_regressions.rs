@@ -74,7 +74,20 @@ fn sequence_replays_crashers() {
 #[test]
 fn message_signature_replays_seeds_and_crashers() {
     let ran = replay("message_signature", targets::message_signature);
-    assert!(ran >= 2, "the RFC's examples are seeds: {ran}");
+    assert!(
+        ran >= 3,
+        "the RFC's examples and a key set are seeds: {ran}"
+    );
+}
+
+#[test]
+fn the_key_set_seed_reads_as_its_two_usable_keys() {
+    let data =
+        std::fs::read(package_root().join("fuzz/seeds/message_signature/jwk-set-ed25519-p256"))
+            .unwrap();
+    let keys = hooklatch::verify::message::MessageKey::from_jwk_set(&data).unwrap();
+    let ids: Vec<&str> = keys.iter().map(|key| key.id()).collect();
+    assert_eq!(ids, ["test-key-ed25519", "test-key-ecc-p256"]);
 }
 
 #[test]

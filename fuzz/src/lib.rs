@@ -426,7 +426,26 @@ pub fn url_guard(data: &[u8]) {
 /// the RFC's time. Whatever verifies with a body fails with that body
 /// changed by one byte (a body is always bound by `Content-Digest`).
 pub fn message_signature(data: &[u8]) {
+    // A JSON object is a key set: the other parser a message signature's
+    // keys come through.
+    if data.first() == Some(&b'{') {
+        jwk_set(data);
+        return;
+    }
     let _ = message_signature_verifies(data);
+}
+
+/// Reads `data` as a JSON Web Key Set: never a panic, and what it keeps
+/// is at most 64 keys, each with a distinct, non-empty `kid`.
+pub fn jwk_set(data: &[u8]) {
+    use hooklatch::verify::message::MessageKey;
+    if let Ok(keys) = MessageKey::from_jwk_set(data) {
+        assert!(!keys.is_empty() && keys.len() <= 64);
+        for (at, key) in keys.iter().enumerate() {
+            assert!(!key.id().is_empty());
+            assert!(keys[..at].iter().all(|other| other.id() != key.id()));
+        }
+    }
 }
 
 /// [`message_signature`]'s body: whether `data` verified.

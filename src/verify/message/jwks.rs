@@ -4,15 +4,10 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use base64::Engine as _;
-
 use super::MessageKey;
 
 /// The largest key set read, in bytes.
 const MAX_SET_BYTES: usize = 64 * 1024;
-
-/// The most keys of a set kept.
-const MAX_SET_KEYS: usize = 64;
 
 /// The public keys a JWKS URL publishes (Ed25519 as `OKP`, P-256 as
 /// `EC`), fetched and kept for a [`MessageVerifier`](super::MessageVerifier).
@@ -259,7 +254,10 @@ impl Jwks {
         if body.len() > MAX_SET_BYTES {
             return Err("the set is larger than 64 KiB".to_owned());
         }
-        Ok((parse_set(&body)?, max_age))
+        Ok((
+            MessageKey::from_jwk_set(&body).map_err(|error| error.to_string())?,
+            max_age,
+        ))
     }
 }
 
@@ -273,58 +271,6 @@ fn max_age(cache_control: &str) -> Option<Duration> {
             .flatten()
             .map(Duration::from_secs)
     })
-}
-
-/// The keys of a JWK set this library verifies with; others are skipped.
-/// Fails when the text is not a JWK set or holds no usable key.
-pub(super) fn parse_set(text: &[u8]) -> Result<Vec<MessageKey>, String> {
-    let set: serde_json::Value =
-        serde_json::from_slice(text).map_err(|_| "the set is not JSON".to_owned())?;
-    let keys = set
-        .get("keys")
-        .and_then(serde_json::Value::as_array)
-        .ok_or_else(|| "the set has no `keys` array".to_owned())?;
-    let field = |key: &serde_json::Value, name: &str| {
-        key.get(name)
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    };
-    let bytes = |key: &serde_json::Value, name: &str| {
-        field(key, name).and_then(|text| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(text)
-                .ok()
-        })
-    };
-    let mut found: Vec<MessageKey> = Vec::new();
-    for key in keys.iter().take(MAX_SET_KEYS) {
-        let Some(id) = field(key, "kid") else {
-            continue;
-        };
-        if found.iter().any(|seen| seen.id() == id) {
-            continue;
-        }
-        let usable = match (field(key, "kty").as_deref(), field(key, "crv").as_deref()) {
-            #[cfg(feature = "ed25519")]
-            (Some("OKP"), Some("Ed25519")) => {
-                bytes(key, "x").and_then(|x| MessageKey::ed25519(&id, &x).ok())
-            }
-            #[cfg(feature = "p256")]
-            (Some("EC"), Some("P-256")) => match (bytes(key, "x"), bytes(key, "y")) {
-                (Some(x), Some(y)) if x.len() == 32 && y.len() == 32 => {
-                    let point = [&[4u8][..], &x, &y].concat();
-                    MessageKey::ecdsa_p256(&id, &point).ok()
-                }
-                _ => None,
-            },
-            _ => None,
-        };
-        found.extend(usable);
-    }
-    if found.is_empty() {
-        return Err("the set holds no Ed25519 or P-256 key with a kid".to_owned());
-    }
-    Ok(found)
 }
 
 #[cfg(test)]
@@ -350,9 +296,9 @@ mod tests {
             {"kty":"OKP","crv":"Ed25519","x":"JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs"},
             {"kty":"OKP","crv":"Ed25519","kid":"short","x":"AAAA"}
         ]}"#;
-        let keys = parse_set(set).unwrap();
+        let keys = MessageKey::from_jwk_set(set).unwrap();
         assert_eq!(keys.iter().map(MessageKey::id).collect::<Vec<_>>(), ["a"]);
-        assert!(parse_set(br#"{"keys":[]}"#).is_err());
-        assert!(parse_set(b"<html>").is_err());
+        assert!(MessageKey::from_jwk_set(br#"{"keys":[]}"#).is_err());
+        assert!(MessageKey::from_jwk_set(b"<html>").is_err());
     }
 }

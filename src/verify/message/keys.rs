@@ -164,3 +164,85 @@ pub(super) fn check_key_id(key_id: &str) -> Result<(), InvalidMessageKey> {
     }
     Ok(())
 }
+
+impl MessageKey {
+    /// The keys of a JSON Web Key Set (RFC 7517) this library verifies
+    /// with, under their `kid`: Ed25519 (`OKP`, with the feature `ed25519`)
+    /// and P-256 (`EC`, with `p256`); other keys, keys without a `kid` and
+    /// repeated `kid`s are skipped, and at most 64 are read. For a set kept
+    /// in a file or a configuration; [`Jwks`](super::Jwks) fetches one from
+    /// a URL.
+    ///
+    /// # Errors
+    ///
+    /// The text is not a JWK set, or holds no usable key.
+    ///
+    /// ```
+    /// use hooklatch::verify::message::MessageKey;
+    ///
+    /// let set = br#"{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"2026-01","x":"JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs"}]}"#;
+    /// # #[cfg(feature = "ed25519")]
+    /// assert_eq!(MessageKey::from_jwk_set(set)?[0].id(), "2026-01");
+    /// assert!(MessageKey::from_jwk_set(b"<html>").is_err());
+    /// # Ok::<(), hooklatch::verify::message::InvalidKeySet>(())
+    /// ```
+    pub fn from_jwk_set(text: &[u8]) -> Result<Vec<MessageKey>, InvalidKeySet> {
+        let invalid = |reason: &str| InvalidKeySet(reason.to_owned());
+        let set: serde_json::Value =
+            serde_json::from_slice(text).map_err(|_| invalid("the set is not JSON"))?;
+        let keys = set
+            .get("keys")
+            .and_then(serde_json::Value::as_array)
+            .ok_or_else(|| invalid("the set has no `keys` array"))?;
+        let field = |key: &serde_json::Value, name: &str| {
+            key.get(name)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        #[cfg(any(feature = "ed25519", feature = "p256"))]
+        let bytes = |key: &serde_json::Value, name: &str| -> Option<Vec<u8>> {
+            use base64::Engine as _;
+            let text = field(key, name)?;
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(text)
+                .ok()
+        };
+        let mut found: Vec<MessageKey> = Vec::new();
+        for key in keys.iter().take(MAX_SET_KEYS) {
+            let Some(id) = field(key, "kid") else {
+                continue;
+            };
+            if found.iter().any(|seen| seen.id() == id) {
+                continue;
+            }
+            let usable = match (field(key, "kty").as_deref(), field(key, "crv").as_deref()) {
+                #[cfg(feature = "ed25519")]
+                (Some("OKP"), Some("Ed25519")) => {
+                    bytes(key, "x").and_then(|x| MessageKey::ed25519(&id, &x).ok())
+                }
+                #[cfg(feature = "p256")]
+                (Some("EC"), Some("P-256")) => match (bytes(key, "x"), bytes(key, "y")) {
+                    (Some(x), Some(y)) if x.len() == 32 && y.len() == 32 => {
+                        let point = [&[4u8][..], &x, &y].concat();
+                        MessageKey::ecdsa_p256(&id, &point).ok()
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            found.extend(usable);
+        }
+        if found.is_empty() {
+            return Err(invalid("the set holds no Ed25519 or P-256 key with a kid"));
+        }
+        Ok(found)
+    }
+}
+
+/// Why a JSON Web Key Set was refused ([`MessageKey::from_jwk_set`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid JWK set: {0}")]
+pub struct InvalidKeySet(String);
+
+/// The most keys of a set read.
+const MAX_SET_KEYS: usize = 64;

@@ -58,7 +58,7 @@ mod verifier;
 pub use base::content_digest;
 #[cfg(feature = "jwks")]
 pub use jwks::{InvalidJwksUrl, Jwks};
-pub use keys::{InvalidMessageKey, MessageKey};
+pub use keys::{InvalidKeySet, InvalidMessageKey, MessageKey};
 pub use request::MessageRequest;
 pub use signer::{MessageSigner, SignedMessage};
 pub use verifier::{InvalidMessageVerifier, MessageVerifier, MessageVerifierBuilder};
