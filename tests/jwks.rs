@@ -379,6 +379,22 @@ async fn standard_webhooks_v1a_keys_come_from_a_jwks_and_a_rotation_is_fetched_o
     assert!(verifier.verify_fetching(&old[..], body).await.is_err());
     assert_eq!(server.requests(), 2, "within the interval: no fetch");
 
+    // Once the set is stale, a request that is not even signed, or whose
+    // timestamp is out of bounds, fetches nothing.
+    clock.0.store(NOW + 700, Ordering::SeqCst);
+    assert!(
+        verifier
+            .verify_fetching(&[("webhook-id", "msg_x")][..], body)
+            .await
+            .is_err()
+    );
+    let stale = signed_v1a(5, "msg_y", NOW, body);
+    assert!(matches!(
+        verifier.verify_fetching(&stale[..], body).await,
+        Err(VerifyError::TimestampTooOld { .. })
+    ));
+    assert_eq!(server.requests(), 2);
+
     // The source goes down: the last good set serves.
     server.serve(Served {
         status: 503,

@@ -754,3 +754,49 @@ async fn a_saved_endpoint_keeps_its_message_signer_for_every_dispatcher() {
     let verified = verifier.verify(&request, body).unwrap();
     assert_eq!(verified.claim_key(), "nonce:partner-7:evt_9");
 }
+
+/// The claim key scopes a nonce by its sender: a `:` in a key id cannot
+/// make two senders' nonces meet, and a sender's keys named alike (a
+/// rotation) share one scope, so a request signed with both and replayed
+/// with one signature removed is the same event.
+#[test]
+fn claim_keys_scope_nonces_by_sender_and_a_rotation_shares_one() {
+    let claim = |key_id: &str, sender: Option<&str>, nonce: &str| {
+        let mut key = MessageKey::hmac_sha256(key_id, b"a shared secret").unwrap();
+        if let Some(sender) = sender {
+            key = key.with_sender(sender);
+        }
+        let verifier = MessageVerifier::builder()
+            .with_key(key)
+            .require(["@method"])
+            .with_max_age(None)
+            .build()
+            .unwrap();
+        let mut headers = http::HeaderMap::new();
+        headers.insert("content-type", "application/json".parse().unwrap());
+        headers.insert("content-digest", content_digest(b"{}").parse().unwrap());
+        let request = MessageRequest::new("POST", HOOK, &headers).unwrap();
+        let signed = MessageSigner::hmac_sha256(key_id, b"a shared secret")
+            .unwrap()
+            .sign("sig1", &request, NOW, Some(nonce))
+            .unwrap();
+        headers.insert("signature-input", signed.signature_input.parse().unwrap());
+        headers.insert("signature", signed.signature.parse().unwrap());
+        let request = MessageRequest::new("POST", HOOK, &headers).unwrap();
+        verifier
+            .verify_at(&request, b"{}", NOW)
+            .unwrap()
+            .claim_key()
+    };
+    assert_ne!(claim("a:b", None, "c"), claim("a", None, "b:c"));
+    assert!(claim("a:b", None, "c").starts_with("nonce-sha256:"));
+    assert_eq!(claim("a", None, "b:c"), "nonce:a:b:c");
+    assert_eq!(
+        claim("acme-2026-01", Some("acme"), "evt_1"),
+        claim("acme-2026-02", Some("acme"), "evt_1")
+    );
+    assert_eq!(
+        claim("acme-2026-02", Some("acme"), "evt_1"),
+        "nonce:acme:evt_1"
+    );
+}

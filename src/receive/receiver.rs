@@ -68,7 +68,18 @@ enum Check {
     /// body: the verifier, and the URI scheme clients use to reach this
     /// receiver.
     #[cfg(feature = "http-signatures")]
-    Message(Arc<(MessageVerifier, String)>),
+    Message(Arc<MessageCheck>),
+}
+
+/// A receiver's check of HTTP message signatures.
+#[cfg(feature = "http-signatures")]
+#[derive(Debug)]
+struct MessageCheck {
+    verifier: MessageVerifier,
+    /// The URI scheme clients use to reach this receiver.
+    uri_scheme: String,
+    /// [`MessageVerifier::fingerprint`], taken once.
+    fingerprint: [u8; 32],
 }
 
 impl Receiver {
@@ -119,11 +130,22 @@ impl Receiver {
     /// ```
     #[cfg(feature = "http-signatures")]
     pub fn for_message_signatures(verifier: MessageVerifier, uri_scheme: &str) -> Self {
+        if !verifier.binds_authority() {
+            // `@authority` comes from `Host`, which the client chooses.
+            tracing::warn!(
+                "a receiver of message signatures without with_authority accepts a request \
+                 signed for another host of the same sender"
+            );
+        }
         Self {
             body_limit: crate::verify::DEFAULT_MAX_BODY_LEN,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             key: EventKey::default(),
-            check: Check::Message(Arc::new((verifier, uri_scheme.to_ascii_lowercase()))),
+            check: Check::Message(Arc::new(MessageCheck {
+                fingerprint: verifier.fingerprint(),
+                verifier,
+                uri_scheme: uri_scheme.to_ascii_lowercase(),
+            })),
             keep: super::provider::TRACE_HEADERS
                 .into_iter()
                 .map(HeaderKey::from_static)
@@ -287,17 +309,22 @@ impl Receiver {
     pub fn message_verifier(&self) -> Option<&MessageVerifier> {
         match &self.check {
             Check::Scheme(_) => None,
-            Check::Message(message) => Some(&message.0),
+            Check::Message(message) => Some(&message.verifier),
         }
     }
 
     /// Whether `self` and `other` check with the same verifier (clones of
-    /// one): a tenant's receiver that is, had its secrets not changed.
+    /// one; for message signatures, also one built alike again): a
+    /// tenant's receiver that is, had its secrets not changed.
     pub(crate) fn checks_as(&self, other: &Self) -> bool {
         match (&self.check, &other.check) {
             (Check::Scheme(mine), Check::Scheme(theirs)) => mine.is(theirs),
             #[cfg(feature = "http-signatures")]
-            (Check::Message(mine), Check::Message(theirs)) => Arc::ptr_eq(mine, theirs),
+            (Check::Message(mine), Check::Message(theirs)) => {
+                Arc::ptr_eq(mine, theirs)
+                    || (mine.fingerprint == theirs.fingerprint
+                        && mine.uri_scheme == theirs.uri_scheme)
+            }
             #[cfg(feature = "http-signatures")]
             _ => false,
         }
@@ -425,8 +452,12 @@ impl Receiver {
             }
             #[cfg(feature = "http-signatures")]
             Check::Message(message) => {
-                let (verifier, scheme) = &**message;
-                self.receive_message(verifier, scheme, method, uri, headers, body)
+                let MessageCheck {
+                    verifier,
+                    uri_scheme,
+                    ..
+                } = &**message;
+                self.receive_message(verifier, uri_scheme, method, uri, headers, body)
                     .await
                     .map(Received::Event)
             }
@@ -449,9 +480,11 @@ impl Receiver {
             metrics::rejected(&rejection, MESSAGE_SCHEME, "");
             rejection
         };
-        // Nothing is computed with a key before the headers parse and name
-        // a trusted key: the verifier checks those first, and the body is
-        // read within the limit either way.
+        // A request that names no trusted key is refused before its body
+        // is read; nothing is computed with a key before the body is.
+        verifier
+            .precheck(headers)
+            .map_err(|error| refused(Rejection::MessageUnverified(error)))?;
         let body = self.read_body(headers, body).await?;
         let request = MessageRequest::from_server(method, uri, uri_scheme, headers)
             .map_err(|error| refused(Rejection::MessageUnverified(error)))?;

@@ -179,7 +179,9 @@ impl<'a> Verified<'a> {
     /// The position, in the order they were added, of the secret that
     /// matched; useful to see when an old secret can be retired. A key
     /// from the verifier's key set ([`VerifierBuilder::with_jwks`](super::VerifierBuilder::with_jwks))
-    /// counts after the configured ones, in the set's order.
+    /// counts after the configured ones, among the set's Ed25519 keys as
+    /// last fetched (so the same key may count differently after a
+    /// rotation).
     pub fn key_index(&self) -> usize {
         self.key_index
     }
@@ -297,11 +299,14 @@ impl Verifier {
 
 #[cfg(feature = "jwks")]
 impl Verifier {
-    /// Verifies as [`verify`](Self::verify) does, first fetching the
-    /// verifier's key set ([`VerifierBuilder::with_jwks`](super::VerifierBuilder::with_jwks))
-    /// where it is stale; a well-formed, timely request no key verifies
-    /// fetches it again (at most once per refresh interval, so forged
-    /// requests cannot make it fetch more) and is verified once more.
+    /// Verifies as [`verify`](Self::verify) does; then, for a well-formed,
+    /// timely request, fetches the verifier's key set
+    /// ([`VerifierBuilder::with_jwks`](super::VerifierBuilder::with_jwks))
+    /// where it is stale, or where no key verified the request (at most
+    /// once per refresh interval, so forged requests cannot make it fetch
+    /// more), and verifies once more with the set fetched. A request that
+    /// does not parse, or whose timestamp is out of bounds, fetches
+    /// nothing.
     ///
     /// # Errors
     ///
@@ -316,13 +321,20 @@ impl Verifier {
             return self.verify_at(headers, body, now);
         };
         let seconds = unix_seconds(now);
-        jwks.refresh(false, seconds).await;
-        match self.verify_at(headers, body, now) {
-            Err(VerifyError::SignatureMismatch { .. }) if jwks.refresh(true, seconds).await => {
-                self.verify_at(headers, body, now)
-            }
-            verified => verified,
+        // Only a request that parsed and is timely may cause a fetch: one
+        // that verified, when the set is stale (a key removed since must
+        // stop verifying), or one no key verified (a rotation, as far as
+        // the refresh interval allows).
+        let first = self.verify_at(headers, body, now);
+        let no_key_matched = match &first {
+            Ok(_) => false,
+            Err(VerifyError::SignatureMismatch { .. }) => true,
+            Err(_) => return first,
+        };
+        if jwks.refresh(no_key_matched, seconds).await {
+            return self.verify_at(headers, body, now);
         }
+        first
     }
 }
 
@@ -490,6 +502,12 @@ impl Inner {
                     )
                     .collect();
                 if keys.is_empty() {
+                    // With a key set that holds none of these yet, the
+                    // signatures are still read: a well-formed one is a
+                    // mismatch (which may fetch the set), not bad input.
+                    if self.fetches_keys(algorithm) {
+                        any(algorithm, usize::MAX, &mut |_| false);
+                    }
                     continue;
                 }
                 let mut matched = None;
@@ -520,6 +538,18 @@ impl Inner {
 }
 
 impl Inner {
+    /// Whether keys of `algorithm` may come from the verifier's key set.
+    #[cfg(any(feature = "ed25519", feature = "p256"))]
+    fn fetches_keys(&self, algorithm: Algorithm) -> bool {
+        #[cfg(feature = "jwks")]
+        return self.jwks.is_some() && algorithm == Algorithm::Ed25519;
+        #[cfg(not(feature = "jwks"))]
+        {
+            let _ = algorithm;
+            false
+        }
+    }
+
     /// The keys fetched for `v1a` as last kept, when the request carries
     /// a `v1a` signature: none otherwise, so that other requests allocate
     /// nothing for them.

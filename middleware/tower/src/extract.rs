@@ -167,7 +167,7 @@ where
         let event = match receiver
             .receive_request(
                 &parts.method,
-                &parts.uri,
+                crate::service::request_uri(&parts),
                 &parts.headers,
                 body.into_data_stream(),
             )

@@ -91,7 +91,7 @@ where
                 let received = receiver
                     .receive_request(
                         &parts.method,
-                        &parts.uri,
+                        request_uri(&parts),
                         &parts.headers,
                         body.into_data_stream(),
                     )
@@ -144,4 +144,15 @@ where
             span,
         )))
     }
+}
+
+/// The URI as the client sent it: axum's `OriginalUri` where a nested
+/// router took its prefix off `uri` (a message signature covers the whole
+/// path).
+pub(crate) fn request_uri(parts: &http::request::Parts) -> &http::Uri {
+    #[cfg(feature = "axum")]
+    if let Some(original) = parts.extensions.get::<axum::extract::OriginalUri>() {
+        return &original.0;
+    }
+    &parts.uri
 }

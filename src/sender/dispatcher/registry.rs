@@ -181,6 +181,7 @@ impl<S: DeliveryStore, T> Inner<S, T> {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let mut fresh = HashMap::new();
+        let mut unsendable = Vec::new();
         for (name, json) in &saved.endpoints {
             match current.get(name).map(|route| &route.origin) {
                 Some(Origin::Added) => continue,
@@ -191,6 +192,17 @@ impl<S: DeliveryStore, T> Inner<S, T> {
                 Ok(route) => {
                     fresh.insert(name.clone(), Arc::new(route));
                 }
+                // A message signature this build cannot make: sending as
+                // before would send what the receiver now requires unsigned.
+                Err(DispatchError::InvalidEndpoint(
+                    error @ crate::sender::EndpointConfigError::MessageKey(_),
+                )) => {
+                    tracing::warn!(
+                        endpoint = %name, %error,
+                        "cannot sign as the saved endpoint asks; not sending to it"
+                    );
+                    unsendable.push(name.clone());
+                }
                 Err(error) => tracing::warn!(
                     endpoint = %name, %error,
                     "cannot send with a saved endpoint's configuration; keeping what this dispatcher had"
@@ -199,7 +211,8 @@ impl<S: DeliveryStore, T> Inner<S, T> {
         }
         let mut routes = self.routes.write().unwrap_or_else(PoisonError::into_inner);
         routes.retain(|name, route| {
-            matches!(route.origin, Origin::Added) || saved.endpoints.contains_key(name)
+            matches!(route.origin, Origin::Added)
+                || (saved.endpoints.contains_key(name) && !unsendable.contains(name))
         });
         routes.extend(fresh);
         *self.seen_version() = Some(saved.version);

@@ -117,6 +117,11 @@ impl Jwks {
         self
     }
 
+    /// The URL the set is fetched from.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// The keys as last fetched, without fetching.
     pub(super) fn cached(&self) -> Vec<MessageKey> {
         self.lock().keys.clone()
@@ -255,7 +260,12 @@ impl Jwks {
             return Err("the set is larger than 64 KiB".to_owned());
         }
         Ok((
-            MessageKey::from_jwk_set(&body).map_err(|error| error.to_string())?,
+            MessageKey::from_jwk_set(&body)
+                .map_err(|error| error.to_string())?
+                .into_iter()
+                // One set is one sender's: its keys share their nonces.
+                .map(|key| key.with_sender(&self.url))
+                .collect(),
             max_age,
         ))
     }

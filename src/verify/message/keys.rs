@@ -11,6 +11,23 @@ use subtle::ConstantTimeEq as _;
 pub struct MessageKey {
     pub(super) id: String,
     pub(super) material: Material,
+    /// Whose key it is: nonces are unique per sender
+    /// ([`with_sender`](Self::with_sender)); `None` is its `keyid`.
+    pub(super) sender: Option<String>,
+    /// A digest of the algorithm and key, to tell a verifier rebuilt with
+    /// the same keys from one with others.
+    pub(super) fingerprint: [u8; 32],
+}
+
+/// A digest of `algorithm` and `key` (a secret or a public key's bytes):
+/// one-way, so keeping it keeps nothing a signer could use.
+fn fingerprint(algorithm: &str, key: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut hash = Sha256::new();
+    hash.update(algorithm.as_bytes());
+    hash.update([0]);
+    hash.update(key);
+    hash.finalize().into()
 }
 
 #[derive(Clone)]
@@ -82,6 +99,8 @@ impl MessageKey {
         Ok(Self {
             id: key_id.to_owned(),
             material: Material::HmacSha256(hmac_key(key_id, secret)?),
+            sender: None,
+            fingerprint: fingerprint("hmac-sha256", secret),
         })
     }
 
@@ -101,6 +120,8 @@ impl MessageKey {
         Ok(Self {
             id: key_id.to_owned(),
             material: Material::Ed25519(public),
+            sender: None,
+            fingerprint: fingerprint("ed25519", &bytes),
         })
     }
 
@@ -118,12 +139,33 @@ impl MessageKey {
         Ok(Self {
             id: key_id.to_owned(),
             material: Material::EcdsaP256(public),
+            sender: None,
+            fingerprint: fingerprint("ecdsa-p256-sha256", sec1_point),
         })
     }
 
     /// The key's `keyid`.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Marks the key as `sender`'s: a sender's nonces are unique among all
+    /// its keys, so its keys share one claim scope
+    /// ([`MessageVerified::claim_key`](super::MessageVerified::claim_key)).
+    /// Give a sender's old and new key the same name during a rotation:
+    /// otherwise a request it signed with both, replayed with one
+    /// signature removed, is claimed under the other key as a second
+    /// event. Keys fetched from one [`Jwks`](super::Jwks) share its URL.
+    #[must_use]
+    pub fn with_sender(mut self, sender: &str) -> Self {
+        self.sender = Some(sender.to_owned());
+        self
+    }
+
+    /// Whose key it is: the name given to [`with_sender`](Self::with_sender),
+    /// else its `keyid`.
+    pub fn sender(&self) -> &str {
+        self.sender.as_deref().unwrap_or(&self.id)
     }
 
     /// Its algorithm's registered name (`hmac-sha256`, `ed25519`,

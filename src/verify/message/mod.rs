@@ -182,6 +182,9 @@ fn tag_note(tag: &Option<String>) -> String {
 pub struct MessageVerified {
     pub(super) label: String,
     pub(super) key_id: String,
+    /// The key's [`sender`](MessageKey::sender): what its nonces are
+    /// unique within.
+    pub(super) sender: String,
     pub(super) created: i64,
     pub(super) expires: Option<i64>,
     pub(super) nonce: Option<String>,
@@ -226,15 +229,17 @@ impl MessageVerified {
         &self.components
     }
 
-    /// The key to claim the request by: `nonce:`, the key id, `:` and
-    /// the signature's nonce where it has one and the whole is at most
-    /// 256 visible ASCII characters (`nonce-sha256:` and a digest of key id
-    /// and nonce otherwise), so that one sender's nonces never claim
-    /// another's events; without a nonce, `sha256:` and the digest of the
-    /// signature base, which every signed part of the request feeds.
-    /// (A request signed twice, by two keys during a rotation, has a base
-    /// per signature: ask for a nonce with
-    /// [`MessageVerifierBuilder::with_required_nonce`] where that matters.)
+    /// The key to claim the request by: `nonce:`, the sender (the key's
+    /// [`sender`](MessageKey::sender), its `keyid` unless named), `:` and
+    /// the signature's nonce where it has one, the sender holds no `:` and
+    /// the whole is at most 256 visible ASCII characters (`nonce-sha256:`
+    /// and a digest of sender and nonce otherwise), so that one sender's
+    /// nonces never claim another's events; without a nonce, `sha256:` and
+    /// the digest of the signature base, which every signed part of the
+    /// request feeds. A request signed by two keys (a rotation) has a base
+    /// per signature, so require a nonce
+    /// ([`MessageVerifierBuilder::with_required_nonce`]) and name both keys'
+    /// sender ([`MessageKey::with_sender`]) where that matters.
     pub fn claim_key(&self) -> String {
         let hex = |digest: &[u8]| {
             let mut text = String::with_capacity(64);
@@ -246,12 +251,16 @@ impl MessageVerified {
         let Some(nonce) = &self.nonce else {
             return format!("sha256:{}", hex(&self.base_digest));
         };
-        let key = format!("nonce:{}:{nonce}", self.key_id);
-        if key.len() <= 256 && key.bytes().all(|byte| byte.is_ascii_graphic()) {
+        let key = format!("nonce:{}:{nonce}", self.sender);
+        // A `:` in the sender would let `a:b` + `c` and `a` + `b:c` meet.
+        if !self.sender.contains(':')
+            && key.len() <= 256
+            && key.bytes().all(|byte| byte.is_ascii_graphic())
+        {
             return key;
         }
         let mut hash = sha2::Sha256::new();
-        hash.update(self.key_id.as_bytes());
+        hash.update(self.sender.as_bytes());
         hash.update([0]);
         hash.update(nonce.as_bytes());
         format!("nonce-sha256:{}", hex(&hash.finalize()))

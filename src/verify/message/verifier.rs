@@ -84,6 +84,40 @@ impl MessageVerifier {
         }
     }
 
+    /// Whether requests must be for one authority
+    /// ([`MessageVerifierBuilder::with_authority`]).
+    pub(crate) fn binds_authority(&self) -> bool {
+        self.authority.is_some()
+    }
+
+    /// A digest of what this verifier trusts and requires: equal for two
+    /// verifiers built alike (a tenant's, made again from the same
+    /// configuration), different when a key or a rule differs.
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        let mut hash = Sha256::new();
+        for key in &self.keys {
+            for part in [key.id.as_bytes(), key.sender().as_bytes(), &key.fingerprint] {
+                hash.update((part.len() as u64).to_be_bytes());
+                hash.update(part);
+            }
+        }
+        let rules = format!(
+            "{:?}|{:?}|{:?}|{}|{:?}|{}",
+            self.required,
+            self.tag,
+            self.max_age,
+            self.future_tolerance,
+            self.authority,
+            self.require_nonce
+        );
+        hash.update(rules.as_bytes());
+        #[cfg(feature = "jwks")]
+        if let Some(jwks) = &self.jwks {
+            hash.update(jwks.url().as_bytes());
+        }
+        hash.finalize().into()
+    }
+
     /// Verifies `request` with `body` (the bytes as received) at the time
     /// the system clock gives.
     ///
@@ -177,6 +211,45 @@ impl MessageVerifier {
                 .filter(|key| !self.keys.iter().any(|configured| configured.id == key.id)),
         );
         keys
+    }
+
+    /// What can be checked before the body is read: both headers parse,
+    /// and a signature names a key this verifier trusts (or, with a key
+    /// set, may fetch) under its tag. Else the error `verify` would give,
+    /// so that a request signed for someone else costs no body read.
+    pub(crate) fn precheck(&self, headers: &http::HeaderMap) -> Result<(), MessageSignatureError> {
+        let inputs = dictionary(headers, "signature-input")?;
+        dictionary(headers, "signature")?;
+        if inputs.len() > MAX_MESSAGE_SIGNATURES {
+            return Err(MessageSignatureError::TooManySignatures);
+        }
+        #[cfg(feature = "jwks")]
+        let fetches = self.jwks.is_some();
+        #[cfg(not(feature = "jwks"))]
+        let fetches = false;
+        let param = |input: &sfv::InnerList, name: &str| {
+            input
+                .params
+                .get(name)
+                .and_then(|value| value.as_string())
+                .map(|value| value.as_str().to_owned())
+        };
+        let names_a_trusted_key = inputs.values().any(|input| {
+            let ListEntry::InnerList(input) = input else {
+                return false;
+            };
+            let tag_matches = self.tag.is_none() || param(input, "tag") == self.tag;
+            tag_matches
+                && param(input, "keyid")
+                    .is_some_and(|id| fetches || self.keys.iter().any(|key| key.id == id))
+        });
+        if names_a_trusted_key {
+            Ok(())
+        } else {
+            Err(MessageSignatureError::NoTrustedSignature {
+                tag: self.tag.clone(),
+            })
+        }
     }
 
     /// Verifies with `keys` trusted.
@@ -302,6 +375,7 @@ impl MessageVerifier {
             return Ok(Some(MessageVerified {
                 label: candidate.label.to_owned(),
                 key_id: key.id.clone(),
+                sender: key.sender().to_owned(),
                 created: candidate.created.unwrap_or_default(),
                 expires: candidate.expires,
                 nonce: candidate.nonce.clone(),
