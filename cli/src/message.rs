@@ -290,6 +290,17 @@ fn request_guesses(
     } else {
         "https"
     };
+    // An absolute --url names its own scheme and host.
+    if let Some((scheme, rest)) = target.split_once("://") {
+        let other = if scheme == "https" { "http" } else { "https" };
+        guesses.push((
+            format!("the client used {other}, not {scheme} (the URL's scheme)"),
+            format!("{other}://{rest}"),
+            uri_scheme,
+            headers.clone(),
+        ));
+        return guesses;
+    }
     guesses.push((
         format!(
             "the client used {other_scheme}, not {uri_scheme} (--uri-scheme {other_scheme}; the \

@@ -108,7 +108,10 @@ fn curl_line(command: &str) -> Option<(String, String)> {
             _ => (word.clone(), None),
         };
         let data = CURL_DATA.contains(&flag.as_str());
-        if !flag.starts_with('-') {
+        // `-XPUT`: the method written against its flag.
+        if let Some(attached) = flag.strip_prefix("-X").filter(|rest| !rest.is_empty()) {
+            method = Some(attached.to_owned());
+        } else if !flag.starts_with('-') {
             url.get_or_insert(word);
         } else if data
             || CURL_VALUED.contains(&flag.as_str())
@@ -300,7 +303,30 @@ fn data_of(value: &str) -> Result<Vec<u8>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{parse, request_line};
+
+    #[test]
+    fn the_request_line_comes_from_a_capture_or_a_curl_command() {
+        let line = |raw: &str| request_line(raw.as_bytes());
+        let owned = |method: &str, target: &str| Some((method.to_owned(), target.to_owned()));
+        assert_eq!(
+            line("\r\nPOST /in?x=1 HTTP/1.1\r\nHost: a.example\r\n\r\n{}"),
+            owned("POST", "/in?x=1")
+        );
+        assert_eq!(line("Host: a.example\r\n\r\n{}"), None);
+        assert_eq!(
+            line("curl -H 'a: b' -d '{}' https://a.example/in"),
+            owned("POST", "https://a.example/in")
+        );
+        assert_eq!(
+            line("curl -XPUT --url https://a.example/in"),
+            owned("PUT", "https://a.example/in")
+        );
+        assert_eq!(
+            line("curl -X PATCH -o out.txt https://a.example/in"),
+            owned("PATCH", "https://a.example/in")
+        );
+    }
 
     #[test]
     fn a_request_splits_into_its_headers_and_body() {

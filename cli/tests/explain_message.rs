@@ -185,6 +185,20 @@ fn explain_names_the_scheme_a_proxy_ended_tls_for() {
 }
 
 #[test]
+fn explain_names_the_scheme_of_an_absolute_url() {
+    // Signed for http, checked with --url naming https.
+    let capture = Capture::signed("http://hooks.example/in/acme");
+    assert_explains(
+        &verify(
+            &capture,
+            CREATED,
+            &["--url", "https://hooks.example/in/acme"],
+        ),
+        "the client used http, not https (the URL's scheme)",
+    );
+}
+
+#[test]
 fn explain_names_the_host_or_port_a_proxy_rewrote() {
     let capture = Capture {
         host: "backend.internal:8080",
