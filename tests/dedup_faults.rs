@@ -498,6 +498,63 @@ async fn postgres_accepts_sharing_a_batch_each_get_their_own_outcome() {
     accepts_sharing_a_batch_each_get_their_own_outcome(&store).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_accepts_sharing_a_batch_each_get_their_own_outcome() {
+    let server = support::Redis::start();
+    let store = RedisInbox::connect(&server.url()).await.unwrap();
+    accepts_sharing_a_batch_each_get_their_own_outcome(&store).await;
+}
+
+/// How many times the server ran `command`, from `INFO commandstats`.
+fn command_calls(url: &str, command: &str) -> u64 {
+    support::info(url, "commandstats")
+        .lines()
+        .find(|line| line.starts_with(&format!("cmdstat_{command}:")))
+        .and_then(|line| line.split("calls=").nth(1)?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Accepts that wait together go to Redis as one script call, not one
+/// each: 250 accepts of 200 ids (over the namespace's 16 shards), queued
+/// at once, make at most two script calls, append each id once and answer
+/// the 50 repeats duplicate.
+#[tokio::test(flavor = "current_thread")]
+async fn redis_accepts_waiting_together_go_to_the_server_as_one_script_call() {
+    let server = support::Redis::start();
+    let url = server.url();
+    let store = RedisInbox::connect(&url).await.unwrap();
+    // The namespace's first accept records its shard count.
+    assert_eq!(
+        store
+            .accept(&event("ns", "evt_first", SMALL))
+            .await
+            .unwrap(),
+        Acceptance::Accepted
+    );
+    let scripts = || command_calls(&url, "evalsha") + command_calls(&url, "eval");
+    let (scripts_before, appends_before) = (scripts(), command_calls(&url, "xadd"));
+    // On one thread, every accept queues before the batching task runs.
+    let outcomes = futures_util::future::join_all((0..250).map(|n| {
+        let store = &store;
+        async move {
+            let id = format!("evt_{}", n % 200);
+            store.accept(&event("ns", &id, SMALL)).await.unwrap()
+        }
+    }))
+    .await;
+    let accepted = outcomes
+        .iter()
+        .filter(|outcome| **outcome == Acceptance::Accepted)
+        .count();
+    assert_eq!((accepted, outcomes.len() - accepted), (200, 50));
+    assert_eq!(command_calls(&url, "xadd") - appends_before, 200);
+    let calls = scripts() - scripts_before;
+    assert!(
+        (1..=2).contains(&calls),
+        "250 accepts queued together made {calls} script calls"
+    );
+}
+
 /// A batch whose transaction fails answers each of its callers with the
 /// error and keeps none of its claims: every caller answered `Accepted` has
 /// its event in the inbox, and every caller that got an error has no claim

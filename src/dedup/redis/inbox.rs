@@ -9,10 +9,9 @@ use futures_util::future::join_all;
 use redis::AsyncCommands as _;
 
 use super::RedisInbox;
-use super::scripts::{
-    ACCEPT, ACCEPT_SCRIPT, GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT, TAIL_SCRIPT,
-};
+use super::accept_batch::{Group, Job};
 use super::scripts::{ACK_MANY_SCRIPT, ACK_SCRIPT, EXTEND_TAKEN_SCRIPT};
+use super::scripts::{GROUP, NACK_SCRIPT, REQUEUE_DEAD_SCRIPT, STATS_SCRIPT, TAIL_SCRIPT};
 use super::shards::parse_receipt_entry;
 use crate::dedup::tail::{EventStatus, Position, Tail, TailedEvent};
 use crate::dedup::{
@@ -25,35 +24,51 @@ impl Inbox for RedisInbox {
         check_key(event.namespace, event.id)?;
         self.check_shards(event.namespace).await?;
         let shard = self.shards.of(event.id);
-        let claim = self.shards.claim_key(event.namespace, event.id);
-        let inbox = self.shards.key(event.namespace, shard, "inbox");
-        let idle = self.shards.idle_key(event.namespace, shard);
         let [tailing, tail_log] = self.shards.tail_keys(event.namespace, shard);
-        let channel = self.shards.accepted_channel(event.namespace);
-        let retention = millis(self.options.retention()).to_string();
-        let signed_at = event.signed_at.map(|t| t.to_string()).unwrap_or_default();
-        let meta = event.meta_text().unwrap_or_default();
-        // With replica acks a duplicate rewrites its claim as it is, so the
-        // `WAIT` after it covers the accept it repeats (which may be the one
-        // whose wait fell short): from Redis 7.2 `WAIT` waits only for the
-        // calling connection's own writes.
-        let rewrite = if self.replica_acks.is_some() { "1" } else { "" };
-        let accepted: i64 = self
-            .run_script(
-                (&ACCEPT_SCRIPT, ACCEPT),
-                &[&claim, &inbox, &idle, &tailing, &tail_log],
-                &[
-                    retention.as_bytes(),
-                    event.id.as_bytes(),
-                    event.body,
-                    signed_at.as_bytes(),
-                    meta.as_bytes(),
-                    rewrite.as_bytes(),
-                    channel.as_bytes(),
-                ],
+        let keys = [
+            self.shards.claim_key(event.namespace, event.id),
+            self.shards.key(event.namespace, shard, "inbox"),
+            self.shards.idle_key(event.namespace, shard),
+            tailing,
+            tail_log,
+        ];
+        let values = [
+            event.id.as_bytes().to_vec(),
+            event.body.to_vec(),
+            event
+                .signed_at
+                .map(|t| t.to_string())
+                .unwrap_or_default()
+                .into_bytes(),
+            event.meta_text().unwrap_or_default().into_bytes(),
+            self.shards.accepted_channel(event.namespace).into_bytes(),
+        ];
+        let group = Group {
+            retention_ms: millis(self.options.retention()).to_string(),
+            // With replica acks a duplicate rewrites its claim as it is, so
+            // the `WAIT` after it covers the accept it repeats (which may
+            // be the one whose wait fell short): from Redis 7.2 `WAIT`
+            // waits only for the calling connection's own writes.
+            rewrite: self.replica_acks.is_some(),
+            replica_acks: self.replica_acks,
+            // On a cluster one call reaches one slot: a shard's.
+            slot: self
+                .connection
+                .is_cluster()
+                .then(|| self.shards.key(event.namespace, shard, "")),
+        };
+        let accepted = self
+            .accepts
+            .accept(
+                &self.connection,
+                Job {
+                    group,
+                    keys,
+                    values,
+                },
             )
             .await?;
-        Ok(if accepted == 1 {
+        Ok(if accepted {
             crate::dedup::wake_workers(event.namespace);
             Acceptance::Accepted
         } else {

@@ -1,6 +1,7 @@
 //! [`RedisInbox`]: claims and inbox in Redis, one Lua script per step, on
 //! one server or a Redis Cluster, each namespace spread over shards.
 
+mod accept_batch;
 mod inbox;
 mod lease;
 mod scripts;
@@ -92,6 +93,8 @@ pub struct RedisInbox {
     replica_acks: Option<(u32, Duration)>,
     /// Where the next `take` starts asking shards.
     next_shard: Arc<AtomicUsize>,
+    /// Accepts sent to the server in batches.
+    accepts: accept_batch::AcceptBatches,
 }
 
 impl std::fmt::Debug for RedisInbox {
@@ -171,6 +174,7 @@ impl RedisInbox {
             options: StoreOptions::default(),
             shards: Shards::new("hooklatch".to_owned(), DEFAULT_SHARDS),
             replica_acks: None,
+            accepts: accept_batch::AcceptBatches::new(),
             next_shard: Arc::default(),
         }
     }

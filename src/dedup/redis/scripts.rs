@@ -5,10 +5,11 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Claims the id and appends the event to the inbox stream, or does
-/// nothing if the id is claimed. If the append fails, the claim is deleted
-/// again before the script ends, so nothing is kept.
-pub(super) const ACCEPT: &str = include_str!("lua/accept.lua");
+/// Accepts a batch of events: each claims its id and appends the event to
+/// its shard's inbox stream, or does nothing if the id is claimed. If an
+/// append fails, its claim is deleted again before the script ends, so
+/// nothing of that event is kept.
+pub(super) const ACCEPT_MANY: &str = include_str!("lua/accept_many.lua");
 
 /// Moves due retries back onto the stream, reclaims entries whose worker
 /// died, reads new ones, and dead-letters any past its last attempt.
@@ -44,7 +45,7 @@ pub(super) const RELEASE: &str = include_str!("lua/release.lua");
 /// record.
 pub(super) const SHARDS: &str = include_str!("lua/shards.lua");
 
-pub(super) static ACCEPT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACCEPT));
+pub(super) static ACCEPT_MANY_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACCEPT_MANY));
 pub(super) static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
 pub(super) static ACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACK));
 /// Acks many entries of one shard, each as `ACK` does; 1 or 0 for each.

@@ -1,6 +1,6 @@
 -- Reads one shard's tail log after the entry ARGV[1] (from its end when
 -- empty), and marks the shard as read by a tail for 30 s more, so that
--- accepts, retries and dead letters go on being logged (accept.lua,
+-- accepts, retries and dead letters go on being logged (accept_many.lua,
 -- nack.lua, take.lua).
 -- Accepts into the inbox carry their stream entry (`e`), lease-mode claims
 -- `l`; outcomes (`s`: retry, dead, done) follow them.

@@ -14,7 +14,7 @@
 -- out again what its first round handed out, had the rounds taken longer
 -- than the visibility timeout.
 -- KEYS[5], the shard's idle mark, is set when the read finds fewer new
--- entries than asked: the next accept into the shard publishes (accept.lua).
+-- entries than asked: the next accept into the shard publishes (accept_many.lua).
 -- While a tail reads the shard (KEYS[6] set), dead letters buried here are
 -- logged in KEYS[7] for it.
 local stream, attempts, delayed, dead, idle = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
