@@ -17,6 +17,8 @@
 -- append that failed.
 local out = {}
 local retention, rewrite = ARGV[1], ARGV[2] == '1'
+-- A shard's idle mark and tail mark are looked at once per batch.
+local woken, tailed = {}, {}
 for event = 0, #KEYS / 5 - 1 do
   local k, a = event * 5, 2 + event * 5
   local claim, inbox, idle, tailing, log = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
@@ -33,8 +35,12 @@ for event = 0, #KEYS / 5 - 1 do
       redis.call('DEL', claim)
       out[#out + 1] = added.err
     else
-      if redis.call('DEL', idle) == 1 then redis.call('PUBLISH', ARGV[a + 5], '') end
-      if redis.call('EXISTS', tailing) == 1 then
+      if not woken[idle] then
+        woken[idle] = true
+        if redis.call('DEL', idle) == 1 then redis.call('PUBLISH', ARGV[a + 5], '') end
+      end
+      if tailed[tailing] == nil then tailed[tailing] = redis.call('EXISTS', tailing) == 1 end
+      if tailed[tailing] then
         redis.call('XADD', log, 'MAXLEN', '~', '10000', '*', 'a', id, 'e', added, 'm', meta)
         redis.call('PEXPIRE', log, 30000)
       end
