@@ -378,3 +378,57 @@ async fn failover_without_replica_acks_reports_what_it_lost() {
     );
     assert_eq!(drill.replicas_behind, 0);
 }
+
+/// A proxy in front of a cluster looks like one server but refuses a
+/// script whose keys span slots (`CROSSSLOT`), as every cluster node does.
+/// Reached through one master's plain address, a batch of accepts into two
+/// namespaces is refused once, sent again a shard at a time (nothing of the
+/// refused call ran), and every later batch keeps to one shard: each event
+/// accepted once, each repeat a duplicate.
+#[tokio::test(flavor = "current_thread")]
+async fn batched_accepts_refused_across_slots_are_sent_again_a_shard_at_a_time() {
+    let cluster = RedisCluster::start();
+    let master = cluster.masters()[0];
+    let prefix = support::unique("proxy");
+    let namespaces: Vec<String> = (0..)
+        .map(|n| format!("{prefix}{n}"))
+        .filter(|namespace| cluster.master_of(&format!("{{{namespace}}}")) == master)
+        .take(2)
+        .collect();
+    let store = RedisInbox::connect(&format!("redis://127.0.0.1:{master}"))
+        .await
+        .unwrap()
+        .with_shards(1)
+        .unwrap();
+    for namespace in &namespaces {
+        let first = IncomingEvent::new(namespace, "evt_0", b"{}");
+        assert_eq!(store.accept(&first).await.unwrap(), Acceptance::Accepted);
+    }
+    for round in 0..2 {
+        // On one thread every accept of the round queues before the batch
+        // goes: one batch over both namespaces' slots.
+        let outcomes = futures_util::future::join_all(namespaces.iter().flat_map(|namespace| {
+            let store = &store;
+            (1..=5).map(move |n| async move {
+                let id = format!("evt_{n}");
+                store
+                    .accept(&IncomingEvent::new(namespace, &id, b"{}"))
+                    .await
+                    .unwrap()
+            })
+        }))
+        .await;
+        let expected = if round == 0 {
+            Acceptance::Accepted
+        } else {
+            Acceptance::Duplicate
+        };
+        assert!(
+            outcomes.iter().all(|outcome| *outcome == expected),
+            "{outcomes:?}"
+        );
+    }
+    for namespace in &namespaces {
+        assert_eq!(support::drain(&store, namespace).await.len(), 6);
+    }
+}

@@ -1,8 +1,11 @@
 //! Accepts in batches on Redis: accepts that arrive while earlier ones are
-//! on their way to the server go together, as one script call per batch
-//! (per shard on a cluster, where one call reaches one slot), instead of
-//! one call each. Most of an accept's server time is the call itself
-//! (BENCHMARKS.md), not the claim and the append it makes.
+//! on their way to the server go together, as one script call per batch,
+//! instead of one call each. Most of an accept's server time is the call
+//! itself (BENCHMARKS.md), not the claim and the append it makes. Each
+//! group of accepts that may share a call (on a cluster, a shard's: one
+//! call reaches one slot) has its own queue and task, so a slow node holds
+//! up only the accepts bound for it; a task idle for a while ends, and the
+//! next accept of its group starts another.
 //!
 //! As with the SQL stores' group commit, nothing waits on purpose: a batch
 //! is what queued while the batches before it were in flight, so one
@@ -13,11 +16,11 @@
 //! sender's retry is answered duplicate, never lost).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures_util::future::join_all;
-use redis::Value;
+use redis::{RedisError, Value};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::scripts::ACCEPT_MANY_SCRIPT;
@@ -31,11 +34,14 @@ const MAX_BATCH: usize = 256;
 /// stays far below what a server reads at once.
 const MAX_BATCH_BYTES: usize = 4 << 20;
 
-/// How many batches may be in flight at once: one forms while another is
-/// on its way.
+/// How many batches of one group may be in flight at once: one forms
+/// while another is on its way.
 const IN_FLIGHT: usize = 2;
 
-/// What events of one batch share: the script's fixed arguments, the
+/// How long a group's task waits for an accept before it ends.
+const IDLE: Duration = Duration::from_secs(30);
+
+/// What the accepts of one call share: the script's fixed arguments, the
 /// replica acks waited for, and on a cluster the shard's hash tag (its
 /// keys' slot).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -50,6 +56,8 @@ pub(super) struct Group {
 /// values, in `accept_many.lua`'s order.
 pub(super) struct Job {
     pub(super) group: Group,
+    /// The hash tag of the job's shard, all its keys' slot.
+    pub(super) tag: String,
     pub(super) keys: [String; 5],
     pub(super) values: [Vec<u8>; 5],
 }
@@ -62,11 +70,16 @@ struct Waiting {
     reply: oneshot::Sender<Answer>,
 }
 
-/// The way to the batching task of one connection, started on first use
-/// (in an async context) and again if the runtime it ran on has gone.
+/// The queues of one store's accepts, one per group, each drained by a
+/// task started on first use (in an async context) and again once it
+/// ended or the runtime it ran on has gone.
 #[derive(Clone)]
 pub(super) struct AcceptBatches {
-    jobs: Arc<Mutex<Option<mpsc::Sender<Waiting>>>>,
+    queues: Arc<Mutex<HashMap<Group, mpsc::Sender<Waiting>>>>,
+    /// Set once a server refused a call across slots (a proxy in front of
+    /// a cluster, seen as one server): from then on every call keeps to
+    /// one shard.
+    per_slot: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for AcceptBatches {
@@ -78,101 +91,131 @@ impl std::fmt::Debug for AcceptBatches {
 impl AcceptBatches {
     pub(super) fn new() -> Self {
         Self {
-            jobs: Arc::new(Mutex::new(None)),
+            queues: Arc::default(),
+            per_slot: Arc::default(),
         }
     }
 
-    /// Accepts `job` in the next batch on `connection`: `true` when
-    /// accepted, `false` for a duplicate.
+    /// Accepts `job` in the next batch of its group on `connection`:
+    /// `true` when accepted, `false` for a duplicate.
     pub(super) async fn accept(&self, connection: &RedisConnection, job: Job) -> Answer {
-        let (reply, answer) = oneshot::channel();
-        let waiting = Waiting { job, reply };
-        if let Err(mpsc::error::SendError(_)) = self.sender(connection).send(waiting).await {
-            return Err(stopped());
+        let mut job = job;
+        if job.group.slot.is_none() && self.per_slot.load(Ordering::Relaxed) {
+            job.group.slot = Some(job.tag.clone());
         }
-        answer.await.unwrap_or_else(|_| Err(stopped()))
-    }
-
-    fn sender(&self, connection: &RedisConnection) -> mpsc::Sender<Waiting> {
-        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*jobs {
-            Some(sender) if !sender.is_closed() => sender.clone(),
-            _ => {
-                let (sender, receiver) = mpsc::channel(MAX_BATCH * 4);
-                tokio::spawn(batch(connection.clone(), receiver));
-                *jobs = Some(sender.clone());
-                sender
+        let (reply, answer) = oneshot::channel();
+        let mut waiting = Waiting { job, reply };
+        // A queue whose task just ended refuses; the second try starts one.
+        for _ in 0..2 {
+            match self
+                .queue(connection, &waiting.job.group)
+                .send(waiting)
+                .await
+            {
+                Ok(()) => return answer.await.unwrap_or_else(|_| Err(stopped())),
+                Err(mpsc::error::SendError(refused)) => waiting = refused,
             }
         }
+        Err(stopped())
+    }
+
+    fn queue(&self, connection: &RedisConnection, group: &Group) -> mpsc::Sender<Waiting> {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues.retain(|_, queue| !queue.is_closed());
+        if let Some(queue) = queues.get(group) {
+            return queue.clone();
+        }
+        let (queue, jobs) = mpsc::channel(MAX_BATCH * 4);
+        tokio::spawn(batch(
+            connection.clone(),
+            group.clone(),
+            Arc::clone(&self.per_slot),
+            jobs,
+        ));
+        queues.insert(group.clone(), queue.clone());
+        queue
     }
 }
 
 fn stopped() -> DedupError {
-    DedupError::from(redis::RedisError::from((
+    DedupError::from(RedisError::from((
         redis::ErrorKind::Io,
         "the accept batching task stopped",
     )))
 }
 
 /// Takes what waits (after the first, up to [`MAX_BATCH`] and
-/// [`MAX_BATCH_BYTES`]) once a batch may go, and sends it.
-async fn batch(connection: RedisConnection, mut jobs: mpsc::Receiver<Waiting>) {
+/// [`MAX_BATCH_BYTES`]) once a batch may go, and sends it; ends after
+/// [`IDLE`] without an accept, answering what came meanwhile first.
+async fn batch(
+    connection: RedisConnection,
+    group: Group,
+    per_slot: Arc<AtomicBool>,
+    mut jobs: mpsc::Receiver<Waiting>,
+) {
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
-    while let Some(first) = jobs.recv().await {
+    loop {
+        let first = match tokio::time::timeout(IDLE, jobs.recv()).await {
+            Ok(Some(first)) => first,
+            Ok(None) => return,
+            Err(_) => {
+                // Refuse new accepts (their callers start another task);
+                // those already queued are still received, then `None`.
+                jobs.close();
+                continue;
+            }
+        };
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
             return;
         };
         let mut bytes = first.job.values[1].len();
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+        let mut members = vec![first];
+        while members.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match jobs.try_recv() {
                 Ok(waiting) => {
                     bytes += waiting.job.values[1].len();
-                    batch.push(waiting);
+                    members.push(waiting);
                 }
                 Err(_) => break,
             }
         }
-        let connection = connection.clone();
+        let (connection, group, per_slot) =
+            (connection.clone(), group.clone(), Arc::clone(&per_slot));
         tokio::spawn(async move {
-            send(&connection, batch).await;
+            let jobs: Vec<&Job> = members.iter().map(|waiting| &waiting.job).collect();
+            let (mut answers, across_slots) = run(connection.clone(), &group, &jobs).await;
+            if group.slot.is_none() && across_slots {
+                // Nothing of a call refused across slots ran: send it again
+                // a shard at a time, and every later call too.
+                per_slot.store(true, Ordering::Relaxed);
+                answers = run_per_slot(&connection, &group, &jobs).await;
+            }
+            for (waiting, answer) in members.into_iter().zip(answers) {
+                // A caller that gave up is no longer there to answer.
+                let _ = waiting.reply.send(answer);
+            }
             drop(permit);
         });
     }
 }
 
-/// Sends each group of `batch` as one script call, all at once, and
-/// answers every caller.
-async fn send(connection: &RedisConnection, batch: Vec<Waiting>) {
-    let mut groups: HashMap<Group, Vec<Waiting>> = HashMap::new();
-    for waiting in batch {
-        groups
-            .entry(waiting.job.group.clone())
-            .or_default()
-            .push(waiting);
-    }
-    join_all(groups.into_iter().map(|(group, members)| async move {
-        let answers = run(connection.clone(), &group, &members).await;
-        for (waiting, answer) in members.into_iter().zip(answers) {
-            // A caller that gave up is no longer there to answer.
-            let _ = waiting.reply.send(answer);
-        }
-    }))
-    .await;
-}
-
-/// One script call for `members`, which share `group`: an answer for each.
-async fn run(mut connection: RedisConnection, group: &Group, members: &[Waiting]) -> Vec<Answer> {
+/// One script call for `members`, which share `group`: an answer for
+/// each, and whether the server refused the call for spanning slots.
+async fn run(
+    mut connection: RedisConnection,
+    group: &Group,
+    members: &[&Job],
+) -> (Vec<Answer>, bool) {
     let keys: Vec<&str> = members
         .iter()
-        .flat_map(|waiting| waiting.job.keys.iter().map(String::as_str))
+        .flat_map(|job| job.keys.iter().map(String::as_str))
         .collect();
     let rewrite: &[u8] = if group.rewrite { b"1" } else { b"" };
     let fixed = [group.retention_ms.as_bytes(), rewrite];
     let values = members
         .iter()
-        .flat_map(|waiting| waiting.job.values.iter().map(Vec::as_slice));
-    let replies: Result<Vec<Value>, DedupError> = match group.replica_acks {
+        .flat_map(|job| job.values.iter().map(Vec::as_slice));
+    let replies: Result<Vec<Value>, RedisError> = match group.replica_acks {
         None => {
             let mut invocation = ACCEPT_MANY_SCRIPT.prepare_invoke();
             for key in &keys {
@@ -181,10 +224,7 @@ async fn run(mut connection: RedisConnection, group: &Group, members: &[Waiting]
             for value in fixed.into_iter().chain(values) {
                 invocation.arg(value);
             }
-            invocation
-                .invoke_async(&mut connection)
-                .await
-                .map_err(DedupError::from)
+            invocation.invoke_async(&mut connection).await
         }
         Some((wanted, timeout)) => {
             let mut command = eval(super::scripts::ACCEPT_MANY, &keys);
@@ -193,28 +233,71 @@ async fn run(mut connection: RedisConnection, group: &Group, members: &[Waiting]
             }
             match connection.eval_and_wait(command, wanted, timeout).await {
                 Ok((_, acked)) if acked < wanted => {
-                    return members
+                    let behind = members
                         .iter()
                         .map(|_| Err(DedupError::ReplicasBehind { acked, wanted }))
                         .collect();
+                    return (behind, false);
                 }
                 Ok((replies, _)) => Ok(replies),
-                Err(error) => Err(DedupError::from(error)),
+                Err(error) => Err(error),
             }
         }
     };
-    match replies {
+    let across_slots = matches!(&replies, Err(error)
+        if error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::CrossSlot));
+    let answers = match replies {
         Ok(replies) if replies.len() == members.len() => replies.iter().map(answer_of).collect(),
         Ok(replies) => members
             .iter()
-            .map(|_| Err(protocol_error(&format!("{} answers", replies.len()))))
+            .map(|_| {
+                Err(script_error(&format!(
+                    "{} answers for {} accepts",
+                    replies.len(),
+                    members.len()
+                )))
+            })
             .collect(),
-        // Each caller gets the error, made again with its kind and text.
-        Err(error) => {
-            let text = error.to_string();
-            members.iter().map(|_| Err(protocol_error(&text))).collect()
+        // Each caller gets the error as the driver gave it: its kind says
+        // whether the connection dropped, timed out or the server refused.
+        Err(error) => members
+            .iter()
+            .map(|_| Err(DedupError::from(error.clone())))
+            .collect(),
+    };
+    (answers, across_slots)
+}
+
+/// [`run`] once per shard among `members`; the answers in their order.
+async fn run_per_slot(
+    connection: &RedisConnection,
+    group: &Group,
+    members: &[&Job],
+) -> Vec<Answer> {
+    let mut answers: Vec<Option<Answer>> = members.iter().map(|_| None).collect();
+    let mut tags: Vec<&str> = members.iter().map(|job| job.tag.as_str()).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    for tag in tags {
+        let (at, subset): (Vec<usize>, Vec<&Job>) = members
+            .iter()
+            .enumerate()
+            .filter(|(_, job)| job.tag == tag)
+            .map(|(index, job)| (index, *job))
+            .unzip();
+        let one_slot = Group {
+            slot: Some(tag.to_owned()),
+            ..group.clone()
+        };
+        let (subset_answers, _) = run(connection.clone(), &one_slot, &subset).await;
+        for (index, answer) in at.into_iter().zip(subset_answers) {
+            answers[index] = Some(answer);
         }
     }
+    answers
+        .into_iter()
+        .map(|answer| answer.unwrap_or_else(|| Err(stopped())))
+        .collect()
 }
 
 /// One event's answer from `accept_many.lua`.
@@ -222,16 +305,18 @@ fn answer_of(reply: &Value) -> Answer {
     match reply {
         Value::Int(1) => Ok(true),
         Value::Int(0) => Ok(false),
-        Value::BulkString(text) => Err(protocol_error(&String::from_utf8_lossy(text))),
-        Value::SimpleString(text) => Err(protocol_error(text)),
-        other => Err(protocol_error(&format!("{other:?}"))),
+        Value::BulkString(text) => Err(script_error(&String::from_utf8_lossy(text))),
+        Value::SimpleString(text) => Err(script_error(text)),
+        other => Err(script_error(&format!("{other:?}"))),
     }
 }
 
-fn protocol_error(text: &str) -> DedupError {
-    DedupError::from(redis::RedisError::from((
-        redis::ErrorKind::Client,
-        "accepting a batch failed",
+/// An append the server refused inside the script (its error text), as a
+/// server's response error.
+fn script_error(text: &str) -> DedupError {
+    DedupError::from(RedisError::from((
+        redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+        "the server refused an accept",
         text.to_owned(),
     )))
 }

@@ -24,6 +24,7 @@ impl Inbox for RedisInbox {
         check_key(event.namespace, event.id)?;
         self.check_shards(event.namespace).await?;
         let shard = self.shards.of(event.id);
+        let tag = self.shards.key(event.namespace, shard, "");
         let [tailing, tail_log] = self.shards.tail_keys(event.namespace, shard);
         let keys = [
             self.shards.claim_key(event.namespace, event.id),
@@ -52,22 +53,15 @@ impl Inbox for RedisInbox {
             rewrite: self.replica_acks.is_some(),
             replica_acks: self.replica_acks,
             // On a cluster one call reaches one slot: a shard's.
-            slot: self
-                .connection
-                .is_cluster()
-                .then(|| self.shards.key(event.namespace, shard, "")),
+            slot: self.connection.is_cluster().then(|| tag.clone()),
         };
-        let accepted = self
-            .accepts
-            .accept(
-                &self.connection,
-                Job {
-                    group,
-                    keys,
-                    values,
-                },
-            )
-            .await?;
+        let job = Job {
+            group,
+            tag,
+            keys,
+            values,
+        };
+        let accepted = self.accepts.accept(&self.connection, job).await?;
         Ok(if accepted {
             crate::dedup::wake_workers(event.namespace);
             Acceptance::Accepted
