@@ -27,7 +27,11 @@ use shards::{Shards, parse_receipt_entry, receipt_entry};
 /// server or a Redis Cluster.
 ///
 /// Each step is one Lua script, so it is atomic, and every key a script
-/// touches is passed in `KEYS[]`.
+/// touches is passed in `KEYS[]`. Accepts that wait while earlier ones are
+/// in flight go to the server together, one script call for the batch (on
+/// a cluster one per shard; behind a proxy that refuses a call across
+/// slots, one per shard from its first refusal on); each caller is
+/// answered with its own outcome once the call returned.
 ///
 /// # Keys and shards
 ///
