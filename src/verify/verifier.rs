@@ -279,6 +279,15 @@ impl Verifier {
                     .iter()
                     .filter(|v| v.contains_unix(now))
                     .count();
+                // Keys fetched for `v1a` count too: a verifier given only a
+                // key set would otherwise say it tried none.
+                #[cfg(feature = "jwks")]
+                let fetched = inner
+                    .jwks
+                    .as_ref()
+                    .map_or(0, |jwks| jwks.cached_ed25519().len());
+                #[cfg(not(feature = "jwks"))]
+                let fetched = 0;
                 let hint = if valid < inner.keys.len() {
                     Some(
                         "a configured secret is outside its validity window now (expired, or \
@@ -289,7 +298,7 @@ impl Verifier {
                 };
                 Err(VerifyError::SignatureMismatch {
                     signatures: envelope.accepted(),
-                    keys: valid,
+                    keys: valid + fetched,
                     hint,
                 })
             }

@@ -105,21 +105,37 @@ fn request_line(
     request: &HttpRequest,
 ) -> Result<(http::Method, http::Uri, http::HeaderMap), Rejection> {
     let method = http::Method::from_bytes(request.method().as_str().as_bytes())
-        .map_err(|_| Rejection::BodyUnreadable)?;
+        .map_err(|_| not_http("method"))?;
     let uri = request
         .uri()
         .to_string()
         .parse::<http::Uri>()
-        .map_err(|_| Rejection::BodyUnreadable)?;
+        .map_err(|_| not_http("URI"))?;
     let mut headers = http::HeaderMap::with_capacity(request.headers().len());
     for (name, value) in request.headers() {
         let name = http::HeaderName::from_bytes(name.as_str().as_bytes())
-            .map_err(|_| Rejection::BodyUnreadable)?;
-        let value = http::HeaderValue::from_bytes(value.as_bytes())
-            .map_err(|_| Rejection::BodyUnreadable)?;
+            .map_err(|_| not_http("header name"))?;
+        let value =
+            http::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| not_http("header"))?;
         headers.append(name, value);
     }
     Ok((method, uri, headers))
+}
+
+/// A request part the `http` crate refuses, for a receiver of message
+/// signatures (400).
+fn not_http(part: &str) -> Rejection {
+    #[cfg(feature = "http-signatures")]
+    return Rejection::MessageUnverified(
+        hooklatch::verify::message::MessageSignatureError::InvalidTarget(format!(
+            "the request's {part} is not valid HTTP"
+        )),
+    );
+    #[cfg(not(feature = "http-signatures"))]
+    {
+        let _ = part;
+        Rejection::BodyUnreadable
+    }
 }
 
 /// The namespace a store configured with `namespace` claims in: its own,
