@@ -435,7 +435,7 @@ impl Receiver {
     /// [`receive_or_answer`](Self::receive_or_answer) for a request whose
     /// method and URI (origin form, as servers hand it over, or absolute)
     /// are at hand: what a receiver of HTTP message signatures
-    /// ([`for_message_signatures`](Self::for_message_signatures)) needs;
+    /// (`Receiver::for_message_signatures`, feature `http-signatures`) needs;
     /// any other receiver reads only the headers and body, as
     /// `receive_or_answer` does.
     pub async fn receive_request<D: Buf, E>(

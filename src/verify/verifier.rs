@@ -178,8 +178,8 @@ impl<'a> Verified<'a> {
 
     /// The position, in the order they were added, of the secret that
     /// matched; useful to see when an old secret can be retired. A key
-    /// from the verifier's key set ([`VerifierBuilder::with_jwks`](super::VerifierBuilder::with_jwks))
-    /// counts after the configured ones, among the set's Ed25519 keys as
+    /// from the verifier's key set (`VerifierBuilder::with_jwks`, feature
+    /// `jwks`) counts after the configured ones, among the set's Ed25519 keys as
     /// last fetched (so the same key may count differently after a
     /// rotation).
     pub fn key_index(&self) -> usize {

@@ -138,7 +138,7 @@ impl WebhookConfig {
 
     /// Verifies with `receiver`, built with every setting it has (body
     /// limit and timeout, event key, kept headers, handshakes). The way to
-    /// receive HTTP message signatures ([`Receiver::for_message_signatures`]).
+    /// receive HTTP message signatures (`Receiver::for_message_signatures`, feature `http-signatures`).
     ///
     /// ```
     /// use hooklatch::dedup::MemoryInbox;

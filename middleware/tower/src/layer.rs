@@ -83,7 +83,7 @@ impl WebhookLayer {
     /// Verifies with `receiver`, built with every setting it has (body
     /// limit and timeout, event key, kept headers, handshakes), and passes
     /// verified requests on. The way to receive HTTP message signatures
-    /// ([`Receiver::for_message_signatures`]).
+    /// (`Receiver::for_message_signatures`, feature `http-signatures`).
     ///
     /// ```
     /// use hooklatch::dedup::MemoryInbox;
