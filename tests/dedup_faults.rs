@@ -557,6 +557,76 @@ async fn redis_accepts_waiting_together_go_to_the_server_as_one_script_call() {
     );
 }
 
+/// One event of a Redis batch whose append the server refuses (its
+/// shard's stream key holds a string) fails alone: its caller gets the
+/// server's error and its claim is gone, so its retry is accepted, while
+/// the events of the same call in other shards are accepted once.
+#[tokio::test(flavor = "current_thread")]
+async fn a_refused_append_in_a_redis_batch_fails_only_its_own_accept() {
+    let server = support::Redis::start();
+    let url = server.url();
+    let store = RedisInbox::connect(&url).await.unwrap();
+    assert_eq!(
+        store.accept(&event("ns", "warm_up", SMALL)).await.unwrap(),
+        Acceptance::Accepted
+    );
+    // `evt_1` hashes to shard 2 of 16 (FNV-1a, fixed for good).
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut raw = crate::patient_redis::patient_redis(&client).await;
+    let _: () = redis::cmd("DEL")
+        .arg("hooklatch:{ns/2}:inbox")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("hooklatch:{ns/2}:inbox")
+        .arg("not a stream")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let ids: Vec<String> = (1..=64).map(|n| format!("evt_{n}")).collect();
+    let accept_all = || {
+        futures_util::future::join_all(ids.iter().map(|id| {
+            let store = &store;
+            async move { store.accept(&event("ns", id, SMALL)).await }
+        }))
+    };
+    let first = accept_all().await;
+    let failed: Vec<&String> = ids
+        .iter()
+        .zip(&first)
+        .filter(|(_, outcome)| outcome.is_err())
+        .map(|(id, _)| id)
+        .collect();
+    assert!(failed.contains(&&"evt_1".to_owned()), "{failed:?}");
+    assert!(failed.len() < ids.len(), "only shard 2's accepts fail");
+    assert!(first.iter().all(|outcome| matches!(
+        outcome,
+        Ok(Acceptance::Accepted) | Err(DedupError::Store(_))
+    )));
+
+    let _: () = redis::cmd("DEL")
+        .arg("hooklatch:{ns/2}:inbox")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let again = accept_all().await;
+    for ((id, before), after) in ids.iter().zip(&first).zip(&again) {
+        let expected = if before.is_err() {
+            Acceptance::Accepted
+        } else {
+            Acceptance::Duplicate
+        };
+        assert_eq!(after.as_ref().unwrap(), &expected, "{id}");
+    }
+    let mut drained = support::drain(&store, "ns").await;
+    drained.sort();
+    let mut expected: Vec<String> = ids.clone();
+    expected.push("warm_up".to_owned());
+    expected.sort();
+    assert_eq!(drained, expected, "each event in the inbox once");
+}
+
 /// A batch whose transaction fails answers each of its callers with the
 /// error and keeps none of its claims: every caller answered `Accepted` has
 /// its event in the inbox, and every caller that got an error has no claim
