@@ -101,12 +101,7 @@ fn curl_line(command: &str) -> Option<(String, String)> {
     let (mut method, mut url, mut sends_data) = (None, None, false);
     let mut words = words.into_iter().skip(1);
     while let Some(word) = words.next() {
-        let (flag, inline) = match word.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_owned(), Some(value.to_owned()))
-            }
-            _ => (word.clone(), None),
-        };
+        let (flag, inline) = split_flag(&word);
         let data = CURL_DATA.contains(&flag.as_str());
         // `-XPUT`: the method written against its flag.
         if let Some(attached) = flag.strip_prefix("-X").filter(|rest| !rest.is_empty()) {
@@ -128,6 +123,15 @@ fn curl_line(command: &str) -> Option<(String, String)> {
     }
     let method = method.unwrap_or_else(|| if sends_data { "POST" } else { "GET" }.to_owned());
     Some((method, url?))
+}
+
+/// A curl word as its flag and, for `--flag=value`, the value written
+/// with it.
+fn split_flag(word: &str) -> (String, Option<String>) {
+    match word.split_once('=') {
+        Some((flag, value)) if flag.starts_with("--") => (flag.to_owned(), Some(value.to_owned())),
+        _ => (word.to_owned(), None),
+    }
 }
 
 /// curl's options that give the body.
@@ -243,12 +247,7 @@ fn parse_curl(command: &str) -> Result<Captured, String> {
     let mut data: Vec<Vec<u8>> = Vec::new();
     let mut words = words.into_iter().skip(1);
     while let Some(word) = words.next() {
-        let (flag, inline) = match word.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_owned(), Some(value.to_owned()))
-            }
-            _ => (word.clone(), None),
-        };
+        let (flag, inline) = split_flag(&word);
         let mut value = || {
             inline
                 .clone()

@@ -1,6 +1,7 @@
 //! Runs the `hooklatch` binary as a user would.
 
-use std::io::Write as _;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -8,17 +9,7 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const BODY: &str = r#"{"test": 2432232314}"#;
 
 fn hooklatch(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or_default()).unwrap();
-    drop(input);
-    child.wait_with_output().unwrap()
+    common::hooklatch(args, stdin.unwrap_or_default())
 }
 
 fn body_file(name: &str, contents: &[u8]) -> PathBuf {

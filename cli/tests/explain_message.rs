@@ -4,8 +4,7 @@
 //! host or path, a body changed after it was digested, an old capture), each
 //! rejected and, with `--explain`, named.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
+mod common;
 
 use base64::Engine as _;
 use hooklatch::verify::message::{MessageRequest, MessageSigner, content_digest};
@@ -80,18 +79,7 @@ struct Run {
 }
 
 fn hooklatch(args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hooklatch"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    let mut input = child.stdin.take().unwrap();
-    // A usage error exits before reading: its closed input is no failure.
-    let _ = input.write_all(stdin);
-    drop(input);
-    let output = child.wait_with_output().unwrap();
+    let output = common::hooklatch(args, stdin);
     Run {
         code: output.status.code(),
         stdout: String::from_utf8(output.stdout).unwrap(),
@@ -323,4 +311,38 @@ fn bad_message_flags_are_usage_errors() {
     );
     assert_eq!(run.code, Some(2), "{}", run.stdout);
     assert!(run.stderr.contains("--url"), "{}", run.stderr);
+}
+
+/// A capture signed by another implementation: Python's own `hmac` and
+/// `hashlib` (`fixtures/rfc9421_capture.py`), building the signature base
+/// from RFC 9421's text, not from this library. It verifies as sent, and
+/// one byte of its body changed fails the digest.
+#[test]
+fn a_capture_signed_by_python_verifies() {
+    let capture = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/rfc9421-hmac.http"
+    ))
+    .unwrap();
+    let key = key_arg();
+    let args = [
+        "verify",
+        "--message-key",
+        &key,
+        "--request",
+        "-",
+        "--now",
+        "1700000010",
+    ];
+    let run = hooklatch(&args, &capture);
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stdout.trim(),
+        "ok key=partner-7 label=sig1 created=1700000000 nonce=evt_1 claim=nonce:partner-7:evt_1"
+    );
+    let mut changed = capture;
+    *changed.last_mut().unwrap() = b']';
+    let run = hooklatch(&args, &changed);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(run.stdout.contains("Content-Digest"), "{}", run.stdout);
 }
