@@ -121,10 +121,11 @@ impl AcceptBatches {
 
     fn queue(&self, connection: &RedisConnection, group: &Group) -> mpsc::Sender<Waiting> {
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        queues.retain(|_, queue| !queue.is_closed());
-        if let Some(queue) = queues.get(group) {
+        if let Some(queue) = queues.get(group).filter(|queue| !queue.is_closed()) {
             return queue.clone();
         }
+        // Only when a task starts: the queues of tasks that ended go.
+        queues.retain(|_, queue| !queue.is_closed());
         let (queue, jobs) = mpsc::channel(MAX_BATCH * 4);
         tokio::spawn(batch(
             connection.clone(),
