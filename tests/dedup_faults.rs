@@ -1055,6 +1055,102 @@ async fn postgres_inbox_from_before_metadata_upgrades_in_place_and_keeps_its_eve
     assert_eq!(found, [("old_evt", None), ("new_evt", Some("ping"))]);
 }
 
+/// Turns a store's tables back into what a release before the inbox kept
+/// its counts made: no counts table, triggers, taken index or record of
+/// that upgrade (on Postgres also no trigger functions).
+fn before_counts(prefix: &str, postgres: bool) -> Vec<AssertSqlSafe<String>> {
+    let inbox = format!("{prefix}_inbox");
+    let mut statements = Vec::new();
+    for name in ["added", "removed", "emptied"] {
+        if postgres {
+            statements.push(format!("DROP TRIGGER {inbox}_{name} ON {inbox}"));
+            statements.push(format!("DROP FUNCTION {inbox}_{name}()"));
+        } else if name != "emptied" {
+            statements.push(format!("DROP TRIGGER {inbox}_{name}"));
+        }
+    }
+    statements.extend([
+        format!("DROP TABLE {inbox}_counts"),
+        format!("DROP INDEX {inbox}_taken"),
+        format!("DELETE FROM hooklatch_schema_versions WHERE component = 'inbox-counts:{inbox}'"),
+    ]);
+    statements.into_iter().map(AssertSqlSafe).collect()
+}
+
+/// What the upgrade to kept counts must show: the events accepted before
+/// it (`a`..`d`, `a` taken) counted, and the counts kept from then on.
+async fn counts_start_from_the_events_already_there<S: InboxQueue>(
+    old: &S,
+    make_old: impl AsyncFnOnce(),
+    upgraded: impl AsyncFnOnce() -> S,
+) {
+    for id in ["a", "b", "c"] {
+        let _ = old.accept(&event("ns", id, SMALL)).await.unwrap();
+    }
+    make_old().await;
+    let _ = old.accept(&event("ns", "d", SMALL)).await.unwrap();
+    let _ = old.accept(&event("other", "a", SMALL)).await.unwrap();
+    let held = old.take("ns", "w", 1).await.unwrap();
+    let store = upgraded().await;
+    let stats = |waiting, taken| {
+        let mut stats = hooklatch::dedup::InboxStats::default();
+        (stats.waiting, stats.taken) = (waiting, taken);
+        stats
+    };
+    assert_eq!(store.stats("ns").await.unwrap(), stats(3, 1));
+    assert_eq!(store.stats("other").await.unwrap(), stats(1, 0));
+    let _ = store.accept(&event("ns", "e", SMALL)).await.unwrap();
+    store.ack(&held[0]).await.unwrap();
+    assert_eq!(store.stats("ns").await.unwrap(), stats(4, 0));
+}
+
+#[tokio::test]
+async fn sqlite_inbox_from_before_kept_counts_counts_the_events_already_there() {
+    let dir = support::TempDir::new("sqlite-counts");
+    let path = dir.path().join("inbox.db");
+    let old = SqliteInbox::open(&path).await.unwrap();
+    let url = format!("sqlite:{}", path.display());
+    counts_start_from_the_events_already_there(
+        &old,
+        async || {
+            let mut connection = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+                .await
+                .unwrap();
+            for statement in before_counts("hooklatch", false) {
+                sqlx::query(statement)
+                    .execute(&mut connection)
+                    .await
+                    .unwrap();
+            }
+        },
+        async || SqliteInbox::open(&path).await.unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_inbox_from_before_kept_counts_counts_the_events_already_there() {
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let prefix = support::unique("counts");
+    let old = PostgresInbox::new(pool.clone(), &prefix).unwrap();
+    old.migrate().await.unwrap();
+    counts_start_from_the_events_already_there(
+        &old,
+        async || {
+            for statement in before_counts(&prefix, true) {
+                sqlx::query(statement).execute(&pool).await.unwrap();
+            }
+        },
+        async || {
+            let upgraded = PostgresInbox::new(pool.clone(), &prefix).unwrap();
+            upgraded.migrate().await.unwrap();
+            upgraded
+        },
+    )
+    .await;
+}
+
 /// Puts `count` claims made at the epoch (long past any retention) straight
 /// into `{prefix}_claims`, in one statement both databases run.
 fn old_claims(prefix: &str, count: u64) -> AssertSqlSafe<String> {

@@ -43,6 +43,18 @@ fn documented_tables(sql: &str) -> Vec<String> {
         .collect()
 }
 
+/// Each trigger `migrate` makes is named in the store's docs, in full or
+/// by its suffix after the first (`_removed`).
+fn documented_triggers(source: &str, triggers: &[String]) {
+    for trigger in triggers {
+        let suffix = trigger.trim_start_matches("hooklatch_inbox");
+        assert!(
+            source.contains(&format!("`{trigger}`")) || source.contains(&format!("`{suffix}`")),
+            "the trigger {trigger} is not documented"
+        );
+    }
+}
+
 /// A table's columns and indexes, in a form both sides can be compared in.
 type Catalog = BTreeMap<String, (Vec<String>, Vec<String>)>;
 
@@ -162,7 +174,14 @@ async fn postgres_catalog(pool: &sqlx::PgPool, tables: &[String]) -> Catalog {
 async fn sqlite_schema_docs_are_the_tables_migrate_makes() {
     let documented = documented_schema(include_str!("../src/dedup/sqlite.rs"));
     let tables = documented_tables(&documented);
-    assert_eq!(tables, ["hooklatch_claims", "hooklatch_inbox"]);
+    assert_eq!(
+        tables,
+        [
+            "hooklatch_claims",
+            "hooklatch_inbox",
+            "hooklatch_inbox_counts"
+        ]
+    );
     let dir = support::TempDir::new("schema-docs");
 
     let store = SqliteInbox::open(dir.path().join("real.db")).await.unwrap();
@@ -174,6 +193,16 @@ async fn sqlite_schema_docs_are_the_tables_migrate_makes() {
     .await
     .unwrap();
     assert_eq!(made, tables, "every table migrate makes is documented");
+    let triggers: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        triggers,
+        ["hooklatch_inbox_added", "hooklatch_inbox_removed"]
+    );
+    documented_triggers(include_str!("../src/dedup/sqlite.rs"), &triggers);
     let real = sqlite_catalog(store.pool(), &tables).await;
 
     let options = sqlx::sqlite::SqliteConnectOptions::new()
@@ -194,7 +223,14 @@ async fn sqlite_schema_docs_are_the_tables_migrate_makes() {
 async fn postgres_schema_docs_are_the_tables_migrate_makes() {
     let documented = documented_schema(include_str!("../src/dedup/postgres.rs"));
     let tables = documented_tables(&documented);
-    assert_eq!(tables, ["hooklatch_claims", "hooklatch_inbox"]);
+    assert_eq!(
+        tables,
+        [
+            "hooklatch_claims",
+            "hooklatch_inbox",
+            "hooklatch_inbox_counts"
+        ]
+    );
     let server = support::postgres();
     let admin = sqlx::PgPool::connect(&server.url()).await.unwrap();
     let mut urls = Vec::new();
@@ -218,6 +254,21 @@ async fn postgres_schema_docs_are_the_tables_migrate_makes() {
     .await
     .unwrap();
     assert_eq!(made, tables, "every table migrate makes is documented");
+    let triggers: Vec<String> = sqlx::query_scalar(
+        "SELECT tgname::text FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        triggers,
+        [
+            "hooklatch_inbox_added",
+            "hooklatch_inbox_emptied",
+            "hooklatch_inbox_removed"
+        ]
+    );
+    documented_triggers(include_str!("../src/dedup/postgres.rs"), &triggers);
     let real = postgres_catalog(store.pool(), &tables).await;
 
     let pool = sqlx::PgPool::connect(&urls[1]).await.unwrap();

@@ -12,7 +12,8 @@ use sqlx::{Database, Pool};
 
 use super::write::{Want, Write, Written};
 use super::{
-    BuildAccept, BuildOnInbox, Statements, dead_reason_schema, meta_schema, schema, take_schema,
+    BuildAccept, BuildOnInbox, Statements, counts_schema, dead_reason_schema, meta_schema, schema,
+    take_schema,
 };
 use crate::dedup::tail::{EventStatus, LATE_COMMIT_MILLIS, Position, Tail, TailedEvent};
 use crate::dedup::{
@@ -66,6 +67,9 @@ pub trait InboxBackend: Database {
     const ACCEPT: (BuildAccept, Option<BuildAccept>);
     /// The take and the ack of many, given the inbox table.
     const ON_INBOX: (BuildOnInbox, BuildOnInbox);
+    /// The triggers that keep `{inbox}_counts`, given the inbox table:
+    /// see [`counts_schema`](super::counts_schema).
+    const COUNT_TRIGGERS: fn(&str) -> Vec<String>;
 
     /// The writes of a store on `pool`, or `current` changed for new
     /// `options`.
@@ -183,6 +187,7 @@ impl<DB: SqlDatabase> SqlInbox<DB> {
             meta_schema(inbox, &DB::DIALECT),
             take_schema(inbox, &DB::DIALECT),
             dead_reason_schema(inbox, &DB::DIALECT),
+            counts_schema(inbox, &DB::DIALECT, DB::COUNT_TRIGGERS),
         ] {
             DB::migrate(&self.pool, &schema).await?;
         }
@@ -481,7 +486,8 @@ impl<DB: SqlDatabase> InboxQueue for SqlInbox<DB> {
         let count = |n: i64| n.max(0).unsigned_abs();
         let (total, dead, taken) = (count(total), count(dead), count(taken));
         Ok(InboxStats {
-            waiting: total - dead - taken,
+            // Never below zero, even if someone edited the counts by hand.
+            waiting: total.saturating_sub(dead).saturating_sub(taken),
             taken,
             dead,
         })

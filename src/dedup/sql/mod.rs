@@ -9,6 +9,6 @@ pub(crate) mod write;
 pub(crate) use inbox::InboxBackend;
 pub use inbox::SqlInbox;
 pub(crate) use statements::{
-    AcceptParts, BuildAccept, BuildOnInbox, Statements, TAKE_ORDER, dead_reason_schema,
-    meta_schema, ready_condition, schema, take_assignments, take_schema,
+    AcceptParts, BuildAccept, BuildOnInbox, Statements, TAKE_ORDER, counts_schema,
+    dead_reason_schema, meta_schema, ready_condition, schema, take_assignments, take_schema,
 };

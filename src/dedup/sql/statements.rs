@@ -104,6 +104,43 @@ pub(crate) fn dead_reason_schema(inbox: &str, dialect: &Dialect) -> Schema {
     }
 }
 
+/// Version 5 of the inbox: how many rows each namespace holds, kept by
+/// the database's own triggers on every insert and delete (the dialect's
+/// `triggers`, given the inbox table), so that `stats` reads a few rows
+/// instead of counting the backlog; and an index of the taken rows, so
+/// that counting them costs what workers hold. The count starts from the
+/// rows there are, inside the migration's transaction and after the
+/// triggers exist, so no write is counted twice or missed.
+pub(crate) fn counts_schema(
+    inbox: &str,
+    dialect: &Dialect,
+    triggers: fn(&str) -> Vec<String>,
+) -> Schema {
+    let int = dialect.int;
+    let mut statements = vec![format!(
+        "CREATE TABLE IF NOT EXISTS {inbox}_counts (\
+         namespace TEXT NOT NULL, shard {int} NOT NULL, events {int} NOT NULL, \
+         PRIMARY KEY (namespace, shard))"
+    )];
+    statements.extend(triggers(inbox));
+    statements.extend([
+        format!("DELETE FROM {inbox}_counts"),
+        format!(
+            "INSERT INTO {inbox}_counts (namespace, shard, events) \
+             SELECT namespace, 0, COUNT(*) FROM {inbox} GROUP BY namespace"
+        ),
+        format!(
+            "CREATE INDEX IF NOT EXISTS {inbox}_taken ON {inbox} (namespace, taken_until) \
+             WHERE taken_token IS NOT NULL AND NOT dead"
+        ),
+    ]);
+    Schema {
+        component: format!("inbox-counts:{inbox}"),
+        version: 1,
+        statements,
+    }
+}
+
 /// The statements a SQL store runs, for one table prefix: those both
 /// dialects share, and each dialect's own atomic accept and take.
 #[derive(Debug, Clone)]
@@ -149,7 +186,8 @@ pub struct Statements {
     pub(crate) dead_letters: SqlStr,
     /// $1 older than ms, $2 batch size.
     pub(crate) purge_claims: SqlStr,
-    /// $1 namespace. Counts `dead`, `taken` and `total`.
+    /// $1 namespace. Counts `total`, `dead` and `taken`, each in time that
+    /// follows its own size, not the backlog's.
     pub(crate) stats: SqlStr,
     /// $1 namespace, $2 event id or NULL for all.
     pub(crate) requeue_dead: SqlStr,
@@ -278,11 +316,16 @@ impl Statements {
                     lock_rows = dialect.lock_rows
                 ))
             )),
+            // The total from the counts the triggers keep; the dead and
+            // the taken from their partial indexes, whose size is theirs.
             stats: statement(format!(
-                "SELECT COUNT(*) AS total, \
-                 COALESCE(SUM(CASE WHEN dead THEN 1 ELSE 0 END), 0) AS dead, \
-                 COALESCE(SUM(CASE WHEN NOT dead AND taken_until > {now} THEN 1 ELSE 0 END), 0) \
-                 AS taken FROM {inbox} WHERE namespace = $1"
+                "SELECT \
+                 CAST((SELECT COALESCE(SUM(events), 0) FROM {inbox}_counts WHERE namespace = $1) \
+                 AS {int}) AS total, \
+                 (SELECT COUNT(*) FROM {inbox} WHERE namespace = $1 AND dead) AS dead, \
+                 (SELECT COUNT(*) FROM {inbox} WHERE namespace = $1 \
+                 AND taken_token IS NOT NULL AND NOT dead AND taken_until > {now}) AS taken",
+                int = dialect.int
             )),
             requeue_dead: statement(format!(
                 "UPDATE {inbox} SET dead = {false_value}, attempts = 0, available_at = {now}, \
