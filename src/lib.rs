@@ -21,6 +21,8 @@ pub mod receive;
 pub mod sender;
 pub mod sequence;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(any(feature = "sender", feature = "worker"))]
 pub mod trace;
 pub mod verify;

@@ -730,6 +730,22 @@ pub(crate) fn check_key(namespace: &str, id: &str) -> Result<(), DedupError> {
     }
 }
 
+/// Checks a namespace as the stores keep it and an event id, as every
+/// built-in store does before it stores anything: a store of your own
+/// calls it first in `accept` and `claim`, so that a bad key is refused as
+/// [`DedupError::InvalidKey`] (a 400 to the sender) on every store alike.
+///
+/// ```
+/// use hooklatch::dedup::validate_key;
+///
+/// assert!(validate_key("hooks", "evt_1").is_ok());
+/// assert!(validate_key("hooks", "has space").is_err());
+/// assert!(validate_key("two words", "evt_1").is_err());
+/// ```
+pub fn validate_key(namespace: &str, id: &str) -> Result<(), DedupError> {
+    check_key(namespace, id)
+}
+
 /// How many claims a SQL store's `purge` deletes per statement (and
 /// transaction): small enough that each batch is quick and holds its locks
 /// briefly, large enough that a purge of millions of rows does not take

@@ -1,15 +1,19 @@
 //! A store written outside the crate, with only the public API, that a
 //! `Worker` drains: the constructors a store needs (`InboxEntry::new`,
-//! `Receipt`, `DeadLetter::new`) are public, and the worker's retries,
-//! dead letters and lost acks work on it as on the built-in stores.
+//! `Receipt`, `DeadLetter::new`) are public, it passes the published inbox
+//! checks (`hooklatch::testing::inbox`) every built-in store passes, and
+//! the worker's retries, dead letters and lost acks work on it as on the
+//! built-in stores.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hooklatch::dedup::{
-    Acceptance, DeadLetter, DedupError, GiveBack, Inbox, InboxEntry, InboxQueue, InboxStats,
-    IncomingEvent, NackOutcome, Receipt,
+    Acceptance, DeadLetter, DedupError, EventMeta, GiveBack, Inbox, InboxEntry, InboxQueue,
+    InboxStats, IncomingEvent, NackOutcome, Receipt, StoreOptions, validate_key,
 };
+use hooklatch::testing::{InboxUnderTest, inbox};
 use hooklatch::worker::{Event, Failure, Worker};
 use tokio::time::Instant;
 
@@ -18,6 +22,8 @@ struct Row {
     namespace: String,
     id: String,
     body: Vec<u8>,
+    signed_at: Option<i64>,
+    meta: EventMeta,
     /// How often it was taken.
     taken: u32,
     /// The current taking's token, while a worker holds it.
@@ -25,6 +31,8 @@ struct Row {
     /// When it is ready (again).
     ready_at: Instant,
     dead: Option<DeadLetter>,
+    /// Acked: kept, so that its id stays a duplicate.
+    done: bool,
 }
 
 /// The simplest inbox that keeps every promise a worker relies on: one
@@ -33,10 +41,10 @@ struct Row {
 #[derive(Clone, Default)]
 struct ListInbox {
     rows: Arc<Mutex<Vec<Row>>>,
+    options: StoreOptions,
 }
 
 const VISIBILITY: Duration = Duration::from_secs(30);
-const MAX_ATTEMPTS: u32 = 3;
 
 impl ListInbox {
     /// Runs `change` on the row `delivery` names, if its taking is current.
@@ -62,6 +70,7 @@ impl ListInbox {
 
 impl Inbox for ListInbox {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
+        validate_key(event.namespace, event.id)?;
         let mut rows = self.rows.lock().unwrap();
         if rows
             .iter()
@@ -73,10 +82,13 @@ impl Inbox for ListInbox {
             namespace: event.namespace.to_owned(),
             id: event.id.to_owned(),
             body: event.body.to_vec(),
+            signed_at: event.signed_at,
+            meta: event.meta.cloned().unwrap_or_default(),
             taken: 0,
             token: None,
             ready_at: Instant::now(),
             dead: None,
+            done: false,
         });
         Ok(Acceptance::Accepted)
     }
@@ -96,13 +108,15 @@ impl InboxQueue for ListInbox {
             if taken.len() == max {
                 break;
             }
-            if row.namespace != namespace || row.dead.is_some() || row.ready_at > now {
+            if row.namespace != namespace || row.done || row.dead.is_some() || row.ready_at > now {
                 continue;
             }
             row.taken += 1;
-            let token = format!("{index}:{}", row.taken);
+            // Unique across every taking, a requeued dead letter's too.
+            static TAKINGS: AtomicU64 = AtomicU64::new(0);
+            let token = format!("{index}:{}", TAKINGS.fetch_add(1, Ordering::Relaxed));
             row.token = Some(token.clone());
-            row.ready_at = now + VISIBILITY;
+            row.ready_at = now + self.options.visibility_timeout();
             taken.push(
                 InboxEntry::new(
                     namespace,
@@ -110,7 +124,9 @@ impl InboxQueue for ListInbox {
                     row.body.clone(),
                     Receipt::new(index.to_string(), token),
                 )
-                .with_attempt(row.taken),
+                .with_attempt(row.taken)
+                .with_signed_at(row.signed_at)
+                .with_meta(row.meta.clone()),
             );
         }
         Ok(taken)
@@ -119,13 +135,13 @@ impl InboxQueue for ListInbox {
     async fn ack(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         self.with_taken(delivery, |row| {
             row.token = None;
-            // Done: never ready again.
-            row.ready_at = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+            row.done = true;
         })
     }
 
     async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
-        self.with_taken(delivery, |row| row.ready_at = Instant::now() + VISIBILITY)
+        let visibility = self.options.visibility_timeout();
+        self.with_taken(delivery, |row| row.ready_at = Instant::now() + visibility)
     }
 
     async fn give_back(
@@ -137,7 +153,7 @@ impl InboxQueue for ListInbox {
         self.with_taken(delivery, |row| {
             row.token = None;
             match how {
-                GiveBack::Retry(delay) if row.taken < MAX_ATTEMPTS => {
+                GiveBack::Retry(delay) if row.taken < self.options.max_attempts() => {
                     row.ready_at = Instant::now() + delay;
                     NackOutcome::WillRetry
                 }
@@ -150,7 +166,7 @@ impl InboxQueue for ListInbox {
     }
 
     fn visibility_timeout(&self) -> Duration {
-        VISIBILITY
+        self.options.visibility_timeout()
     }
 
     async fn dead_letters(
@@ -165,7 +181,13 @@ impl InboxQueue for ListInbox {
             .filter_map(|(index, row)| {
                 let dead = row.dead.clone().filter(|_| row.namespace == namespace)?;
                 let receipt = Receipt::new(index.to_string(), "");
-                Some(InboxEntry::new(namespace, &row.id, row.body.clone(), receipt).with_dead(dead))
+                Some(
+                    InboxEntry::new(namespace, &row.id, row.body.clone(), receipt)
+                        .with_attempt(row.taken)
+                        .with_signed_at(row.signed_at)
+                        .with_meta(row.meta.clone())
+                        .with_dead(dead),
+                )
             })
             .take(max)
             .collect())
@@ -174,11 +196,17 @@ impl InboxQueue for ListInbox {
     async fn stats(&self, namespace: &str) -> Result<InboxStats, DedupError> {
         let rows = self.rows.lock().unwrap();
         let mut stats = InboxStats::default();
-        for row in rows.iter().filter(|row| row.namespace == namespace) {
+        let now = Instant::now();
+        for row in rows
+            .iter()
+            .filter(|row| row.namespace == namespace && !row.done)
+        {
             if row.dead.is_some() {
                 stats.dead += 1;
-            } else if row.token.is_some() {
+            } else if row.token.is_some() && row.ready_at > now {
                 stats.taken += 1;
+            } else {
+                stats.waiting += 1;
             }
         }
         Ok(stats)
@@ -256,4 +284,22 @@ async fn a_store_written_outside_the_crate_is_drained_by_a_worker() {
         Err(DedupError::DeliveryLost)
     ));
     store.ack(&second).await.unwrap();
+}
+
+impl InboxUnderTest for ListInbox {
+    type Store = ListInbox;
+
+    async fn store(&self, options: StoreOptions) -> ListInbox {
+        ListInbox {
+            rows: Arc::clone(&self.rows),
+            options,
+        }
+    }
+}
+
+/// The store passes every published inbox check, as the built-in stores
+/// do (tests/dedup.rs stamps the same checks for each of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_store_written_outside_the_crate_passes_the_published_inbox_checks() {
+    inbox::all(&ListInbox::default()).await;
 }
