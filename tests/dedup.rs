@@ -20,7 +20,7 @@ use hooklatch::dedup::{
     InboxStats, IncomingEvent, LeaseStore, MemoryInbox, NackOutcome, PostgresInbox, RedisInbox,
     SqliteInbox, StoreOptions, Tail,
 };
-use hooklatch::testing::InboxUnderTest;
+use hooklatch::testing::StoreUnderTest;
 
 /// A store for one test, a namespace no other test uses, and whatever must
 /// live as long as the test (a temporary folder, a private server).
@@ -344,140 +344,6 @@ async fn a_tail_returns_each_accept_once_with_its_type_and_state_now<B: Backend>
     assert_eq!(f.store.tail(&mut tail, 2).await.unwrap(), []);
 }
 
-/// A lease's claim refuses a bad namespace or event id as an invalid key.
-async fn lease_claims_refuse_invalid_keys<B: Backend>() {
-    let f = B::fixture(StoreOptions::default()).await;
-    let long_id = "x".repeat(257);
-    for (namespace, id) in [
-        ("", "evt"),
-        ("bad namespace", "evt"),
-        ("ns{tag}", "evt"),
-        (f.namespace.as_str(), ""),
-        (f.namespace.as_str(), "has space"),
-        (f.namespace.as_str(), long_id.as_str()),
-    ] {
-        let error = f
-            .store
-            .claim(namespace, id, Duration::from_secs(1))
-            .await
-            .unwrap_err();
-        assert!(matches!(error, DedupError::InvalidKey { .. }), "{error}");
-    }
-}
-
-async fn lease_is_exclusive_until_completed<B: Backend>() {
-    let f = B::fixture(StoreOptions::default()).await;
-    let Claim::Fresh(lease) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("first claim is fresh");
-    };
-    assert_eq!(lease.id(), "evt");
-    match f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_secs(30))
-        .await
-        .unwrap()
-    {
-        Claim::InProgress { retry_after } => {
-            assert!(retry_after > Duration::from_secs(25) && retry_after <= Duration::from_secs(30))
-        }
-        other => panic!("expected in progress, got {other:?}"),
-    }
-    f.store.complete(&lease).await.unwrap();
-    assert_eq!(
-        f.store
-            .claim(&f.namespace, "evt", Duration::from_secs(30))
-            .await
-            .unwrap(),
-        Claim::Done
-    );
-    assert!(matches!(
-        f.store.complete(&lease).await,
-        Err(DedupError::LeaseLost)
-    ));
-}
-
-async fn released_lease_can_be_claimed_again<B: Backend>() {
-    let f = B::fixture(StoreOptions::default()).await;
-    let Claim::Fresh(lease) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("fresh");
-    };
-    f.store.release(&lease).await.unwrap();
-    assert!(matches!(
-        f.store
-            .claim(&f.namespace, "evt", Duration::from_secs(30))
-            .await
-            .unwrap(),
-        Claim::Fresh(_)
-    ));
-    assert!(matches!(
-        f.store.release(&lease).await,
-        Err(DedupError::LeaseLost)
-    ));
-}
-
-async fn expired_lease_is_reclaimed_and_the_old_holder_loses_it<B: Backend>() {
-    let f = B::fixture(StoreOptions::default()).await;
-    let Claim::Fresh(crashed) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_millis(200))
-        .await
-        .unwrap()
-    else {
-        panic!("fresh");
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let Claim::Fresh(retry) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("an expired lease is reclaimed");
-    };
-    assert!(matches!(
-        f.store.complete(&crashed).await,
-        Err(DedupError::LeaseLost)
-    ));
-    f.store.complete(&retry).await.unwrap();
-}
-
-async fn concurrent_claims_give_one_fresh_lease<B: Backend>() {
-    let f = B::fixture(StoreOptions::default()).await;
-    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(32));
-    let tasks: Vec<_> = (0..32)
-        .map(|_| {
-            let (store, namespace, barrier) =
-                (f.store.clone(), f.namespace.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                store
-                    .claim(&namespace, "evt", Duration::from_secs(30))
-                    .await
-                    .unwrap()
-            })
-        })
-        .collect();
-    let mut fresh = 0;
-    for task in tasks {
-        match task.await.unwrap() {
-            Claim::Fresh(_) => fresh += 1,
-            Claim::InProgress { .. } => {}
-            Claim::Done => panic!("nobody completed"),
-        }
-    }
-    assert_eq!(fresh, 1);
-}
-
 async fn claims_expire_after_the_retention<B: Backend>() {
     // 2 s on the store's clock, which no test can pause: the two accepts
     // fit in it on a loaded machine (at 300 ms the second found the claim
@@ -682,51 +548,6 @@ async fn heartbeats_extend_leases_and_taken_events_for_their_holder_only<B: Back
     ));
 }
 
-/// A heartbeat that comes after the lease ran out is refused, on every
-/// store alike, even before anyone else claimed the event.
-async fn a_heartbeat_after_the_lease_lapsed_is_refused<B: Backend>() {
-    let f = B::fixture(StoreOptions::default()).await;
-    let Claim::Fresh(lease) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_millis(300))
-        .await
-        .unwrap()
-    else {
-        panic!("fresh");
-    };
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(matches!(
-        f.store.extend_lease(&lease, Duration::from_secs(5)).await,
-        Err(DedupError::LeaseLost)
-    ));
-}
-
-/// A heartbeat for a taken event that comes after its visibility timeout
-/// ran out is refused, on every store alike, even before another worker
-/// took the event: that worker may take it at any moment.
-async fn a_heartbeat_after_the_visibility_lapsed_is_refused<B: Backend>() {
-    // 3 s: the second taker's heartbeat must come within it, however
-    // slowly the store answers on a loaded machine.
-    let options = StoreOptions::default().with_visibility_timeout(Duration::from_secs(3));
-    let f = B::fixture(options).await;
-    let ns = &f.namespace;
-    let _ = f.store.accept(&event(ns, "evt")).await.unwrap();
-    let taken = f.store.take(ns, "w1", 10).await.unwrap();
-    assert_eq!(taken.len(), 1);
-    tokio::time::sleep(Duration::from_millis(3300)).await;
-    assert!(matches!(
-        f.store.extend_visibility(&taken[0]).await,
-        Err(DedupError::DeliveryLost)
-    ));
-    // The event is free for the next worker, which may extend its own hold.
-    let retaken = f.store.take(ns, "w2", 10).await.unwrap();
-    assert_eq!(retaken.len(), 1);
-    f.store
-        .extend_visibility(&retaken[0])
-        .await
-        .expect("a heartbeat in time");
-}
-
 /// A backend as the published checks see it: each store they ask for is
 /// one of the backend's fixtures, kept alive (its server or folder) until
 /// the check ends.
@@ -744,7 +565,7 @@ impl<B> Default for Under<B> {
     }
 }
 
-impl<B: Backend> InboxUnderTest for Under<B> {
+impl<B: Backend> StoreUnderTest for Under<B> {
     type Store = B::Store;
 
     async fn store(&self, options: StoreOptions) -> B::Store {
@@ -759,13 +580,23 @@ impl<B: Backend> InboxUnderTest for Under<B> {
 }
 
 macro_rules! acceptance_suite {
-    ($module:ident, $backend:ident: [$($check:ident),* $(,)?] [$($test:ident),* $(,)?]) => {
+    (
+        $module:ident, $backend:ident:
+        inbox [$($inbox:ident),* $(,)?] lease [$($lease:ident),* $(,)?] here [$($test:ident),* $(,)?]
+    ) => {
         mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $check() {
+                async fn $inbox() {
                     let under = super::Under::<super::$backend>::default();
-                    hooklatch::testing::inbox::$check(&under).await;
+                    hooklatch::testing::inbox::$inbox(&under).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $lease() {
+                    let under = super::Under::<super::$backend>::default();
+                    hooklatch::testing::lease::$lease(&under).await;
                 }
             )*
             $(
@@ -781,7 +612,7 @@ macro_rules! acceptance_suite {
 macro_rules! for_every_store {
     ($($module:ident => $backend:ident),*) => {
         $(
-            acceptance_suite!($module, $backend: [
+            acceptance_suite!($module, $backend: inbox [
                 accepts_once_then_reports_duplicate,
                 a_retention_of_a_century_keeps_claims,
                 rejects_invalid_keys,
@@ -796,16 +627,17 @@ macro_rules! for_every_store {
                 sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once,
                 ack_many_acks_what_it_holds_and_reports_the_rest_lost,
                 a_take_never_hands_out_one_event_twice,
-            ] [
+                a_heartbeat_after_the_visibility_lapsed_is_refused,
+            ] lease [
                 lease_claims_refuse_invalid_keys,
                 lease_is_exclusive_until_completed,
                 released_lease_can_be_claimed_again,
                 expired_lease_is_reclaimed_and_the_old_holder_loses_it,
                 concurrent_claims_give_one_fresh_lease,
+                a_heartbeat_after_the_lease_lapsed_is_refused,
+            ] here [
                 claims_expire_after_the_retention,
                 heartbeats_extend_leases_and_taken_events_for_their_holder_only,
-                a_heartbeat_after_the_lease_lapsed_is_refused,
-                a_heartbeat_after_the_visibility_lapsed_is_refused,
                 a_tail_returns_each_accept_once_with_its_type_and_state_now,
             ]
             );
@@ -899,12 +731,12 @@ async fn any_inbox_reports_a_store_it_cannot_reach() {
 
 // The shared stores: MemoryInbox lives in one process and keeps time by its
 // own (injectable) clock, so it is left out here.
-acceptance_suite!(sqlite_clock, Sqlite: [] [clients_with_clocks_hours_apart_agree_when_leases_end]);
-acceptance_suite!(postgres_clock, Postgres: [] [clients_with_clocks_hours_apart_agree_when_leases_end]);
-acceptance_suite!(redis_clock, Redis: [] [clients_with_clocks_hours_apart_agree_when_leases_end]);
+acceptance_suite!(sqlite_clock, Sqlite: inbox [] lease [] here [clients_with_clocks_hours_apart_agree_when_leases_end]);
+acceptance_suite!(postgres_clock, Postgres: inbox [] lease [] here [clients_with_clocks_hours_apart_agree_when_leases_end]);
+acceptance_suite!(redis_clock, Redis: inbox [] lease [] here [clients_with_clocks_hours_apart_agree_when_leases_end]);
 acceptance_suite!(
     redis_cluster_clock,
-    RedisCluster: [] [clients_with_clocks_hours_apart_agree_when_leases_end]
+    RedisCluster: inbox [] lease [] here [clients_with_clocks_hours_apart_agree_when_leases_end]
 );
 
 /// MemoryInbox keeps time by the clock it is given: a lease ends when that

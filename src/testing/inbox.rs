@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{Fixture, InboxUnderTest, drain, event};
+use super::{Fixture, StoreUnderTest, drain, event};
 use crate::dedup::{
     Acceptance, DedupError, EventMeta, Inbox, InboxQueue, InboxStats, IncomingEvent, NackOutcome,
     StoreOptions,
@@ -18,11 +18,11 @@ use crate::dedup::{
 /// ```no_run
 /// # async fn run() {
 /// use hooklatch::dedup::{MemoryInbox, StoreOptions};
-/// use hooklatch::testing::{InboxUnderTest, inbox};
+/// use hooklatch::testing::{StoreUnderTest, inbox};
 ///
 /// struct Memory;
 ///
-/// impl InboxUnderTest for Memory {
+/// impl StoreUnderTest for Memory {
 ///     type Store = MemoryInbox;
 ///
 ///     async fn store(&self, options: StoreOptions) -> MemoryInbox {
@@ -33,7 +33,10 @@ use crate::dedup::{
 /// inbox::all(&Memory).await;
 /// # }
 /// ```
-pub async fn all<T: InboxUnderTest>(under: &T) {
+pub async fn all<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     accepts_once_then_reports_duplicate(under).await;
     a_retention_of_a_century_keeps_claims(under).await;
     rejects_invalid_keys(under).await;
@@ -48,12 +51,16 @@ pub async fn all<T: InboxUnderTest>(under: &T) {
     sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once(under).await;
     ack_many_acks_what_it_holds_and_reports_the_rest_lost(under).await;
     a_take_never_hands_out_one_event_twice(under).await;
+    a_heartbeat_after_the_visibility_lapsed_is_refused(under).await;
 }
 
 /// An id is accepted once, then answered as a duplicate; the same id in
 /// another namespace is another event, and a take returns what was
 /// accepted (body, signed time, first attempt).
-pub async fn accepts_once_then_reports_duplicate<T: InboxUnderTest>(under: &T) {
+pub async fn accepts_once_then_reports_duplicate<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default()).await;
     let e = event(&f.namespace, "evt_1");
     assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
@@ -75,7 +82,10 @@ pub async fn accepts_once_then_reports_duplicate<T: InboxUnderTest>(under: &T) {
 /// Schemes that sign no timestamp (GitHub, Shopify) are duplicates only
 /// while the claim is kept: a retention of a century keeps them as good
 /// as forever, on every store.
-pub async fn a_retention_of_a_century_keeps_claims<T: InboxUnderTest>(under: &T) {
+pub async fn a_retention_of_a_century_keeps_claims<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let century = Duration::from_secs(100 * 365 * 24 * 3600);
     let f = Fixture::new(under, StoreOptions::default().with_retention(century)).await;
     let e = event(&f.namespace, "kept");
@@ -88,7 +98,10 @@ pub async fn a_retention_of_a_century_keeps_claims<T: InboxUnderTest>(under: &T)
 }
 
 /// A bad namespace or event id is refused as a bad request, never stored.
-pub async fn rejects_invalid_keys<T: InboxUnderTest>(under: &T) {
+pub async fn rejects_invalid_keys<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default()).await;
     let long_id = "x".repeat(257);
     for (namespace, id) in [
@@ -111,7 +124,10 @@ pub async fn rejects_invalid_keys<T: InboxUnderTest>(under: &T) {
 /// Takes hand each event to one worker, oldest first where the store
 /// orders the whole namespace; an ack removes it, and a second ack of it
 /// is [`DedupError::DeliveryLost`].
-pub async fn takes_in_order_and_ack_removes<T: InboxUnderTest>(under: &T) {
+pub async fn takes_in_order_and_ack_removes<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default()).await;
     for id in ["a", "b", "c"] {
         assert_eq!(
@@ -153,7 +169,10 @@ pub async fn takes_in_order_and_ack_removes<T: InboxUnderTest>(under: &T) {
 
 /// A nack with a delay hides the event until the delay ends, then it is
 /// taken again as its second attempt (about 2.3 s of real time).
-pub async fn nack_redelivers_after_the_delay<T: InboxUnderTest>(under: &T) {
+pub async fn nack_redelivers_after_the_delay<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default()).await;
     let _ = f.store.accept(&event(&f.namespace, "evt")).await.unwrap();
     let taken = f.store.take(&f.namespace, "w1", 1).await.unwrap();
@@ -183,7 +202,10 @@ pub async fn nack_redelivers_after_the_delay<T: InboxUnderTest>(under: &T) {
 
 /// The last allowed attempt's nack dead-letters the event; its claim
 /// stays, so the sender's retry is a duplicate.
-pub async fn dead_letters_after_max_attempts<T: InboxUnderTest>(under: &T) {
+pub async fn dead_letters_after_max_attempts<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default().with_max_attempts(2)).await;
     let _ = f
         .store
@@ -224,9 +246,11 @@ pub async fn dead_letters_after_max_attempts<T: InboxUnderTest>(under: &T) {
 
 /// What the provider said about an event stays with it: through a take,
 /// a retry after a nack, and into the dead letters.
-pub async fn provider_metadata_stays_with_the_event_to_the_dead_letters<T: InboxUnderTest>(
+pub async fn provider_metadata_stays_with_the_event_to_the_dead_letters<T: StoreUnderTest>(
     under: &T,
-) {
+) where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default().with_max_attempts(2)).await;
     let mut meta = EventMeta::with_type("invoice.paid");
     meta.delivery_id = Some("dlv_1".into());
@@ -255,9 +279,11 @@ pub async fn provider_metadata_stays_with_the_event_to_the_dead_letters<T: Inbox
 /// The counts follow events from waiting to taken to dead, and a requeue
 /// brings one dead letter, or all, back with their attempts from zero;
 /// their claims stay, so the sender's retry is still a duplicate.
-pub async fn stats_count_each_state_and_requeue_brings_dead_letters_back<T: InboxUnderTest>(
+pub async fn stats_count_each_state_and_requeue_brings_dead_letters_back<T: StoreUnderTest>(
     under: &T,
-) {
+) where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default().with_max_attempts(1)).await;
     for id in ["a", "b", "c"] {
         let _ = f.store.accept(&event(&f.namespace, id)).await.unwrap();
@@ -309,9 +335,11 @@ pub async fn stats_count_each_state_and_requeue_brings_dead_letters_back<T: Inbo
 /// workers take, ack half and nack the rest back, and the counts after
 /// each phase match what the callers were told (on the SQL stores the
 /// total is kept by triggers, per connection, not counted).
-pub async fn stats_stay_exact_under_concurrent_accepts_takes_acks_and_nacks<T: InboxUnderTest>(
+pub async fn stats_stay_exact_under_concurrent_accepts_takes_acks_and_nacks<T: StoreUnderTest>(
     under: &T,
-) {
+) where
+    T::Store: InboxQueue,
+{
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let f = Fixture::new(under, StoreOptions::default().with_max_attempts(1_000)).await;
@@ -416,7 +444,10 @@ pub async fn stats_stay_exact_under_concurrent_accepts_takes_acks_and_nacks<T: I
 /// An event a worker took and never acked comes back after the
 /// visibility timeout, as its next attempt, and the first worker's late
 /// ack is refused; an acked event never comes back.
-pub async fn crashed_worker_event_comes_back_and_acked_never_does<T: InboxUnderTest>(under: &T) {
+pub async fn crashed_worker_event_comes_back_and_acked_never_does<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     // 2 s of visibility on the store's clock, which no test can pause: the
     // take, ack and second take below fit in it on a loaded machine (at
     // 300 ms they did not, once in a run with both cores busy).
@@ -459,7 +490,10 @@ pub async fn crashed_worker_event_comes_back_and_acked_never_does<T: InboxUnderT
 
 /// Sixty-four accepts of one id at once: one is accepted, one event is
 /// enqueued.
-pub async fn sixty_four_concurrent_accepts_of_one_id_enqueue_once<T: InboxUnderTest>(under: &T) {
+pub async fn sixty_four_concurrent_accepts_of_one_id_enqueue_once<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default()).await;
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(64));
     let tasks: Vec<_> = (0..64)
@@ -484,9 +518,11 @@ pub async fn sixty_four_concurrent_accepts_of_one_id_enqueue_once<T: InboxUnderT
 
 /// Sixteen tasks accept 10,000 ids of which 30% repeat across tasks:
 /// each distinct id is accepted once and is in the inbox once.
-pub async fn sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once<T: InboxUnderTest>(
+pub async fn sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once<T: StoreUnderTest>(
     under: &T,
-) {
+) where
+    T::Store: InboxQueue,
+{
     let f = Fixture::new(under, StoreOptions::default()).await;
     // 10,000 accepts over 7,000 distinct ids: 30% are repeats, spread
     // across tasks so that the same id races on two tasks.
@@ -528,7 +564,10 @@ pub async fn sixteen_tasks_ten_thousand_ids_with_repeats_enqueue_each_once<T: In
 /// `ack_many` acks, in one step, the deliveries its caller still holds,
 /// and answers `false` in place for each one it lost (taken by another
 /// worker after the visibility lapsed, or acked already).
-pub async fn ack_many_acks_what_it_holds_and_reports_the_rest_lost<T: InboxUnderTest>(under: &T) {
+pub async fn ack_many_acks_what_it_holds_and_reports_the_rest_lost<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let options = StoreOptions::default().with_visibility_timeout(Duration::from_millis(300));
     let f = Fixture::new(under, options).await;
     let ns = &f.namespace;
@@ -578,7 +617,10 @@ pub async fn ack_many_acks_what_it_holds_and_reports_the_rest_lost<T: InboxUnder
 /// holds, and count an attempt the worker never saw. A visibility timeout
 /// of zero makes every take slower than it, on any machine: what a round
 /// handed out may be reclaimed at once.
-pub async fn a_take_never_hands_out_one_event_twice<T: InboxUnderTest>(under: &T) {
+pub async fn a_take_never_hands_out_one_event_twice<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
     let options = StoreOptions::default().with_visibility_timeout(Duration::ZERO);
     let f = Fixture::new(under, options).await;
     let ids: Vec<String> = (0..64).map(|n| format!("evt_{n}")).collect();
@@ -606,4 +648,33 @@ pub async fn a_take_never_hands_out_one_event_twice<T: InboxUnderTest>(under: &T
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A heartbeat for a taken event that comes after its visibility timeout
+/// ran out is refused, on every store alike, even before another worker
+/// took the event: that worker may take it at any moment.
+pub async fn a_heartbeat_after_the_visibility_lapsed_is_refused<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
+    // 3 s: the second taker's heartbeat must come within it, however
+    // slowly the store answers on a loaded machine.
+    let options = StoreOptions::default().with_visibility_timeout(Duration::from_secs(3));
+    let f = Fixture::new(under, options).await;
+    let ns = &f.namespace;
+    let _ = f.store.accept(&event(ns, "evt")).await.unwrap();
+    let taken = f.store.take(ns, "w1", 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    tokio::time::sleep(Duration::from_millis(3300)).await;
+    assert!(matches!(
+        f.store.extend_visibility(&taken[0]).await,
+        Err(DedupError::DeliveryLost)
+    ));
+    // The event is free for the next worker, which may extend its own hold.
+    let retaken = f.store.take(ns, "w2", 10).await.unwrap();
+    assert_eq!(retaken.len(), 1);
+    f.store
+        .extend_visibility(&retaken[0])
+        .await
+        .expect("a heartbeat in time");
 }

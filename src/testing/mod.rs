@@ -1,22 +1,23 @@
 //! Conformance checks for a store of your own: the checks every built-in
 //! store passes, to run in your tests against yours (feature `testing`).
 //!
-//! Implement [`InboxUnderTest`] to say how to make a client of your store,
-//! then run [`inbox::all`], or each check of [`inbox`] as a test of its
-//! own. A check panics, as a test assertion does, with what your store got
+//! Implement [`StoreUnderTest`] to say how to make a client of your store,
+//! then run [`inbox::all`] (an [`InboxQueue`]) and [`lease::all`] (a
+//! [`LeaseStore`](crate::dedup::LeaseStore)), or each check as a test of
+//! its own. A check panics, as a test assertion does, with what your store got
 //! wrong. The checks use real time (a few seconds of delays and
 //! visibility timeouts) and spawn tasks: run them on a multi-threaded
 //! tokio runtime, `#[tokio::test(flavor = "multi_thread")]`.
 //!
 //! ```no_run
 //! use hooklatch::dedup::{MemoryInbox, StoreOptions};
-//! use hooklatch::testing::{InboxUnderTest, inbox};
+//! use hooklatch::testing::{StoreUnderTest, inbox};
 //!
 //! /// How the checks get a client of the store: here the memory store;
 //! /// yours opens a client of your database with `options`.
 //! struct MyStore;
 //!
-//! impl InboxUnderTest for MyStore {
+//! impl StoreUnderTest for MyStore {
 //!     type Store = MemoryInbox;
 //!
 //!     async fn store(&self, options: StoreOptions) -> MemoryInbox {
@@ -36,6 +37,7 @@
 //! ```
 
 pub mod inbox;
+pub mod lease;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,9 +45,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::dedup::{InboxQueue, IncomingEvent, StoreOptions};
 
 /// How the checks make clients of the store under test.
-pub trait InboxUnderTest: Sync {
-    /// The store.
-    type Store: InboxQueue + Clone + Send + Sync + 'static;
+pub trait StoreUnderTest: Sync {
+    /// The store: the inbox checks need an [`InboxQueue`], the lease
+    /// checks a [`LeaseStore`](crate::dedup::LeaseStore).
+    type Store: Clone + Send + Sync + 'static;
 
     /// A client of the store that keeps `options`: its retention, its
     /// visibility timeout and its attempts before a dead letter. Each
@@ -68,7 +71,7 @@ struct Fixture<S> {
 }
 
 impl<S> Fixture<S> {
-    async fn new<T: InboxUnderTest<Store = S>>(under: &T, options: StoreOptions) -> Self {
+    async fn new<T: StoreUnderTest<Store = S>>(under: &T, options: StoreOptions) -> Self {
         Self {
             store: under.store(options).await,
             namespace: unique_namespace(),

@@ -13,7 +13,7 @@ use hooklatch::dedup::{
     Acceptance, DeadLetter, DedupError, EventMeta, GiveBack, Inbox, InboxEntry, InboxQueue,
     InboxStats, IncomingEvent, NackOutcome, Receipt, StoreOptions, validate_key,
 };
-use hooklatch::testing::{InboxUnderTest, inbox};
+use hooklatch::testing::{StoreUnderTest, inbox};
 use hooklatch::worker::{Event, Failure, Worker};
 use tokio::time::Instant;
 
@@ -141,7 +141,19 @@ impl InboxQueue for ListInbox {
 
     async fn extend_visibility(&self, delivery: &InboxEntry) -> Result<(), DedupError> {
         let visibility = self.options.visibility_timeout();
-        self.with_taken(delivery, |row| row.ready_at = Instant::now() + visibility)
+        let lapsed = self.with_taken(delivery, |row| {
+            let now = Instant::now();
+            // A hold that lapsed may be taken by another worker any moment.
+            let lapsed = row.ready_at <= now;
+            if !lapsed {
+                row.ready_at = now + visibility;
+            }
+            lapsed
+        })?;
+        if lapsed {
+            return Err(DedupError::DeliveryLost);
+        }
+        Ok(())
     }
 
     async fn give_back(
@@ -286,7 +298,7 @@ async fn a_store_written_outside_the_crate_is_drained_by_a_worker() {
     store.ack(&second).await.unwrap();
 }
 
-impl InboxUnderTest for ListInbox {
+impl StoreUnderTest for ListInbox {
     type Store = ListInbox;
 
     async fn store(&self, options: StoreOptions) -> ListInbox {
