@@ -55,15 +55,17 @@ fn timings(mut calls: Vec<Duration>) -> Timings {
 
 /// Fills `bench` with the backlog by one statement (`fill`), then takes
 /// `HELD` and dead-letters `DEAD` of it through the store.
-async fn fill<DB: SqlDatabase>(store: &SqlInbox<DB>, fill: String)
+async fn fill<DB: SqlDatabase>(store: &SqlInbox<DB>, fill: [String; 2])
 where
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
 {
     let start = Instant::now();
-    sqlx::raw_sql(AssertSqlSafe(fill))
-        .execute(store.pool())
-        .await
-        .expect("backlog inserted");
+    for statement in fill {
+        sqlx::raw_sql(AssertSqlSafe(statement))
+            .execute(store.pool())
+            .await
+            .expect("backlog inserted");
+    }
     // A take hands out the oldest first: the backlog's head. Nacked with
     // no attempts left, `DEAD` of them are dead-lettered; the rest stay
     // held.
@@ -125,12 +127,14 @@ fn main() {
             .with_options(options.clone());
         fill(
             &sqlite,
-            format!(
-                "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {waiting}) \
-                 INSERT INTO hooklatch_inbox (namespace, event_id, body, received_at, available_at) \
-                 SELECT 'bench', 'evt-' || x, randomblob(256), 0, 0 FROM n; \
-                 ANALYZE"
-            ),
+            [
+                format!(
+                    "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < {waiting}) \
+                     INSERT INTO hooklatch_inbox (namespace, event_id, body, received_at, available_at) \
+                     SELECT 'bench', 'evt-' || x, randomblob(256), 0, 0 FROM n"
+                ),
+                "ANALYZE".to_owned(),
+            ],
         )
         .await;
         let hand = by_hand("hooklatch_inbox", "CAST(unixepoch('subsec') * 1000 AS INTEGER)");
@@ -144,12 +148,14 @@ fn main() {
         postgres.migrate().await.expect("migrate");
         fill(
             &postgres,
-            format!(
-                "INSERT INTO {prefix}_inbox (namespace, event_id, body, received_at, available_at) \
-                 SELECT 'bench', 'evt-' || x, convert_to(repeat('x', 256), 'UTF8'), 0, 0 \
-                 FROM generate_series(1, {waiting}) AS x; \
-                 VACUUM ANALYZE {prefix}_inbox"
-            ),
+            [
+                format!(
+                    "INSERT INTO {prefix}_inbox (namespace, event_id, body, received_at, available_at) \
+                     SELECT 'bench', 'evt-' || x, convert_to(repeat('x', 256), 'UTF8'), 0, 0 \
+                     FROM generate_series(1, {waiting}) AS x"
+                ),
+                format!("VACUUM ANALYZE {prefix}_inbox"),
+            ],
         )
         .await;
         let hand = by_hand(
