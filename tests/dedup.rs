@@ -20,7 +20,7 @@ use hooklatch::dedup::{
     InboxStats, IncomingEvent, LeaseStore, MemoryInbox, NackOutcome, PostgresInbox, RedisInbox,
     SqliteInbox, StoreOptions, Tail,
 };
-use hooklatch::testing::StoreUnderTest;
+use hooklatch::testing::{StoreUnderTest, drain};
 
 /// A store for one test, a namespace no other test uses, and whatever must
 /// live as long as the test (a temporary folder, a private server).
@@ -211,22 +211,6 @@ impl Backend for AnySqlite {
 
 fn event<'a>(namespace: &'a str, id: &'a str) -> IncomingEvent<'a> {
     IncomingEvent::new(namespace, id, id.as_bytes()).with_signed_at(Some(1_700_000_000))
-}
-
-/// Takes everything ready in `namespace`, acking each, in batches.
-async fn drain<S: InboxQueue>(store: &S, namespace: &str) -> Vec<String> {
-    let mut ids = Vec::new();
-    loop {
-        let batch = store.take(namespace, "drain", 500).await.expect("take");
-        if batch.is_empty() {
-            return ids;
-        }
-        for delivery in batch {
-            assert_eq!(delivery.body, delivery.id.as_bytes(), "body kept intact");
-            store.ack(&delivery).await.expect("ack");
-            ids.push(delivery.id);
-        }
-    }
 }
 
 /// `tail` returns each event accepted since its first call once, with its

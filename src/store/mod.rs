@@ -51,7 +51,29 @@ pub struct StoreError {
 }
 
 impl StoreError {
-    /// `sql` or `redis` (`store` for an error of no one backend).
+    /// The failure of a store of your own: `backend` names its database
+    /// (as `sql` and `redis` do the built-in ones'), `source` is its
+    /// driver's error, kept as [`source`](std::error::Error::source).
+    ///
+    /// ```
+    /// use hooklatch::dedup::{DedupError, StoreError};
+    ///
+    /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    /// let error = DedupError::Store(StoreError::new("mydb", refused));
+    /// assert!(error.to_string().starts_with("mydb store: "));
+    /// ```
+    pub fn new(
+        backend: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            backend,
+            source: source.into(),
+        }
+    }
+
+    /// `sql` or `redis` (`store` for an error of no one backend), or the
+    /// name a store of your own gave [`new`](Self::new).
     pub fn backend(&self) -> &'static str {
         self.backend
     }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{Fixture, StoreUnderTest, drain, event};
+use super::{Fixture, StoreUnderTest, bad_keys, drain, event};
 use crate::dedup::{
     Acceptance, DedupError, EventMeta, Inbox, InboxQueue, InboxStats, IncomingEvent, NackOutcome,
     StoreOptions,
@@ -103,16 +103,8 @@ where
     T::Store: InboxQueue,
 {
     let f = Fixture::new(under, StoreOptions::default()).await;
-    let long_id = "x".repeat(257);
-    for (namespace, id) in [
-        ("", "evt"),
-        ("bad namespace", "evt"),
-        ("ns{tag}", "evt"),
-        (f.namespace.as_str(), ""),
-        (f.namespace.as_str(), "has space"),
-        (f.namespace.as_str(), long_id.as_str()),
-    ] {
-        let error = f.store.accept(&event(namespace, id)).await.unwrap_err();
+    for (namespace, id) in bad_keys(&f.namespace) {
+        let error = f.store.accept(&event(&namespace, &id)).await.unwrap_err();
         assert!(error.is_bad_request(), "{namespace:?} {id:?}: {error}");
         assert!(
             matches!(error, DedupError::InvalidKey { .. }),

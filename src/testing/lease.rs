@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Fixture, StoreUnderTest};
+use super::{Fixture, StoreUnderTest, bad_keys};
 use crate::dedup::{Claim, DedupError, LeaseStore, StoreOptions};
 
 /// Runs every check of this module in turn, each on stores of its own.
@@ -27,18 +27,10 @@ where
     T::Store: LeaseStore,
 {
     let f = Fixture::new(under, StoreOptions::default()).await;
-    let long_id = "x".repeat(257);
-    for (namespace, id) in [
-        ("", "evt"),
-        ("bad namespace", "evt"),
-        ("ns{tag}", "evt"),
-        (f.namespace.as_str(), ""),
-        (f.namespace.as_str(), "has space"),
-        (f.namespace.as_str(), long_id.as_str()),
-    ] {
+    for (namespace, id) in bad_keys(&f.namespace) {
         let error = f
             .store
-            .claim(namespace, id, Duration::from_secs(1))
+            .claim(&namespace, &id, Duration::from_secs(1))
             .await
             .unwrap_err();
         assert!(matches!(error, DedupError::InvalidKey { .. }), "{error}");

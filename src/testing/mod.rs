@@ -100,9 +100,24 @@ fn event<'a>(namespace: &'a str, id: &'a str) -> IncomingEvent<'a> {
     IncomingEvent::new(namespace, id, id.as_bytes()).with_signed_at(Some(1_700_000_000))
 }
 
-/// Takes everything ready in `namespace`, acking each, in batches; the
+/// Namespaces and ids every store must refuse, next to `namespace`: an
+/// empty, spaced or braced namespace, and an empty, spaced or too long id.
+fn bad_keys(namespace: &str) -> [(String, String); 6] {
+    [
+        ("", "evt"),
+        ("bad namespace", "evt"),
+        ("ns{tag}", "evt"),
+        (namespace, ""),
+        (namespace, "has space"),
+        (namespace, &"x".repeat(257)),
+    ]
+    .map(|(namespace, id)| (namespace.to_owned(), id.to_owned()))
+}
+
+/// Takes everything ready in `namespace` and acks each, in batches of 500,
+/// checking that each body is its id (as the checks' events have); the
 /// ids in the order taken.
-async fn drain<S: InboxQueue>(store: &S, namespace: &str) -> Vec<String> {
+pub async fn drain<S: InboxQueue>(store: &S, namespace: &str) -> Vec<String> {
     let mut ids = Vec::new();
     loop {
         let batch = store.take(namespace, "drain", 500).await.expect("take");

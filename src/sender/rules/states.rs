@@ -60,8 +60,21 @@ pub struct EndpointHealth {
 impl EndpointHealth {
     /// This health with `change` merged in: a failure keeps the earlier of
     /// `failing_since` and its own time, a success clears it, and neither
-    /// touches a disable.
-    pub(crate) fn merged(self, change: HealthChange) -> Self {
+    /// touches a disable. What [`DeliveryStore::finish`](crate::sender::outbox::DeliveryStore::finish)
+    /// saves; a store of your own calls it rather than merging by hand.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use hooklatch::sender::outbox::{EndpointHealth, HealthChange};
+    ///
+    /// let (early, late) = (SystemTime::UNIX_EPOCH, SystemTime::now());
+    /// let failing = EndpointHealth::default().merged(HealthChange::Failed { at: late });
+    /// let failing = failing.merged(HealthChange::Failed { at: early });
+    /// assert_eq!(failing.failing_since, Some(early));
+    /// assert_eq!(failing.merged(HealthChange::Succeeded).failing_since, None);
+    /// ```
+    #[must_use]
+    pub fn merged(self, change: HealthChange) -> Self {
         let failing_since = match change {
             HealthChange::Succeeded => None,
             HealthChange::Failed { at } => {

@@ -40,6 +40,18 @@ pub struct Keyed {
     pub enqueued: bool,
 }
 
+impl Keyed {
+    /// What a store of your own answers from
+    /// [`Keeping::add_keyed_delivery`]: the delivery `id` the key names,
+    /// and whether this call enqueued it.
+    pub fn new(id: impl Into<String>, enqueued: bool) -> Self {
+        Self {
+            id: id.into(),
+            enqueued,
+        }
+    }
+}
+
 /// What an outbox keeps and for how long: idempotency keys for a window,
 /// and deliveries for each outcome's retention. Every outbox here
 /// implements it.
