@@ -328,19 +328,6 @@ async fn a_tail_returns_each_accept_once_with_its_type_and_state_now<B: Backend>
     assert_eq!(f.store.tail(&mut tail, 2).await.unwrap(), []);
 }
 
-async fn claims_expire_after_the_retention<B: Backend>() {
-    // 2 s on the store's clock, which no test can pause: the two accepts
-    // fit in it on a loaded machine (at 300 ms the second found the claim
-    // gone once with both cores busy).
-    const RETENTION: Duration = Duration::from_secs(2);
-    let f = B::fixture(StoreOptions::default().with_retention(RETENTION)).await;
-    let e = event(&f.namespace, "old");
-    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
-    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Duplicate);
-    tokio::time::sleep(RETENTION + Duration::from_millis(200)).await;
-    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
-}
-
 /// A client clock `offset` away from the real one.
 fn skewed(offset: Duration, ahead: bool) -> StoreOptions {
     StoreOptions::default()
@@ -461,77 +448,6 @@ async fn clients_with_clocks_hours_apart_agree_when_leases_end<B: Backend>() {
     assert_eq!(ahead.take(ns, "w2", 10).await.unwrap().len(), 1, "due now");
 }
 
-/// `extend` keeps a lease or a taken event beyond its first term, and only
-/// for its holder.
-async fn heartbeats_extend_leases_and_taken_events_for_their_holder_only<B: Backend>() {
-    // Terms of 3 s and a heartbeat every 750 ms: a beat may come 2.25 s
-    // late (a loaded machine's stalls) before a term lapses. The terms run
-    // on the store's clock, which no test can pause.
-    const TERM: Duration = Duration::from_secs(3);
-    let options = StoreOptions::default().with_visibility_timeout(TERM);
-    let f = B::fixture(options).await;
-    let ns = &f.namespace;
-    let Claim::Fresh(lease) = f.store.claim(ns, "evt", TERM).await.unwrap() else {
-        panic!("fresh");
-    };
-    assert_eq!(
-        f.store.accept(&event(ns, "queued")).await.unwrap(),
-        Acceptance::Accepted
-    );
-    let taken = f.store.take(ns, "w1", 10).await.unwrap();
-    assert_eq!(taken.len(), 1);
-    for _ in 0..5 {
-        tokio::time::sleep(TERM / 4).await;
-        f.store
-            .extend_lease(&lease, TERM)
-            .await
-            .expect("extend the lease");
-        f.store
-            .extend_visibility(&taken[0])
-            .await
-            .expect("extend the taken event");
-    }
-    // 3.75 s in: past the first term of both, still held.
-    assert!(matches!(
-        f.store
-            .claim(ns, "evt", Duration::from_secs(1))
-            .await
-            .unwrap(),
-        Claim::InProgress { .. }
-    ));
-    assert!(f.store.take(ns, "w2", 10).await.unwrap().is_empty());
-    // Without heartbeats both lapse; then another holder takes them and
-    // the first holder's heartbeats are refused.
-    tokio::time::sleep(TERM + Duration::from_millis(500)).await;
-    let Claim::Fresh(second) = f
-        .store
-        .claim(ns, "evt", Duration::from_secs(5))
-        .await
-        .unwrap()
-    else {
-        panic!("the lease lapsed");
-    };
-    assert!(matches!(
-        f.store.extend_lease(&lease, Duration::from_secs(5)).await,
-        Err(DedupError::LeaseLost)
-    ));
-    let retaken = f.store.take(ns, "w2", 10).await.unwrap();
-    assert_eq!(retaken.len(), 1);
-    assert!(matches!(
-        f.store.extend_visibility(&taken[0]).await,
-        Err(DedupError::DeliveryLost)
-    ));
-    f.store
-        .extend_visibility(&retaken[0])
-        .await
-        .expect("the new taker's heartbeat");
-    f.store.complete(&second).await.unwrap();
-    assert!(matches!(
-        f.store.extend_lease(&second, Duration::from_secs(5)).await,
-        Err(DedupError::LeaseLost)
-    ));
-}
-
 /// A backend as the published checks see it: each store they ask for is
 /// one of the backend's fixtures, kept alive (its server or folder) until
 /// the check ends.
@@ -569,6 +485,11 @@ macro_rules! acceptance_suite {
         inbox [$($inbox:ident),* $(,)?] lease [$($lease:ident),* $(,)?] here [$($test:ident),* $(,)?]
     ) => {
         mod $module {
+            /// The published checks stamped here, by module.
+            #[allow(dead_code)]
+            pub(crate) const CHECKS: [&[&str]; 2] =
+                [&[$(stringify!($inbox)),*], &[$(stringify!($lease)),*]];
+
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $inbox() {
@@ -612,6 +533,8 @@ macro_rules! for_every_store {
                 ack_many_acks_what_it_holds_and_reports_the_rest_lost,
                 a_take_never_hands_out_one_event_twice,
                 a_heartbeat_after_the_visibility_lapsed_is_refused,
+                heartbeats_keep_a_taken_event_from_other_workers,
+                claims_expire_after_the_retention,
             ] lease [
                 lease_claims_refuse_invalid_keys,
                 lease_is_exclusive_until_completed,
@@ -619,9 +542,8 @@ macro_rules! for_every_store {
                 expired_lease_is_reclaimed_and_the_old_holder_loses_it,
                 concurrent_claims_give_one_fresh_lease,
                 a_heartbeat_after_the_lease_lapsed_is_refused,
+                heartbeats_keep_a_lease_from_other_claims,
             ] here [
-                claims_expire_after_the_retention,
-                heartbeats_extend_leases_and_taken_events_for_their_holder_only,
                 a_tail_returns_each_accept_once_with_its_type_and_state_now,
             ]
             );
@@ -722,6 +644,32 @@ acceptance_suite!(
     redis_cluster_clock,
     RedisCluster: inbox [] lease [] here [clients_with_clocks_hours_apart_agree_when_leases_end]
 );
+
+/// Every published check runs on every built-in store: the lists stamped
+/// above are the `pub async fn`s of `hooklatch::testing::inbox` and
+/// `lease` (but `all`), so that a check added there cannot be skipped here.
+#[test]
+fn every_published_check_is_stamped_over_every_store() {
+    let published = |source: &'static str| {
+        let mut names: Vec<&str> = source
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub async fn "))
+            .filter_map(|rest| rest.split('<').next())
+            .filter(|name| *name != "all")
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let sources = [
+        include_str!("../src/testing/inbox.rs"),
+        include_str!("../src/testing/lease.rs"),
+    ];
+    for (stamped, source) in memory::CHECKS.into_iter().zip(sources) {
+        let mut stamped = stamped.to_vec();
+        stamped.sort_unstable();
+        assert_eq!(stamped, published(source));
+    }
+}
 
 /// MemoryInbox keeps time by the clock it is given: a lease ends when that
 /// clock says so, with no waiting.

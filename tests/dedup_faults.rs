@@ -1061,7 +1061,7 @@ async fn postgres_inbox_from_before_metadata_upgrades_in_place_and_keeps_its_eve
 fn before_counts(prefix: &str, postgres: bool) -> Vec<AssertSqlSafe<String>> {
     let inbox = format!("{prefix}_inbox");
     let mut statements = Vec::new();
-    for name in ["added", "removed", "emptied"] {
+    for name in ["added", "removed", "changed", "emptied"] {
         if postgres {
             statements.push(format!("DROP TRIGGER {inbox}_{name} ON {inbox}"));
             statements.push(format!("DROP FUNCTION {inbox}_{name}()"));
@@ -1149,6 +1149,84 @@ async fn postgres_inbox_from_before_kept_counts_counts_the_events_already_there(
         },
     )
     .await;
+}
+
+/// The counts follow rows written by hand too (an operator's `UPDATE`,
+/// `DELETE`, `INSERT`), since the database's triggers keep them, not the
+/// store's statements; `run` runs one statement on the store's database,
+/// whose inbox table and byte string literal come with it.
+async fn counts_follow_rows_written_by_hand<S: InboxQueue>(
+    store: &S,
+    (inbox, body): (&str, &str),
+    run: impl AsyncFn(String),
+) {
+    let stats = |waiting, dead| {
+        let mut stats = hooklatch::dedup::InboxStats::default();
+        (stats.waiting, stats.dead) = (waiting, dead);
+        stats
+    };
+    for id in ["a", "b", "c"] {
+        let _ = store.accept(&event("ns", id, SMALL)).await.unwrap();
+    }
+    run(format!(
+        "UPDATE {inbox} SET dead = TRUE WHERE event_id IN ('a', 'b')"
+    ))
+    .await;
+    assert_eq!(store.stats("ns").await.unwrap(), stats(1, 2));
+    run(format!(
+        "UPDATE {inbox} SET dead = FALSE WHERE event_id = 'a'"
+    ))
+    .await;
+    assert_eq!(store.stats("ns").await.unwrap(), stats(2, 1));
+    run(format!("DELETE FROM {inbox} WHERE event_id IN ('b', 'c')")).await;
+    assert_eq!(store.stats("ns").await.unwrap(), stats(1, 0));
+    run(format!(
+        "INSERT INTO {inbox} (namespace, event_id, body, received_at, available_at, dead) \
+         VALUES ('ns', 'by_hand', {body}, 0, 0, TRUE)"
+    ))
+    .await;
+    assert_eq!(store.stats("ns").await.unwrap(), stats(1, 1));
+}
+
+#[tokio::test]
+async fn sqlite_counts_follow_rows_written_by_hand() {
+    let dir = support::TempDir::new("sqlite-by-hand");
+    let store = SqliteInbox::open(dir.path().join("inbox.db"))
+        .await
+        .unwrap();
+    let pool = store.pool().clone();
+    let table = ("hooklatch_inbox", "x'7b7d'");
+    counts_follow_rows_written_by_hand(&store, table, async |statement| {
+        sqlx::query(AssertSqlSafe(statement))
+            .execute(&pool)
+            .await
+            .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_counts_follow_rows_written_by_hand_and_a_truncate() {
+    let server = support::postgres();
+    let pool = sqlx::PgPool::connect(&server.url()).await.unwrap();
+    let prefix = support::unique("by_hand");
+    let store = PostgresInbox::new(pool.clone(), &prefix).unwrap();
+    store.migrate().await.unwrap();
+    let inbox = format!("{prefix}_inbox");
+    let run = async |statement: String| {
+        sqlx::query(AssertSqlSafe(statement))
+            .execute(&pool)
+            .await
+            .unwrap();
+    };
+    counts_follow_rows_written_by_hand(&store, (&inbox, "decode('7b7d', 'hex')"), run).await;
+    run(format!("TRUNCATE {inbox}")).await;
+    assert_eq!(
+        store.stats("ns").await.unwrap(),
+        hooklatch::dedup::InboxStats::default()
+    );
+    let _ = store.accept(&event("ns", "after", SMALL)).await.unwrap();
+    assert_eq!(store.stats("ns").await.unwrap().waiting, 1);
 }
 
 /// Puts `count` claims made at the epoch (long past any retention) straight

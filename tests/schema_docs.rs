@@ -200,7 +200,11 @@ async fn sqlite_schema_docs_are_the_tables_migrate_makes() {
             .unwrap();
     assert_eq!(
         triggers,
-        ["hooklatch_inbox_added", "hooklatch_inbox_removed"]
+        [
+            "hooklatch_inbox_added",
+            "hooklatch_inbox_changed",
+            "hooklatch_inbox_removed"
+        ]
     );
     documented_triggers(include_str!("../src/dedup/sqlite.rs"), &triggers);
     let real = sqlite_catalog(store.pool(), &tables).await;
@@ -264,6 +268,7 @@ async fn postgres_schema_docs_are_the_tables_migrate_makes() {
         triggers,
         [
             "hooklatch_inbox_added",
+            "hooklatch_inbox_changed",
             "hooklatch_inbox_emptied",
             "hooklatch_inbox_removed"
         ]

@@ -556,7 +556,9 @@ pub trait InboxQueue: Inbox {
     /// for another visibility timeout from now, on the store's clock.
     ///
     /// Fails with [`DedupError::DeliveryLost`] if the event was taken by
-    /// another worker meanwhile (the token no longer matches).
+    /// another worker meanwhile (the token no longer matches), or if its
+    /// visibility timeout already ran out (another worker may take it at
+    /// any moment), or it was acked or nacked.
     fn extend_visibility(
         &self,
         delivery: &InboxEntry,
@@ -710,7 +712,9 @@ pub trait LeaseStore: Send + Sync {
     /// `lease_for` from now, on the store's clock.
     ///
     /// Fails with [`DedupError::LeaseLost`] if another delivery took the id
-    /// meanwhile (the token no longer matches) or it was completed.
+    /// meanwhile (the token no longer matches), if the lease already ran
+    /// out (another delivery may claim it at any moment), or it was
+    /// completed or released.
     fn extend_lease(
         &self,
         lease: &Lease,

@@ -73,15 +73,17 @@ use crate::store::sql::{POSTGRES, postgres_pool};
 ///     namespace TEXT   NOT NULL,
 ///     shard     BIGINT NOT NULL,         -- summed: a shard per connection
 ///     events    BIGINT NOT NULL,
+///     dead      BIGINT NOT NULL,         -- of them dead letters
 ///     PRIMARY KEY (namespace, shard)
 /// );
 /// ```
 ///
 /// Statement triggers on the inbox (`hooklatch_inbox_added`, `_removed`,
-/// `_emptied`, with functions of the same names) keep
-/// `hooklatch_inbox_counts` once per insert, delete or truncate, so that
+/// `_changed`, `_emptied`, with functions of the same names) keep
+/// `hooklatch_inbox_counts` (all rows and dead ones) once per insert,
+/// delete, update or truncate, so that
 /// [`stats`](crate::dedup::InboxQueue::stats) costs the same at a backlog
-/// of a million as of ten.
+/// of a million, waiting or dead, as of ten.
 ///
 /// The inbox table is vacuumed after 1,000 rows plus 1% of them changed
 /// (not Postgres's default 50 plus 20%), so that acked rows do not pile
@@ -316,24 +318,41 @@ fn take_statement(inbox: &str) -> String {
 }
 
 /// Keeps `{inbox}_counts` once per statement, not per row: an accept
-/// batch or an ack batch adds or takes away its rows' count per namespace
-/// in one upsert. Each connection writes its own shard of a namespace's
-/// count (its backend pid modulo 16), so that concurrent batches seldom
-/// wait on one row's lock until the other commits, and one transaction
-/// never holds two shards (no deadlock between two); `stats` sums them.
+/// batch, an ack batch or a take adds or takes away its rows' counts (all
+/// rows, and dead ones) per namespace in one upsert. Each connection
+/// writes its own shard of a namespace's counts (its backend pid modulo
+/// 16), so that one transaction never holds two shards (no deadlock
+/// between two); connections that share a shard wait for each other's
+/// commit, as writers of one row do. `stats` sums the shards.
 fn count_triggers(inbox: &str) -> Vec<String> {
-    let counted = |name: &str, rows: &str, sign: &str| {
+    let upsert = |select: &str| {
         format!(
-            "CREATE OR REPLACE FUNCTION {inbox}_{name}() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN \
-             INSERT INTO {inbox}_counts AS c (namespace, shard, events) \
-             SELECT namespace, pg_backend_pid() % 16, {sign}COUNT(*) FROM {rows} \
-             GROUP BY namespace ORDER BY namespace \
-             ON CONFLICT (namespace, shard) DO UPDATE SET events = c.events + excluded.events; \
+            "CREATE OR REPLACE FUNCTION {select} \
+             ON CONFLICT (namespace, shard) DO UPDATE \
+             SET events = c.events + excluded.events, dead = c.dead + excluded.dead; \
              RETURN NULL; \
              END $$"
         )
     };
+    let counted = |name: &str, rows: &str, sign: &str| {
+        upsert(&format!(
+            "{inbox}_{name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             INSERT INTO {inbox}_counts AS c (namespace, shard, events, dead) \
+             SELECT namespace, pg_backend_pid() % 16, {sign}COUNT(*), \
+             {sign}COUNT(*) FILTER (WHERE dead) FROM {rows} \
+             GROUP BY namespace ORDER BY namespace"
+        ))
+    };
+    // Only a change of `dead` counts; the join pairs each row's versions
+    // (a statement updates a row once).
+    let changed = upsert(&format!(
+        "{inbox}_changed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+         INSERT INTO {inbox}_counts AS c (namespace, shard, events, dead) \
+         SELECT a.namespace, pg_backend_pid() % 16, 0, \
+         SUM(CASE WHEN a.dead THEN 1 ELSE -1 END) \
+         FROM changed_after AS a JOIN changed_before AS b ON a.entry = b.entry \
+         WHERE a.dead <> b.dead GROUP BY a.namespace ORDER BY a.namespace"
+    ));
     let trigger = |name: &str, change: &str, rows: &str| {
         [
             format!("DROP TRIGGER IF EXISTS {inbox}_{name} ON {inbox}"),
@@ -346,6 +365,7 @@ fn count_triggers(inbox: &str) -> Vec<String> {
     let mut statements = vec![
         counted("added", "added", ""),
         counted("removed", "removed", "-"),
+        changed,
         format!(
             "CREATE OR REPLACE FUNCTION {inbox}_emptied() RETURNS trigger LANGUAGE plpgsql AS $$ \
              BEGIN DELETE FROM {inbox}_counts; RETURN NULL; END $$"
@@ -356,6 +376,11 @@ fn count_triggers(inbox: &str) -> Vec<String> {
         "removed",
         "DELETE",
         "REFERENCING OLD TABLE AS removed",
+    ));
+    statements.extend(trigger(
+        "changed",
+        "UPDATE",
+        "REFERENCING OLD TABLE AS changed_before NEW TABLE AS changed_after",
     ));
     statements.extend(trigger("emptied", "TRUNCATE", ""));
     statements

@@ -68,15 +68,17 @@ use crate::store::sql::{On, SQLITE, sql_built, sqlite_pool};
 /// CREATE INDEX hooklatch_inbox_taken ON hooklatch_inbox (namespace, taken_until)
 ///     WHERE taken_token IS NOT NULL AND NOT dead;
 /// CREATE TABLE hooklatch_inbox_counts (   -- rows in the inbox per namespace
-///     namespace TEXT NOT NULL, shard INTEGER NOT NULL, events INTEGER NOT NULL,
+///     namespace TEXT NOT NULL, shard INTEGER NOT NULL,
+///     events INTEGER NOT NULL, dead INTEGER NOT NULL,  -- all, and dead letters
 ///     PRIMARY KEY (namespace, shard)
 /// );
 /// ```
 ///
-/// Two triggers on the inbox (`hooklatch_inbox_added`, `_removed`) keep
-/// `hooklatch_inbox_counts` on every insert and delete, so that
+/// Three triggers on the inbox (`hooklatch_inbox_added`, `_removed`,
+/// `_changed`) keep `hooklatch_inbox_counts` (all rows and dead ones) on
+/// every insert, delete and dead letter, so that
 /// [`stats`](crate::dedup::InboxQueue::stats) costs the same at a backlog
-/// of a million as of ten. `migrate` also keeps `hooklatch_schema_versions (component TEXT PRIMARY
+/// of a million, waiting or dead, as of ten. `migrate` also keeps `hooklatch_schema_versions (component TEXT PRIMARY
 /// KEY, version INT)`, one table whatever the prefix, shared by every
 /// hooklatch store in the file.
 ///
@@ -216,24 +218,43 @@ fn take_statement(inbox: &str) -> String {
 }
 
 /// Keeps `{inbox}_counts` row by row (SQLite has no statement triggers;
-/// its one writer makes one shard enough).
+/// its one writer makes one shard enough). Dropped and made again, so
+/// that a later release's definition replaces an earlier one's.
 fn count_triggers(inbox: &str) -> Vec<String> {
-    vec![
-        format!(
-            "CREATE TRIGGER IF NOT EXISTS {inbox}_added AFTER INSERT ON {inbox} BEGIN \
-             INSERT OR IGNORE INTO {inbox}_counts (namespace, shard, events) \
-             VALUES (new.namespace, 0, 0); \
-             UPDATE {inbox}_counts SET events = events + 1 \
-             WHERE namespace = new.namespace AND shard = 0; \
-             END"
+    let trigger = |name: &str, when: &str, body: &str| {
+        [
+            format!("DROP TRIGGER IF EXISTS {inbox}_{name}"),
+            format!("CREATE TRIGGER {inbox}_{name} AFTER {when} BEGIN {body} END"),
+        ]
+    };
+    let mut statements = Vec::new();
+    statements.extend(trigger(
+        "added",
+        &format!("INSERT ON {inbox}"),
+        &format!(
+            "INSERT OR IGNORE INTO {inbox}_counts (namespace, shard, events, dead) \
+             VALUES (new.namespace, 0, 0, 0); \
+             UPDATE {inbox}_counts SET events = events + 1, dead = dead + new.dead \
+             WHERE namespace = new.namespace AND shard = 0;"
         ),
-        format!(
-            "CREATE TRIGGER IF NOT EXISTS {inbox}_removed AFTER DELETE ON {inbox} BEGIN \
-             UPDATE {inbox}_counts SET events = events - 1 \
-             WHERE namespace = old.namespace AND shard = 0; \
-             END"
+    ));
+    statements.extend(trigger(
+        "removed",
+        &format!("DELETE ON {inbox}"),
+        &format!(
+            "UPDATE {inbox}_counts SET events = events - 1, dead = dead - old.dead \
+             WHERE namespace = old.namespace AND shard = 0;"
         ),
-    ]
+    ));
+    statements.extend(trigger(
+        "changed",
+        &format!("UPDATE OF dead ON {inbox} WHEN old.dead <> new.dead"),
+        &format!(
+            "UPDATE {inbox}_counts SET dead = dead + new.dead - old.dead \
+             WHERE namespace = new.namespace AND shard = 0;"
+        ),
+    ));
+    statements
 }
 
 /// Acks many taken rows in one statement: $1 is a JSON array of

@@ -12,8 +12,9 @@ use crate::dedup::{
 
 /// Runs every check of this module in turn, each on stores of its own:
 /// what a store must do for the receiver and the worker to keep their
-/// promises. Takes about 10 s (three checks wait out real delays and
-/// visibility timeouts) and needs a multi-threaded tokio runtime.
+/// promises. Takes about 25 s (several checks wait out real delays,
+/// visibility timeouts and retention on the store's clock) and needs a
+/// multi-threaded tokio runtime.
 ///
 /// ```no_run
 /// # async fn run() {
@@ -52,6 +53,8 @@ where
     ack_many_acks_what_it_holds_and_reports_the_rest_lost(under).await;
     a_take_never_hands_out_one_event_twice(under).await;
     a_heartbeat_after_the_visibility_lapsed_is_refused(under).await;
+    heartbeats_keep_a_taken_event_from_other_workers(under).await;
+    claims_expire_after_the_retention(under).await;
 }
 
 /// An id is accepted once, then answered as a duplicate; the same id in
@@ -619,8 +622,10 @@ where
     for id in &ids {
         let _ = f.store.accept(&event(&f.namespace, id)).await.unwrap();
     }
-    for round in 0..5 {
+    let mut handed_out = 0;
+    for round in 0..20 {
         let taken = f.store.take(&f.namespace, "w", 64).await.unwrap();
+        handed_out += taken.len();
         if round == 0 {
             // No event was handed out before: each is on its first attempt,
             // however many times the take asked a shard.
@@ -640,6 +645,7 @@ where
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    assert_eq!(handed_out, 64, "each event handed out and acked once");
 }
 
 /// A heartbeat for a taken event that comes after its visibility timeout
@@ -669,4 +675,63 @@ where
         .extend_visibility(&retaken[0])
         .await
         .expect("a heartbeat in time");
+}
+
+/// A claim is forgotten after the retention: the same id is then accepted
+/// again (2 s of retention, on the store's clock).
+pub async fn claims_expire_after_the_retention<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
+    // 2 s on the store's clock, which no test can pause: the two accepts
+    // fit in it on a loaded machine (at 300 ms the second found the claim
+    // gone once with both cores busy).
+    const RETENTION: Duration = Duration::from_secs(2);
+    let f = Fixture::new(under, StoreOptions::default().with_retention(RETENTION)).await;
+    let e = event(&f.namespace, "old");
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Duplicate);
+    tokio::time::sleep(RETENTION + Duration::from_millis(200)).await;
+    assert_eq!(f.store.accept(&e).await.unwrap(), Acceptance::Accepted);
+}
+
+/// Heartbeats keep a taken event from other workers past its first
+/// visibility timeout, for its holder only: once they stop, the event is
+/// taken again and the first holder's heartbeat is refused (about 7 s of
+/// real time).
+pub async fn heartbeats_keep_a_taken_event_from_other_workers<T: StoreUnderTest>(under: &T)
+where
+    T::Store: InboxQueue,
+{
+    // A term of 3 s and a heartbeat every 750 ms: a beat may come 2.25 s
+    // late (a loaded machine's stalls) before the term lapses. The term
+    // runs on the store's clock, which no test can pause.
+    const TERM: Duration = Duration::from_secs(3);
+    let f = Fixture::new(under, StoreOptions::default().with_visibility_timeout(TERM)).await;
+    let ns = &f.namespace;
+    let _ = f.store.accept(&event(ns, "queued")).await.unwrap();
+    let taken = f.store.take(ns, "w1", 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    for _ in 0..5 {
+        tokio::time::sleep(TERM / 4).await;
+        f.store
+            .extend_visibility(&taken[0])
+            .await
+            .expect("a heartbeat in time");
+    }
+    assert!(
+        f.store.take(ns, "w2", 10).await.unwrap().is_empty(),
+        "3.75 s in, past the first term: still held"
+    );
+    tokio::time::sleep(TERM + Duration::from_millis(500)).await;
+    let retaken = f.store.take(ns, "w2", 10).await.unwrap();
+    assert_eq!(retaken.len(), 1, "without heartbeats the hold lapses");
+    assert!(matches!(
+        f.store.extend_visibility(&taken[0]).await,
+        Err(DedupError::DeliveryLost)
+    ));
+    f.store
+        .extend_visibility(&retaken[0])
+        .await
+        .expect("the new taker's heartbeat");
 }

@@ -8,7 +8,8 @@ use super::{Fixture, StoreUnderTest, bad_keys};
 use crate::dedup::{Claim, DedupError, LeaseStore, StoreOptions};
 
 /// Runs every check of this module in turn, each on stores of its own.
-/// Takes about a second and needs a multi-threaded tokio runtime.
+/// Takes about 8 s (a heartbeat check waits out real terms on the store's
+/// clock) and needs a multi-threaded tokio runtime.
 pub async fn all<T: StoreUnderTest>(under: &T)
 where
     T::Store: LeaseStore,
@@ -19,6 +20,7 @@ where
     expired_lease_is_reclaimed_and_the_old_holder_loses_it(under).await;
     concurrent_claims_give_one_fresh_lease(under).await;
     a_heartbeat_after_the_lease_lapsed_is_refused(under).await;
+    heartbeats_keep_a_lease_from_other_claims(under).await;
 }
 
 /// A lease's claim refuses a bad namespace or event id as an invalid key.
@@ -188,6 +190,58 @@ where
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(matches!(
         f.store.extend_lease(&lease, Duration::from_secs(5)).await,
+        Err(DedupError::LeaseLost)
+    ));
+}
+
+/// Heartbeats keep a lease from other claims past its first term, for its
+/// holder only: once they stop, the id is claimed afresh, the first
+/// holder's heartbeat is refused, and so is one after completion (about
+/// 7 s of real time).
+pub async fn heartbeats_keep_a_lease_from_other_claims<T: StoreUnderTest>(under: &T)
+where
+    T::Store: LeaseStore,
+{
+    // A term of 3 s and a heartbeat every 750 ms, as for taken events.
+    const TERM: Duration = Duration::from_secs(3);
+    let f = Fixture::new(under, StoreOptions::default()).await;
+    let ns = &f.namespace;
+    let Claim::Fresh(lease) = f.store.claim(ns, "evt", TERM).await.unwrap() else {
+        panic!("fresh");
+    };
+    for _ in 0..5 {
+        tokio::time::sleep(TERM / 4).await;
+        f.store
+            .extend_lease(&lease, TERM)
+            .await
+            .expect("a heartbeat in time");
+    }
+    assert!(
+        matches!(
+            f.store
+                .claim(ns, "evt", Duration::from_secs(1))
+                .await
+                .unwrap(),
+            Claim::InProgress { .. }
+        ),
+        "3.75 s in, past the first term: still held"
+    );
+    tokio::time::sleep(TERM + Duration::from_millis(500)).await;
+    let Claim::Fresh(second) = f
+        .store
+        .claim(ns, "evt", Duration::from_secs(5))
+        .await
+        .unwrap()
+    else {
+        panic!("without heartbeats the lease lapses");
+    };
+    assert!(matches!(
+        f.store.extend_lease(&lease, Duration::from_secs(5)).await,
+        Err(DedupError::LeaseLost)
+    ));
+    f.store.complete(&second).await.unwrap();
+    assert!(matches!(
+        f.store.extend_lease(&second, Duration::from_secs(5)).await,
         Err(DedupError::LeaseLost)
     ));
 }

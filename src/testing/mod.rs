@@ -114,9 +114,8 @@ fn bad_keys(namespace: &str) -> [(String, String); 6] {
     .map(|(namespace, id)| (namespace.to_owned(), id.to_owned()))
 }
 
-/// Takes everything ready in `namespace` and acks each, in batches of 500,
-/// checking that each body is its id (as the checks' events have); the
-/// ids in the order taken.
+/// Takes everything ready in `namespace` and acks each, in batches of
+/// 500: the ids in the order taken.
 pub async fn drain<S: InboxQueue>(store: &S, namespace: &str) -> Vec<String> {
     let mut ids = Vec::new();
     loop {
@@ -125,7 +124,6 @@ pub async fn drain<S: InboxQueue>(store: &S, namespace: &str) -> Vec<String> {
             return ids;
         }
         for delivery in batch {
-            assert_eq!(delivery.body, delivery.id.as_bytes(), "body kept intact");
             store.ack(&delivery).await.expect("ack");
             ids.push(delivery.id);
         }

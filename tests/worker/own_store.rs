@@ -31,8 +31,10 @@ struct Row {
     /// When it is ready (again).
     ready_at: Instant,
     dead: Option<DeadLetter>,
-    /// Acked: kept, so that its id stays a duplicate.
+    /// Acked: kept, so that its id stays a duplicate until the retention
+    /// ends.
     done: bool,
+    claimed_at: Instant,
 }
 
 /// The simplest inbox that keeps every promise a worker relies on: one
@@ -72,10 +74,12 @@ impl Inbox for ListInbox {
     async fn accept(&self, event: &IncomingEvent<'_>) -> Result<Acceptance, DedupError> {
         validate_key(event.namespace, event.id)?;
         let mut rows = self.rows.lock().unwrap();
-        if rows
-            .iter()
-            .any(|row| row.namespace == event.namespace && row.id == event.id)
-        {
+        let retention = self.options.retention();
+        if rows.iter().any(|row| {
+            row.namespace == event.namespace
+                && row.id == event.id
+                && row.claimed_at.elapsed() < retention
+        }) {
             return Ok(Acceptance::Duplicate);
         }
         rows.push(Row {
@@ -89,6 +93,7 @@ impl Inbox for ListInbox {
             ready_at: Instant::now(),
             dead: None,
             done: false,
+            claimed_at: Instant::now(),
         });
         Ok(Acceptance::Accepted)
     }

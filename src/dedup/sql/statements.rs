@@ -104,8 +104,9 @@ pub(crate) fn dead_reason_schema(inbox: &str, dialect: &Dialect) -> Schema {
     }
 }
 
-/// Version 5 of the inbox: how many rows each namespace holds, kept by
-/// the database's own triggers on every insert and delete (the dialect's
+/// Version 5 of the inbox: how many rows each namespace holds, and how
+/// many of them are dead letters, kept by the database's own triggers on
+/// every insert, delete and dead letter (the dialect's
 /// `triggers`, given the inbox table), so that `stats` reads a few rows
 /// instead of counting the backlog; and an index of the taken rows, so
 /// that counting them costs what workers hold. The count starts from the
@@ -120,14 +121,15 @@ pub(crate) fn counts_schema(
     let mut statements = vec![format!(
         "CREATE TABLE IF NOT EXISTS {inbox}_counts (\
          namespace TEXT NOT NULL, shard {int} NOT NULL, events {int} NOT NULL, \
-         PRIMARY KEY (namespace, shard))"
+         dead {int} NOT NULL, PRIMARY KEY (namespace, shard))"
     )];
     statements.extend(triggers(inbox));
     statements.extend([
         format!("DELETE FROM {inbox}_counts"),
         format!(
-            "INSERT INTO {inbox}_counts (namespace, shard, events) \
-             SELECT namespace, 0, COUNT(*) FROM {inbox} GROUP BY namespace"
+            "INSERT INTO {inbox}_counts (namespace, shard, events, dead) \
+             SELECT namespace, 0, COUNT(*), SUM(CASE WHEN dead THEN 1 ELSE 0 END) \
+             FROM {inbox} GROUP BY namespace"
         ),
         format!(
             "CREATE INDEX IF NOT EXISTS {inbox}_taken ON {inbox} (namespace, taken_until) \
@@ -316,15 +318,15 @@ impl Statements {
                     lock_rows = dialect.lock_rows
                 ))
             )),
-            // The total from the counts the triggers keep; the dead and
-            // the taken from their partial indexes, whose size is theirs.
+            // The total and the dead from the counts the triggers keep;
+            // the taken from their partial index, whose size is what the
+            // workers hold.
             stats: statement(format!(
-                "SELECT \
-                 CAST((SELECT COALESCE(SUM(events), 0) FROM {inbox}_counts WHERE namespace = $1) \
-                 AS {int}) AS total, \
-                 (SELECT COUNT(*) FROM {inbox} WHERE namespace = $1 AND dead) AS dead, \
+                "SELECT CAST(COALESCE(SUM(events), 0) AS {int}) AS total, \
+                 CAST(COALESCE(SUM(dead), 0) AS {int}) AS dead, \
                  (SELECT COUNT(*) FROM {inbox} WHERE namespace = $1 \
-                 AND taken_token IS NOT NULL AND NOT dead AND taken_until > {now}) AS taken",
+                 AND taken_token IS NOT NULL AND NOT dead AND taken_until > {now}) AS taken \
+                 FROM {inbox}_counts WHERE namespace = $1",
                 int = dialect.int
             )),
             requeue_dead: statement(format!(

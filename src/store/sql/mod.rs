@@ -245,6 +245,12 @@ pub(crate) async fn migrate_postgres(
         }
     }
     let mut tx = pool.begin().await?;
+    // Each statement sees what committed before it, whatever the server's
+    // default: an upgrade that counts or copies rows after taking a lock
+    // must see the rows written while it waited for the lock.
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .execute(&mut *tx)
+        .await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('hooklatch-migrate'))")
         .execute(&mut *tx)
         .await?;
