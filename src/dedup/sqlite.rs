@@ -232,10 +232,9 @@ fn count_triggers(inbox: &str) -> Vec<String> {
         "added",
         &format!("INSERT ON {inbox}"),
         &format!(
-            "INSERT OR IGNORE INTO {inbox}_counts (namespace, shard, events, dead) \
-             VALUES (new.namespace, 0, 0, 0); \
-             UPDATE {inbox}_counts SET events = events + 1, dead = dead + new.dead \
-             WHERE namespace = new.namespace AND shard = 0;"
+            "INSERT INTO {inbox}_counts (namespace, shard, events, dead) \
+             VALUES (new.namespace, 0, 1, new.dead) ON CONFLICT (namespace, shard) \
+             DO UPDATE SET events = events + 1, dead = dead + excluded.dead;"
         ),
     ));
     statements.extend(trigger(
