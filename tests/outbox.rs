@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use hooklatch::sender::outbox::{DeliveryState, DisableReason, EndpointHealth, HealthChange};
-use hooklatch::sender::outbox::{DeliveryStore, Keeping, OUTBOX_PURGE_BATCH, Taken, Wanted};
+use hooklatch::sender::outbox::{DeliveryState, DisableReason, EndpointHealth};
+use hooklatch::sender::outbox::{DeliveryStore, Wanted};
 use hooklatch::sender::rules::{Attempt, Final, Step};
 use hooklatch::sender::transport::{Response, TransportError};
 use hooklatch::sender::{Disabled, Dispatcher, Policy, RedisOutbox, Transport};
+use hooklatch::testing::OutboxUnderTest;
 use hooklatch::trace::TraceParent;
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -403,112 +404,6 @@ async fn purge_keeps_pending_and_dead(backend: impl Backend) {
     assert!(again.attempts.is_empty());
 }
 
-/// More finished deliveries than two purge batches are all purged, with
-/// their attempts, and a pending and a dead one are kept.
-async fn purge_takes_every_batch(backend: impl Backend) {
-    use futures_util::StreamExt as _;
-    let store = backend.open().await;
-    let count = usize::try_from(2 * OUTBOX_PURGE_BATCH + 7).unwrap();
-    let taken = lease(&store, ENDPOINT, count + 1).await;
-    let (dead, delivered) = taken.split_last().unwrap();
-    futures_util::stream::iter(delivered)
-        .for_each_concurrent(16, |taken| {
-            let store = &store;
-            async move {
-                let attempt = Attempt::new(taken.attempts + 1, SystemTime::now(), Ok(200));
-                let step = Step::Done(Final::Delivered);
-                store
-                    .finish(taken, &attempt, step, None)
-                    .await
-                    .expect("the lease held");
-            }
-        })
-        .await;
-    let _ = record(&store, dead, None).await.unwrap();
-    assert!(
-        store
-            .enqueue(ENDPOINT, "pending", b"{}", SystemTime::now())
-            .await
-            .unwrap()
-    );
-    tokio::time::sleep(Duration::from_millis(5)).await;
-
-    let purged = store.purge(SystemTime::now()).await.unwrap();
-    assert_eq!(
-        purged,
-        u64::try_from(count).unwrap(),
-        "every batch is purged"
-    );
-    assert_eq!(store.purge(SystemTime::now()).await.unwrap(), 0);
-    let delivered = store
-        .list(ENDPOINT, DeliveryState::Delivered, 10)
-        .await
-        .unwrap();
-    assert!(delivered.is_empty(), "{delivered:?}");
-    assert_eq!(state_of(&store, &dead.id).await, DeliveryState::Dead);
-    assert_eq!(state_of(&store, "pending").await, DeliveryState::Pending);
-    // The last id of the last batch is forgotten with its attempts.
-    let last = &taken[count - 1].id;
-    assert!(
-        store
-            .enqueue(ENDPOINT, last, b"{}", SystemTime::now())
-            .await
-            .unwrap()
-    );
-    let again = store.delivery(ENDPOINT, last).await.unwrap().unwrap();
-    assert!(again.attempts.is_empty());
-}
-
-/// A take across endpoints leases round-robin (every endpoint's first
-/// before any endpoint's second), within each endpoint's limit and the
-/// limit in all, nothing of a disabled endpoint (whose health it reports)
-/// and nothing leased already.
-async fn take_across_is_fair_and_bounded(backend: impl Backend) {
-    let store = backend.open().await;
-    let now = SystemTime::now();
-    for i in 0..50 {
-        assert!(
-            store
-                .enqueue("busy", &format!("b{i:02}"), b"{}", now)
-                .await
-                .unwrap()
-        );
-    }
-    assert!(store.enqueue("quiet", "q", b"{}", now).await.unwrap());
-    for id in ["o1", "o2"] {
-        assert!(store.enqueue("off", id, b"{}", now).await.unwrap());
-    }
-    assert!(
-        store
-            .disable("off", DisableReason::Gone, now)
-            .await
-            .unwrap()
-    );
-    let later = now + Duration::from_millis(1);
-    let wanted = [
-        Wanted::new("busy", 100, later),
-        Wanted::new("quiet", 5, later),
-        Wanted::new("off", 5, later),
-    ];
-    let lease = Duration::from_secs(60);
-    let found = store.take_due_across(&wanted, 3, lease).await.unwrap();
-    let taken: Vec<_> = found.taken.iter().map(|t| t.id.as_str()).collect();
-    assert!(taken.len() <= 3 && taken.contains(&"q"), "{taken:?}");
-    assert!(taken.iter().all(|id| !id.starts_with('o')), "{taken:?}");
-    assert_eq!(found.health["off"].disabled, Some(DisableReason::Gone));
-    assert_eq!(found.health.get("busy").and_then(|h| h.disabled), None);
-
-    let again = store.take_due_across(&wanted, 100, lease).await.unwrap();
-    let busy = again.taken.iter().filter(|t| t.endpoint == "busy").count();
-    let quiet = again.taken.iter().filter(|t| t.endpoint == "quiet").count();
-    assert_eq!(quiet, 0, "q is leased already");
-    assert_eq!(busy + found.taken.len() - 1, 50, "the rest of busy");
-    let capped = [Wanted::new("busy", 4, later)];
-    assert!(store.enqueue("busy", "b99", b"{}", now).await.unwrap());
-    let found = store.take_due_across(&capped, 100, lease).await.unwrap();
-    assert_eq!(found.taken.len(), 1, "only b99 is left unleased");
-}
-
 /// One endpoint with 1,000 due deliveries does not hold back another's
 /// single delivery: it goes out in the first poll, with the busy
 /// endpoint's first attempts.
@@ -780,107 +675,6 @@ async fn postgres_a_take_past_its_limit_still_reports_every_disabled_endpoint() 
     a_take_past_its_limit_still_reports_every_disabled_endpoint(postgres(), 12_000).await;
 }
 
-/// Many endpoints, many in one Redis shard or SQL statement, each with
-/// one due delivery, and one with 500: a take with room for all of them
-/// leases every endpoint's delivery, and only then the busy one's rest.
-async fn many_endpoints_each_before_a_busy_ones_second(backend: impl Backend) {
-    let store = backend.open().await;
-    let now = SystemTime::now();
-    for i in 0..500 {
-        let id = format!("b{i:03}");
-        assert!(store.enqueue("busy", &id, b"{}", now).await.unwrap());
-    }
-    let names: Vec<String> = (0..200).map(|n| format!("e{n}")).collect();
-    for name in &names {
-        assert!(store.enqueue(name, "only", b"{}", now).await.unwrap());
-    }
-    let later = now + Duration::from_millis(1);
-    let mut wanted = vec![Wanted::new("busy", 500, later)];
-    wanted.extend(names.iter().map(|name| Wanted::new(name, 4, later)));
-    let found = store
-        .take_due_across(&wanted, 250, Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert_eq!(found.taken.len(), 250);
-    let (busy, rest): (Vec<_>, Vec<_>) = found.taken.iter().partition(|t| t.endpoint == "busy");
-    assert_eq!(rest.len(), 200, "every quiet endpoint's delivery");
-    assert_eq!(busy.len(), 50, "the busy one's with what is left");
-    let first: Vec<_> = found.taken[..201].iter().map(|t| &t.endpoint).collect();
-    assert_eq!(
-        first.iter().filter(|e| e.as_str() == "busy").count(),
-        1,
-        "round-robin: the busy endpoint's second comes after every first"
-    );
-}
-
-/// Every step keeps a delivery where a take across endpoints finds it
-/// (in Redis, its shard's due index): leased, it is not found until its
-/// lease ends or it is put back; retried, it is found when due again;
-/// dead, not at all until replayed; delivered and purged, never again.
-async fn every_step_keeps_a_delivery_findable_across_endpoints(backend: impl Backend) {
-    let store = backend.open().await;
-    let now = now_in_millis();
-    let at = |ms: u64| now + Duration::from_millis(ms);
-    assert!(store.enqueue("steps", "s1", b"{}", now).await.unwrap());
-    let take = |when: SystemTime, lease: Duration| {
-        let store = store.clone();
-        async move {
-            let wanted = [Wanted::new("steps", 5, when)];
-            let found = store.take_due_across(&wanted, 5, lease).await.unwrap();
-            found.taken
-        }
-    };
-    let long = Duration::from_secs(60);
-    let short = Duration::from_millis(100);
-    let taken = take(at(1), short).await;
-    assert_eq!(taken.len(), 1, "due");
-    assert!(take(at(2), long).await.is_empty(), "leased");
-    assert_eq!(take(at(200), long).await.len(), 1, "its lease ended");
-    let taken = take(at(60_300), long)
-        .await
-        .pop()
-        .expect("lease ended again");
-    store.put_back(&taken, at(60_400)).await.unwrap();
-    assert!(
-        take(at(60_350), long).await.is_empty(),
-        "put back for later"
-    );
-    let taken = take(at(60_400), long).await.pop().expect("put back, due");
-    let attempt = Attempt::new(taken.attempts + 1, at(60_400), Ok(500));
-    let retry = Step::Retry {
-        due: at(70_000),
-        wait: Duration::from_secs(10),
-        reason: hooklatch::sender::rules::WaitReason::Schedule,
-    };
-    store
-        .finish(&taken, &attempt, retry, None)
-        .await
-        .expect("the lease held");
-    assert!(take(at(69_999), long).await.is_empty(), "retried later");
-    let taken = take(at(70_000), long).await.pop().expect("retry due");
-    let attempt = Attempt::new(taken.attempts + 1, at(70_000), Ok(500));
-    let dead = Step::Done(Final::Dead);
-    store
-        .finish(&taken, &attempt, dead, None)
-        .await
-        .expect("the lease held");
-    assert!(take(at(999_000), long).await.is_empty(), "dead");
-    assert!(store.replay("steps", "s1", at(80_000)).await.unwrap());
-    let taken = take(at(80_000), long).await.pop().expect("replayed");
-    let attempt = Attempt::new(taken.attempts + 1, at(80_000), Ok(200));
-    let done = Step::Done(Final::Delivered);
-    store
-        .finish(&taken, &attempt, done, None)
-        .await
-        .expect("the lease held");
-    assert!(take(at(999_000), long).await.is_empty(), "delivered");
-    let purged = store.purge(SystemTime::now() + long).await.unwrap();
-    assert_eq!(purged, 1);
-    assert!(take(at(999_000), long).await.is_empty(), "purged");
-    assert!(store.enqueue("steps", "s1", b"{}", now).await.unwrap());
-    assert_eq!(take(at(1), long).await.len(), 1, "sent again after a purge");
-}
-
 /// An outbox written before the Redis due index (each endpoint's keys
 /// under its own hash tag `{E}`, listed in `PREFIX:out:endpoints`) is
 /// moved on a store's first call: its due deliveries (one leased by a
@@ -1142,229 +936,6 @@ fn now_in_millis() -> SystemTime {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap();
     SystemTime::UNIX_EPOCH + Duration::from_millis(since_epoch.as_millis() as u64)
-}
-
-/// Leases `n` new deliveries to the endpoint, as a dispatcher does before
-/// its attempts.
-async fn lease(store: &impl DeliveryStore, endpoint: &str, n: usize) -> Vec<Taken> {
-    let now = SystemTime::now();
-    for i in 0..n {
-        let id = format!("msg_{i}");
-        assert!(store.enqueue(endpoint, &id, b"{}", now).await.unwrap());
-    }
-    let due = store
-        .take_due(endpoint, now, n, Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert_eq!(due.taken.len(), n);
-    due.taken
-}
-
-/// Records a last attempt on `taken` that shows `change` of the
-/// endpoint's health: the health after it, or `None` if the lease was lost.
-async fn record(
-    store: &impl DeliveryStore,
-    taken: &Taken,
-    change: Option<HealthChange>,
-) -> Option<EndpointHealth> {
-    let attempt = Attempt::new(taken.attempts + 1, SystemTime::now(), Ok(500));
-    match store
-        .finish(taken, &attempt, Step::Done(Final::Dead), change)
-        .await
-    {
-        Ok(health) => Some(health),
-        Err(hooklatch::sender::OutboxError::LeaseLost) => None,
-        Err(error) => panic!("cannot record: {error}"),
-    }
-}
-
-/// Recording an attempt merges it into the endpoint's health and returns
-/// the merged health: a failure keeps the earliest failing time, a
-/// disable sticks through failures and successes until enabled, the first
-/// reason stays, and a no-success disable needs a failing time old
-/// enough.
-async fn health_merges_in_the_store(backend: impl Backend) {
-    let store = backend.open().await;
-    let at = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs);
-    let failed = |secs| Some(HealthChange::Failed { at: at(secs) });
-    let day = Duration::from_secs(24 * 3600);
-    assert_eq!(
-        store.health(ENDPOINT).await.unwrap(),
-        EndpointHealth::default()
-    );
-    // Leased before the disable below, as a dispatcher's attempts under
-    // way are.
-    let taken = lease(&store, ENDPOINT, 6).await;
-
-    let merged = record(&store, &taken[0], failed(20)).await.unwrap();
-    assert_eq!(merged.failing_since, Some(at(20)));
-    let merged = record(&store, &taken[1], failed(10)).await.unwrap();
-    assert_eq!(merged.failing_since, Some(at(10)), "the earlier failure");
-    let merged = record(&store, &taken[2], failed(30)).await.unwrap();
-    assert_eq!(merged.failing_since, Some(at(10)), "still the earliest");
-    assert_eq!(merged.disabled, None);
-
-    let no_success = DisableReason::NoSuccessFor(day);
-    assert!(
-        !store
-            .disable(ENDPOINT, no_success, at(10) + day - Duration::from_secs(1))
-            .await
-            .unwrap(),
-        "not failing for a day yet"
-    );
-    assert!(
-        store
-            .disable(ENDPOINT, no_success, at(10) + day)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .disable(ENDPOINT, DisableReason::Gone, at(40))
-            .await
-            .unwrap(),
-        "already disabled: the first reason stays"
-    );
-
-    let merged = record(&store, &taken[3], failed(5)).await.unwrap();
-    assert_eq!(
-        merged.disabled,
-        Some(no_success),
-        "a failure keeps a disable"
-    );
-    assert_eq!(merged.failing_since, Some(at(5)));
-    let merged = record(&store, &taken[4], Some(HealthChange::Succeeded))
-        .await
-        .unwrap();
-    assert_eq!(
-        merged,
-        EndpointHealth {
-            failing_since: None,
-            disabled: Some(no_success)
-        },
-        "a success clears the failing time, not the disable"
-    );
-    assert_eq!(store.health(ENDPOINT).await.unwrap(), merged);
-    assert_eq!(
-        record(&store, &taken[5], None).await,
-        Some(merged),
-        "no change: the saved health"
-    );
-
-    store.enable(ENDPOINT).await.unwrap();
-    assert_eq!(
-        store.health(ENDPOINT).await.unwrap(),
-        EndpointHealth::default()
-    );
-    assert!(
-        !store
-            .disable(ENDPOINT, no_success, at(100) + day)
-            .await
-            .unwrap(),
-        "never failed since enabled"
-    );
-    assert!(
-        store
-            .disable("other", DisableReason::Gone, at(1))
-            .await
-            .unwrap()
-    );
-    assert_eq!(
-        store.health("other").await.unwrap().disabled,
-        Some(DisableReason::Gone)
-    );
-    assert_eq!(store.health(ENDPOINT).await.unwrap().disabled, None);
-}
-
-/// A take reads the endpoint's health with its leases: while the endpoint
-/// is disabled it leases nothing and reports the disable; once enabled it
-/// leases as before and reports the failing time; a take of 0 only reads.
-async fn a_take_reports_health_and_leases_nothing_while_disabled(backend: impl Backend) {
-    let store = backend.open().await;
-    let now = now_in_millis();
-    let lease = Duration::from_secs(60);
-    assert!(store.enqueue(ENDPOINT, "msg_1", b"{}", now).await.unwrap());
-    assert!(
-        store
-            .disable(ENDPOINT, DisableReason::Gone, now)
-            .await
-            .unwrap()
-    );
-    let due = store.take_due(ENDPOINT, now, 10, lease).await.unwrap();
-    assert!(due.taken.is_empty(), "disabled: nothing leased");
-    assert_eq!(due.health.disabled, Some(DisableReason::Gone));
-
-    store.enable(ENDPOINT).await.unwrap();
-    let due = store.take_due(ENDPOINT, now, 0, lease).await.unwrap();
-    assert!(due.taken.is_empty(), "a take of 0 leases nothing");
-    assert_eq!(due.health, EndpointHealth::default());
-    let due = store.take_due(ENDPOINT, now, 10, lease).await.unwrap();
-    let ids: Vec<&str> = due.taken.iter().map(|t| t.id.as_str()).collect();
-    assert_eq!(ids, ["msg_1"], "enabled: the held delivery is leased");
-    assert_eq!(due.health, EndpointHealth::default());
-
-    let failed_at = now - Duration::from_secs(5);
-    let merged = record(
-        &store,
-        &due.taken[0],
-        Some(HealthChange::Failed { at: failed_at }),
-    )
-    .await;
-    assert_eq!(merged.and_then(|h| h.failing_since), Some(failed_at));
-    assert!(store.enqueue(ENDPOINT, "msg_2", b"{}", now).await.unwrap());
-    let due = store.take_due(ENDPOINT, now, 10, lease).await.unwrap();
-    assert_eq!(due.taken.len(), 1);
-    assert_eq!(
-        due.health,
-        EndpointHealth {
-            failing_since: Some(failed_at),
-            disabled: None
-        },
-        "the health read with the leases"
-    );
-}
-
-/// A dispatcher whose lease ran out, and whose delivery another took,
-/// records nothing and merges nothing into the endpoint's health (its
-/// `finish` and `put_back` fail with `LeaseLost`): the attempt that counts
-/// is the new holder's.
-async fn a_lost_lease_records_and_merges_nothing(backend: impl Backend) {
-    let store = backend.open().await;
-    let now = now_in_millis();
-    assert!(store.enqueue(ENDPOINT, "msg_1", b"{}", now).await.unwrap());
-    let first = store
-        .take_due(ENDPOINT, now, 1, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .taken;
-    let later = now + Duration::from_secs(2);
-    let second = store
-        .take_due(ENDPOINT, later, 1, Duration::from_secs(60))
-        .await
-        .unwrap()
-        .taken;
-    assert_eq!((first.len(), second.len()), (1, 1), "taken again");
-
-    let failed = Some(HealthChange::Failed { at: now });
-    assert_eq!(record(&store, &first[0], failed).await, None, "lease lost");
-    assert_eq!(
-        store.health(ENDPOINT).await.unwrap(),
-        EndpointHealth::default(),
-        "nothing merged"
-    );
-    let stored = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
-    assert!(stored.attempts.is_empty(), "nothing recorded");
-    // Nor can the old holder put it back: the same error, the same rule.
-    assert!(matches!(
-        store.put_back(&first[0], later).await,
-        Err(hooklatch::sender::OutboxError::LeaseLost)
-    ));
-
-    let merged = record(&store, &second[0], failed).await.unwrap();
-    assert_eq!(merged.failing_since, Some(now));
-    let stored = store.delivery(ENDPOINT, "msg_1").await.unwrap().unwrap();
-    assert_eq!(stored.state, DeliveryState::Dead);
-    assert_eq!(stored.attempts.len(), 1);
 }
 
 /// Dispatcher B's attempt fails after dispatcher A disabled the endpoint
@@ -1636,6 +1207,18 @@ async fn each_attempt_carries_the_trace_the_delivery_was_sent_in(backend: impl B
     assert!(of("untraced").iter().all(Option::is_none));
 }
 
+/// A backend as the published outbox checks see it: each check opens its
+/// one store, the backend made fresh for it, once.
+struct Fresh<B>(B);
+
+impl<B: Backend> OutboxUnderTest for Fresh<B> {
+    type Store = B::Store;
+
+    async fn empty(&self) -> B::Store {
+        self.0.open().await
+    }
+}
+
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -1668,22 +1251,22 @@ macro_rules! suite {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn purge_deletes_in_bounded_batches_and_misses_no_finished_delivery() {
-                purge_takes_every_batch($backend).await;
+                hooklatch::testing::outbox::purge_takes_every_batch(&Fresh($backend)).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_take_across_endpoints_is_round_robin_within_limits_and_skips_disabled() {
-                take_across_is_fair_and_bounded($backend).await;
+                hooklatch::testing::outbox::take_across_is_fair_and_bounded(&Fresh($backend)).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_take_across_many_endpoints_serves_each_before_a_busy_ones_second() {
-                many_endpoints_each_before_a_busy_ones_second($backend).await;
+                hooklatch::testing::outbox::many_endpoints_each_before_a_busy_ones_second(&Fresh($backend)).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn every_step_keeps_a_delivery_findable_by_a_take_across_endpoints() {
-                every_step_keeps_a_delivery_findable_across_endpoints($backend).await;
+                hooklatch::testing::outbox::every_step_keeps_a_delivery_findable_across_endpoints(&Fresh($backend)).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1703,17 +1286,17 @@ macro_rules! suite {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn health_merges_keep_a_disable_and_the_earliest_failure() {
-                health_merges_in_the_store($backend).await;
+                hooklatch::testing::outbox::health_merges_in_the_store(&Fresh($backend)).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn health_a_take_leases_nothing_while_disabled_and_reports_it() {
-                a_take_reports_health_and_leases_nothing_while_disabled($backend).await;
+                hooklatch::testing::outbox::a_take_reports_health_and_leases_nothing_while_disabled(&Fresh($backend)).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn health_a_lost_lease_records_and_merges_nothing() {
-                a_lost_lease_records_and_merges_nothing($backend).await;
+                hooklatch::testing::outbox::a_lost_lease_records_and_merges_nothing(&Fresh($backend)).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,8 @@
 //! Implement [`StoreUnderTest`] to say how to make a client of your store,
 //! then run [`inbox::all`] (an [`InboxQueue`]) and [`lease::all`] (a
 //! [`LeaseStore`](crate::dedup::LeaseStore)), or each check as a test of
-//! its own. A check panics, as a test assertion does, with what your store got
+//! its own; for a delivery store, implement `OutboxUnderTest` and run
+//! `outbox::all` (feature `sender` too). A check panics, as a test assertion does, with what your store got
 //! wrong. The checks use real time (a few seconds of delays and
 //! visibility timeouts) and spawn tasks: run them on a multi-threaded
 //! tokio runtime, `#[tokio::test(flavor = "multi_thread")]`.
@@ -38,6 +39,8 @@
 
 pub mod inbox;
 pub mod lease;
+#[cfg(feature = "sender")]
+pub mod outbox;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +65,18 @@ pub trait StoreUnderTest: Sync {
     fn ordered_across_the_namespace(&self) -> bool {
         true
     }
+}
+
+/// How the outbox checks open the outbox under test (feature `sender`).
+#[cfg(feature = "sender")]
+pub trait OutboxUnderTest: Sync {
+    /// The outbox.
+    type Store: crate::sender::outbox::DeliveryStore + Clone;
+
+    /// A client of a new, empty outbox: each check calls it once and
+    /// counts everything in it (a purge's count, every endpoint's
+    /// deliveries), so each call needs its own database, schema or prefix.
+    fn empty(&self) -> impl Future<Output = Self::Store>;
 }
 
 /// A store for one check and a namespace no other check uses.
