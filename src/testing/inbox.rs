@@ -5,6 +5,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{Fixture, StoreUnderTest, bad_keys, drain, event};
+
+/// Asserts that a take in `namespace` finds nothing ready.
+async fn assert_nothing_ready<S: InboxQueue>(store: &S, namespace: &str) {
+    let taken = store.take(namespace, "check", 10).await.unwrap();
+    assert!(taken.is_empty(), "nothing should be ready: {taken:?}");
+}
 use crate::dedup::{
     Acceptance, DedupError, EventMeta, Inbox, InboxQueue, InboxStats, IncomingEvent, NackOutcome,
     StoreOptions,
@@ -153,13 +159,7 @@ where
         f.store.ack(&first[0]).await,
         Err(DedupError::DeliveryLost)
     ));
-    assert!(
-        f.store
-            .take(&f.namespace, "w1", 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_nothing_ready(&f.store, &f.namespace).await;
 }
 
 /// A nack with a delay hides the event until the delay ends, then it is
@@ -180,13 +180,7 @@ where
     );
     // 2 s, not less: the take must come before the delay ends, and one on a
     // loaded machine may wait for the store a second or more.
-    assert!(
-        f.store
-            .take(&f.namespace, "w1", 1)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_nothing_ready(&f.store, &f.namespace).await;
     tokio::time::sleep(Duration::from_millis(2300)).await;
     let again = f.store.take(&f.namespace, "w2", 1).await.unwrap();
     assert_eq!(again.len(), 1);
@@ -218,13 +212,7 @@ where
         f.store.nack(&second[0], Duration::ZERO).await.unwrap(),
         NackOutcome::DeadLettered
     );
-    assert!(
-        f.store
-            .take(&f.namespace, "w1", 1)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_nothing_ready(&f.store, &f.namespace).await;
     let dead = f.store.dead_letters(&f.namespace, 10).await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].id, "poison");
@@ -455,13 +443,7 @@ where
     let taken = f.store.take(&f.namespace, "dies", 2).await.unwrap();
     assert_eq!(taken.len(), 2);
     f.store.ack(&taken[1]).await.unwrap(); // "fine" is done; "crash" is abandoned
-    assert!(
-        f.store
-            .take(&f.namespace, "other", 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_nothing_ready(&f.store, &f.namespace).await;
     tokio::time::sleep(VISIBILITY + Duration::from_millis(200)).await;
     let redelivered = f.store.take(&f.namespace, "other", 10).await.unwrap();
     assert_eq!(redelivered.len(), 1, "only the unacked event comes back");
@@ -474,13 +456,7 @@ where
     ));
     f.store.ack(&redelivered[0]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        f.store
-            .take(&f.namespace, "other", 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_nothing_ready(&f.store, &f.namespace).await;
 }
 
 /// Sixty-four accepts of one id at once: one is accepted, one event is
@@ -597,7 +573,7 @@ where
         [true, false],
         "one delivery twice in a call is acked once"
     );
-    assert!(f.store.take(ns, "w3", 10).await.unwrap().is_empty());
+    assert_nothing_ready(&f.store, ns).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(
         f.store.take(ns, "w3", 10).await.unwrap().is_empty(),

@@ -5,7 +5,21 @@
 use std::time::Duration;
 
 use super::{Fixture, StoreUnderTest, bad_keys};
-use crate::dedup::{Claim, DedupError, LeaseStore, StoreOptions};
+use crate::dedup::{Claim, DedupError, Lease, LeaseStore, StoreOptions};
+
+/// Claims `evt` in `namespace` for `lease_for`: the fresh lease, or a
+/// panic saying `expected`.
+async fn fresh<S: LeaseStore>(
+    store: &S,
+    namespace: &str,
+    lease_for: Duration,
+    expected: &str,
+) -> Lease {
+    match store.claim(namespace, "evt", lease_for).await.unwrap() {
+        Claim::Fresh(lease) => lease,
+        other => panic!("{expected}: {other:?}"),
+    }
+}
 
 /// Runs every check of this module in turn, each on stores of its own.
 /// Takes about 8 s (a heartbeat check waits out real terms on the store's
@@ -47,14 +61,13 @@ where
     T::Store: LeaseStore,
 {
     let f = Fixture::new(under, StoreOptions::default()).await;
-    let Claim::Fresh(lease) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("first claim is fresh");
-    };
+    let lease = fresh(
+        &f.store,
+        &f.namespace,
+        Duration::from_secs(30),
+        "first claim is fresh",
+    )
+    .await;
     assert_eq!(lease.id(), "evt");
     match f
         .store
@@ -88,14 +101,7 @@ where
     T::Store: LeaseStore,
 {
     let f = Fixture::new(under, StoreOptions::default()).await;
-    let Claim::Fresh(lease) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("fresh");
-    };
+    let lease = fresh(&f.store, &f.namespace, Duration::from_secs(30), "fresh").await;
     f.store.release(&lease).await.unwrap();
     assert!(matches!(
         f.store
@@ -117,23 +123,15 @@ where
     T::Store: LeaseStore,
 {
     let f = Fixture::new(under, StoreOptions::default()).await;
-    let Claim::Fresh(crashed) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_millis(200))
-        .await
-        .unwrap()
-    else {
-        panic!("fresh");
-    };
+    let crashed = fresh(&f.store, &f.namespace, Duration::from_millis(200), "fresh").await;
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let Claim::Fresh(retry) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("an expired lease is reclaimed");
-    };
+    let retry = fresh(
+        &f.store,
+        &f.namespace,
+        Duration::from_secs(30),
+        "an expired lease is reclaimed",
+    )
+    .await;
     assert!(matches!(
         f.store.complete(&crashed).await,
         Err(DedupError::LeaseLost)
@@ -179,14 +177,7 @@ where
     T::Store: LeaseStore,
 {
     let f = Fixture::new(under, StoreOptions::default()).await;
-    let Claim::Fresh(lease) = f
-        .store
-        .claim(&f.namespace, "evt", Duration::from_millis(300))
-        .await
-        .unwrap()
-    else {
-        panic!("fresh");
-    };
+    let lease = fresh(&f.store, &f.namespace, Duration::from_millis(300), "fresh").await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(matches!(
         f.store.extend_lease(&lease, Duration::from_secs(5)).await,
@@ -206,9 +197,7 @@ where
     const TERM: Duration = Duration::from_secs(3);
     let f = Fixture::new(under, StoreOptions::default()).await;
     let ns = &f.namespace;
-    let Claim::Fresh(lease) = f.store.claim(ns, "evt", TERM).await.unwrap() else {
-        panic!("fresh");
-    };
+    let lease = fresh(&f.store, ns, TERM, "fresh").await;
     for _ in 0..5 {
         tokio::time::sleep(TERM / 4).await;
         f.store
@@ -227,14 +216,13 @@ where
         "3.75 s in, past the first term: still held"
     );
     tokio::time::sleep(TERM + Duration::from_millis(500)).await;
-    let Claim::Fresh(second) = f
-        .store
-        .claim(ns, "evt", Duration::from_secs(5))
-        .await
-        .unwrap()
-    else {
-        panic!("without heartbeats the lease lapses");
-    };
+    let second = fresh(
+        &f.store,
+        ns,
+        Duration::from_secs(5),
+        "without heartbeats the lease lapses",
+    )
+    .await;
     assert!(matches!(
         f.store.extend_lease(&lease, Duration::from_secs(5)).await,
         Err(DedupError::LeaseLost)
