@@ -78,9 +78,11 @@ use crate::store::sql::{On, SQLITE, sql_built, sqlite_pool};
 /// `_changed`) keep `hooklatch_inbox_counts` (all rows and dead ones) on
 /// every insert, delete and dead letter, so that
 /// [`stats`](crate::dedup::InboxQueue::stats) costs the same at a backlog
-/// of a million, waiting or dead, as of ten. `migrate` also keeps `hooklatch_schema_versions (component TEXT PRIMARY
-/// KEY, version INT)`, one table whatever the prefix, shared by every
-/// hooklatch store in the file.
+/// of a million, waiting or dead, as of ten.
+///
+/// `migrate` also keeps `hooklatch_schema_versions (component TEXT
+/// PRIMARY KEY, version INT)`, one table whatever the prefix, shared by
+/// every hooklatch store in the file.
 ///
 /// ```
 /// use hooklatch::dedup::{Acceptance, Inbox, IncomingEvent, SqliteInbox};

@@ -5,10 +5,11 @@
 //! then run [`inbox::all`] (an [`InboxQueue`]) and [`lease::all`] (a
 //! [`LeaseStore`](crate::dedup::LeaseStore)), or each check as a test of
 //! its own; for a delivery store, implement `OutboxUnderTest` and run
-//! `outbox::all` (feature `sender` too). A check panics, as a test assertion does, with what your store got
-//! wrong. The checks use real time (a few seconds of delays and
-//! visibility timeouts) and spawn tasks: run them on a multi-threaded
-//! tokio runtime, `#[tokio::test(flavor = "multi_thread")]`.
+//! `outbox::all` (feature `sender` too). A check panics, as a test
+//! assertion does, with what your store got wrong. The checks use real
+//! time (delays, visibility timeouts and retention on the store's clock,
+//! about 25 s for the inbox) and spawn tasks: run them on a
+//! multi-threaded tokio runtime, `#[tokio::test(flavor = "multi_thread")]`.
 //!
 //! ```no_run
 //! use hooklatch::dedup::{MemoryInbox, StoreOptions};
