@@ -1334,6 +1334,35 @@ suite!(postgres_store, postgres());
 suite!(redis_store, redis());
 suite!(redis_cluster_store, redis_cluster());
 
+/// Every published outbox check runs on every built-in outbox: the suite
+/// above calls each `pub async fn` of `hooklatch::testing::outbox` (but
+/// `all`), so that a check added there cannot be skipped here.
+#[test]
+fn every_published_outbox_check_is_stamped_over_every_outbox() {
+    let published = [
+        include_str!("../src/testing/outbox/mod.rs"),
+        include_str!("../src/testing/outbox/health.rs"),
+    ];
+    let mut published: Vec<&str> = published
+        .iter()
+        .flat_map(|source| source.lines())
+        .filter_map(|line| line.strip_prefix("pub async fn "))
+        .filter_map(|rest| rest.split('<').next())
+        .filter(|name| *name != "all")
+        .collect();
+    published.sort_unstable();
+    let call = "hooklatch::testing::outbox::";
+    let mut stamped: Vec<&str> = include_str!("outbox.rs")
+        .split(call)
+        .skip(1)
+        .filter_map(|rest| rest.split('(').next())
+        .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    stamped.sort_unstable();
+    stamped.dedup();
+    assert_eq!(stamped, published);
+}
+
 /// `SqliteOutbox` opens by path or by `sqlite:` URL onto the same tables:
 /// a delivery enqueued through one is found through the other.
 #[tokio::test]

@@ -4,7 +4,7 @@
 //! passes: the constructors a store answers with are public.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use hooklatch::sender::OutboxError;
@@ -17,6 +17,12 @@ use hooklatch::sender::outbox::{
 use hooklatch::sender::rules::{Attempt, Step, WaitReason};
 use hooklatch::testing::{OutboxUnderTest, outbox};
 use hooklatch::trace::TraceParent;
+
+/// `at + wait`, or the far future where that overflows.
+fn later(at: SystemTime, wait: Duration) -> SystemTime {
+    at.checked_add(wait)
+        .unwrap_or(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::from(u32::MAX) * 100))
+}
 
 /// One delivery in [`ListOutbox`].
 struct Row {
@@ -54,7 +60,7 @@ struct ListOutbox {
 
 impl ListOutbox {
     fn with<T>(&self, change: impl FnOnce(&mut Lists) -> T) -> T {
-        change(&mut self.lists.lock().unwrap())
+        change(&mut self.lists.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -167,7 +173,7 @@ impl DeliveryStore for ListOutbox {
                 lists.leases += 1;
                 let token = format!("lease-{}", lists.leases);
                 let row = &mut lists.rows[index];
-                row.lease = Some((token.clone(), now + lease));
+                row.lease = Some((token.clone(), later(now, lease)));
                 due.taken.push(Taken {
                     endpoint: row.stored.endpoint.clone(),
                     id: row.stored.id.clone(),
@@ -210,11 +216,17 @@ impl DeliveryStore for ListOutbox {
                 }
                 _ => unreachable!("a step this store does not know"),
             }
-            let health = lists.health.entry(taken.endpoint.clone()).or_default();
-            if let Some(change) = change {
-                *health = health.merged(change);
-            }
-            Ok(*health)
+            let health = lists
+                .health
+                .get(&taken.endpoint)
+                .copied()
+                .unwrap_or_default();
+            let Some(change) = change else {
+                return Ok(health);
+            };
+            let merged = health.merged(change);
+            lists.health.insert(taken.endpoint.clone(), merged);
+            Ok(merged)
         })
     }
 
@@ -334,7 +346,7 @@ impl Keeping for ListOutbox {
             }
             lists
                 .keys
-                .insert(name, (delivery.id().to_owned(), key.now + key.window));
+                .insert(name, (delivery.id().to_owned(), later(key.now, key.window)));
             Keyed::new(delivery.id(), lists.add(&delivery))
         }))
     }

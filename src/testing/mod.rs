@@ -6,10 +6,12 @@
 //! [`LeaseStore`](crate::dedup::LeaseStore)), or each check as a test of
 //! its own; for a delivery store, implement `OutboxUnderTest` and run
 //! `outbox::all` (feature `sender` too). A check panics, as a test
-//! assertion does, with what your store got wrong. The checks use real
-//! time (delays, visibility timeouts and retention on the store's clock,
-//! about 25 s for the inbox) and spawn tasks: run them on a
+//! assertion does, with what your store got wrong. The inbox and lease
+//! checks use real time (delays, visibility timeouts and retention on the
+//! store's clock, about 25 s for the inbox) and spawn tasks: run them on a
 //! multi-threaded tokio runtime, `#[tokio::test(flavor = "multi_thread")]`.
+//! The outbox checks pass their times to the store and take well under a
+//! second.
 //!
 //! ```no_run
 //! use hooklatch::dedup::{MemoryInbox, StoreOptions};

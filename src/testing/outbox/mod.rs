@@ -60,17 +60,32 @@ fn now_in_millis() -> SystemTime {
 /// Leases `n` new deliveries to the endpoint, as a dispatcher does before
 /// its attempts.
 async fn lease(store: &impl DeliveryStore, endpoint: &str, n: usize) -> Vec<Taken> {
-    let now = SystemTime::now();
+    let now = now_in_millis();
     for i in 0..n {
         let id = format!("msg_{i}");
-        assert!(store.enqueue(endpoint, &id, b"{}", now).await.unwrap());
+        let added = store.enqueue(endpoint, &id, b"{}", now).await.unwrap();
+        assert!(added, "a new id is enqueued");
     }
-    let due = store
-        .take_due(endpoint, now, n, Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert_eq!(due.taken.len(), n);
-    due.taken
+    // A take may lease fewer than asked: take until every one is leased.
+    let mut taken = Vec::new();
+    while taken.len() < n {
+        let due = store
+            .take_due(
+                endpoint,
+                now + Duration::from_millis(1),
+                n - taken.len(),
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        assert!(
+            !due.taken.is_empty(),
+            "{} of {n} due deliveries leased",
+            taken.len()
+        );
+        taken.extend(due.taken);
+    }
+    taken
 }
 
 /// Records a last attempt on `taken` that shows `change` of the
@@ -139,9 +154,11 @@ where
     assert_eq!(quiet, 0, "q is leased already");
     assert_eq!(busy + found.taken.len() - 1, 50, "the rest of busy");
     let capped = [Wanted::new("busy", 4, later)];
-    assert!(store.enqueue("busy", "b99", b"{}", now).await.unwrap());
+    for id in ["b94", "b95", "b96", "b97", "b98", "b99"] {
+        assert!(store.enqueue("busy", id, b"{}", now).await.unwrap());
+    }
     let found = store.take_due_across(&capped, 100, lease).await.unwrap();
-    assert_eq!(found.taken.len(), 1, "only b99 is left unleased");
+    assert_eq!(found.taken.len(), 4, "the endpoint's own limit, of 6 due");
 }
 
 /// Many endpoints, many in one Redis shard or SQL statement, each with
@@ -282,15 +299,19 @@ where
             .await
             .unwrap()
     );
-    tokio::time::sleep(Duration::from_millis(5)).await;
-
-    let purged = store.purge(SystemTime::now()).await.unwrap();
+    // Ended by any clock's now: a minute past the store's own.
+    let after_all = store.store_time().await.unwrap() + Duration::from_secs(60);
+    let purged = store.purge(after_all).await.unwrap();
     assert_eq!(
         purged,
         u64::try_from(count).unwrap(),
         "every batch is purged"
     );
-    assert_eq!(store.purge(SystemTime::now()).await.unwrap(), 0);
+    assert_eq!(
+        store.purge(after_all).await.unwrap(),
+        0,
+        "nothing left to purge"
+    );
     let delivered = store
         .list(ENDPOINT, DeliveryState::Delivered, 10)
         .await
