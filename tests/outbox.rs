@@ -17,7 +17,6 @@ use hooklatch::sender::outbox::{DeliveryStore, Wanted};
 use hooklatch::sender::rules::{Attempt, Final, Step};
 use hooklatch::sender::transport::{Response, TransportError};
 use hooklatch::sender::{Disabled, Dispatcher, Policy, RedisOutbox, Transport};
-use hooklatch::testing::OutboxUnderTest;
 use hooklatch::trace::TraceParent;
 use hooklatch::verify::{Scheme, Signer};
 use receiver::*;
@@ -1207,18 +1206,6 @@ async fn each_attempt_carries_the_trace_the_delivery_was_sent_in(backend: impl B
     assert!(of("untraced").iter().all(Option::is_none));
 }
 
-/// A backend as the published outbox checks see it: each check opens its
-/// one store, the backend made fresh for it, once.
-struct Fresh<B>(B);
-
-impl<B: Backend> OutboxUnderTest for Fresh<B> {
-    type Store = B::Store;
-
-    async fn empty(&self) -> B::Store {
-        self.0.open().await
-    }
-}
-
 macro_rules! suite {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -1334,14 +1321,16 @@ suite!(postgres_store, postgres());
 suite!(redis_store, redis());
 suite!(redis_cluster_store, redis_cluster());
 
-/// Every published outbox check runs on every built-in outbox: the suite
-/// above calls each `pub async fn` of `hooklatch::testing::outbox` (but
-/// `all`), so that a check added there cannot be skipped here.
+/// Every published outbox check runs on every built-in outbox: the suites
+/// here and in tests/outbox_keep.rs call each `pub async fn` of
+/// `hooklatch::testing::outbox` (but `all`), so that a check added there
+/// cannot be skipped.
 #[test]
 fn every_published_outbox_check_is_stamped_over_every_outbox() {
     let published = [
         include_str!("../src/testing/outbox/mod.rs"),
         include_str!("../src/testing/outbox/health.rs"),
+        include_str!("../src/testing/outbox/keeping.rs"),
     ];
     let mut published: Vec<&str> = published
         .iter()
@@ -1352,8 +1341,10 @@ fn every_published_outbox_check_is_stamped_over_every_outbox() {
         .collect();
     published.sort_unstable();
     let call = "hooklatch::testing::outbox::";
-    let mut stamped: Vec<&str> = include_str!("outbox.rs")
-        .split(call)
+    let suites = [include_str!("outbox.rs"), include_str!("outbox_keep.rs")];
+    let mut stamped: Vec<&str> = suites
+        .iter()
+        .flat_map(|suite| suite.split(call))
         .skip(1)
         .filter_map(|rest| rest.split('(').next())
         .filter(|name| name.chars().all(|c| c.is_ascii_lowercase() || c == '_'))

@@ -80,6 +80,14 @@ pub trait OutboxUnderTest: Sync {
     /// counts everything in it (a purge's count, every endpoint's
     /// deliveries), so each call needs its own database, schema or prefix.
     fn empty(&self) -> impl Future<Output = Self::Store>;
+
+    /// Another client of the outbox `store` is a client of, as a second
+    /// process or a restart opens it: what one client kept, the other
+    /// must see. The default clones `store`, for clients that share memory.
+    fn reopen(&self, store: &Self::Store) -> impl Future<Output = Self::Store> {
+        let store = store.clone();
+        async move { store }
+    }
 }
 
 /// A store for one check and a namespace no other check uses.

@@ -114,3 +114,21 @@ pub fn postgres() -> Postgres {
         prefix: support::unique("d"),
     }
 }
+
+/// A backend as the published outbox checks see it: each check opens its
+/// one store, the backend made fresh for it, once.
+#[cfg(feature = "testing")]
+pub struct Fresh<B>(pub B);
+
+#[cfg(feature = "testing")]
+impl<B: Backend> hooklatch::testing::OutboxUnderTest for Fresh<B> {
+    type Store = B::Store;
+
+    async fn empty(&self) -> B::Store {
+        self.0.open().await
+    }
+
+    async fn reopen(&self, _: &B::Store) -> B::Store {
+        self.0.open().await
+    }
+}

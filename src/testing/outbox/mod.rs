@@ -6,10 +6,17 @@
 use std::time::{Duration, SystemTime};
 
 mod health;
+mod keeping;
 
 pub use health::{
     a_lost_lease_records_and_merges_nothing,
     a_take_reports_health_and_leases_nothing_while_disabled, health_merges_in_the_store,
+};
+pub use keeping::{
+    a_key_enqueues_once_within_its_window, a_leased_delivery_is_kept_until_its_lease_ends,
+    both_enqueues_refuse_bad_names_and_store_nothing, concurrent_sends_with_one_key_enqueue_once,
+    each_outcome_is_purged_after_its_retention, expired_keys_are_forgotten,
+    the_purge_takes_every_batch,
 };
 
 use super::OutboxUnderTest;
@@ -36,6 +43,13 @@ where
     many_endpoints_each_before_a_busy_ones_second(under).await;
     every_step_keeps_a_delivery_findable_across_endpoints(under).await;
     purge_takes_every_batch(under).await;
+    a_key_enqueues_once_within_its_window(under).await;
+    concurrent_sends_with_one_key_enqueue_once(under).await;
+    expired_keys_are_forgotten(under).await;
+    each_outcome_is_purged_after_its_retention(under).await;
+    a_leased_delivery_is_kept_until_its_lease_ends(under).await;
+    both_enqueues_refuse_bad_names_and_store_nothing(under).await;
+    the_purge_takes_every_batch(under).await;
 }
 
 /// The state of delivery `id` to [`ENDPOINT`].
